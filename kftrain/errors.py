@@ -1,0 +1,28 @@
+"""Errors a user can cause, each naming what was wrong and where."""
+
+from __future__ import annotations
+
+
+class KftrainError(Exception):
+    """Base class for every error kftrain raises on purpose."""
+
+
+class JobSpecError(KftrainError):
+    """A training job manifest or its inputs are invalid.
+
+    ``field`` is the dotted path of the offending field (``spec.pytorchReplicaSpecs.Worker.replicas``)
+    so the message points the user at the exact line to fix.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class JobFailedError(KftrainError):
+    """A training job ran and failed."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        self.exit_code = exit_code
+        super().__init__(message)

@@ -1,0 +1,110 @@
+"""Load kubectl-style manifests into a :class:`TrainingJob` and render them back."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kftrain.errors import JobSpecError
+from kftrain.job.kinds import KindSpec, kind_spec
+from kftrain.job.model import JobSpec, ObjectMeta, ReplicaSpec, TrainingJob
+from kftrain.job.serde import from_dict, to_dict
+from kftrain.job.validate import validate_job
+
+_TOP_LEVEL_KEYS = {"apiVersion", "kind", "metadata", "spec", "status"}
+
+
+def parse_yaml(text: str, source: str = "<manifest>") -> Any:
+    """Parse one YAML document, turning parser errors into a message with the line."""
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise JobSpecError(source, f"malformed YAML{where}: {problem}") from None
+    if len(docs) != 1:
+        raise JobSpecError(source, f"expected exactly one YAML document, found {len(docs)}")
+    return docs[0]
+
+
+def load_manifest_file(path: str | Path) -> TrainingJob:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise JobSpecError(str(path), f"cannot read manifest: {exc.strerror}") from None
+    return load_manifest(parse_yaml(text, str(path)))
+
+
+def load_manifest(data: Mapping[str, Any] | str, *, validate: bool = True) -> TrainingJob:
+    """Build a job from a manifest dict (or YAML text) and validate it."""
+    if isinstance(data, str):
+        data = parse_yaml(data)
+    if not isinstance(data, Mapping):
+        raise JobSpecError("", f"a manifest must be a mapping, got {type(data).__name__}")
+    for key in ("apiVersion", "kind"):
+        if not data.get(key):
+            raise JobSpecError(key, "missing")
+    unknown = sorted(set(data) - _TOP_LEVEL_KEYS)
+    if unknown:
+        raise JobSpecError(unknown[0], "unknown top-level field")
+    kspec = kind_spec(data["kind"], data["apiVersion"])
+    spec = data.get("spec")
+    if not isinstance(spec, Mapping):
+        raise JobSpecError("spec", "missing or not a mapping")
+    spec = dict(spec)
+    raw_replicas = spec.pop(kspec.replica_key, None)
+    if not isinstance(raw_replicas, Mapping) or not raw_replicas:
+        raise JobSpecError(f"spec.{kspec.replica_key}", "missing or empty: a job needs at least one replica type")
+    _reject_fields_of_other_kinds(kspec, spec)
+    job = TrainingJob(
+        kind=kspec.kind,
+        api_version=kspec.api_version,
+        metadata=from_dict(ObjectMeta, data.get("metadata") or {}, "metadata"),
+        replica_specs={
+            str(rtype): from_dict(ReplicaSpec, rspec, f"spec.{kspec.replica_key}.{rtype}")
+            for rtype, rspec in raw_replicas.items()
+        },
+        spec=from_dict(JobSpec, spec, "spec"),
+    )
+    if validate:
+        validate_job(job)
+    return job
+
+
+def _reject_fields_of_other_kinds(kspec: KindSpec, spec: Mapping[str, Any]) -> None:
+    json_to_attr = {f.metadata["json"]: f.name for f in dataclasses.fields(JobSpec)}
+    for key in spec:
+        attr = json_to_attr.get(key)
+        if attr is not None and attr not in kspec.spec_fields:
+            raise JobSpecError(f"spec.{key}", f"not a field of {kspec.kind.value} {kspec.api_version}")
+
+
+def render_manifest(job: TrainingJob) -> dict[str, Any]:
+    """The manifest the operator would be given for ``job`` (no status)."""
+    kspec = kind_spec(job.kind, job.api_version)
+    spec: dict[str, Any] = {kspec.replica_key: {rtype: to_dict(r) for rtype, r in job.replica_specs.items()}}
+    spec.update(to_dict(job.spec))
+    return {
+        "apiVersion": job.api_version,
+        "kind": job.kind.value,
+        "metadata": to_dict(job.metadata),
+        "spec": spec,
+    }
+
+
+def render_yaml(job: TrainingJob) -> str:
+    return yaml.safe_dump(render_manifest(job), sort_keys=False, default_flow_style=False)
+
+
+def strip_for_comparison(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """A manifest without its ``status``: what a round trip must preserve."""
+    out = copy.deepcopy(dict(manifest))
+    out.pop("status", None)
+    return out
