@@ -1,0 +1,1 @@
+"""Reusable KFP components (importable as ``kftrain_components``)."""

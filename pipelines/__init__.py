@@ -1,0 +1,1 @@
+"""Pipelines built from the components (importable as ``kftrain_pipelines``)."""

@@ -12,6 +12,9 @@ What the local backend reproduces, and how:
   replica's exit code and its last log lines;
 * each replica's output streamed live with a ``[worker-1]`` prefix.
 
+Images are ignored: a container's ``python`` is this interpreter, and the folder of this
+interpreter leads ``PATH`` (so ``torchrun`` or ``mpirun`` installed beside it are found).
+
 Differences from a cluster, on purpose: images are ignored (the program comes from the container's
 command or ``--command``); sidecar containers are not run; ``Always`` restarts a replica that
 fails but treats an exit 0 as done, since restarting a finished trainer only matters until the
@@ -65,6 +68,7 @@ _CONTRACT_VARS = re.compile(
 )
 _K8S_VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 ALL_REPLICA_TYPES = "*"
+_PYTHON_NAMES = {"python", "python3", f"python3.{sys.version_info.minor}"}
 
 
 def expand_k8s_vars(text: str, env: Mapping[str, str]) -> str:
@@ -186,6 +190,8 @@ class LocalBackend(Backend):
         path = f"spec.{kind_spec(job.kind, job.api_version).replica_key}.{rid.type}.template.spec.containers"
         env = {k: v for k, v in os.environ.items() if not _CONTRACT_VARS.match(k)}
         env.update(self.options.extra_env)
+        # Tools installed beside this Python (torchrun, mpirun from a venv) are the image's tools.
+        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
         pod_name = f"{job.name}-{rid.label}"
         if job.kind == JobKind.MPIJOB and os.geteuid() == 0:
             # mpirun refuses root without these; MPI images set them the same way.
@@ -209,6 +215,8 @@ class LocalBackend(Backend):
                 f"(or --command {rid.type}=...) with the program to run",
             )
         argv = [expand_k8s_vars(a, env) for a in argv]
+        if argv[0] in _PYTHON_NAMES:
+            argv[0] = sys.executable  # the image's python is this environment's python
         if shutil.which(argv[0], path=env.get("PATH")) is None:
             raise JobSpecError(f"{path}[{container.name}].command", f"program {argv[0]!r} not found on PATH")
         logs = workdir / "logs"

@@ -1,0 +1,47 @@
+"""KFP component: evaluate a classifier on the held-out split; Metrics, ClassificationMetrics, Markdown."""
+
+from kfp import dsl
+
+from kftrain_components.images import RUNTIME_IMAGE
+
+
+@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+def evaluate_classifier(
+    model: dsl.Input[dsl.Model],
+    dataset: dsl.Input[dsl.Dataset],
+    metrics: dsl.Output[dsl.Metrics],
+    classification_metrics: dsl.Output[dsl.ClassificationMetrics],
+    report: dsl.Output[dsl.Markdown],
+    split: str = "test",
+    min_accuracy: float = 0.9,
+) -> bool:
+    """Score `model` on `split` of `dataset`; returns whether its accuracy reaches `min_accuracy`.
+
+    The single boolean output drives the pipeline's quality gate (a dsl.If on it), and the scores go
+    to the Metrics, ClassificationMetrics and Markdown artifacts shown in the Kubeflow UI.
+
+    Args:
+        model: The trained model (any framework kftrain trains).
+        dataset: The prepared dataset.
+        metrics: Scalar metrics shown in the run's UI (accuracy, macro F1, rows).
+        classification_metrics: The confusion matrix, shown in the UI.
+        report: A Markdown report with per-class scores.
+        split: Split to evaluate on.
+        min_accuracy: Accuracy needed for `passed`.
+    """
+    import logging
+
+    from kftrain.evaluate import evaluate_classifier as evaluate
+    from kftrain.evaluate import markdown_report
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    result = evaluate(model.uri, dataset.uri, split)
+    metrics.log_metric("accuracy", round(result.accuracy, 6))
+    metrics.log_metric("macro_f1", round(result.macro_f1, 6))
+    metrics.log_metric("rows", result.rows)
+    classification_metrics.log_confusion_matrix([str(c) for c in result.classes], result.confusion)
+    with open(report.path, "w") as handle:
+        handle.write(markdown_report(result, title=f"Evaluation on the {split} split"))
+    passed = result.accuracy >= min_accuracy
+    print(f"accuracy {result.accuracy:.4f} {'>=' if passed else '<'} {min_accuracy}: {'passed' if passed else 'FAILED'}")
+    return passed

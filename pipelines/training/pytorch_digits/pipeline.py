@@ -1,0 +1,58 @@
+"""Data prep -> PyTorchJob (DDP) -> evaluation -> quality gate -> export, on the digits dataset."""
+
+from kfp import dsl
+
+from kftrain_components.data.prepare_dataset.component import prepare_dataset
+from kftrain_components.evaluation.evaluate_classifier.component import evaluate_classifier
+from kftrain_components.export.export_model.component import export_model
+from kftrain_components.images import PYTORCH_IMAGE
+from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
+
+
+@dsl.pipeline(
+    name="pytorch-digits",
+    description="Prepare the digits dataset, train an MLP with PyTorch DDP as a PyTorchJob, evaluate it, "
+    "and export TorchScript + ONNX when it meets the accuracy bar.",
+)
+def pytorch_digits(
+    source: str = "builtin:digits",
+    seed: int = 42,
+    workers: int = 1,
+    epochs: int = 20,
+    batch_size: int = 32,
+    learning_rate: float = 0.05,
+    min_accuracy: float = 0.9,
+    backend: str = "auto",
+    timeout_seconds: int = 3600,
+):
+    """Train and export a digits classifier.
+
+    Args:
+        source: Dataset: builtin:digits or a Parquet/CSV URI with a label column.
+        seed: Seed of the data split and of the model's initialization.
+        workers: PyTorchJob Worker replicas besides the Master.
+        epochs: Training epochs.
+        batch_size: Per-process batch size.
+        learning_rate: Base learning rate (scaled by the number of processes).
+        min_accuracy: Test accuracy the model needs to be exported.
+        backend: Where the PyTorchJob runs: auto, local or kubernetes.
+        timeout_seconds: Fail and delete the training job after this long.
+    """
+    prep = prepare_dataset(source=source, seed=seed)
+    train = pytorchjob_launch(
+        dataset=prep.outputs["dataset"],
+        run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER,
+        image=PYTORCH_IMAGE,
+        workers=workers,
+        trainer_args=["--epochs", epochs, "--batch-size", batch_size, "--lr", learning_rate, "--seed", seed],
+        backend=backend,
+        timeout_seconds=timeout_seconds,
+    )
+    train.set_caching_options(False)  # a training job is never replayed from cache
+    evaluation = evaluate_classifier(
+        model=train.outputs["model"], dataset=prep.outputs["dataset"], min_accuracy=min_accuracy
+    )
+    with dsl.If(evaluation.outputs["Output"] == True, name="accuracy-gate"):  # noqa: E712 (a KFP condition)
+        export = export_model(model=train.outputs["model"], dataset=prep.outputs["dataset"])
+        export.set_caching_options(False)

@@ -1,0 +1,109 @@
+"""Shared fixtures: the operators' reference CRDs and examples, and tiny manifest builders."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kftrain.job.crd_schema import CRDSchemas
+
+SHARED_DIR = Path(__file__).resolve().parents[1].parent / "shared"
+REFERENCE_DIR = SHARED_DIR / "reference"
+
+
+def _require(path: Path) -> Path:
+    if not path.is_dir():
+        pytest.skip(f"reference data not available: {path} is missing (the operators' CRDs and examples)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    return SHARED_DIR
+
+
+@pytest.fixture(scope="session")
+def crd_schemas(shared_dir: Path) -> CRDSchemas:
+    return CRDSchemas.from_dir(_require(shared_dir / "reference" / "crds"))
+
+
+@pytest.fixture(scope="session")
+def example_manifests(shared_dir: Path) -> dict[str, Path]:
+    """Official example manifests by file name."""
+    folder = _require(shared_dir / "reference" / "examples")
+    found = {p.name: p for p in sorted(folder.glob("*.yaml"))}
+    if not found:
+        pytest.skip(f"reference data not available: no *.yaml in {folder}")
+    return found
+
+
+# --- tiny manifests, as plain dicts ---------------------------------------------------------------
+
+Replicas = Mapping[str, "int | Mapping[str, Any]"]
+
+
+def container(name: str, command: list[str] | None = None, **fields: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "image": "example.com/train:1"}
+    if command is not None:
+        out["command"] = list(command)
+    out.update(fields)
+    return out
+
+
+def replica(
+    replicas: int | None = 1,
+    container_name: str = "pytorch",
+    command: list[str] | None = None,
+    restart_policy: str | None = None,
+    **container_fields: Any,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if replicas is not None:
+        out["replicas"] = replicas
+    if restart_policy is not None:
+        out["restartPolicy"] = restart_policy
+    out["template"] = {"spec": {"containers": [container(container_name, command, **container_fields)]}}
+    return out
+
+
+def manifest(
+    kind: str,
+    api_version: str,
+    replica_key: str,
+    container_name: str,
+    replicas: Replicas,
+    *,
+    name: str = "job",
+    **spec: Any,
+) -> dict[str, Any]:
+    """A manifest whose replica specs are given as a count (a one-container replica) or a full dict."""
+    specs = {
+        rtype: replica(r, container_name) if isinstance(r, int) else copy.deepcopy(dict(r))
+        for rtype, r in replicas.items()
+    }
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": {replica_key: specs, **copy.deepcopy(spec)},
+    }
+
+
+def tfjob(replicas: Replicas, **kw: Any) -> dict[str, Any]:
+    return manifest("TFJob", "kubeflow.org/v1", "tfReplicaSpecs", "tensorflow", replicas, **kw)
+
+
+def pytorchjob(replicas: Replicas, **kw: Any) -> dict[str, Any]:
+    return manifest("PyTorchJob", "kubeflow.org/v1", "pytorchReplicaSpecs", "pytorch", replicas, **kw)
+
+
+def mpijob_v2(replicas: Replicas, **kw: Any) -> dict[str, Any]:
+    return manifest("MPIJob", "kubeflow.org/v2beta1", "mpiReplicaSpecs", "mpi", replicas, **kw)
+
+
+def mpijob_v1(replicas: Replicas, **kw: Any) -> dict[str, Any]:
+    return manifest("MPIJob", "kubeflow.org/v1", "mpiReplicaSpecs", "mpi", replicas, **kw)
