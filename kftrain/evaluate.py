@@ -50,11 +50,16 @@ def score(y: np.ndarray, pred: np.ndarray, classes: list[int], split: str) -> Ev
         precision = tp / confusion[:, i].sum() if confusion[:, i].sum() else 0.0
         recall = tp / confusion[i, :].sum() if confusion[i, :].sum() else 0.0
         f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-        per_class[str(c)] = {"precision": float(precision), "recall": float(recall), "f1": float(f1),
-                             "support": float(confusion[i, :].sum())}
+        per_class[str(c)] = {
+            "precision": float(precision),
+            "recall": float(recall),
+            "f1": float(f1),
+            "support": float(confusion[i, :].sum()),
+        }
     accuracy = float(np.trace(confusion) / confusion.sum()) if confusion.sum() else float("nan")
-    return EvalReport(split=split, rows=int(len(y)), accuracy=accuracy, classes=classes,
-                      confusion=confusion.tolist(), per_class=per_class)
+    return EvalReport(
+        split=split, rows=len(y), accuracy=accuracy, classes=classes, confusion=confusion.tolist(), per_class=per_class
+    )
 
 
 def markdown_report(report: EvalReport, title: str = "Evaluation") -> str:
@@ -74,7 +79,7 @@ def markdown_report(report: EvalReport, title: str = "Evaluation") -> str:
     lines += ["", "Confusion matrix (rows: truth, columns: prediction):", "", "```"]
     width = max(len(str(v)) for row in report.confusion for v in row) + 1
     lines.append(" " * 4 + "".join(str(c).rjust(width) for c in report.classes))
-    for c, row in zip(report.classes, report.confusion, strict=True):
-        lines.append(str(c).rjust(3) + " " + "".join(str(v).rjust(width) for v in row))
+    for label, row in zip(report.classes, report.confusion, strict=True):
+        lines.append(str(label).rjust(3) + " " + "".join(str(v).rjust(width) for v in row))
     lines.append("```")
     return "\n".join(lines) + "\n"

@@ -57,8 +57,14 @@ class ExportReport:
         }
 
 
-def triton_config(name: str, platform: str, num_features: int, num_classes: int,
-                  input_name: str = "input", output_name: str = "logits") -> str:
+def triton_config(
+    name: str,
+    platform: str,
+    num_features: int,
+    num_classes: int,
+    input_name: str = "input",
+    output_name: str = "logits",
+) -> str:
     return (
         f'name: "{name}"\n'
         f'platform: "{platform}"\n'
@@ -95,8 +101,9 @@ def export_model(
             diff = float(np.max(np.abs(got - expected))) if len(x) else 0.0
             same = bool(np.array_equal(got.argmax(axis=1), expected.argmax(axis=1)))
             if diff > TOLERANCE or not same:
-                raise ExportError(f"{fmt} export does not reproduce the model: max |diff| {diff:.2e}, "
-                                  f"same predictions: {same}")
+                raise ExportError(
+                    f"{fmt} export does not reproduce the model: max |diff| {diff:.2e}, same predictions: {same}"
+                )
             report.exports.append(ExportedModel(fmt, rel, diff, same))
             log.info("exported %s to %s (max |diff| %.2e)", fmt, storage.join(output_uri, rel), diff)
         writer.metadata = report.to_metadata()
@@ -111,8 +118,9 @@ def _torch_model(model_uri: str) -> Any:
     return model
 
 
-def _export_torchscript(model_uri: str, info: dict[str, Any], name: str, writer: storage.ArtifactWriter,
-                        x: np.ndarray) -> tuple[str, np.ndarray]:
+def _export_torchscript(
+    model_uri: str, info: dict[str, Any], name: str, writer: storage.ArtifactWriter, x: np.ndarray
+) -> tuple[str, np.ndarray]:
     import torch
 
     model = _torch_model(model_uri)
@@ -122,16 +130,21 @@ def _export_torchscript(model_uri: str, info: dict[str, Any], name: str, writer:
     rel = f"{name}/1/model.pt"
     writer.write_bytes(rel, buf.getvalue())
     cfg = info["config"]
-    writer.write_bytes(f"{name}/config.pbtxt", triton_config(
-        name, "pytorch_libtorch", cfg["num_features"], cfg["num_classes"], "input__0", "output__0").encode())
+    writer.write_bytes(
+        f"{name}/config.pbtxt",
+        triton_config(
+            name, "pytorch_libtorch", cfg["num_features"], cfg["num_classes"], "input__0", "output__0"
+        ).encode(),
+    )
     reloaded = torch.jit.load(io.BytesIO(storage.read_bytes(writer.path_for(rel))))
     reloaded.eval()
     with torch.no_grad():
         return rel, reloaded(torch.from_numpy(x)).numpy()
 
 
-def _export_onnx(model_uri: str, info: dict[str, Any], name: str, writer: storage.ArtifactWriter,
-                 x: np.ndarray) -> tuple[str, np.ndarray]:
+def _export_onnx(
+    model_uri: str, info: dict[str, Any], name: str, writer: storage.ArtifactWriter, x: np.ndarray
+) -> tuple[str, np.ndarray]:
     import onnx
     import torch
 
@@ -139,20 +152,25 @@ def _export_onnx(model_uri: str, info: dict[str, Any], name: str, writer: storag
     cfg = info["config"]
     buf = io.BytesIO()
     torch.onnx.export(  # the TorchScript-based exporter: the dynamo one needs onnxscript
-        model, (torch.zeros(1, cfg["num_features"]),), buf, dynamo=False,
-        input_names=["input"], output_names=["logits"],
+        model,
+        (torch.zeros(1, cfg["num_features"]),),
+        buf,  # type: ignore[arg-type]  # a file object works; the stub says path
+        dynamo=False,
+        input_names=["input"],
+        output_names=["logits"],
         dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}},
     )
     onnx.checker.check_model(onnx.load_from_string(buf.getvalue()))
     onnx_name = f"{name}-onnx"
     rel = f"{onnx_name}/1/model.onnx"
     writer.write_bytes(rel, buf.getvalue())
-    writer.write_bytes(f"{onnx_name}/config.pbtxt", triton_config(
-        onnx_name, "onnxruntime_onnx", cfg["num_features"], cfg["num_classes"]).encode())
+    writer.write_bytes(
+        f"{onnx_name}/config.pbtxt",
+        triton_config(onnx_name, "onnxruntime_onnx", cfg["num_features"], cfg["num_classes"]).encode(),
+    )
     import onnxruntime
 
-    session = onnxruntime.InferenceSession(storage.read_bytes(writer.path_for(rel)),
-                                           providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(storage.read_bytes(writer.path_for(rel)), providers=["CPUExecutionProvider"])
     return rel, np.asarray(session.run(["logits"], {"input": x.astype(np.float32)})[0])
 
 

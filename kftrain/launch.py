@@ -110,18 +110,21 @@ def job_from_inputs(inputs: LaunchInputs) -> TrainingJob:
     replicas: dict[str, ReplicaInput] = {}
     policy = RestartPolicy(inputs.restart_policy)
     for rtype in REPLICA_LAYOUTS[inputs.kind]:
-        replicas[rtype] = ReplicaInput(1, command=inputs.command, args=inputs.args, restart_policy=policy,
-                                       resources=inputs.resources)
+        replicas[rtype] = ReplicaInput(
+            1, command=inputs.command, args=inputs.args, restart_policy=policy, resources=inputs.resources
+        )
     for rtype, count in inputs.replicas.items():
         if count:
-            replicas[rtype] = ReplicaInput(count, command=inputs.command, args=inputs.args, restart_policy=policy,
-                                           resources=inputs.resources)
+            replicas[rtype] = ReplicaInput(
+                count, command=inputs.command, args=inputs.args, restart_policy=policy, resources=inputs.resources
+            )
     if inputs.kind == JobKind.MPIJOB:
         # MPI workers run sshd; only the launcher runs the program (mpirun ...).
         replicas["Worker"] = ReplicaInput(inputs.workers, restart_policy=policy, resources=inputs.resources)
     elif inputs.workers:
-        replicas["Worker"] = ReplicaInput(inputs.workers, command=inputs.command, args=inputs.args,
-                                          restart_policy=policy, resources=inputs.resources)
+        replicas["Worker"] = ReplicaInput(
+            inputs.workers, command=inputs.command, args=inputs.args, restart_policy=policy, resources=inputs.resources
+        )
     spec = inputs.spec
     spec.run_policy = RunPolicy(
         clean_pod_policy=CleanPodPolicy(inputs.clean_pod_policy),

@@ -40,7 +40,7 @@ def load_pipeline(name: str) -> Callable[..., Any]:
     module_name, sep, attr = target.partition(":")
     if not sep:
         raise KftrainError(f"unknown pipeline {name!r}; known: {', '.join(sorted(PIPELINES))} (or module:function)")
-    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module_name), attr)
 
 
 def run_locally(name: str, params: Mapping[str, Any], pipeline_root: str | Path) -> LocalRun:

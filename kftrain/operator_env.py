@@ -202,10 +202,7 @@ def mpi_hostfile(job: TrainingJob, host: str | None = None, *, merge_hosts: bool
     for i in range(job.replicas_of("Worker")):
         hosts.append(host or f"{job.name}-worker-{i}.{job.name}.{job.metadata.namespace or 'default'}.svc")
     entries: list[tuple[str, int]] = []
-    if merge_hosts and hosts:
-        entries = [(hosts[0], slots * len(hosts))]
-    else:
-        entries = [(h, slots) for h in hosts]
+    entries = [(hosts[0], slots * len(hosts))] if merge_hosts and hosts else [(h, slots) for h in hosts]
     if impl == MPIImplementation.OPENMPI:
         return "".join(f"{h} slots={n}\n" for h, n in entries)
     return "".join(f"{h}:{n}\n" for h, n in entries)

@@ -40,7 +40,7 @@ def load_predictor(model_uri: str) -> tuple[Predictor, dict[str, Any]]:
 
         return predict, info
     if framework == "tensorflow":
-        from kftrain.trainers.tf_model_io import load_tf_predictor  # type: ignore[import-not-found]
+        from kftrain.trainers.tf_model_io import load_tf_predictor
 
         return load_tf_predictor(model_uri), info
     raise KftrainError(f"{model_uri}: unknown model framework {framework!r} in {MODEL_INFO}")

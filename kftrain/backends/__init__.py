@@ -24,9 +24,7 @@ def make_backend(name: str = "auto", *, local_options: LocalOptions | None = Non
     resolved = resolve_backend_name(name)
     if resolved == "local":
         return LocalBackend(local_options)
-    raise KftrainError(
-        "backend: the kubernetes backend is not available in this version; run with backend='local'"
-    )
+    raise KftrainError("backend: the kubernetes backend is not available in this version; run with backend='local'")
 
 
 __all__ = [

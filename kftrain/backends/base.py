@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from kftrain.job.model import TrainingJob
 
 
-class JobPhase(str, enum.Enum):
+class JobPhase(enum.StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
 

@@ -25,6 +25,7 @@ environment under the same variable name.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import re
 import shlex
@@ -177,7 +178,9 @@ class LocalBackend(Backend):
             path.write_text(content)
         state = _LocalJob(job=job, workdir=workdir, owns_workdir=owns, replicas=replicas, started_at=time.monotonic())
         self._jobs[job.name] = state
-        self._say(f"starting {job.kind.value} {job.name}: {', '.join(r.id.label for r in replicas)} (workdir {workdir})")
+        self._say(
+            f"starting {job.kind.value} {job.name}: {', '.join(r.id.label for r in replicas)} (workdir {workdir})"
+        )
         for replica in replicas:
             self._start(replica)
         return self._handle(job)
@@ -404,17 +407,14 @@ def _process_tree(pid: int) -> list[psutil.Process]:
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pid, sig)  # the replica is its session's leader: its pgid is its pid
-    except (ProcessLookupError, PermissionError):
-        pass
+    # The replica is its session's leader, so its process group id is its pid.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
 
 
 def _kill_quietly(proc: psutil.Process) -> None:
-    try:
+    with contextlib.suppress(psutil.Error):
         proc.kill()
-    except psutil.Error:
-        pass
 
 
 def _shell_exit_code(code: int) -> int:

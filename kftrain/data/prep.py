@@ -75,7 +75,9 @@ def load_source(source: str, label_column: str = LABEL) -> tuple[np.ndarray, np.
     else:
         table = pq.read_table(io.BytesIO(raw))
     if label_column not in table.column_names:
-        raise DataValidationError(f"{source}: no label column {label_column!r} (columns: {', '.join(table.column_names)})")
+        raise DataValidationError(
+            f"{source}: no label column {label_column!r} (columns: {', '.join(table.column_names)})"
+        )
     names = [c for c in table.column_names if c != label_column]
     for name in [*names, label_column]:
         col = table.column(name)
@@ -103,9 +105,7 @@ def validate(x: np.ndarray, y: np.ndarray, source: str) -> None:
         raise DataValidationError(f"{source}: labels must be >= 0 (class indices), found {y.min()}")
 
 
-def split_indices(
-    y: np.ndarray, seed: int, validation_fraction: float, test_fraction: float
-) -> dict[str, np.ndarray]:
+def split_indices(y: np.ndarray, seed: int, validation_fraction: float, test_fraction: float) -> dict[str, np.ndarray]:
     """Stratified train/validation/test indices, reproducible from ``seed``."""
     from sklearn.model_selection import train_test_split
 
@@ -202,7 +202,11 @@ def load_split(
     for rel in files:
         with storage.open_uri(storage.join(dataset_uri, rel), "rb") as handle:
             tables.append(pq.read_table(handle))
-    table = pa.concat_tables(tables) if tables else _table(np.zeros((0, info.num_features), np.float32), np.zeros(0, np.int64), info.feature_names)
+    table = (
+        pa.concat_tables(tables)
+        if tables
+        else _table(np.zeros((0, info.num_features), np.float32), np.zeros(0, np.int64), info.feature_names)
+    )
     x = np.column_stack([table.column(n).to_numpy() for n in info.feature_names]).astype(np.float32)
     y = table.column(LABEL).to_numpy().astype(np.int64)
     return x, y

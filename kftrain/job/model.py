@@ -14,32 +14,32 @@ from typing import Any
 from kftrain.job.serde import extra_field, json_field
 
 
-class JobKind(str, enum.Enum):
+class JobKind(enum.StrEnum):
     TFJOB = "TFJob"
     PYTORCHJOB = "PyTorchJob"
     MPIJOB = "MPIJob"
 
 
-class RestartPolicy(str, enum.Enum):
+class RestartPolicy(enum.StrEnum):
     NEVER = "Never"
     ON_FAILURE = "OnFailure"
     ALWAYS = "Always"
     EXIT_CODE = "ExitCode"
 
 
-class CleanPodPolicy(str, enum.Enum):
+class CleanPodPolicy(enum.StrEnum):
     ALL = "All"
     RUNNING = "Running"
     NONE = "None"
 
 
-class MPIImplementation(str, enum.Enum):
+class MPIImplementation(enum.StrEnum):
     OPENMPI = "OpenMPI"
     INTEL = "Intel"
     MPICH = "MPICH"
 
 
-class LauncherCreationPolicy(str, enum.Enum):
+class LauncherCreationPolicy(enum.StrEnum):
     AT_STARTUP = "AtStartup"
     WAIT_FOR_WORKERS_READY = "WaitForWorkersReady"
 

@@ -87,7 +87,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def _loader(x: np.ndarray, y: np.ndarray, batch: int, ctx: DistContext, seed: int, sharded: bool) -> DataLoader:
     data = TensorDataset(torch.from_numpy(x), torch.from_numpy(y))
     if ctx.world_size > 1 and not sharded:
-        sampler = DistributedSampler(data, num_replicas=ctx.world_size, rank=ctx.rank, shuffle=True, seed=seed)
+        sampler: DistributedSampler[Any] = DistributedSampler(
+            data, num_replicas=ctx.world_size, rank=ctx.rank, shuffle=True, seed=seed
+        )
         return DataLoader(data, batch_size=batch, sampler=sampler)
     gen = torch.Generator().manual_seed(seed + ctx.rank)
     return DataLoader(data, batch_size=batch, shuffle=True, generator=gen)
@@ -112,7 +114,7 @@ def save_checkpoint(root: str, step: int, epoch: int, model: nn.Module, opt: tor
 
 def load_checkpoint(uri: str) -> dict[str, Any]:
     storage.require_complete(uri)
-    return torch.load(io.BytesIO(storage.read_bytes(storage.join(uri, "state.pt"))), weights_only=True)  # type: ignore[no-any-return]
+    return torch.load(io.BytesIO(storage.read_bytes(storage.join(uri, "state.pt"))), weights_only=True)
 
 
 def train(args: argparse.Namespace) -> dict[str, float]:
@@ -122,8 +124,9 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     info = read_info(args.dataset)
     shards = len(info.shards["train"])
     sharded = ctx.world_size > 1 and shards % ctx.world_size == 0
-    x, y = load_split(args.dataset, "train", shard_index=ctx.rank if sharded else None,
-                      num_shards=ctx.world_size if sharded else None)
+    x, y = load_split(
+        args.dataset, "train", shard_index=ctx.rank if sharded else None, num_shards=ctx.world_size if sharded else None
+    )
     xv, yv = load_split(args.dataset, "validation")
     config = MLPConfig(info.num_features, info.num_classes, tuple(int(h) for h in args.hidden.split(",")))
     model: nn.Module = MLP(config).to(ctx.device)
@@ -141,8 +144,14 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     loader = _loader(x, y, args.batch_size, ctx, args.seed, sharded)
     policy = checkpoint.CheckpointPolicy(args.checkpoint_every_steps, args.checkpoint_every_seconds)
     loss_fn = nn.CrossEntropyLoss()
-    log.info("rank %d/%d: %d training rows (%s), %d epochs", ctx.rank, ctx.world_size, len(y),
-             "own shards" if sharded else "sampled", args.epochs)
+    log.info(
+        "rank %d/%d: %d training rows (%s), %d epochs",
+        ctx.rank,
+        ctx.world_size,
+        len(y),
+        "own shards" if sharded else "sampled",
+        args.epochs,
+    )
     started = time.monotonic()
     val_acc = float("nan")
     for epoch in range(start_epoch, args.epochs):
@@ -162,8 +171,14 @@ def train(args: argparse.Namespace) -> dict[str, float]:
                 policy.saved()
         if ctx.is_chief:
             val_acc = accuracy(model, xv, yv)
-            log.info("epoch %d/%d step %d loss %.4f val_accuracy %.4f", epoch + 1, args.epochs, step,
-                     total / max(batches, 1), val_acc)
+            log.info(
+                "epoch %d/%d step %d loss %.4f val_accuracy %.4f",
+                epoch + 1,
+                args.epochs,
+                step,
+                total / max(batches, 1),
+                val_acc,
+            )
             every = args.checkpoint_every_epochs
             if args.checkpoint_dir and every and (epoch + 1) % every == 0:
                 save_checkpoint(args.checkpoint_dir, step, epoch, model, opt)
@@ -179,20 +194,24 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     return metrics
 
 
-def write_model(uri: str, model: nn.Module, config: MLPConfig, classes: list[int], features: list[str],
-                metrics: dict[str, float]) -> None:
+def write_model(
+    uri: str, model: nn.Module, config: MLPConfig, classes: list[int], features: list[str], metrics: dict[str, float]
+) -> None:
     buf = io.BytesIO()
     torch.save(model.state_dict(), buf)
     with storage.ArtifactWriter(uri, metadata={"framework": "pytorch"}) as w:
         w.write_bytes(MODEL_FILE, buf.getvalue())
-        w.write_json(MODEL_INFO, {
-            "framework": "pytorch",
-            "architecture": "mlp",
-            "config": config.to_json(),
-            "classes": classes,
-            "feature_names": features,
-            "metrics": metrics,
-        })
+        w.write_json(
+            MODEL_INFO,
+            {
+                "framework": "pytorch",
+                "architecture": "mlp",
+                "config": config.to_json(),
+                "classes": classes,
+                "feature_names": features,
+                "metrics": metrics,
+            },
+        )
 
 
 def load_model(uri: str) -> tuple[nn.Module, dict[str, Any]]:

@@ -44,4 +44,4 @@ class MLP(nn.Module):
         self.net = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)  # type: ignore[no-any-return]
+        return self.net(x)

@@ -43,5 +43,7 @@ def evaluate_classifier(
     with open(report.path, "w") as handle:
         handle.write(markdown_report(result, title=f"Evaluation on the {split} split"))
     passed = result.accuracy >= min_accuracy
-    print(f"accuracy {result.accuracy:.4f} {'>=' if passed else '<'} {min_accuracy}: {'passed' if passed else 'FAILED'}")
+    print(
+        f"accuracy {result.accuracy:.4f} {'>=' if passed else '<'} {min_accuracy}: {'passed' if passed else 'FAILED'}"
+    )
     return passed

@@ -15,9 +15,12 @@ def pytorchjob_launch(
     image: str = "",
     command: list = ["python", "-m", "kftrain.trainers.torch_ddp"],
     args: list = [
-        "--dataset", "$(KFTRAIN_DATASET_URI)",
-        "--model-dir", "$(KFTRAIN_MODEL_URI)",
-        "--checkpoint-dir", "$(KFTRAIN_CHECKPOINT_URI)",
+        "--dataset",
+        "$(KFTRAIN_DATASET_URI)",
+        "--model-dir",
+        "$(KFTRAIN_MODEL_URI)",
+        "--checkpoint-dir",
+        "$(KFTRAIN_CHECKPOINT_URI)",
     ],
     trainer_args: list = [],
     workers: int = 1,
@@ -89,8 +92,15 @@ def pytorchjob_launch(
     )
     try:
         result = launch_step(
-            kind="PyTorchJob", inputs=inputs, manifest=manifest, dataset_uri=dataset.uri, model_uri=model.uri,
-            checkpoint_uri=checkpoint_uri, backend=backend, timeout_seconds=timeout_seconds, identity_path=job,
+            kind="PyTorchJob",
+            inputs=inputs,
+            manifest=manifest,
+            dataset_uri=dataset.uri,
+            model_uri=model.uri,
+            checkpoint_uri=checkpoint_uri,
+            backend=backend,
+            timeout_seconds=timeout_seconds,
+            identity_path=job,
         )
     except KftrainError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)

@@ -1,0 +1,62 @@
+# kftrain: two commands on a fresh machine: `make run` and `make test` (each installs what is missing).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+# Re-install whenever the pins change.
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut -c1-12)
+
+PIPELINE ?= pytorch-digits
+PARAMS ?=
+RUN_ROOT ?= runs
+PYTEST_ARGS ?=
+
+.PHONY: help install run test test-fast lint format compile check-compiled bench images clean
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
+
+install: $(STAMP) ## create .venv and install the pinned dependencies (idempotent)
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --disable-pip-version-check pip==24.3.1
+	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+run: install ## run the full PyTorch pipeline locally (PIPELINE=..., PARAMS='--param epochs=5')
+	$(VENV)/bin/kftrain run $(PIPELINE) --pipeline-root $(RUN_ROOT) $(PARAMS)
+
+test: install lint check-compiled ## lint, check the compiled YAML, and run every test (slow ones too)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: install ## run the tests not marked slow
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+lint: install ## ruff (lint + format check) and mypy
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy kftrain
+
+format: install ## apply ruff's fixes and formatting
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+compile: install ## regenerate every committed pipeline.yaml / component.yaml (refused when CI is set)
+	$(VENV)/bin/kftrain compile
+
+check-compiled: install ## fail, naming the file, when a committed compiled YAML is stale
+	$(VENV)/bin/kftrain compile --check
+
+bench: install ## run the benchmarks and write bench/results.md
+	$(PY) bench/run.py
+
+images: ## build the container images (needs a Docker engine)
+	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "no Docker engine here; images not built"; exit 1; }
+	for d in containers/*/; do n=$$(basename $$d); docker build -f $$d/Dockerfile -t $${KFTRAIN_IMAGE_REGISTRY:-docker.io/kftrain}/python-$$n:$$($(PY) -c 'import kftrain;print(kftrain.__version__)') .; done
+
+clean: ## remove local run outputs and caches (keeps .venv)
+	rm -rf $(RUN_ROOT) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

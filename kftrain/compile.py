@@ -1,0 +1,93 @@
+"""Compile every pipeline to its ``pipeline.yaml`` and every component to its ``component.yaml``.
+
+The compiled files are committed (they are what users upload to the Kubeflow UI or load with
+``kfp.components.load_component_from_url``), so they are golden files: ``check`` compiles into
+memory and names every committed file that differs. Regenerating is an explicit act
+(``kftrain compile`` / ``make compile``) and is refused when ``CI`` is set.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from kftrain.errors import KftrainError
+
+PACKAGES = {"components": "kftrain_components", "pipelines": "kftrain_pipelines"}
+SOURCES = {"components": "component.py", "pipelines": "pipeline.py"}
+OUTPUTS = {"components": "component.yaml", "pipelines": "pipeline.yaml"}
+
+
+@dataclass(frozen=True)
+class Target:
+    source: Path
+    output: Path
+    module: str
+
+    @property
+    def is_pipeline(self) -> bool:
+        return self.module.startswith(PACKAGES["pipelines"])
+
+
+def discover(root: Path) -> list[Target]:
+    """Every ``<kind>/<category>/<name>/{component,pipeline}.py`` under ``root``, sorted."""
+    targets = []
+    for folder, package in PACKAGES.items():
+        for source in sorted((root / folder).glob(f"*/*/{SOURCES[folder]}")):
+            rel = source.relative_to(root / folder).with_suffix("")
+            module = ".".join([package, *rel.parts])
+            targets.append(Target(source=source, output=source.with_name(OUTPUTS[folder]), module=module))
+    return targets
+
+
+def compiled_object(target: Target) -> object:
+    """The one component or pipeline defined (not imported) in the target's module."""
+    from kfp.dsl import base_component, graph_component
+
+    module = importlib.import_module(target.module)
+    wanted = graph_component.GraphComponent if target.is_pipeline else base_component.BaseComponent
+    found = [
+        obj
+        for obj in vars(module).values()
+        if isinstance(obj, wanted)
+        and (target.is_pipeline or not isinstance(obj, graph_component.GraphComponent))
+        and _defining_module(obj) == target.module
+    ]
+    if len(found) != 1:
+        raise KftrainError(
+            f"{target.source}: expected exactly one {'pipeline' if target.is_pipeline else 'component'}, "
+            f"found {len(found)}"
+        )
+    return found[0]
+
+
+def _defining_module(obj: object) -> str | None:
+    func = getattr(obj, "pipeline_func", None) or getattr(obj, "python_func", None)
+    return getattr(func, "__module__", None)
+
+
+def compile_to_text(target: Target) -> str:
+    from kfp import compiler
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / target.output.name
+        compiler.Compiler().compile(compiled_object(target), str(out))
+        return out.read_text()
+
+
+def compile_all(root: Path, *, write: bool) -> list[Path]:
+    """Compile everything; with ``write`` update the files, else return the stale ones."""
+    if write and os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        raise KftrainError("refusing to regenerate compiled YAML in CI: run `make compile` locally and commit")
+    stale = []
+    for target in discover(root):
+        text = compile_to_text(target)
+        current = target.output.read_text() if target.output.exists() else None
+        if current != text:
+            stale.append(target.output)
+            if write:
+                target.output.write_text(text)
+    return stale
