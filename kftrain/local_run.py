@@ -20,11 +20,19 @@ from kftrain.errors import KftrainError
 
 log = logging.getLogger(__name__)
 
-# name -> "module:function" of the pipelines this package ships.
-PIPELINES = {
-    "pytorch-digits": "kftrain_pipelines.training.pytorch_digits.pipeline:pytorch_digits",
-}
 DEFAULT_PIPELINE = "pytorch-digits"
+
+
+def shipped_pipelines() -> dict[str, str]:
+    """Pipelines of ``kftrain_pipelines``: folder ``<category>/<name>/pipeline.py`` -> ``name`` with dashes."""
+    import kftrain_pipelines
+
+    found: dict[str, str] = {}
+    for base in kftrain_pipelines.__path__:
+        for source in sorted(Path(base).glob("*/*/pipeline.py")):
+            category, name = source.parent.parent.name, source.parent.name
+            found[name.replace("_", "-")] = f"kftrain_pipelines.{category}.{name}.pipeline"
+    return found
 
 
 @dataclass
@@ -36,10 +44,24 @@ class LocalRun:
 
 
 def load_pipeline(name: str) -> Callable[..., Any]:
-    target = PIPELINES.get(name, name)
-    module_name, sep, attr = target.partition(":")
+    """A shipped pipeline by name, or any ``module:function``."""
+    from kfp.dsl import graph_component
+
+    shipped = shipped_pipelines()
+    if name in shipped:
+        module = importlib.import_module(shipped[name])
+        found = [
+            obj
+            for obj in vars(module).values()
+            if isinstance(obj, graph_component.GraphComponent)
+            and getattr(obj.pipeline_func, "__module__", None) == module.__name__
+        ]
+        if len(found) == 1:
+            return found[0]
+        raise KftrainError(f"{module.__name__}: expected exactly one pipeline, found {len(found)}")
+    module_name, sep, attr = name.partition(":")
     if not sep:
-        raise KftrainError(f"unknown pipeline {name!r}; known: {', '.join(sorted(PIPELINES))} (or module:function)")
+        raise KftrainError(f"unknown pipeline {name!r}; known: {', '.join(sorted(shipped))} (or module:function)")
     return getattr(importlib.import_module(module_name), attr)
 
 
