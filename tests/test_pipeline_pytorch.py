@@ -1,0 +1,96 @@
+"""The full PyTorch pipeline, end to end, with KFP's local runner: what `make run` does."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from kftrain import storage
+from kftrain.data.prep import load_split
+from kftrain.trainers.torch_ddp import load_model
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def pipeline_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kftrain.cli",
+            "run",
+            "pytorch-digits",
+            "--pipeline-root",
+            str(root),
+            "--param",
+            "epochs=12",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    (run_dir,) = [p for p in root.iterdir() if p.is_dir()]
+    return run_dir, proc.stdout + proc.stderr
+
+
+def _executor_output(step_dir: Path) -> dict:
+    return json.loads((step_dir / "executor_output.json").read_text())
+
+
+def test_all_four_steps_ran_and_training_used_two_replicas(pipeline_run):
+    run_dir, log = pipeline_run
+    for step in ("prepare-dataset", "pytorchjob-launch", "evaluate-classifier", "export-model"):
+        assert (run_dir / step / "executor_output.json").exists(), step
+    assert "[master-0]" in log and "[worker-0]" in log
+    assert "pytorchjob" in json.loads((run_dir / "pytorchjob-launch" / "job").read_text())["name"]
+
+
+def test_dataset_artifact_has_schema_and_row_counts(pipeline_run):
+    run_dir, _ = pipeline_run
+    meta = _executor_output(run_dir / "prepare-dataset")["artifacts"]["dataset"]["artifacts"][0]["metadata"]
+    assert meta["rows"] == {"train": 1257, "validation": 180, "test": 360}
+    assert meta["format"] == "parquet" and meta["num_features"] == 64
+
+
+def test_test_accuracy_at_least_090_in_kfp_metrics(pipeline_run):
+    run_dir, _ = pipeline_run
+    out = _executor_output(run_dir / "evaluate-classifier")
+    metrics = out["artifacts"]["metrics"]["artifacts"][0]["metadata"]
+    assert metrics["accuracy"] >= 0.90
+    confusion = out["artifacts"]["classification_metrics"]["artifacts"][0]["metadata"]["confusionMatrix"]
+    assert len(confusion["rows"]) == 10
+    assert out["parameterValues"]["Output"] is True
+    assert "accuracy" in (run_dir / "evaluate-classifier" / "report").read_text()
+
+
+def test_exported_torchscript_and_onnx_reproduce_the_model(pipeline_run):
+    run_dir, _ = pipeline_run
+    model_uri = str(run_dir / "pytorchjob-launch" / "model")
+    export_uri = str(run_dir / "export-model" / "exported")
+    storage.require_complete(export_uri, verify=True)
+    model, _ = load_model(model_uri)
+    dataset_uri = str(run_dir / "prepare-dataset" / "dataset")
+    x, _ = load_split(dataset_uri, "test")
+    with torch.no_grad():
+        expected = model(torch.from_numpy(x)).numpy()
+    scripted = torch.jit.load(io.BytesIO((Path(export_uri) / "digits/1/model.pt").read_bytes()))
+    with torch.no_grad():
+        np.testing.assert_allclose(scripted(torch.from_numpy(x)).numpy(), expected, atol=1e-5)
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(Path(export_uri) / "digits-onnx/1/model.onnx"))
+    got = session.run(None, {"input": x})[0]
+    np.testing.assert_allclose(got, expected, atol=1e-4)
+    assert (Path(export_uri) / "digits/config.pbtxt").read_text().startswith('name: "digits"')
