@@ -77,7 +77,21 @@ def _run(args: argparse.Namespace) -> int:
     for step in sorted(p for p in newest.iterdir() if p.is_dir()):
         for artifact in sorted(p for p in step.iterdir() if p.name != "executor_output.json"):
             print(f"  {artifact}")
+        for name, value in _scalar_metrics(step / "executor_output.json").items():
+            print(f"  {step.name}: {name} = {value}")
     return 0
+
+
+def _scalar_metrics(executor_output: Path) -> dict[str, Any]:
+    """The scalar metrics a step logged (KFP Metrics artifacts keep them in metadata only)."""
+    if not executor_output.exists():
+        return {}
+    out: dict[str, Any] = {}
+    for name, entry in json.loads(executor_output.read_text()).get("artifacts", {}).items():
+        for artifact in entry.get("artifacts", []):
+            if name == "metrics":
+                out.update(artifact.get("metadata", {}))
+    return out
 
 
 def _compile(args: argparse.Namespace) -> int:
