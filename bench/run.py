@@ -1,0 +1,419 @@
+"""Benchmarks: each figure is a ratio against the bare baseline measured side by side in the same run.
+
+    python bench/run.py [--only P1,P3] [--repeat 3] [--quick] [--out bench/results.md]
+
+The machine is shared and noisy, so every measurement is repeated (baseline and ours interleaved)
+and min/median/max are reported; the verdict uses the median. Results go to bench/results.md
+(with the machine's cores and the date) and are printed as a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = ROOT / "bench" / "programs"
+PY = sys.executable
+BIN = Path(PY).parent
+
+
+@dataclass
+class Result:
+    key: str
+    title: str
+    goal: str
+    passed: Callable[[float], bool]
+    ratios: list[float] = field(default_factory=list)
+    ours: list[float] = field(default_factory=list)
+    baseline: list[float] = field(default_factory=list)
+    unit: str = "s"
+    notes: list[str] = field(default_factory=list)
+    skipped: str = ""
+
+    def row(self) -> str:
+        if self.skipped:
+            return f"| {self.key} | {self.title} | — | — | — | {self.goal} | skipped: {self.skipped} |"
+        med = statistics.median(self.ratios)
+        verdict = "met" if self.passed(med) else "**missed**"
+        spread = f"{min(self.ratios):.3f} / {med:.3f} / {max(self.ratios):.3f}"
+        ours = f"{statistics.median(self.ours):.3f} {self.unit}" if self.ours else "—"
+        base = f"{statistics.median(self.baseline):.3f} {self.unit}" if self.baseline else "—"
+        return f"| {self.key} | {self.title} | {ours} | {base} | {spread} | {self.goal} | {verdict} |"
+
+
+def timed(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[float, str]:
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=cwd)
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(cmd[:6])}... failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
+    return elapsed, proc.stdout + proc.stderr
+
+
+# --- P1: pipeline overhead -----------------------------------------------------------------------
+
+
+def p1_pipeline_overhead(repeat: int, quick: bool) -> Result:
+    res = Result("P1", "full local pipeline ÷ the same 4 steps as bare scripts", "≤ 1.10", lambda r: r <= 1.10)
+    epochs = 5 if quick else 20
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory() as tmp:
+            t = Path(tmp)
+            ds, model, ckpt, exp = t / "ds", t / "model", t / "ckpt", t / "export"
+            bare = 0.0
+            bare += timed([PY, "-c", f"from kftrain.data.prep import prepare_dataset; prepare_dataset({str(ds)!r})"])[0]
+            bare += timed(
+                [
+                    str(BIN / "torchrun"),
+                    "--nproc_per_node=2",
+                    "-m",
+                    "kftrain.trainers.torch_ddp",
+                    "--dataset",
+                    str(ds),
+                    "--model-dir",
+                    str(model),
+                    "--checkpoint-dir",
+                    str(ckpt),
+                    "--epochs",
+                    str(epochs),
+                ]
+            )[0]
+            bare += timed(
+                [
+                    PY,
+                    "-c",
+                    "from kftrain.evaluate import evaluate_classifier as e; "
+                    f"r = e({str(model)!r}, {str(ds)!r}); assert r.accuracy > 0.5",
+                ]
+            )[0]
+            bare += timed(
+                [
+                    PY,
+                    "-c",
+                    f"from kftrain.export import export_model as e; e({str(model)!r}, {str(ds)!r}, {str(exp)!r})",
+                ]
+            )[0]
+            ours, _ = timed(
+                [
+                    str(BIN / "kftrain"),
+                    "run",
+                    "pytorch-digits",
+                    "--pipeline-root",
+                    str(t / "runs"),
+                    "--param",
+                    f"epochs={epochs}",
+                ]
+            )
+        res.ours.append(ours)
+        res.baseline.append(bare)
+        res.ratios.append(ours / bare)
+    res.notes.append(f"{epochs} epochs; bare = prep, torchrun --nproc_per_node=2, evaluate, export as 4 processes")
+    return res
+
+
+# --- P2: launch latency --------------------------------------------------------------------------
+
+JOB_4 = """apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {{name: bench-first-step}}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      restartPolicy: Never
+      template: {{spec: {{containers: [{{name: pytorch, image: x, command: [python, {prog}]}}]}}}}
+    Worker:
+      replicas: 3
+      restartPolicy: Never
+      template: {{spec: {{containers: [{{name: pytorch, image: x, command: [python, {prog}]}}]}}}}
+"""
+
+
+def p2_launch_latency(repeat: int, quick: bool) -> Result:
+    res = Result(
+        "P2", "launch of a 4-replica PyTorchJob to its first step ÷ bare torchrun", "≤ 1.10", lambda r: r <= 1.10
+    )
+    prog = PROGRAMS / "first_step.py"
+    with tempfile.TemporaryDirectory() as tmp:
+        job = Path(tmp) / "job.yaml"
+        job.write_text(JOB_4.format(prog=prog))
+        for _ in range(repeat):
+            start = time.time()
+            _, out = timed([str(BIN / "torchrun"), "--nproc_per_node=4", str(prog)])
+            bare = _first_step(out) - start
+            start = time.time()
+            _, out = timed([str(BIN / "kftrain"), "launch", "-f", str(job), "--local"])
+            ours = _first_step(out) - start
+            res.ours.append(ours)
+            res.baseline.append(bare)
+            res.ratios.append(ours / bare)
+    res.notes.append("time from command start to rank 0's first completed step (one DDP backward)")
+    return res
+
+
+def _first_step(output: str) -> float:
+    match = re.search(r"FIRST_STEP (\d+\.\d+)", output)
+    if not match:
+        raise RuntimeError(f"no FIRST_STEP line in:\n{output[-2000:]}")
+    return float(match.group(1))
+
+
+# --- P3: DDP scaling -----------------------------------------------------------------------------
+
+JOB_2 = """apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {{name: bench-scaling}}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      restartPolicy: Never
+      template: {{spec: {{containers: [{{name: pytorch, image: x, command: [python, {prog}, {args}]}}]}}}}
+    Worker:
+      replicas: 1
+      restartPolicy: Never
+      template: {{spec: {{containers: [{{name: pytorch, image: x, command: [python, {prog}, {args}]}}]}}}}
+"""
+
+
+def p3_scaling(repeat: int, quick: bool) -> Result:
+    res = Result(
+        "P3",
+        "DDP samples/s, 2 workers × 1 thread ÷ (2 × 1 worker × 1 thread)",
+        "≥ 0.90",
+        lambda r: r >= 0.90,
+        unit="samples/s",
+    )
+    prog = PROGRAMS / "ddp_throughput.py"
+    steps = "6" if quick else "12"
+    with tempfile.TemporaryDirectory() as tmp:
+        job = Path(tmp) / "job.yaml"
+        job.write_text(JOB_2.format(prog=prog, args=f"--steps, '{steps}'"))
+        for _ in range(repeat):
+            _, out = timed([PY, str(prog), "--steps", steps])
+            single = float(re.findall(r"THROUGHPUT (\S+)", out)[0])
+            _, out = timed([str(BIN / "kftrain"), "launch", "-f", str(job), "--local"])
+            per_rank = [float(v) for v in re.findall(r"THROUGHPUT (\S+)", out)]
+            total = sum(per_rank)
+            res.ours.append(total)
+            res.baseline.append(2 * single)
+            res.ratios.append(total / (2 * single))
+    res.notes.append("MLP 2048-2048-10, batch 256 per process, gloo over loopback, torch.set_num_threads(1)")
+    return res
+
+
+# --- P4: object storage --------------------------------------------------------------------------
+
+
+def p4_storage(repeat: int, quick: bool) -> Result:
+    res = Result(
+        "P4",
+        "1 GiB upload+download via kftrain.storage ÷ plain boto3 (local S3 server)",
+        "≥ 0.90, RSS < 300 MB",
+        lambda r: r >= 0.90,
+        unit="MB/s",
+    )
+    script = ROOT / "bench" / "bench_storage.py"
+    if not script.exists():
+        res.skipped = "bench/bench_storage.py missing"
+        return res
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "storage.json"
+        size = 256 if quick else 1024
+        timed([PY, str(script), "--size-mb", str(size), "--repeat", str(repeat), "--json", str(out)])
+        data = json.loads(out.read_text())
+    res.ratios = [float(r) for r in data["ratios"]]
+    res.ours = [float(v) for v in data.get("ours_mb_s", [])]
+    res.baseline = [float(v) for v in data.get("boto3_mb_s", [])]
+    rss = data.get("peak_rss_mb")
+    if rss is not None:
+        res.notes.append(f"peak RSS through kftrain.storage: {rss:.0f} MB; size {size} MiB")
+        if rss >= 300:
+            res.passed = lambda r: False
+    return res
+
+
+# --- P5: compile ---------------------------------------------------------------------------------
+
+
+def p5_compile(repeat: int, quick: bool) -> Result:
+    res = Result("P5", "compile every pipeline, cold process", "< 3 s", lambda r: r < 3.0)
+    code = (
+        "import tempfile, pathlib\n"
+        "from kfp import compiler\n"
+        "from kftrain.compile import discover, compiled_object\n"
+        f"root = pathlib.Path({str(ROOT)!r})\n"
+        "with tempfile.TemporaryDirectory() as tmp:\n"
+        "    for t in discover(root):\n"
+        "        if t.is_pipeline:\n"
+        "            compiler.Compiler().compile(compiled_object(t), str(pathlib.Path(tmp) / 'p.yaml'))\n"
+    )
+    for _ in range(repeat):
+        elapsed, _ = timed([PY, "-c", code])
+        res.ours.append(elapsed)
+        res.ratios.append(elapsed)  # an absolute goal: the "ratio" column holds seconds
+    res.notes.append("P5's spread column is seconds, not a ratio")
+    return res
+
+
+# --- P6: data prep -------------------------------------------------------------------------------
+
+
+def _synthetic_parquet(path: Path, size_mb: int) -> int:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    features = 64
+    rows = size_mb * 1024 * 1024 // ((features + 2) * 4)
+    rng = np.random.default_rng(0)
+    writer = None
+    chunk = 250_000
+    for start in range(0, rows, chunk):
+        n = min(chunk, rows - start)
+        cols = {f"f{i:02d}": pa.array(rng.random(n, dtype=np.float32)) for i in range(features)}
+        cols["label"] = pa.array(rng.integers(0, 10, n))
+        table = pa.table(cols)
+        writer = writer or pq.ParquetWriter(path, table.schema, compression="zstd")
+        writer.write_table(table)
+    assert writer is not None
+    writer.close()
+    return rows
+
+
+def p6_data_prep(repeat: int, quick: bool) -> Result:
+    res = Result(
+        "P6",
+        "data prep rows/s on a 1 GiB synthetic table ÷ pyarrow read+write",
+        "≥ 0.80",
+        lambda r: r >= 0.80,
+        unit="rows/s",
+    )
+    size = 128 if quick else 1024
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "table.parquet"
+        rows = _synthetic_parquet(src, size)
+        base_code = (
+            "import pyarrow.parquet as pq, sys\n"
+            "t = pq.read_table(sys.argv[1])\n"
+            "pq.write_table(t, sys.argv[2], compression='zstd')\n"
+        )
+        ours_code = (
+            "import sys\nfrom kftrain.data.prep import prepare_dataset\n"
+            "prepare_dataset(sys.argv[2], source=sys.argv[1], train_shards=4)\n"
+        )
+        for i in range(repeat):
+            base, _ = timed([PY, "-c", base_code, str(src), str(Path(tmp) / f"copy{i}.parquet")])
+            ours, _ = timed([PY, "-c", ours_code, str(src), str(Path(tmp) / f"prep{i}")])
+            shutil.rmtree(Path(tmp) / f"prep{i}", ignore_errors=True)
+            (Path(tmp) / f"copy{i}.parquet").unlink(missing_ok=True)
+            res.ours.append(rows / ours)
+            res.baseline.append(rows / base)
+            res.ratios.append(base / ours)
+    res.notes.append(f"{rows:,} rows × 64 float32 features + label, {size} MiB in memory; both write zstd Parquet")
+    return res
+
+
+# --- P7: GPU -------------------------------------------------------------------------------------
+
+
+def p7_gpu(repeat: int, quick: bool) -> Result:
+    res = Result("P7", "reference trainer samples/s on a GPU ÷ bare torchrun", "report", lambda r: True)
+    import torch
+
+    if not torch.cuda.is_available():
+        res.skipped = "no GPU on this machine (runs where the device tool lends one)"
+        return res
+    prog = PROGRAMS / "ddp_throughput.py"
+    for _ in range(repeat):
+        _, out = timed([str(BIN / "torchrun"), "--nproc_per_node=1", str(prog), "--steps", "50"])
+        bare = float(re.findall(r"THROUGHPUT (\S+)", out)[0])
+        with tempfile.TemporaryDirectory() as tmp:
+            job = Path(tmp) / "job.yaml"
+            # One Master replica: the same single-process program, launched through kftrain.
+            job.write_text(JOB_2.format(prog=prog, args="--steps, '50'").split("    Worker:")[0])
+            _, out = timed([str(BIN / "kftrain"), "launch", "-f", str(job), "--local"])
+        ours = float(re.findall(r"THROUGHPUT (\S+)", out)[0])
+        res.ours.append(ours)
+        res.baseline.append(bare)
+        res.ratios.append(ours / bare)
+    return res
+
+
+BENCHES = {
+    "P1": p1_pipeline_overhead,
+    "P2": p2_launch_latency,
+    "P3": p3_scaling,
+    "P4": p4_storage,
+    "P5": p5_compile,
+    "P6": p6_data_prep,
+    "P7": p7_gpu,
+}
+
+
+def machine() -> str:
+    import torch
+
+    return (
+        f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
+        f"torch {torch.__version__}, {platform.system()} {platform.release()}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default=",".join(BENCHES), help="comma-separated keys, e.g. P1,P5")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results.md"))
+    args = parser.parse_args(argv)
+    results = []
+    for key in [k.strip() for k in args.only.split(",") if k.strip()]:
+        print(f"running {key} ...", flush=True)
+        started = time.perf_counter()
+        try:
+            results.append(BENCHES[key](args.repeat, args.quick))
+        except Exception as exc:  # one broken bench must not hide the others
+            results.append(Result(key, BENCHES[key].__name__, "—", lambda r: False, skipped=f"error: {exc}"[:300]))
+        print(f"  {key} done in {time.perf_counter() - started:.0f}s", flush=True)
+    lines = [
+        "# Benchmark results",
+        "",
+        f"- date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- machine: {machine()}",
+        f"- repeats: {args.repeat}{' (quick mode: smaller sizes)' if args.quick else ''}; "
+        "baseline and ours interleaved; verdict on the median",
+        "",
+        "| key | what | ours (median) | baseline (median) | ratio min / median / max | goal | verdict |",
+        "|---|---|---|---|---|---|---|",
+        *[r.row() for r in results],
+        "",
+        "Notes:",
+        "",
+        *[f"- {r.key}: {note}" for r in results for note in r.notes],
+        "",
+    ]
+    text = "\n".join(lines)
+    print("\n" + text)
+    Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
