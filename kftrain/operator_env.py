@@ -196,16 +196,31 @@ def mpi_hostfile(job: TrainingJob, host: str | None = None, *, merge_hosts: bool
     """
     slots = mpi_slots(job)
     impl = job.spec.mpi_implementation or MPIImplementation.OPENMPI
+    v1 = job.api_version.endswith("/v1")
+
+    def pod_host(pod: str) -> str:
+        # v1 reaches pods by `kubectl exec <pod>`; v2beta1 by DNS through the job's headless service.
+        return pod if v1 else f"{pod}.{job.name}.{job.metadata.namespace or 'default'}.svc"
+
     hosts: list[str] = []
-    if job.spec.run_launcher_as_worker:
-        hosts.append(host or f"{job.name}-launcher.{job.name}.{job.metadata.namespace or 'default'}.svc")
+    if job.spec.run_launcher_as_worker or (v1 and _launcher_has_gpu(job)):
+        hosts.append(host or pod_host(f"{job.name}-launcher"))
     for i in range(job.replicas_of("Worker")):
-        hosts.append(host or f"{job.name}-worker-{i}.{job.name}.{job.metadata.namespace or 'default'}.svc")
+        hosts.append(host or pod_host(f"{job.name}-worker-{i}"))
     entries: list[tuple[str, int]] = []
     entries = [(hosts[0], slots * len(hosts))] if merge_hosts and hosts else [(h, slots) for h in hosts]
     if impl == MPIImplementation.OPENMPI:
         return "".join(f"{h} slots={n}\n" for h, n in entries)
     return "".join(f"{h}:{n}\n" for h, n in entries)
+
+
+def _launcher_has_gpu(job: TrainingJob) -> bool:
+    """training-operator v1 lists a launcher that asks for a GPU in the hostfile, first."""
+    for container in job.replica_specs["Launcher"].template.spec.containers:
+        limits = (container.resources or {}).get("limits") or {}
+        if any(key.endswith(".com/gpu") or "gpu" in key for key in limits):
+            return True
+    return False
 
 
 def total_mpi_slots(job: TrainingJob) -> int:
@@ -241,6 +256,9 @@ def _mpi_env(job: TrainingJob, replica: ReplicaId, topology: LocalTopology) -> l
             ("HYDRA_HOST_FILE", hostfile),
             ("HYDRA_LAUNCH_EXTRA_ARGS", "-o ConnectionAttempts=10"),
         ]
+    if not job.spec.run_launcher_as_worker:
+        # mpi-operator hides GPUs from a launcher that is not also a worker.
+        env += [("NVIDIA_VISIBLE_DEVICES", ""), ("NVIDIA_DRIVER_CAPABILITIES", "")]
     return env
 
 

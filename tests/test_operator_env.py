@@ -95,8 +95,11 @@ def test_tf_config_legacy_master_type():
     ("rid", "expected"),
     [
         (ReplicaId("PS", 0), '{"sparseCluster":{"worker":{},"ps":["localhost:2200"]},"task":{"type":"ps","index":0}}'),
-        (W1, '{"sparseCluster":{"worker":{"1":"localhost:2301"},"ps":["localhost:2200"]},'
-             '"task":{"type":"worker","index":1}}'),
+        (
+            W1,
+            '{"sparseCluster":{"worker":{"1":"localhost:2301"},"ps":["localhost:2200"]},'
+            '"task":{"type":"worker","index":1}}',
+        ),
         (ReplicaId("Chief", 0), '{"sparseCluster":{"worker":{},"ps":[]},"task":{"type":"chief","index":0}}'),
     ],
 )
@@ -186,10 +189,14 @@ ELASTIC_FULL = {
             ],
         ),
         ({}, [("PET_RDZV_ENDPOINT", "localhost:29400"), ("PET_RDZV_BACKEND", "c10d"), ("PET_NNODES", "2:2")]),
-        ({"maxReplicas": 4}, [("PET_RDZV_ENDPOINT", "localhost:29400"), ("PET_RDZV_BACKEND", "c10d"),
-                              ("PET_NNODES", "4:4")]),
-        ({"minReplicas": 2}, [("PET_RDZV_ENDPOINT", "localhost:29400"), ("PET_RDZV_BACKEND", "c10d"),
-                              ("PET_NNODES", "2:2")]),
+        (
+            {"maxReplicas": 4},
+            [("PET_RDZV_ENDPOINT", "localhost:29400"), ("PET_RDZV_BACKEND", "c10d"), ("PET_NNODES", "4:4")],
+        ),
+        (
+            {"minReplicas": 2},
+            [("PET_RDZV_ENDPOINT", "localhost:29400"), ("PET_RDZV_BACKEND", "c10d"), ("PET_NNODES", "2:2")],
+        ),
         (
             {"rdzvHost": "etcd.example", "rdzvPort": 2379, "rdzvBackend": "etcd-v2", "standalone": False},
             [("PET_RDZV_ENDPOINT", "etcd.example:2379"), ("PET_RDZV_BACKEND", "etcd-v2"), ("PET_NNODES", "2:2")],
@@ -271,11 +278,6 @@ def test_mpi_default_implementation_is_openmpi_with_one_slot():
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: mpi-operator appends NVIDIA_VISIBLE_DEVICES='' and NVIDIA_DRIVER_CAPABILITIES='' to the launcher "
-    "when runLauncherAsWorker is false; _mpi_env omits them",
-)
 @pytest.mark.parametrize("impl", ["OpenMPI", "Intel", "MPICH"])
 def test_mpi_v2beta1_launcher_hides_gpus_unless_it_is_a_worker(impl):
     job = mpi_v2(impl)
@@ -295,7 +297,12 @@ def test_mpi_v2beta1_launcher_hides_gpus_unless_it_is_a_worker(impl):
             "ml",
             "tb-launcher.tb.ml.svc slots=2\ntb-worker-0.tb.ml.svc slots=2\ntb-worker-1.tb.ml.svc slots=2\n",
         ),
-        ("Intel", True, None, "tb-launcher.tb.default.svc:2\ntb-worker-0.tb.default.svc:2\ntb-worker-1.tb.default.svc:2\n"),
+        (
+            "Intel",
+            True,
+            None,
+            "tb-launcher.tb.default.svc:2\ntb-worker-0.tb.default.svc:2\ntb-worker-1.tb.default.svc:2\n",
+        ),
     ],
 )
 def test_mpi_hostfile_formats(impl, as_worker, namespace, expected):
@@ -329,11 +336,6 @@ def test_mpi_v1_env():
     assert replica_files(job, t) == {"etc/mpi/hostfile": "localhost slots=6\n"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: training-operator's v1 MPIJob hostfile lists short pod names (kubectl exec), "
-    "'<job>-worker-<i> slots=N'; mpi_hostfile writes mpi-operator v2beta1 service FQDNs for v1 too",
-)
 def test_mpi_v1_hostfile_uses_pod_names():
     job = load_manifest(mpijob_v1({"Launcher": 1, "Worker": 2}, name="tm"))
     assert mpi_hostfile(job) == "tm-worker-0 slots=1\ntm-worker-1 slots=1\n"
@@ -390,8 +392,20 @@ def test_effective_restart_policy(m, rtype, expected):
 
 @pytest.mark.parametrize(
     ("code", "retryable"),
-    [(0, False), (1, False), (2, False), (126, False), (127, False), (128, True), (137, True), (139, True),
-     (143, True), (255, True), (-9, True), (-15, True)],
+    [
+        (0, False),
+        (1, False),
+        (2, False),
+        (126, False),
+        (127, False),
+        (128, True),
+        (137, True),
+        (139, True),
+        (143, True),
+        (255, True),
+        (-9, True),
+        (-15, True),
+    ],
 )
 def test_is_retryable_exit_code(code, retryable):
     assert is_retryable_exit_code(code) is retryable

@@ -171,7 +171,12 @@ class LocalBackend(Backend):
             ports={r: free_port() for r in replicas_needing_ports(job)},
             workdir=workdir,
         )
-        replicas = [self._prepare(job, rid, topology, workdir) for rid in process_replicas(job)]
+        try:
+            replicas = [self._prepare(job, rid, topology, workdir) for rid in process_replicas(job)]
+        except BaseException:
+            if owns:
+                shutil.rmtree(workdir, ignore_errors=True)
+            raise
         for rel, content in replica_files(job, topology).items():
             path = workdir / rel
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -200,6 +205,10 @@ class LocalBackend(Backend):
             # mpirun refuses root without these; MPI images set them the same way.
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
             env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        if job.kind == JobKind.MPIJOB and not any(shutil.which(t, path=env.get("PATH")) for t in ("ssh", "rsh")):
+            # Every slot is on localhost, so mpirun never starts a remote daemon; but OpenMPI 4 refuses to start
+            # at all when its rsh launch agent (ssh or rsh) is missing. Any existing program satisfies that check.
+            env.setdefault("OMPI_MCA_plm_rsh_agent", shutil.which("false") or "/bin/false")
         for var in container.env or []:
             if var.value_from is not None:
                 env[var.name] = _resolve_value_from(var.name, var.value_from, pod_name, job, f"{path}.env")
@@ -386,14 +395,16 @@ class LocalBackend(Backend):
             trees.extend(_process_tree(replica.proc.pid))
             _signal_group(replica.proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + self.options.grace_period_s
-        _, alive = psutil.wait_procs(trees, timeout=max(0.0, deadline - time.monotonic()))
+        gone, alive = psutil.wait_procs(trees, timeout=max(0.0, deadline - time.monotonic()))
+        # psutil may reap a replica before Popen does; keep the exit status it saw.
+        codes = {p.pid: p.returncode for p in gone if p.returncode is not None}
         for proc in alive:
             _kill_quietly(proc)
         for replica in running:
             assert replica.proc is not None
             _signal_group(replica.proc.pid, signal.SIGKILL)
             replica.proc.wait()
-            replica.last_exit = replica.proc.returncode
+            replica.last_exit = codes.get(replica.proc.pid, replica.proc.returncode)
             self._drain(replica)
             replica.proc = None
 

@@ -8,7 +8,6 @@ published atomically with a checksum manifest.
 
 from __future__ import annotations
 
-import io
 import logging
 import time
 from dataclasses import asdict, dataclass, field
@@ -16,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kftrain import storage
@@ -58,51 +58,62 @@ class DatasetInfo:
         }
 
 
-def load_source(source: str, label_column: str = LABEL) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Features (float32) and integer labels from ``source``."""
+def load_source(source: str, label_column: str = LABEL) -> pa.Table:
+    """The source as an Arrow table of float32 features and an int64 ``label`` column, validated.
+
+    The data stays in Arrow from reading to writing: a 1 GiB table is never copied into a numpy
+    feature matrix, only its label column is (for the stratified split).
+    """
     if source == BUILTIN_DIGITS:
         from sklearn.datasets import load_digits
 
         digits = load_digits()
         x = (digits.data / 16.0).astype(np.float32)  # pixel intensities 0..16 -> 0..1
         names = [f"pixel_{i:02d}" for i in range(x.shape[1])]
-        return x, digits.target.astype(np.int64), names
-    raw = storage.read_bytes(source)
-    if source.endswith(".csv"):
-        import pyarrow.csv as pacsv
+        return _table(x, digits.target.astype(np.int64), names)
+    with storage.open_uri(source, "rb") as handle:
+        if source.endswith(".csv"):
+            import pyarrow.csv as pacsv
 
-        table = pacsv.read_csv(io.BytesIO(raw))
-    else:
-        table = pq.read_table(io.BytesIO(raw))
+            table = pacsv.read_csv(handle)
+        else:
+            table = pq.read_table(handle)
+    return normalize_table(table, label_column, source)
+
+
+def normalize_table(table: pa.Table, label_column: str, source: str) -> pa.Table:
+    """Check every column and cast: features to float32, the label to int64 named ``label``."""
     if label_column not in table.column_names:
         raise DataValidationError(
             f"{source}: no label column {label_column!r} (columns: {', '.join(table.column_names)})"
         )
     names = [c for c in table.column_names if c != label_column]
+    if not names:
+        raise DataValidationError(f"{source}: no feature columns besides {label_column!r}")
+    columns = []
     for name in [*names, label_column]:
         col = table.column(name)
         if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
             raise DataValidationError(f"{source}: column {name!r} is {col.type}, expected a number")
         if col.null_count:
             raise DataValidationError(f"{source}: column {name!r} has {col.null_count} null value(s)")
-    x = np.column_stack([table.column(n).to_numpy().astype(np.float32) for n in names])
-    y = table.column(label_column).to_numpy()
-    if not np.all(np.equal(np.mod(y, 1), 0)):
+        if pa.types.is_floating(col.type) and not pc.all(pc.is_finite(col)).as_py():
+            row = pc.index(pc.is_finite(col), False).as_py()
+            raise DataValidationError(f"{source}: non-finite value in column {name!r} at row {row}")
+        columns.append(col)
+    labels = columns.pop()
+    if pa.types.is_floating(labels.type) and not pc.all(pc.equal(pc.floor(labels), labels)).as_py():
         raise DataValidationError(f"{source}: label column {label_column!r} must hold whole numbers")
-    return x, y.astype(np.int64), names
+    features = [c if c.type == pa.float32() else pc.cast(c, pa.float32()) for c in columns]
+    return pa.table([*features, pc.cast(labels, pa.int64())], names=[*names, LABEL])
 
 
-def validate(x: np.ndarray, y: np.ndarray, source: str) -> None:
-    if len(x) != len(y):
-        raise DataValidationError(f"{source}: {len(x)} feature rows but {len(y)} labels")
-    if len(x) < 10:
-        raise DataValidationError(f"{source}: only {len(x)} rows; need at least 10 to split")
-    bad = np.argwhere(~np.isfinite(x))
-    if len(bad):
-        row, col = bad[0]
-        raise DataValidationError(f"{source}: non-finite value at row {row}, feature {col}")
-    if y.min() < 0:
-        raise DataValidationError(f"{source}: labels must be >= 0 (class indices), found {y.min()}")
+def validate(table: pa.Table, source: str) -> None:
+    if len(table) < 10:
+        raise DataValidationError(f"{source}: only {len(table)} rows; need at least 10 to split")
+    low = pc.min(table.column(LABEL)).as_py()
+    if low < 0:
+        raise DataValidationError(f"{source}: labels must be >= 0 (class indices), found {low}")
 
 
 def split_indices(y: np.ndarray, seed: int, validation_fraction: float, test_fraction: float) -> dict[str, np.ndarray]:
@@ -147,9 +158,11 @@ def prepare_dataset(
     if train_shards < 1:
         raise DataValidationError(f"train_shards must be >= 1, got {train_shards}")
     started = time.monotonic()
-    x, y, names = load_source(source, label_column)
-    validate(x, y, source)
-    log.info("loaded %s: %d rows x %d features", source, len(x), x.shape[1])
+    table = load_source(source, label_column)
+    validate(table, source)
+    names = [c for c in table.column_names if c != LABEL]
+    y = table.column(LABEL).to_numpy()
+    log.info("loaded %s: %d rows x %d features", source, len(table), len(names))
     parts = split_indices(y, seed, validation_fraction, test_fraction)
     classes = sorted(int(c) for c in np.unique(y))
     shards: dict[str, list[str]] = {}
@@ -159,10 +172,12 @@ def prepare_dataset(
             idx = parts[split]
             count = train_shards if split == "train" else 1
             shards[split] = []
-            for shard, shard_idx in enumerate(np.array_split(idx, count)):
+            rows_of_split = table.take(pa.array(idx))  # sorted indices: a sequential gather
+            for shard, bounds in enumerate(np.array_split(np.arange(len(idx)), count)):
                 rel = f"{split}/part-{shard:05d}-of-{count:05d}.parquet"
+                start = int(bounds[0]) if len(bounds) else 0
                 with writer.open(rel) as handle:
-                    pq.write_table(_table(x[shard_idx], y[shard_idx], names), handle, compression="zstd")
+                    pq.write_table(rows_of_split.slice(start, len(bounds)), handle, compression="zstd")
                 shards[split].append(rel)
             rows[split] = len(idx)
             log.info("wrote %s: %d rows in %d shard(s)", split, len(idx), count)

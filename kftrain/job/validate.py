@@ -13,8 +13,8 @@ from kftrain.errors import JobSpecError
 from kftrain.job.kinds import KindSpec, kind_spec
 from kftrain.job.model import JobKind, RestartPolicy, TrainingJob
 
-# RFC 1123 label: the operator derives pod and service names from the job name.
-_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# RFC 1035 label, as the operators' webhooks require: pod and service names derive from it.
+_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _MAX_NAME = 63
 _NPROC_WORDS = {"auto", "cpu", "gpu"}
 # Replica types that must be a single pod.
@@ -64,7 +64,7 @@ def _validate_metadata(job: TrainingJob) -> None:
     if name and (len(name) > _MAX_NAME or not _NAME_RE.match(name)):
         raise JobSpecError(
             "metadata.name",
-            f"{name!r} must be lower-case letters, digits and '-', start and end alphanumeric, at most {_MAX_NAME} "
+            f"{name!r} must be lower-case letters, digits and '-', start with a letter, end alphanumeric, at most {_MAX_NAME} "
             "characters (the operator names pods and services after it)",
         )
 
@@ -119,10 +119,16 @@ def _validate_pytorch(job: TrainingJob, path: str) -> None:
             "missing: without an elasticPolicy the operator sets MASTER_ADDR, RANK and WORLD_SIZE "
             "only when the job has a Master replica",
         )
+    if "Master" in job.replica_specs and job.replicas_of("Master") != 1:
+        raise JobSpecError(f"{path}.Master.replicas", "a PyTorchJob has exactly 1 Master")
     nproc = job.spec.nproc_per_node
     if nproc is not None and nproc not in _NPROC_WORDS and not (nproc.isdigit() and int(nproc) > 0):
         raise JobSpecError("spec.nprocPerNode", f"{nproc!r} must be auto, cpu, gpu or a positive integer")
     if elastic is not None:
+        if job.replicas_of("Worker") < 1:
+            raise JobSpecError(f"{path}.Worker", "an elasticPolicy needs a Worker replica spec with replicas >= 1")
+        if elastic.n_proc_per_node is not None and nproc is not None:
+            raise JobSpecError("spec.elasticPolicy.nProcPerNode", "must not be set together with spec.nprocPerNode")
         lo, hi = elastic.min_replicas, elastic.max_replicas
         if lo is not None and lo < 1:
             raise JobSpecError("spec.elasticPolicy.minReplicas", f"must be >= 1, got {lo}")
