@@ -64,8 +64,8 @@ def _validate_metadata(job: TrainingJob) -> None:
     if name and (len(name) > _MAX_NAME or not _NAME_RE.match(name)):
         raise JobSpecError(
             "metadata.name",
-            f"{name!r} must be lower-case letters, digits and '-', start with a letter, end alphanumeric, at most {_MAX_NAME} "
-            "characters (the operator names pods and services after it)",
+            f"{name!r} must be lower-case letters, digits and '-', start with a letter, end alphanumeric, "
+            f"at most {_MAX_NAME} characters (the operator names pods and services after it)",
         )
 
 
