@@ -24,7 +24,7 @@ install: $(STAMP) ## create .venv and install the pinned dependencies (idempoten
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --disable-pip-version-check pip==24.3.1
-	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,tf]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
 run: install ## run the full PyTorch pipeline locally (PIPELINE=..., PARAMS='--param epochs=5')

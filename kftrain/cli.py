@@ -18,6 +18,7 @@ from typing import Any
 from kftrain import __version__
 from kftrain.errors import JobFailedError, KftrainError
 from kftrain.signals import Terminated
+from kftrain.submit import add_commands as add_kfp_commands
 
 
 def _launch(args: argparse.Namespace) -> int:
@@ -149,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--check", action="store_true", help="fail naming every stale file instead of writing")
     comp.add_argument("--root", default=".", help="repository root")
     comp.set_defaults(func=_compile)
+
+    add_kfp_commands(sub)  # submit, schedule: against a KFP API server
     return parser
 
 

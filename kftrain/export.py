@@ -2,6 +2,8 @@
 
 PyTorch models become TorchScript (``<name>/1/model.pt``) and ONNX (``<name>-onnx/1/model.onnx``),
 each with a Triton ``config.pbtxt`` (KServe's Triton runtime and Triton itself load this layout).
+TensorFlow models are copied as a SavedModel (``<name>/1/saved_model.pb`` + ``variables/``), the
+layout TF Serving and KServe's TensorFlow runtime load.
 Every exported file is reloaded and must reproduce the trained model's predictions on the
 evaluation split before the artifact is published.
 """
@@ -183,3 +185,15 @@ _EXPORTERS = {
 def register_exporter(framework: str, fmt: str, fn: Any) -> None:
     """Let a framework module (e.g. TensorFlow's) add its formats without this module importing it."""
     _EXPORTERS[(framework, fmt)] = fn
+
+
+def _export_savedmodel(
+    model_uri: str, info: dict[str, Any], name: str, writer: storage.ArtifactWriter, x: np.ndarray
+) -> tuple[str, np.ndarray]:
+    """TensorFlow SavedModel in the TF Serving / KServe layout ``<name>/1/saved_model.pb`` + ``variables/``."""
+    from kftrain.trainers.tf_model_io import export_savedmodel  # TensorFlow only when a TF model is exported
+
+    return export_savedmodel(model_uri, info, name, writer, x)
+
+
+register_exporter("tensorflow", SAVEDMODEL, _export_savedmodel)

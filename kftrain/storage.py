@@ -46,7 +46,13 @@ from kftrain.errors import KftrainError
 log = logging.getLogger(__name__)
 
 COMPLETE_MARKER = "_COMPLETE.json"
-CHUNK = 8 * 1024 * 1024  # >= S3's 5 MiB minimum part size; also the read size and the memory bound per stream
+CHUNK = 8 * 1024 * 1024  # the read size, the upload part size and the memory bound per stream
+_MIN_PART = 5 * 1024 * 1024  # S3 (and s3fs) refuse smaller multipart parts
+
+
+def _part_size() -> int:
+    return max(CHUNK, _MIN_PART)  # read CHUNK at call time: tests shrink it
+
 
 # Our retry layer sits above botocore's (per request) and s3fs's (SlowDown, dropped connections); it covers
 # what those give up on, e.g. a server that is down for a few seconds while it restarts. Bounded: at most
@@ -54,12 +60,23 @@ CHUNK = 8 * 1024 * 1024  # >= S3's 5 MiB minimum part size; also the read size a
 RETRY_ATTEMPTS = 6
 RETRY_BASE_DELAY = 0.25
 RETRY_MAX_DELAY = 5.0
-# botocore's own retries; "standard" mode retries 500/503/SlowDown/throttling and connection errors.
-_BOTOCORE_CONFIG: dict[str, Any] = {
-    "retries": {"max_attempts": 3, "mode": "standard"},
-    "connect_timeout": 10,
-    "read_timeout": 120,
-}
+
+
+def _botocore_config() -> dict[str, Any]:
+    """botocore's own per-request retries: "standard" mode retries 500/503/SlowDown and connection errors.
+
+    The standard AWS_MAX_ATTEMPTS/AWS_RETRY_MODE variables still apply (an explicit Config would otherwise
+    override them), so operators and tests can tune the inner layer without code changes.
+    """
+    return {
+        "retries": {
+            "max_attempts": int(os.environ.get("AWS_MAX_ATTEMPTS") or 3),
+            "mode": os.environ.get("AWS_RETRY_MODE") or "standard",
+        },
+        "connect_timeout": 10,
+        "read_timeout": 120,
+    }
+
 
 # S3 error codes that mean "try again", as opposed to NoSuchKey/AccessDenied which never get better.
 _TRANSIENT_CODES = frozenset(
@@ -187,7 +204,7 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
         if endpoint:
             options["client_kwargs"] = {"endpoint_url": endpoint}
         options.update(_s3_credentials(uri))
-        options["config_kwargs"] = _BOTOCORE_CONFIG
+        options["config_kwargs"] = _botocore_config()
         # Markers are written by other processes (other pods); a cached listing would hide them.
         options["use_listings_cache"] = False
     elif scheme == "gs":
@@ -353,22 +370,40 @@ def open_uri(uri: str, mode: str = "rb") -> Iterator[IO[Any]]:
     if "w" in mode and _is_local(uri):
         fs.makedirs(posixpath.dirname(path), exist_ok=True)
     with _errors(uri, fs):
-        handle = fs.open(path, mode, block_size=CHUNK) if "b" in mode else fs.open(path, mode)
+        handle = fs.open(path, mode, block_size=_part_size()) if "b" in mode else fs.open(path, mode)
     try:
         yield handle
-    except BaseException:
-        _discard(handle)
+    except BaseException as exc:
+        _discard(handle, exc)
         raise
     with _errors(uri, fs):
         handle.close()
 
 
-def _discard(handle: IO[Any]) -> None:
-    """Drop a half-written file: abort the multipart upload instead of completing it on close."""
+def _unreachable(exc: BaseException | None) -> bool:
+    """Whether ``exc`` says the server could not be reached at all (refused, down)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ConnectionRefusedError) or type(exc).__name__ == "EndpointConnectionError":
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _discard(handle: IO[Any], reason: BaseException | None = None) -> None:
+    """Drop a half-written file: abort the multipart upload instead of completing it on close.
+
+    When the server is unreachable the abort is skipped: it would only wait through another round of
+    retries, and an unfinished multipart upload is invisible to readers (a lifecycle rule reaps it).
+    """
     writable = getattr(handle, "writable", None)
     if callable(writable) and writable() and hasattr(handle, "discard"):
-        with suppress(Exception):  # best effort; the server may be the reason we are here
-            handle.discard()
+        if not _unreachable(reason):
+            with suppress(Exception):  # best effort; the server may be the reason we are here
+                handle.discard()
+        with suppress(Exception):
+            handle.buffer = None  # type: ignore[attr-defined]  # what discard() does, minus the request
         with suppress(Exception):
             handle.closed = True  # type: ignore[misc]  # AbstractBufferedFile: stop close() from committing
     with suppress(Exception):
@@ -454,15 +489,15 @@ def _write_once(chunks: Iterator[bytes], dst_uri: str) -> FileDigest:
             raise
         return FileDigest(size, digest.hexdigest())
     # S3: a multipart upload with CHUNK-sized parts; it becomes an object only on completion (close).
-    handle = fs.open(path, "wb", block_size=CHUNK)
+    handle = fs.open(path, "wb", block_size=_part_size())
     try:
         for chunk in chunks:
             handle.write(chunk)
             digest.update(chunk)
             size += len(chunk)
         handle.close()
-    except BaseException:
-        _discard(handle)
+    except BaseException as exc:
+        _discard(handle, exc)
         raise
     return FileDigest(size, digest.hexdigest())
 

@@ -140,6 +140,7 @@ class _LocalJob:
     owns_workdir: bool
     replicas: list[_Replica]
     started_at: float
+    topology: LocalTopology
     total_restarts: int = 0
     result: JobResult | None = None
 
@@ -151,6 +152,8 @@ class LocalBackend(Backend):
         self.options = options or LocalOptions()
         self._jobs: dict[str, _LocalJob] = {}
         self._out_lock = threading.Lock()
+        # wait() polls replicas while scale()/kill_replica() may change them from another thread.
+        self._state_lock = threading.RLock()
 
     @property
     def out(self) -> IO[str]:
@@ -181,7 +184,14 @@ class LocalBackend(Backend):
             path = workdir / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content)
-        state = _LocalJob(job=job, workdir=workdir, owns_workdir=owns, replicas=replicas, started_at=time.monotonic())
+        state = _LocalJob(
+            job=job,
+            workdir=workdir,
+            owns_workdir=owns,
+            replicas=replicas,
+            started_at=time.monotonic(),
+            topology=topology,
+        )
         self._jobs[job.name] = state
         self._say(
             f"starting {job.kind.value} {job.name}: {', '.join(r.id.label for r in replicas)} (workdir {workdir})"
@@ -215,6 +225,11 @@ class LocalBackend(Backend):
             else:
                 env[var.name] = expand_k8s_vars(var.value or "", env)
         env.update(replica_env(job, rid, topology))
+        if job.spec.elastic_policy is not None and not job.spec.elastic_policy.rdzv_host:
+            # On a cluster only worker-0's hostname matches the rendezvous endpoint, so only it hosts
+            # the c10d store; here every replica is "localhost", so say explicitly who hosts.
+            conf = [c for c in env.get("PET_RDZV_CONF", "").split(",") if c and not c.startswith("is_host=")]
+            env["PET_RDZV_CONF"] = ",".join([*conf, f"is_host={'true' if rid == ReplicaId('Worker', 0) else 'false'}"])
         override = self.options.commands.get(rid.type) or self.options.commands.get(ALL_REPLICA_TYPES)
         if override:
             argv = list(override)
@@ -284,7 +299,8 @@ class LocalBackend(Backend):
         limits = [t for t in (timeout, deadline_s) if t is not None]
         deadline = state.started_at + min(limits) if limits else None
         while True:
-            result = self._step(state)
+            with self._state_lock:
+                result = self._step(state)
             if result is None and deadline is not None and time.monotonic() >= deadline:
                 reason = "DeadlineExceeded" if deadline_s is not None and min(limits) == deadline_s else "Timeout"
                 result = JobResult(JobPhase.FAILED, reason=reason, message=f"job ran longer than {min(limits):g}s")
@@ -324,6 +340,13 @@ class LocalBackend(Backend):
             )
             limit = job.run_policy.backoff_limit
             if not retry:
+                if self._elastic_survives(state, replica):
+                    replica.finished = True
+                    self._say(
+                        f"{replica.id.label} exited with code {exit_code}; the elastic job goes on with "
+                        f"{self._running_workers(state)} worker(s)"
+                    )
+                    continue
                 return self._failure(replica, "ReplicaFailed", f"{replica.id.label} exited with code {exit_code}")
             if limit is not None and state.total_restarts >= limit:
                 return self._failure(
@@ -348,6 +371,64 @@ class LocalBackend(Backend):
                 message="every replica exited but the job's success rule was not met",
             )
         return None
+
+    @staticmethod
+    def _running_workers(state: _LocalJob) -> int:
+        return sum(1 for r in state.replicas if r.id.type == "Worker" and not r.finished)
+
+    def _elastic_survives(self, state: _LocalJob, replica: _Replica) -> bool:
+        """An elastic PyTorchJob loses a worker for good and goes on while minReplicas remain.
+
+        torch's elastic agents re-form the group without it at the next rendezvous.
+        """
+        elastic = state.job.spec.elastic_policy
+        if elastic is None or replica.id.type != "Worker":
+            return False
+        minimum = elastic.min_replicas or elastic.max_replicas or 1
+        return self._running_workers(state) - 1 >= minimum
+
+    # -- elastic scaling and fault injection -------------------------------------------------------
+
+    def scale(self, handle: JobHandle, replica_type: str, replicas: int) -> None:
+        """Change a running job's replica count, as ``kubectl scale`` (or an HPA) does on a cluster.
+
+        New replicas get the next indices and the same contract; removed ones (highest indices
+        first) are stopped. Elastic PyTorchJobs admit workers between min and maxReplicas.
+        """
+        with self._state_lock:
+            self._scale(self._jobs[handle.name], replica_type, replicas)
+
+    def _scale(self, state: _LocalJob, replica_type: str, replicas: int) -> None:
+        job = state.job
+        elastic = job.spec.elastic_policy
+        if elastic is not None and replica_type == "Worker":
+            low, high = elastic.min_replicas or 1, elastic.max_replicas or replicas
+            if not low <= replicas <= high:
+                raise JobSpecError("spec.elasticPolicy", f"{replicas} workers is outside [{low}, {high}]")
+        current = [r for r in state.replicas if r.id.type == replica_type]
+        live = [r for r in current if not r.finished]
+        next_index = max((r.id.index for r in current), default=-1) + 1
+        for _ in range(replicas - len(live)):
+            replica = self._prepare(job, ReplicaId(replica_type, next_index), state.topology, state.workdir)
+            next_index += 1
+            state.replicas.append(replica)
+            self._say(f"scaled {replica_type} up: starting {replica.id.label}")
+            self._start(replica)
+        for replica in sorted(live, key=lambda r: r.id.index, reverse=True)[: max(0, len(live) - replicas)]:
+            self._say(f"scaled {replica_type} down: stopping {replica.id.label}")
+            replica.finished = True
+            self._stop([replica])
+        job.replica_specs[replica_type].replicas = replicas
+
+    def kill_replica(self, handle: JobHandle, label: str, sig: signal.Signals = signal.SIGKILL) -> None:
+        """Send ``sig`` to one replica's whole process tree, as a node loss or OOM kill would."""
+        state = self._jobs[handle.name]
+        replica = next((r for r in state.replicas if r.id.label == label), None)
+        if replica is None or replica.proc is None:
+            raise KeyError(f"{label}: no running replica of that name")
+        for proc in _process_tree(replica.proc.pid):
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(sig)
 
     def _failure(self, replica: _Replica, reason: str, message: str) -> JobResult:
         replica.finished = True
@@ -384,9 +465,13 @@ class LocalBackend(Backend):
             self._say(f"{state.job.name} cancelled; every replica stopped")
 
     def _stop_all(self, state: _LocalJob) -> None:
-        running = [r for r in state.replicas if r.proc is not None]
         for replica in state.replicas:
             replica.restart_at = None
+        self._stop(state.replicas)
+
+    def _stop(self, replicas: list[_Replica]) -> None:
+        """SIGTERM each replica's process group, SIGKILL what is left after the grace period."""
+        running = [r for r in replicas if r.proc is not None]
         if not running:
             return
         trees: list[psutil.Process] = []

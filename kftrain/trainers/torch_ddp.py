@@ -166,6 +166,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
             step += 1
             total += float(loss.detach())
             batches += 1
+            checkpoint.maybe_inject_fault(step, ctx.rank)
             if args.checkpoint_dir and ctx.is_chief and policy.due(step):
                 save_checkpoint(args.checkpoint_dir, step, epoch - 1 if batches < len(loader) else epoch, model, opt)
                 policy.saved()

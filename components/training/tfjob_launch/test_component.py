@@ -1,0 +1,136 @@
+"""tfjob_launch renders a TFJob from its typed inputs (or takes a manifest), valid against the training-operator CRD."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+import kftrain.launch
+from kftrain.job import load_manifest, render_manifest
+from kftrain.job.crd_schema import CRDSchemas
+from kftrain.launch import inject_artifact_env, job_from_inputs
+from kftrain_components.training.tfjob_launch.component import tfjob_launch
+from tests.conftest import REFERENCE_DIR
+
+URIS = {
+    "KFTRAIN_DATASET_URI": "/data/ds",
+    "KFTRAIN_MODEL_URI": "/data/model",
+    "KFTRAIN_CHECKPOINT_URI": "/data/model-checkpoints",
+}
+
+
+@pytest.fixture(scope="module")
+def crd_schemas() -> CRDSchemas:
+    crds = REFERENCE_DIR / "crds"
+    if not crds.is_dir():
+        pytest.skip(f"reference data not available: {crds} is missing (the operators' CRDs)")
+    return CRDSchemas.from_dir(crds)
+
+
+def render(monkeypatch, tmp_path, **inputs: Any) -> dict[str, Any]:
+    """Run the component's body with launch_step replaced; return the manifest it would launch."""
+    seen: dict[str, Any] = {}
+
+    def fake_launch_step(**kw: Any) -> Any:
+        if kw["manifest"].strip():
+            job = load_manifest(kw["manifest"])
+            job.metadata.name = kw["inputs"].name
+        else:
+            job = job_from_inputs(kw["inputs"])
+        inject_artifact_env(job, URIS)
+        seen["manifest"] = render_manifest(job)
+        seen["kind"] = kw["kind"]
+        return SimpleNamespace(duration_s=0.0)
+
+    monkeypatch.setattr(kftrain.launch, "launch_step", fake_launch_step)
+    model = SimpleNamespace(uri=str(tmp_path / "model"), metadata={})
+    tfjob_launch.python_func(
+        dataset=SimpleNamespace(uri="/data/ds"),
+        model=model,
+        job=str(tmp_path / "job"),
+        run_id="run-1",
+        task_id="task-1",
+        **inputs,
+    )
+    assert seen["kind"] == "TFJob"
+    assert model.metadata["framework"] == "tensorflow"
+    return seen["manifest"]
+
+
+def _container(manifest: dict[str, Any], rtype: str) -> dict[str, Any]:
+    (container,) = manifest["spec"]["tfReplicaSpecs"][rtype]["template"]["spec"]["containers"]
+    return container
+
+
+def test_default_is_two_workers_running_the_tf_trainer(monkeypatch, tmp_path, crd_schemas):
+    m = render(monkeypatch, tmp_path, trainer_args=["--epochs", 5.0])
+    assert m["kind"] == "TFJob" and m["apiVersion"] == "kubeflow.org/v1"
+    assert crd_schemas.errors(m) == []
+    assert list(m["spec"]["tfReplicaSpecs"]) == ["Worker"]
+    assert m["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 2
+    worker = _container(m, "Worker")
+    assert worker["name"] == "tensorflow", "the operator sets TF_CONFIG on the container named tensorflow"
+    assert worker["command"] == ["python", "-m", "kftrain.trainers.tf_trainer"]
+    assert worker["args"][-2:] == ["--epochs", "5"], "pipeline ints arrive as floats"
+    assert "$(KFTRAIN_CHECKPOINT_URI)" in worker["args"]
+    assert worker["image"].split("/")[-1].startswith("python-tensorflow:")
+    assert m["metadata"]["name"].startswith("tfjob-")
+
+
+def test_chief_ps_workers_evaluator_and_run_policy(monkeypatch, tmp_path, crd_schemas):
+    m = render(
+        monkeypatch,
+        tmp_path,
+        chief=1,
+        ps=2,
+        workers=3,
+        evaluator=1,
+        restart_policy="ExitCode",
+        backoff_limit=2,
+        active_deadline_seconds=600,
+        clean_pod_policy="All",
+        cpu="1",
+        memory="2Gi",
+        gpus=1,
+        env={"EXTRA": "1"},
+    )
+    assert crd_schemas.errors(m) == []
+    specs = m["spec"]["tfReplicaSpecs"]
+    assert {k: v["replicas"] for k, v in specs.items()} == {"Chief": 1, "PS": 2, "Worker": 3, "Evaluator": 1}
+    assert all(v["restartPolicy"] == "ExitCode" for v in specs.values())
+    assert m["spec"]["runPolicy"] == {"cleanPodPolicy": "All", "activeDeadlineSeconds": 600, "backoffLimit": 2}
+    chief = _container(m, "Chief")
+    assert chief["resources"]["limits"] == {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": 1}
+    env = {e["name"]: e["value"] for e in chief["env"]}
+    assert env["EXTRA"] == "1" and env["KFTRAIN_MODEL_URI"] == "/data/model"
+
+
+@pytest.mark.parametrize(
+    "inputs, field",
+    [({"chief": 2}, "chief"), ({"evaluator": 3}, "evaluator"), ({"ps": 1}, "chief"), ({"workers": -1}, "workers")],
+)
+def test_bad_replica_counts_are_refused(monkeypatch, tmp_path, capsys, inputs, field):
+    with pytest.raises(SystemExit):
+        render(monkeypatch, tmp_path, **inputs)
+    assert field in capsys.readouterr().err
+
+
+def test_a_manifest_replaces_the_typed_inputs(monkeypatch, tmp_path, crd_schemas):
+    text = """
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {name: from-manifest}
+spec:
+  tfReplicaSpecs:
+    Chief:
+      replicas: 1
+      template: {spec: {containers: [{name: tensorflow, image: x, command: [python, train.py]}]}}
+    Worker:
+      replicas: 4
+      template: {spec: {containers: [{name: tensorflow, image: x, command: [python, train.py]}]}}
+"""
+    m = render(monkeypatch, tmp_path, manifest=text, workers=1)
+    assert m["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 4
+    assert crd_schemas.errors(m) == []

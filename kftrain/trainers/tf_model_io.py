@@ -1,0 +1,140 @@
+"""The TensorFlow trainer's model: built with Keras 2 (``tf_keras``), stored as a SavedModel by URI.
+
+A model folder holds a SavedModel at its root (``saved_model.pb``, ``variables/``...) and
+``model.json`` (``{"framework": "tensorflow", "classes": [...], "feature_names": [...], ...}``),
+published atomically by :class:`kftrain.storage.ArtifactWriter`. Its ``serving_default`` signature
+takes ``input`` (float32 ``[None, num_features]``) and returns ``logits`` (float32
+``[None, num_classes]``): the layout TF Serving and KServe's TensorFlow runtime load.
+
+TensorFlow is imported lazily, so importing this module (e.g. from :mod:`kftrain.export`) is cheap.
+``TF_USE_LEGACY_KERAS=1`` is set before TensorFlow is first imported: Keras 3's ``model.fit`` fails
+under MultiWorkerMirroredStrategy, Keras 2 (``tf_keras``) works.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # before any `import tensorflow` in this process (imports below)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ INFO/WARNING lines drown the logs
+
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kftrain import storage
+
+MODEL_INFO = "model.json"
+INPUT_NAME = "input"
+OUTPUT_NAME = "logits"
+SIGNATURE = "serving_default"
+# Files of a model folder that are not part of the SavedModel.
+NOT_SAVEDMODEL = {MODEL_INFO, storage.COMPLETE_MARKER}
+
+
+def build_model(num_features: int, num_classes: int, hidden: tuple[int, ...] = (128, 64), dropout: float = 0.1) -> Any:
+    """An MLP returning logits; its input is named ``input`` so the serving signature's key is too."""
+    import tf_keras as keras
+
+    inputs = keras.Input(shape=(num_features,), dtype="float32", name=INPUT_NAME)
+    x = inputs
+    for width in hidden:
+        x = keras.layers.Dense(width, activation="relu")(x)
+        if dropout:
+            x = keras.layers.Dropout(dropout)(x)
+    outputs = keras.layers.Dense(num_classes, name=OUTPUT_NAME)(x)
+    return keras.Model(inputs, outputs, name="mlp")
+
+
+def save_savedmodel(model: Any, path: str | os.PathLike[str]) -> None:
+    """A Keras model as a SavedModel (with its ``serving_default`` signature), without the optimizer."""
+    model.save(os.fspath(path), save_format="tf", include_optimizer=False)
+
+
+def publish_model(uri: str, saved_dir: str | os.PathLike[str], info: dict[str, Any]) -> None:
+    """Publish the SavedModel in local folder ``saved_dir`` plus ``model.json`` as one complete artifact."""
+    root = Path(saved_dir)
+    with storage.ArtifactWriter(uri, metadata={"framework": "tensorflow", "format": "savedmodel"}) as writer:
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            rel = path.relative_to(root).as_posix()
+            with writer.open(rel) as handle, open(path, "rb") as src:
+                shutil.copyfileobj(src, handle, storage.CHUNK)
+        writer.write_json(MODEL_INFO, {"framework": "tensorflow", "format": "savedmodel", **info})
+
+
+@contextmanager
+def local_copy(uri: str) -> Iterator[Path]:
+    """A local folder with the files under ``uri``: the folder itself when local, else a temporary download."""
+    if "://" not in uri or uri.startswith(("file://", "local://")):
+        yield storage.local_path(uri)
+        return
+    tmp = tempfile.mkdtemp(prefix="kftrain-tf-")
+    try:
+        storage.download(uri, tmp)
+        yield Path(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def signature_predictor(saved_dir: str | os.PathLike[str]) -> tuple[Callable[[np.ndarray], np.ndarray], Any]:
+    """``predict(x) -> logits`` through the SavedModel's serving signature, and that signature."""
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(os.fspath(saved_dir))
+    fn = loaded.signatures[SIGNATURE]
+    _, kwargs = fn.structured_input_signature
+    (input_name,) = kwargs
+    output_name = next(iter(fn.structured_outputs))
+
+    def predict(x: np.ndarray) -> np.ndarray:
+        batch = tf.constant(np.asarray(x, dtype=np.float32))
+        return np.asarray(fn(**{input_name: batch})[output_name].numpy())
+
+    predict.loaded = loaded  # type: ignore[attr-defined]  # keep the restored object alive with the function
+    return predict, fn
+
+
+def check_signature(fn: Any, num_features: int) -> None:
+    """The serving signature must take float32 ``[None, num_features]``."""
+    import tensorflow as tf
+
+    _, kwargs = fn.structured_input_signature
+    if len(kwargs) != 1:
+        raise ValueError(f"serving signature takes {len(kwargs)} inputs, expected 1")
+    spec = next(iter(kwargs.values()))
+    if spec.dtype != tf.float32 or spec.shape.as_list() != [None, num_features]:
+        raise ValueError(
+            f"serving signature input is {spec.dtype.name} {spec.shape}, expected float32 [None, {num_features}]"
+        )
+
+
+def load_tf_predictor(model_uri: str) -> Callable[[np.ndarray], np.ndarray]:
+    """The model at ``model_uri`` as ``predict(x) -> logits`` (used by evaluation and export)."""
+    storage.require_complete(model_uri)
+    with local_copy(model_uri) as path:
+        predict, _ = signature_predictor(path)  # the variables are read into memory while loading
+    return predict
+
+
+def export_savedmodel(
+    model_uri: str, info: dict[str, Any], name: str, writer: storage.ArtifactWriter, x: np.ndarray
+) -> tuple[str, np.ndarray]:
+    """Copy the SavedModel to ``<name>/1/`` (TF Serving / KServe layout), reload it, predict ``x``."""
+    version_dir = f"{name}/1"
+    with local_copy(model_uri) as src:
+        for path in sorted(p for p in src.rglob("*") if p.is_file()):
+            rel = path.relative_to(src).as_posix()
+            if rel in NOT_SAVEDMODEL:
+                continue
+            with writer.open(f"{version_dir}/{rel}") as handle, open(path, "rb") as f:
+                shutil.copyfileobj(f, handle, storage.CHUNK)
+    with local_copy(writer.path_for(version_dir)) as exported:
+        predict, fn = signature_predictor(exported)
+        check_signature(fn, int(info.get("num_features") or x.shape[1]))
+        got = predict(x)
+    return f"{version_dir}/saved_model.pb", got

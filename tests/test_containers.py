@@ -1,0 +1,327 @@
+"""Static checks of the container images (no Docker engine here): what each Dockerfile copies, installs and runs.
+
+Every Dockerfile is built from the repository root (``docker build -f containers/<dir>/Dockerfile .``), so COPY
+sources are repository paths. The images install this package against the lock file, pin everything else they
+install, never use a ``:latest`` base, and there is one per image name of :mod:`kftrain.images`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from kftrain import images
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTAINERS = ROOT / "containers"
+DOCKERFILES = sorted(CONTAINERS.glob("*/Dockerfile"))
+IDS = [p.parent.name for p in DOCKERFILES]
+
+
+@dataclass(frozen=True)
+class Instruction:
+    line: int
+    keyword: str
+    args: str
+
+
+def parse_dockerfile(path: Path) -> list[Instruction]:
+    """Instructions with continuation lines joined and comments dropped."""
+    out: list[Instruction] = []
+    buffer: list[str] = []
+    start = 0
+    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+        stripped = raw.strip()
+        if not buffer and (not stripped or stripped.startswith("#")):
+            continue
+        if buffer and stripped.startswith("#"):  # a comment inside a continued instruction
+            continue
+        if not buffer:
+            start = number
+        if stripped.endswith("\\"):
+            buffer.append(stripped[:-1].strip())
+            continue
+        buffer.append(stripped)
+        text = " ".join(part for part in buffer if part)
+        buffer = []
+        keyword, _, args = text.partition(" ")
+        out.append(Instruction(start, keyword.upper(), args.strip()))
+    assert not buffer, f"{path}: the last instruction ends with a line continuation"
+    return out
+
+
+def normalize(name: str) -> str:
+    """PEP 503 project name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pins(lines: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in lines:
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            name, _, version = line.partition("==")
+            out[normalize(name.split("[")[0].strip())] = version.strip()
+    return out
+
+
+CONSTRAINTS = pins((ROOT / "constraints.txt").read_text().splitlines())
+
+# pip options that take a value (the value is not a requirement).
+PIP_VALUE_OPTIONS = {
+    "-c",
+    "--constraint",
+    "-r",
+    "--requirement",
+    "-e",
+    "--editable",
+    "-i",
+    "--index-url",
+    "--extra-index-url",
+    "-f",
+    "--find-links",
+    "-t",
+    "--target",
+    "--prefix",
+    "--root",
+    "--platform",
+    "--python-version",
+    "--implementation",
+    "--abi",
+    "--no-binary",
+    "--only-binary",
+    "--progress-bar",
+    "--trusted-host",
+    "--cache-dir",
+    "--src",
+    "--upgrade-strategy",
+}
+
+
+@dataclass(frozen=True)
+class PipInstall:
+    line: int
+    options: list[str]  # the options with their values, as given
+    requirements: list[str]
+
+
+def pip_installs(instructions: list[Instruction]) -> list[PipInstall]:
+    found = []
+    for ins in instructions:
+        if ins.keyword != "RUN":
+            continue
+        for command in re.split(r"&&|\|\||;|\|", ins.args):
+            words = shlex.split(command)
+            while words and (re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]) or words[0] == "env"):
+                words = words[1:]  # `VAR=value pip install ...`
+            if len(words) >= 2 and re.fullmatch(r"(.*/)?pip3?", words[0]) and words[1] == "install":
+                rest = words[2:]
+            elif (
+                len(words) >= 4
+                and re.fullmatch(r"(.*/)?python3?(\.\d+)?", words[0])
+                and words[1:4]
+                == [
+                    "-m",
+                    "pip",
+                    "install",
+                ]
+            ):
+                rest = words[4:]
+            else:
+                continue
+            options, requirements = [], []
+            it = iter(rest)
+            for word in it:
+                if word.startswith("-"):
+                    options.append(word)
+                    if word in PIP_VALUE_OPTIONS:
+                        options.append(next(it, ""))
+                else:
+                    requirements.append(word)
+            found.append(PipInstall(ins.line, options, requirements))
+    return found
+
+
+def is_local(requirement: str) -> bool:
+    return requirement in (".", "..") or requirement.startswith(("./", "/", "../")) or requirement.endswith(".whl")
+
+
+def constraint_files(install: PipInstall) -> list[str]:
+    out = []
+    for i, option in enumerate(install.options):
+        if option in ("-c", "--constraint") and i + 1 < len(install.options):
+            out.append(install.options[i + 1])
+        elif option.startswith("--constraint="):
+            out.append(option.split("=", 1)[1])
+    return out
+
+
+# --- the tests --------------------------------------------------------------------------------------
+
+
+def test_there_are_dockerfiles() -> None:
+    assert DOCKERFILES, f"no Dockerfile under {CONTAINERS}"
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=IDS)
+def test_copy_sources_exist(dockerfile: Path) -> None:
+    missing = []
+    for ins in parse_dockerfile(dockerfile):
+        if ins.keyword not in ("COPY", "ADD"):
+            continue
+        words = [w for w in shlex.split(ins.args) if not w.startswith("--")]
+        if any(w.startswith("--from") for w in shlex.split(ins.args)):
+            continue  # from another build stage
+        if ins.args.lstrip().startswith("["):
+            words = json.loads(ins.args)
+        assert len(words) >= 2, f"{dockerfile}:{ins.line}: {ins.keyword} needs a source and a destination"
+        for source in words[:-1]:
+            if re.match(r"^[a-z]+://", source):
+                continue  # ADD of a URL
+            if any(ch in source for ch in "*?["):
+                if not any(ROOT.glob(source)):
+                    missing.append(f"{dockerfile}:{ins.line}: {source} matches nothing")
+            elif not (ROOT / source).exists():
+                missing.append(f"{dockerfile}:{ins.line}: {source} does not exist")
+    assert not missing, "\n".join(missing)
+
+
+def _entrypoint(dockerfile: Path) -> list[str]:
+    found = [ins for ins in parse_dockerfile(dockerfile) if ins.keyword in ("ENTRYPOINT", "CMD")]
+    assert found, f"{dockerfile}: no ENTRYPOINT or CMD"
+    entry = [ins for ins in found if ins.keyword == "ENTRYPOINT"] or found
+    last = entry[-1]
+    assert last.args.startswith("["), f"{dockerfile}:{last.line}: use the exec (JSON) form, so signals reach Python"
+    argv: list[str] = json.loads(last.args)
+    return argv
+
+
+def _module_exists(module: str) -> bool:
+    path = ROOT.joinpath(*module.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__main__.py").is_file()
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=IDS)
+def test_entrypoint_runs_something_the_package_has(dockerfile: Path) -> None:
+    argv = _entrypoint(dockerfile)
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"].get("scripts", {})
+    if argv[0] in ("python", "python3") and argv[1:2] == ["-m"]:
+        module = argv[2]
+        assert module.split(".")[0] == "kftrain", f"{dockerfile}: runs {module}, not a kftrain module"
+        assert _module_exists(module), f"{dockerfile}: module {module} does not exist in the package"
+    else:
+        assert argv[0] in scripts, f"{dockerfile}: runs {argv[0]!r}, neither `python -m kftrain...` nor {list(scripts)}"
+        module, _, attr = scripts[argv[0]].partition(":")
+        assert _module_exists(module), f"console script {argv[0]}: module {module} does not exist"
+        assert callable(getattr(importlib.import_module(module), attr, None)), f"{scripts[argv[0]]} is not callable"
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=IDS)
+def test_installs_the_package_against_the_lock_file(dockerfile: Path) -> None:
+    instructions = parse_dockerfile(dockerfile)
+    installs = pip_installs(instructions)
+    package = [i for i in installs if "." in i.requirements]
+    assert package, f"{dockerfile}: never runs `pip install ... .` (the kftrain package)"
+    for install in package:
+        assert "constraints.txt" in constraint_files(install), (
+            f"{dockerfile}:{install.line}: install the package with `-c constraints.txt` so its pins are the lock's"
+        )
+    copied = [w for ins in instructions if ins.keyword == "COPY" for w in shlex.split(ins.args)[:-1]]
+    assert "constraints.txt" in copied, f"{dockerfile}: constraints.txt is never copied into the image"
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=IDS)
+def test_every_pip_install_is_pinned(dockerfile: Path) -> None:
+    problems = []
+    for install in pip_installs(parse_dockerfile(dockerfile)):
+        for requirement in install.requirements:
+            if is_local(requirement):
+                continue
+            name, sep, version = requirement.partition("==")
+            if not sep or not version or any(ch in version for ch in "*<>=!~,"):
+                problems.append(f"line {install.line}: {requirement!r} is not pinned with ==")
+                continue
+            locked = CONSTRAINTS.get(normalize(name.split("[")[0]))
+            if locked is not None and locked != version:
+                problems.append(f"line {install.line}: {requirement} but constraints.txt locks {locked}")
+    assert not problems, f"{dockerfile}:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=IDS)
+def test_base_images_are_pinned(dockerfile: Path) -> None:
+    stages: set[str] = set()
+    froms = [ins for ins in parse_dockerfile(dockerfile) if ins.keyword == "FROM"]
+    assert froms, f"{dockerfile}: no FROM"
+    for ins in froms:
+        words = [w for w in ins.args.split() if not w.startswith("--platform")]
+        image = words[0]
+        if len(words) >= 3 and words[1].upper() == "AS":
+            stages.add(words[2])
+        if image in stages or image == "scratch":
+            continue
+        if "@sha256:" in image:
+            continue
+        last = image.rsplit("/", 1)[-1]
+        assert ":" in last, f"{dockerfile}:{ins.line}: base image {image} has no tag (that is :latest)"
+        tag = last.split(":", 1)[1]
+        assert tag != "latest" and "$" not in tag, f"{dockerfile}:{ins.line}: base image {image} is not pinned"
+
+
+def test_every_image_name_has_a_dockerfile() -> None:
+    names = {
+        value
+        for key, value in vars(images).items()
+        if key.isupper() and isinstance(value, str) and value.startswith("python-")
+    }
+    assert {images.RUNTIME, images.PYTORCH, images.TENSORFLOW, images.HOROVOD} <= names
+    dirs = {name.removeprefix("python-") for name in names}
+    missing = sorted(d for d in dirs if not (CONTAINERS / d / "Dockerfile").is_file())
+    assert not missing, f"images without a Dockerfile: {', '.join(f'containers/{d}/Dockerfile' for d in missing)}"
+    # And no Dockerfile builds an image nothing refers to (`make images` tags containers/<dir> as python-<dir>).
+    extra = sorted(set(IDS) - dirs)
+    assert not extra, f"Dockerfiles for images kftrain.images does not name: {extra}"
+
+
+def test_pyproject_pins_match_the_lock_file() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = list(project.get("dependencies", []))
+    for extra in project.get("optional-dependencies", {}).values():
+        declared += extra
+    problems = []
+    for requirement in declared:
+        match = re.fullmatch(r"\s*([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*==\s*([^\s;]+)\s*(;.*)?", requirement)
+        if match is None:
+            problems.append(f"{requirement!r} is not an exact == pin")
+            continue
+        name, version = normalize(match[1]), match[3]
+        if CONSTRAINTS.get(name) != version:
+            problems.append(f"{requirement}: constraints.txt has {CONSTRAINTS.get(name, 'nothing')}")
+    assert not problems, "pyproject.toml and constraints.txt disagree:\n" + "\n".join(problems)
+
+
+# --- the parser itself --------------------------------------------------------------------------------
+
+
+def test_pip_install_parsing(tmp_path: Path) -> None:
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(
+        "FROM python:3.11-slim\n"
+        "# a comment\n"
+        "RUN pip install -c constraints.txt . \\\n"
+        "    # inside\n"
+        "    numpy==2.4.6 && X=1 python -m pip install --no-deps requests\n"
+        "RUN echo pip install nothing; pip3 install -r requirements.txt 'torch>=2'\n"
+    )
+    installs = pip_installs(parse_dockerfile(dockerfile))
+    assert [(i.options, i.requirements) for i in installs] == [
+        (["-c", "constraints.txt"], [".", "numpy==2.4.6"]),
+        (["--no-deps"], ["requests"]),
+        (["-r", "requirements.txt"], ["torch>=2"]),
+    ]

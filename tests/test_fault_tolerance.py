@@ -1,0 +1,159 @@
+"""Fault tolerance through the local backend: crash-resume from checkpoints, crash loops, elastic membership."""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kftrain.backends import LocalBackend, LocalOptions
+from kftrain.data.prep import prepare_dataset
+from kftrain.evaluate import evaluate_classifier
+from kftrain.job import load_manifest
+
+pytestmark = pytest.mark.slow
+
+TRAINER = ["python", "-m", "kftrain.trainers.torch_ddp"]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> str:
+    uri = str(tmp_path_factory.mktemp("data") / "digits")
+    prepare_dataset(uri)
+    return uri
+
+
+def _replica(command: list[str], args: list[str], env: dict[str, str], restart: str) -> dict:
+    return {
+        "replicas": 1,
+        "restartPolicy": restart,
+        "template": {
+            "spec": {
+                "containers": [
+                    {
+                        "name": "pytorch",
+                        "image": "unused-locally",
+                        "command": command,
+                        "args": args,
+                        "env": [{"name": k, "value": v} for k, v in env.items()],
+                    }
+                ]
+            }
+        },
+    }
+
+
+def ddp_job(name: str, args: list[str], env: dict[str, str], *, backoff: int = 4, restart: str = "OnFailure"):
+    return load_manifest(
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": name},
+            "spec": {
+                "runPolicy": {"backoffLimit": backoff},
+                "pytorchReplicaSpecs": {
+                    "Master": _replica(TRAINER, args, env, restart),
+                    "Worker": _replica(TRAINER, args, env, restart),
+                },
+            },
+        }
+    )
+
+
+def trainer_args(dataset: str, out: Path, epochs: int = 10) -> list[str]:
+    return [
+        "--dataset", dataset, "--model-dir", str(out / "model"), "--checkpoint-dir", str(out / "ckpt"),
+        "--epochs", str(epochs), "--checkpoint-every-steps", "20", "--checkpoint-every-epochs", "0",
+    ]  # fmt: skip
+
+
+def run(job, timeout: float = 240) -> tuple:
+    out = io.StringIO()
+    backend = LocalBackend(LocalOptions(out=out, grace_period_s=2))
+    result = backend.run(job, timeout=timeout)
+    return result, out.getvalue()
+
+
+def test_killed_worker_restarts_and_resumes_from_the_last_checkpoint(dataset, tmp_path):
+    baseline_dir, crash_dir = tmp_path / "baseline", tmp_path / "crash"
+    baseline, _ = run(ddp_job("baseline", trainer_args(dataset, baseline_dir), {}))
+    assert baseline.succeeded, baseline.describe()
+
+    fault = {"KFTRAIN_FAULT_AT_STEP": "50", "KFTRAIN_FAULT_RANK": "1", "KFTRAIN_FAULT_MARKER": str(tmp_path / "m")}
+    result, log = run(ddp_job("crash", trainer_args(dataset, crash_dir), fault))
+    assert result.succeeded, result.describe() + log[-3000:]
+    assert (tmp_path / "m").read_text() == "killed at step 50\n"
+    assert re.search(r"\[worker-0\] .*exited with code 137|worker-0 exited with code 137", log), log[-3000:]
+    resumed = [int(s) for s in re.findall(r"resumed from checkpoint \S+ at step (\d+)", log)]
+    assert resumed and all(40 <= s <= 50 for s in resumed), resumed  # checkpoints every 20 steps: 40 is the last
+    accuracy = evaluate_classifier(str(crash_dir / "model"), dataset).accuracy
+    expected = evaluate_classifier(str(baseline_dir / "model"), dataset).accuracy
+    assert abs(accuracy - expected) <= 0.02, (accuracy, expected)
+
+
+def test_a_crash_loop_ends_as_failed_after_backoff_limit(dataset, tmp_path):
+    fault = {"KFTRAIN_FAULT_AT_STEP": "30", "KFTRAIN_FAULT_RANK": "1"}  # no marker: every attempt dies
+    result, log = run(ddp_job("loop", trainer_args(dataset, tmp_path), fault, backoff=2))
+    assert not result.succeeded
+    assert result.reason == "BackoffLimitExceeded", result.describe()
+    assert result.exit_code in (137, 1)  # the killed worker, or the master that lost its peer
+    assert log.count("restart ") == 2, log[-3000:]
+
+
+def _wait_for(log: io.StringIO, pattern: str, after: int = 0, timeout: float = 120) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.getvalue()
+        match = re.search(pattern, text[after:])
+        if match:
+            return after + match.end()
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {pattern!r}; log tail:\n{log.getvalue()[-4000:]}")
+
+
+@pytest.mark.skipif(not Path(sys.executable).with_name("torchrun").exists(), reason="torchrun not installed")
+def test_elastic_job_survives_a_lost_worker_and_admits_a_new_one(dataset, tmp_path):
+    args = [*trainer_args(dataset, tmp_path, epochs=120), "--checkpoint-every-steps", "10"]
+    env = {"PET_MONITOR_INTERVAL": "1"}
+    worker = _replica(["torchrun", "--module", "kftrain.trainers.torch_ddp"], args, env, "Never")
+    worker["replicas"] = 3
+    job = load_manifest(
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": "elastic"},
+            "spec": {
+                "elasticPolicy": {
+                    "minReplicas": 2, "maxReplicas": 4, "rdzvBackend": "c10d", "maxRestarts": 10,
+                    "rdzvConf": [{"key": "last_call_timeout", "value": "1"}],
+                },
+                "pytorchReplicaSpecs": {"Worker": worker},
+            },
+        }
+    )  # fmt: skip
+    out = io.StringIO()
+    backend = LocalBackend(LocalOptions(out=out, grace_period_s=2))
+    handle = backend.submit(job)
+    results: list = []
+    waiter = threading.Thread(target=lambda: results.append(backend.wait(handle, timeout=400)))
+    waiter.start()
+    try:
+        pos = _wait_for(out, r"rank 0/3: ")
+        pos = _wait_for(out, r"epoch 3/", pos)
+        backend.kill_replica(handle, "worker-2")
+        pos = _wait_for(out, r"elastic job goes on with 2 worker", pos)
+        pos = _wait_for(out, r"rank 0/2: ", pos)  # the survivors re-formed the group
+        pos = _wait_for(out, r"resumed from checkpoint \S+ at step \d+", pos)
+        backend.scale(handle, "Worker", 3)
+        pos = _wait_for(out, r"starting worker-3", pos)
+        _wait_for(out, r"rank 0/3: ", pos)  # the new worker joined at the next rendezvous
+    finally:
+        waiter.join(timeout=420)
+        backend.cancel(handle)
+    summary = results[0].describe() if results else "no result"
+    assert results and results[0].succeeded, summary + out.getvalue()[-3000:]

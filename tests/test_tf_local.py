@@ -1,0 +1,212 @@
+"""TensorFlow through the local backend: TF_CONFIG per role, a real MWMS job, a real PS job, SavedModel export."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kftrain import storage
+from kftrain.backends import LocalOptions
+from kftrain.backends.local import LocalBackend
+from kftrain.job import JobKind
+from kftrain.launch import CHECKPOINT_ENV, DATASET_ENV, MODEL_ENV, LaunchInputs, inject_artifact_env, job_from_inputs
+
+pytest.importorskip("tf_keras", reason="the TensorFlow trainer needs tensorflow + tf_keras")
+
+TRAINER = ["python", "-m", "kftrain.trainers.tf_trainer"]
+ARGS = ["--dataset", f"$({DATASET_ENV})", "--model-dir", f"$({MODEL_ENV})", "--checkpoint-dir", f"$({CHECKPOINT_ENV})"]
+
+
+def tf_job(name: str, workers: int, extra: dict[str, int] | None = None, args: list[str] | None = None):
+    inputs = LaunchInputs(
+        kind=JobKind.TFJOB,
+        name=name,
+        image="example.com/tf:1",
+        command=TRAINER,
+        args=[*ARGS, *(args or [])],
+        workers=workers,
+        replicas=extra or {},
+        restart_policy="Never",
+    )
+    return job_from_inputs(inputs)
+
+
+def run_local(job, uris: dict[str, str] | None = None, timeout: float = 240, **options):
+    if uris:
+        inject_artifact_env(job, uris)
+    out = io.StringIO()
+    backend = LocalBackend(LocalOptions(out=out, **options))
+    handle = backend.submit(job)
+    result = backend.wait(handle, timeout)
+    return result, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> str:
+    from kftrain.data.prep import prepare_dataset
+
+    uri = str(tmp_path_factory.mktemp("tfdata") / "dataset")
+    prepare_dataset(uri, seed=42)
+    return uri
+
+
+# --- TF_CONFIG of every role ----------------------------------------------------------------------
+
+# Each replica dumps its TF_CONFIG; the chief (whose exit ends the job) waits until every replica has.
+DUMP = """
+import glob, json, os, sys, time
+t = json.loads(os.environ["TF_CONFIG"])["task"]
+path = os.path.join(sys.argv[1], f"{t['type']}-{t['index']}.json")
+with open(path + ".tmp", "w") as f:
+    f.write(os.environ["TF_CONFIG"])
+os.rename(path + ".tmp", path)
+deadline = time.time() + 30
+while t["type"] == "chief" and len(glob.glob(os.path.join(sys.argv[1], "*.json"))) < int(sys.argv[2]):
+    if time.time() > deadline:
+        sys.exit(1)
+    time.sleep(0.05)
+"""
+
+
+def test_tf_config_for_every_role_of_a_chief_ps_worker_evaluator_job(tmp_path):
+    job = tf_job("tfconfig", workers=2, extra={"Chief": 1, "PS": 2, "Evaluator": 1})
+    result, log = run_local(job, timeout=60, commands={"*": [sys.executable, "-c", DUMP, str(tmp_path), "6"]})
+    assert result.succeeded, log
+    dumped = {p.stem: json.loads(p.read_text()) for p in tmp_path.glob("*.json")}
+    assert sorted(dumped) == ["chief-0", "evaluator-0", "ps-0", "ps-1", "worker-0", "worker-1"], log
+    cluster = dumped["chief-0"]["cluster"]
+    assert list(cluster) == ["chief", "evaluator", "ps", "worker"], "Go's encoder sorts the replica types"
+    assert [len(cluster[k]) for k in cluster] == [1, 1, 2, 2]
+    addresses = [a for v in cluster.values() for a in v]
+    assert all(re.fullmatch(r"localhost:\d+", a) for a in addresses)
+    assert len(set(addresses)) == len(addresses), "every replica gets its own free port"
+    for label, config in dumped.items():
+        rtype, index = label.rsplit("-", 1)
+        assert config["task"] == {"type": rtype, "index": int(index)}
+        assert config["cluster"] == cluster, f"{label} sees another cluster"
+        assert config["environment"] == "cloud"
+
+
+def test_one_replica_gets_no_tf_config(tmp_path):
+    code = "import os, sys; open(sys.argv[1], 'w').write(os.environ.get('TF_CONFIG', '<unset>'))"
+    job = tf_job("tfconfig-one", workers=1)
+    result, log = run_local(job, timeout=60, commands={"*": [sys.executable, "-c", code, str(tmp_path / "out")]})
+    assert result.succeeded, log
+    assert (tmp_path / "out").read_text() == "<unset>"
+
+
+# --- real jobs --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mwms_run(dataset, tmp_path_factory):
+    root = tmp_path_factory.mktemp("mwms")
+    uris = {DATASET_ENV: dataset, MODEL_ENV: str(root / "model"), CHECKPOINT_ENV: str(root / "ckpt")}
+    job = tf_job("tf-mwms", workers=2, args=["--epochs", "3", "--checkpoint-every-steps", "20"])
+    result, log = run_local(job, uris)
+    return result, log, root
+
+
+def _summaries(log: str) -> dict[str, dict]:
+    """The JSON line each replica prints last, by replica."""
+    found = {}
+    for line in log.splitlines():
+        m = re.match(r"^\[([a-z]+-\d+)\] (\{\"task\".*)$", line)
+        if m:
+            found[m.group(1)] = json.loads(m.group(2))
+    return found
+
+
+@pytest.mark.slow
+def test_multi_worker_mirrored_job_trains_in_sync_and_writes_the_model_once(mwms_run):
+    result, log, root = mwms_run
+    assert result.succeeded, log[-4000:]
+    assert "mode multi_worker_mirrored" in log
+    summaries = _summaries(log)
+    assert set(summaries) == {"worker-0", "worker-1"}, log[-4000:]
+    w0, w1 = summaries["worker-0"], summaries["worker-1"]
+    # Synchronous all-reduce: both workers end with the same weights, hence the same loss history.
+    assert w0["final_loss"] == pytest.approx(w1["final_loss"], rel=1e-5)
+    assert w0["val_accuracy"] == w1["val_accuracy"]
+    assert w0["final_loss"] < w0["first_loss"]
+    assert log.count("model written to") == 1 and "[worker-0]" in log.split("model written to")[0].splitlines()[-1]
+    manifest = storage.require_complete(str(root / "model"), verify=True)
+    assert "saved_model.pb" in manifest["files"] and "model.json" in manifest["files"]
+    assert not any("workertemp" in f for f in manifest["files"])
+    info = json.loads((root / "model" / "model.json").read_text())
+    assert info["framework"] == "tensorflow" and info["classes"] == list(range(10))
+    assert len(info["feature_names"]) == 64 and info["strategy"] == "multi_worker_mirrored"
+    assert list((root / "ckpt").glob("chief/ckpt-*.index")), "BackupAndRestore checkpoints under the URI"
+    assert not list((root / "ckpt").glob("workertemp*")), "non-chief temp checkpoints are removed"
+
+
+@pytest.mark.slow
+def test_saved_model_export_round_trip(mwms_run, dataset, tmp_path):
+    from kftrain.export import export_model
+    from kftrain.predictors import load_predictor
+
+    result, log, root = mwms_run
+    assert result.succeeded, log[-4000:]
+    report = export_model(str(root / "model"), dataset, str(tmp_path / "export"), model_name="digits")
+    assert [e.format for e in report.exports] == ["savedmodel"]
+    version = tmp_path / "export" / "digits" / "1"
+    assert (version / "saved_model.pb").is_file() and (version / "variables" / "variables.index").is_file()
+    storage.require_complete(str(tmp_path / "export"), verify=True)
+
+    import tensorflow as tf
+
+    from kftrain.data.prep import load_split
+
+    loaded = tf.saved_model.load(str(version))
+    serve = loaded.signatures["serving_default"]
+    (spec,) = serve.structured_input_signature[1].values()
+    assert spec.dtype == tf.float32 and spec.shape.as_list() == [None, 64]
+    x, _ = load_split(dataset, "test")
+    exported = next(iter(serve(tf.constant(x)).values())).numpy()
+    predict, _ = load_predictor(str(root / "model"))
+    original = predict(x)
+    np.testing.assert_allclose(exported, original, atol=1e-5)
+    assert (exported.argmax(1) == original.argmax(1)).all()
+
+
+@pytest.mark.slow
+def test_parameter_server_job_with_chief_ps_workers_and_evaluator(dataset, tmp_path):
+    uris = {DATASET_ENV: dataset, MODEL_ENV: str(tmp_path / "model"), CHECKPOINT_ENV: str(tmp_path / "ckpt")}
+    args = ["--epochs", "2", "--checkpoint-every-steps", "20", "--eval-poll-seconds", "0.5"]
+    job = tf_job("tf-ps", workers=2, extra={"Chief": 1, "PS": 1, "Evaluator": 1}, args=args)
+    result, log = run_local(job, uris)
+    assert result.succeeded, log[-4000:]
+    assert "[chief-0]" in log and "mode parameter_server" in log
+    for server in ("ps-0", "worker-0", "worker-1"):
+        assert f"[{server}] " in log and re.search(rf"\[{server}\] .*serving at grpc://localhost:\d+", log), server
+    chief = _summaries(log)["chief-0"]
+    assert chief["steps"] >= 80 and chief["final_loss"] < chief["first_loss"]
+    assert "[evaluator-0]" in log and re.search(r"\[evaluator-0\] .*checkpoint ckpt-\d+ val_accuracy", log)
+    assert log.count("model written to") == 1
+    info = json.loads((tmp_path / "model" / "model.json").read_text())
+    assert info["framework"] == "tensorflow" and info["strategy"] == "parameter_server"
+    assert (tmp_path / "ckpt" / "_TRAINING_DONE.json").is_file()
+
+
+@pytest.mark.slow
+def test_a_restarted_job_resumes_from_its_checkpoint(dataset, tmp_path):
+    import subprocess
+
+    base = [sys.executable, "-m", "kftrain.trainers.tf_trainer", "--dataset", dataset]
+    base += ["--model-dir", str(tmp_path / "model"), "--checkpoint-dir", str(tmp_path / "ckpt")]
+    base += ["--checkpoint-every-steps", "10"]
+    first = subprocess.run([*base, "--epochs", "1"], capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "no checkpoint, starting at step 0" in first.stdout
+    again = subprocess.run([*base, "--epochs", "2"], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    m = re.search(r"resumed from checkpoint at step (\d+)", again.stdout)
+    assert m and int(m.group(1)) == 40, again.stdout[-3000:]
+    assert json.loads(again.stdout.strip().splitlines()[-1])["steps"] == 80
+    assert Path(tmp_path / "model" / "saved_model.pb").is_file()
