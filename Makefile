@@ -19,12 +19,14 @@ PYTEST_ARGS ?=
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
 
-install: $(STAMP) ## create .venv and install the pinned dependencies (idempotent)
+install: $(STAMP) ## create .venv, install the pinned dependencies, OpenMPI (Debian) and Horovod (built once, cached)
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt scripts/install_mpi.sh scripts/build_horovod.sh
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	./scripts/install_mpi.sh
 	$(PIP) install --quiet --disable-pip-version-check pip==24.3.1
 	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,tf]'
+	VENV=$(VENV) ./scripts/build_horovod.sh
 	@rm -f $(VENV)/.installed-* && touch $@
 
 run: install ## run the full PyTorch pipeline locally (PIPELINE=..., PARAMS='--param epochs=5')

@@ -10,7 +10,6 @@ in the trainer's arguments, so the same manifest works on both backends.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -23,6 +22,7 @@ from typing import Any
 from kftrain import __version__
 from kftrain.backends import LocalOptions, make_backend, resolve_backend_name
 from kftrain.backends.base import JobHandle, JobResult
+from kftrain.backends.k8s_support import job_name_for, label_value  # noqa: F401 (label_value: for the components)
 from kftrain.errors import JobFailedError, JobSpecError
 from kftrain.job import (
     CleanPodPolicy,
@@ -58,16 +58,14 @@ REPLICA_LAYOUTS: dict[JobKind, tuple[str, ...]] = {
 
 
 def job_name(prefix: str, run_id: str, task_id: str) -> str:
-    """A deterministic, RFC 1123-safe job name for one task of one pipeline run.
+    """A deterministic job name for one task of one pipeline run (see :func:`job_name_for`).
 
-    Derived at run time from KFP's run and task ids, so a restarted launcher finds the job it
-    created instead of creating a second one; the hash keeps names short and unique per task.
+    Derived at run time from KFP's run and task ids, never at compile time, so a restarted
+    launcher finds the job it created instead of creating a second one.
     """
-    clean = re.sub(r"[^a-z0-9-]+", "-", prefix.lower()).strip("-")[:40] or "job"
-    if not run_id and not task_id:
-        raise JobSpecError("run_id", "a job name needs the pipeline run id or task id")
-    digest = hashlib.sha256(f"{run_id}/{task_id}".encode()).hexdigest()[:10]
-    return f"{clean}-{digest}"
+    if not run_id or not task_id:
+        raise JobSpecError("run_id", "a job name needs the pipeline run id and task id (pass the KFP placeholders)")
+    return job_name_for(run_id, task_id, base=prefix)
 
 
 @dataclass
@@ -241,9 +239,3 @@ def resources_of(cpu: str = "", memory: str = "", gpus: int = 0) -> dict[str, An
     if not limits:
         return None
     return {"limits": limits, **({"requests": requests} if requests else {})}
-
-
-def label_value(value: str) -> str:
-    """A Kubernetes label value: at most 63 of [A-Za-z0-9-_.], alphanumeric at both ends."""
-    clean = re.sub(r"[^A-Za-z0-9_.-]+", "-", value)[:63]
-    return clean.strip("-_.")

@@ -1,12 +1,16 @@
-"""Backends that run a training job: ``local`` (processes here) and, in a pod, ``kubernetes``."""
+"""Backends that run a training job: ``local`` (processes here) and ``kubernetes`` (custom resources)."""
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from kftrain.backends.base import Backend, JobHandle, JobPhase, JobResult
 from kftrain.backends.local import LocalBackend, LocalOptions
 from kftrain.errors import KftrainError
+
+if TYPE_CHECKING:
+    from kftrain.backends.kubernetes import KubernetesOptions
 
 BACKEND_NAMES = ("auto", "local", "kubernetes")
 
@@ -20,11 +24,18 @@ def resolve_backend_name(name: str = "auto") -> str:
     return name
 
 
-def make_backend(name: str = "auto", *, local_options: LocalOptions | None = None) -> Backend:
+def make_backend(
+    name: str = "auto",
+    *,
+    local_options: LocalOptions | None = None,
+    kubernetes_options: KubernetesOptions | None = None,
+) -> Backend:
     resolved = resolve_backend_name(name)
     if resolved == "local":
         return LocalBackend(local_options)
-    raise KftrainError("backend: the kubernetes backend is not available in this version; run with backend='local'")
+    from kftrain.backends.kubernetes import KubernetesBackend  # lazy: the kubernetes client is slow to import
+
+    return KubernetesBackend(kubernetes_options)
 
 
 __all__ = [

@@ -27,6 +27,7 @@ import dataclasses
 import functools
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -827,8 +828,7 @@ class _LogFollower:
         with self._lock:
             responses = list(self._responses)
         for resp in responses:
-            with contextlib.suppress(Exception):
-                resp.close()  # unblocks a thread reading a follow stream
+            _cut(resp)
 
     def _discover(self) -> None:
         interval = self._backend.options.poll_interval_s
@@ -900,6 +900,18 @@ class _LogFollower:
                 self._responses.discard(resp)
             with contextlib.suppress(Exception):
                 resp.release_conn()
+
+
+def _cut(resp: Any) -> None:
+    """Unblock a thread reading a follow stream.
+
+    ``resp.close()`` from another thread would wait for the reader's buffer lock (the reader
+    holds it while blocked in recv); shutting the socket down makes that recv return instead.
+    """
+    sock = getattr(getattr(resp, "connection", None), "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _main_container_state(pod: client.V1Pod, preferred: str | None) -> tuple[str | None, int, bool]:

@@ -1,0 +1,255 @@
+"""Horovod TensorFlow/Keras trainer: one process per MPI rank (``mpirun -n N python -m kftrain.trainers.horovod_tf``).
+
+Keras 2 (``tf_keras``, selected by ``TF_USE_LEGACY_KERAS=1`` before TensorFlow is imported): Horovod 0.28.1's
+Keras integration wraps ``tf.keras`` optimizers and callbacks and predates Keras 3. Gradients are averaged by
+``hvd.DistributedOptimizer``; ``BroadcastGlobalVariablesCallback(0)`` gives every rank rank 0's variables
+(fresh or restored); ``MetricAverageCallback`` averages the logged metrics; the learning rate is scaled by
+``hvd.size()``. Each rank reads its own part of the prepared dataset by URI.
+
+Only rank 0 writes checkpoints (a ``tf.train.Checkpoint`` of model and optimizer, every
+``--checkpoint-every-steps`` steps and every epoch, published atomically under ``ckpt-<step>``) and the model
+(a SavedModel with ``model.json``, as :mod:`kftrain.trainers.tf_model_io` writes it, so evaluation and export
+work unchanged). A restarted job resumes from the newest complete checkpoint.
+
+    mpirun -n 2 python -m kftrain.trainers.horovod_tf --dataset URI --model-dir URI [--checkpoint-dir URI]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # before TensorFlow is imported anywhere in this process
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import argparse
+import json
+import logging
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kftrain import checkpoint, storage
+from kftrain.data.prep import load_split, read_info
+from kftrain.trainers import tf_model_io
+
+log = logging.getLogger("kftrain.trainer")
+
+CKPT_PREFIX = "ckpt"
+CKPT_STATE = "state.json"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", required=True, help="URI of the prepared dataset")
+    p.add_argument("--model-dir", required=True, help="URI the final model is written to (rank 0)")
+    p.add_argument("--checkpoint-dir", default="", help="URI of checkpoints; resume from the newest")
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--batch-size", type=int, default=32, help="per-rank batch size")
+    p.add_argument("--lr", type=float, default=0.05, help="SGD learning rate, scaled by the number of ranks")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="TensorFlow intra-op threads per rank")
+    p.add_argument("--checkpoint-every-steps", type=int, default=0, help="also checkpoint every N steps (0: off)")
+    p.add_argument("--keep-checkpoints", type=int, default=3)
+    p.add_argument("--hidden", default="128,64", help="hidden layer widths")
+    return p.parse_args(argv)
+
+
+def save_checkpoint(root: str, step: int, epoch: int, ckpt: Any) -> None:
+    """``ckpt`` (a tf.train.Checkpoint) written locally, then published as one complete ``ckpt-<step>``."""
+    staging = Path(tempfile.mkdtemp(prefix="kftrain-hvd-ckpt-"))
+    try:
+        ckpt.write(str(staging / CKPT_PREFIX))
+        with storage.ArtifactWriter(
+            checkpoint.checkpoint_uri(root, step), metadata={"step": step, "epoch": epoch}
+        ) as w:
+            for path in sorted(p for p in staging.iterdir() if p.is_file()):
+                w.write_bytes(path.name, path.read_bytes())
+            w.write_json(CKPT_STATE, {"step": step, "epoch": epoch})
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def restore_checkpoint(uri: str, ckpt: Any, staging: Path) -> dict[str, int]:
+    """Restore ``ckpt`` from the checkpoint at ``uri``, copied into ``staging`` first.
+
+    ``staging`` must outlive training: optimizer slots are restored from it when they are first created.
+    """
+    storage.require_complete(uri)
+    for name in storage.list_files(uri):
+        base = name.rstrip("/").rsplit("/", 1)[-1]
+        if base.startswith(CKPT_PREFIX):
+            (staging / base).write_bytes(storage.read_bytes(storage.join(uri, base)))
+    ckpt.read(str(staging / CKPT_PREFIX)).expect_partial()
+    state: dict[str, int] = storage.read_json(storage.join(uri, CKPT_STATE))
+    return state
+
+
+def _rank_data(dataset: str, rank: int, size: int, shards: int) -> tuple[np.ndarray, np.ndarray]:
+    if size > 1 and shards % size == 0:
+        return load_split(dataset, "train", shard_index=rank, num_shards=size)
+    x, y = load_split(dataset, "train")
+    return x[rank::size], y[rank::size]
+
+
+def train(args: argparse.Namespace) -> dict[str, float]:
+    import horovod.tensorflow as hvd_tf
+    import horovod.tensorflow.keras as hvd
+    import tensorflow as tf
+    import tf_keras as keras
+
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(max(args.threads, 2))
+    keras.utils.set_random_seed(args.seed)  # the same initial weights everywhere; rank 0's are broadcast anyway
+    info = read_info(args.dataset)
+    x, y = _rank_data(args.dataset, rank, size, len(info.shards["train"]))
+    xv, yv = load_split(args.dataset, "validation")
+    hidden = tuple(int(h) for h in args.hidden.split(",") if h)
+    # Every rank takes the same number of steps per epoch (each step is an allreduce).
+    steps_per_epoch = max(1, info.rows["train"] // (args.batch_size * size))
+    data = (
+        tf.data.Dataset.from_tensor_slices((x, y))
+        .shuffle(len(y), seed=args.seed + rank, reshuffle_each_iteration=True)
+        .repeat()
+        .batch(args.batch_size)
+    )
+    model = tf_model_io.build_model(info.num_features, info.num_classes, hidden, dropout=0.0)
+    # Legacy optimizer: Horovod 0.28.1's DistributedOptimizer targets the Keras 2 optimizer API.
+    # hvd.DistributedOptimizer builds a new optimizer from this one's config: checkpoint and count steps with it.
+    opt = hvd.DistributedOptimizer(keras.optimizers.legacy.SGD(learning_rate=args.lr * size, momentum=0.9))
+    ckpt = tf.train.Checkpoint(model=model, optimizer=opt)
+    # Optimizer slots are restored lazily, when first created: the restored files must outlive training.
+    with tempfile.TemporaryDirectory(prefix="kftrain-hvd-restore-") as restored:
+        initial_epoch = 0
+        # Every rank restores (so every rank's optimizer slots get the same names); rank 0's values are then
+        # broadcast anyway.
+        if args.checkpoint_dir:
+            found = checkpoint.latest_checkpoint(args.checkpoint_dir)
+            if found is not None:
+                state = restore_checkpoint(found[1], ckpt, Path(restored))
+                initial_epoch = int(state["epoch"]) + 1
+                log.info(
+                    "resumed from checkpoint %s at step %d (epoch %d)", found[1], int(state["step"]), initial_epoch
+                )
+        initial_epoch = int(hvd_tf.broadcast_object(initial_epoch, root_rank=0, name="initial_epoch"))
+        model.compile(
+            optimizer=opt,
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+        )
+        callbacks: list[Any] = [
+            hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+            hvd.callbacks.MetricAverageCallback(),
+        ]
+        for callback in callbacks:
+            # Horovod 0.28.1 gives its Keras callbacks `from keras import backend`, which is Keras 3 when it is
+            # installed, while the model and optimizer are Keras 2 (tf_keras); give them Keras 2's backend.
+            callback.backend = keras.backend
+        if rank == 0 and args.checkpoint_dir:
+            callbacks.append(_checkpoint_callback(keras, args, ckpt, opt, steps_per_epoch))
+        log.info(
+            "rank %d/%d: %d training rows, %d epochs x %d steps, lr %.4g",
+            rank,
+            size,
+            len(y),
+            args.epochs,
+            steps_per_epoch,
+            args.lr * size,
+        )
+        started = time.monotonic()
+        history = model.fit(
+            data,
+            epochs=args.epochs,
+            initial_epoch=initial_epoch,
+            steps_per_epoch=steps_per_epoch,
+            callbacks=callbacks,
+            verbose=2 if rank == 0 else 0,
+        )
+        elapsed = time.monotonic() - started
+        losses = [float(v) for v in history.history.get("loss", [])]
+        step = int(opt.iterations.numpy())
+        metrics = {
+            "steps": float(step),
+            "train_seconds": elapsed,
+            "ranks": float(size),
+            "final_loss": losses[-1] if losses else float("nan"),
+            "val_accuracy": float("nan"),
+        }
+        if rank == 0:
+            logits = model.predict(xv, verbose=0) if len(yv) else np.zeros((0, info.num_classes))
+            metrics["val_accuracy"] = float((logits.argmax(axis=1) == yv).mean()) if len(yv) else float("nan")
+            log.info("trained to step %d in %.1fs, val_accuracy %.4f", step, elapsed, metrics["val_accuracy"])
+            _publish(args, model, info, hidden, metrics)
+        hvd_tf.join()
+        return metrics
+
+
+def _checkpoint_callback(keras: Any, args: argparse.Namespace, ckpt: Any, opt: Any, steps_per_epoch: int) -> Any:
+    policy = checkpoint.CheckpointPolicy(args.checkpoint_every_steps, 0.0, keep=args.keep_checkpoints)
+
+    class Checkpointer(keras.callbacks.Callback):
+        epoch = 0
+
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            self.epoch = epoch
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            step = int(opt.iterations.numpy())
+            if policy.due(step) and batch + 1 < steps_per_epoch:  # the epoch's last step is saved below
+                save_checkpoint(args.checkpoint_dir, step, self.epoch - 1, ckpt)  # resumes at this epoch's start
+                policy.saved()
+                log.info("checkpoint at step %d", step)
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            save_checkpoint(args.checkpoint_dir, int(opt.iterations.numpy()), epoch, ckpt)
+            checkpoint.prune(args.checkpoint_dir, policy.keep)
+
+    return Checkpointer()
+
+
+def _publish(
+    args: argparse.Namespace, model: Any, info: Any, hidden: tuple[int, ...], metrics: dict[str, float]
+) -> None:
+    staging = Path(tempfile.mkdtemp(prefix="kftrain-hvd-tf-model-"))
+    try:
+        plain = tf_model_io.build_model(info.num_features, info.num_classes, hidden, dropout=0.0)
+        plain.set_weights(model.get_weights())  # without Horovod's optimizer wrapper
+        tf_model_io.save_savedmodel(plain, staging / "model")
+        model_info = {
+            "classes": info.classes,
+            "feature_names": info.feature_names,
+            "num_features": info.num_features,
+            "num_classes": info.num_classes,
+            "hidden": list(hidden),
+            "input_name": tf_model_io.INPUT_NAME,
+            "output_name": tf_model_io.OUTPUT_NAME,
+            "signature": tf_model_io.SIGNATURE,
+            "strategy": "horovod",
+            "keras": "tf_keras",
+            "metrics": {k: (None if v != v else v) for k, v in metrics.items()},
+        }
+        tf_model_io.publish_model(args.model_dir, staging / "model", model_info)
+        log.info("model written to %s", args.model_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout)
+    metrics = train(parse_args(argv))
+    import horovod.tensorflow as hvd
+
+    summary = {k: (None if v != v else v) for k, v in metrics.items()}  # NaN is not JSON
+    print(json.dumps({"rank": hvd.rank(), **summary}), flush=True)
+    hvd.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Build (once) and install Horovod 0.28.1 into the venv, with PyTorch, TensorFlow (when the venv has it),
+# Gloo and MPI compiled in. Idempotent:
+#   1. nothing to do when the installed Horovod already has every framework the venv has;
+#   2. else install the cached wheel for this (horovod, torch, tensorflow, python) combination;
+#   3. else build that wheel from the PyPI sdist (~4 min on 2 cores), patching the sdist first, and cache it.
+#
+# Patches applied to the unpacked sdist (Horovod 0.28.1 is from 2023 and predates these toolchains):
+#   * C++17 for Horovod's own targets (CMakeLists.txt, horovod/torch/CMakeLists.txt): PyTorch >= 2.1 headers
+#     `#error` under C++14;
+#   * C++17 for the bundled gloo (third_party/gloo/CMakeLists.txt): linking C++11 gloo with C++17 objects fails
+#     with `multiple definition of gloo::rendezvous::Store::kDefaultTimeout`;
+#   * the optional XLA MPI ops (horovod/tensorflow/xla_mpi_ops.cc) left out: they include XLA headers that
+#     TensorFlow 2.16+ wheels no longer ship complete (`highwayhash/arch_specific.h: No such file`).
+#
+# Env: VENV (default .venv), KFTRAIN_WHEEL_CACHE (default ~/.cache/kftrain/wheels), HOROVOD_VERSION (0.28.1),
+#      KFTRAIN_HOROVOD_FORCE=1 rebuilds even when a cached wheel exists.
+# Needs: MPI dev files, cmake, g++ (scripts/install_mpi.sh installs them).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VENV:-$ROOT/.venv}"
+PY="$VENV/bin/python"
+PIP="$VENV/bin/pip"
+HOROVOD_VERSION="${HOROVOD_VERSION:-0.28.1}"
+CACHE="${KFTRAIN_WHEEL_CACHE:-$HOME/.cache/kftrain/wheels}"
+
+[ -x "$PY" ] || { echo "build_horovod: no venv at $VENV (run make install first)" >&2; exit 1; }
+
+pyver() { "$PY" - "$1" <<'PYEOF'
+import importlib.metadata as md, sys
+try:
+    print(md.version(sys.argv[1]))
+except md.PackageNotFoundError:
+    print("none")
+PYEOF
+}
+
+TORCH_VERSION="$(pyver torch)"
+TF_VERSION="none"
+# TensorFlow counts only when it imports (someone may be installing it while this runs).
+if "$PY" -c "import tensorflow" >/dev/null 2>&1; then
+    TF_VERSION="$(pyver tensorflow)"
+    [ "$TF_VERSION" != none ] || TF_VERSION="$(pyver tensorflow-cpu)"
+fi
+PY_TAG="$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')"
+KEY="horovod-${HOROVOD_VERSION}_torch-${TORCH_VERSION}_tf-${TF_VERSION}_${PY_TAG}"
+KEY_DIR="$CACHE/$KEY"
+
+# Frameworks Horovod must have: torch always (it is a project dependency), tensorflow when importable.
+wanted_ok() {
+    "$PY" - "$HOROVOD_VERSION" "$TF_VERSION" <<'PYEOF' >/dev/null 2>&1
+import sys
+import horovod
+assert horovod.__version__ == sys.argv[1], horovod.__version__
+import horovod.torch as hvd
+assert hvd.mpi_built() and hvd.gloo_built()
+if sys.argv[2] != "none":
+    import horovod.tensorflow as hvdtf
+    assert hvdtf.mpi_built()
+PYEOF
+}
+
+if [ "${KFTRAIN_HOROVOD_FORCE:-0}" != 1 ] && wanted_ok; then
+    echo "build_horovod: Horovod $HOROVOD_VERSION already installed with torch $TORCH_VERSION, tensorflow $TF_VERSION"
+    exit 0
+fi
+
+install_wheel() {
+    echo "build_horovod: installing $1"
+    # --no-deps, then its runtime deps at the project's pinned versions (constraints.txt).
+    "$PIP" install --quiet --disable-pip-version-check --no-deps --force-reinstall "$1"
+    local constraints=()
+    [ -f "$ROOT/constraints.txt" ] && constraints=(-c "$ROOT/constraints.txt")
+    "$PIP" install --quiet --disable-pip-version-check "${constraints[@]}" cffi cloudpickle psutil pyyaml packaging
+}
+
+wheel="$(ls "$KEY_DIR"/horovod-"$HOROVOD_VERSION"-*.whl 2>/dev/null | head -n1 || true)"
+if [ -n "$wheel" ] && [ "${KFTRAIN_HOROVOD_FORCE:-0}" != 1 ]; then
+    install_wheel "$wheel"
+    wanted_ok || { echo "build_horovod: cached wheel $wheel does not import; delete $KEY_DIR and rerun" >&2; exit 1; }
+    exit 0
+fi
+
+for tool in mpicxx cmake g++; do
+    command -v "$tool" >/dev/null 2>&1 || { echo "build_horovod: $tool missing (run scripts/install_mpi.sh)" >&2; exit 1; }
+done
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/kftrain-horovod-XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+echo "build_horovod: building $KEY in $WORK"
+"$PIP" download --quiet --disable-pip-version-check --no-deps --no-binary :all: "horovod==$HOROVOD_VERSION" -d "$WORK"
+tar -xzf "$WORK/horovod-$HOROVOD_VERSION.tar.gz" -C "$WORK"
+SRC="$WORK/horovod-$HOROVOD_VERSION"
+
+# --- patches (each checked, so a changed sdist fails loudly instead of building something else) ---
+patch_file() {  # file, python-regex, replacement
+    "$PY" - "$@" <<'PYEOF'
+import re, sys
+path, pattern, repl = sys.argv[1:4]
+text = open(path).read()
+new, n = re.subn(pattern, repl, text)
+if n == 0:
+    sys.exit(f"build_horovod: patch target not found in {path}: {pattern}")
+open(path, "w").write(new)
+PYEOF
+}
+patch_file "$SRC/CMakeLists.txt" 'set\(CMAKE_CXX_STANDARD 14\)' 'set(CMAKE_CXX_STANDARD 17)'
+patch_file "$SRC/horovod/torch/CMakeLists.txt" 'set\(CMAKE_CXX_STANDARD 14\)' 'set(CMAKE_CXX_STANDARD 17)'
+patch_file "$SRC/third_party/gloo/CMakeLists.txt" '-std=c\+\+11' '-std=c++17'
+patch_file "$SRC/horovod/tensorflow/CMakeLists.txt" \
+    'list\(APPEND TF_SOURCES "\$\{PROJECT_SOURCE_DIR\}/horovod/tensorflow/xla_mpi_ops\.cc"\)\n' ''
+
+export HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MXNET=1
+if [ "$TF_VERSION" != none ]; then
+    export HOROVOD_WITH_TENSORFLOW=1
+    unset HOROVOD_WITHOUT_TENSORFLOW || true
+else
+    export HOROVOD_WITHOUT_TENSORFLOW=1
+    unset HOROVOD_WITH_TENSORFLOW || true
+fi
+export MAKEFLAGS="${MAKEFLAGS:--j$(nproc)}"
+
+mkdir -p "$WORK/dist"
+started=$SECONDS
+# --no-build-isolation: the build must see the venv's torch/tensorflow (and needs setuptools, wheel, cffi there).
+"$PIP" wheel --disable-pip-version-check --no-deps --no-build-isolation -w "$WORK/dist" "$SRC" \
+    >"$WORK/build.log" 2>&1 || { tail -n 60 "$WORK/build.log" >&2; echo "build_horovod: build failed" >&2; exit 1; }
+built="$(ls "$WORK"/dist/horovod-*.whl)"
+mkdir -p "$KEY_DIR"
+cp "$built" "$KEY_DIR/"
+echo "build_horovod: built $(basename "$built") in $((SECONDS - started))s, cached in $KEY_DIR"
+install_wheel "$KEY_DIR/$(basename "$built")"
+wanted_ok || { echo "build_horovod: the installed Horovod lacks a wanted framework" >&2; exit 1; }
+"$VENV/bin/horovodrun" --check-build

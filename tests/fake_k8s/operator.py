@@ -1,0 +1,294 @@
+"""A simulated training operator: creates a job's pods with the operators' labels and plays a scenario.
+
+A scenario is a function of a :class:`JobSim`; it runs in its own thread when the job is created
+and stops (quietly) as soon as the job is deleted.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from tests.fake_k8s.server import JOB_NAME_LABEL, FakeKube, now_iso
+
+Scenario = Callable[["JobSim"], None]
+
+REPLICA_KEYS = {"tfjobs": "tfReplicaSpecs", "pytorchjobs": "pytorchReplicaSpecs", "mpijobs": "mpiReplicaSpecs"}
+OPERATOR_NAMES = {"tfjobs": "tfjob-controller", "pytorchjobs": "pytorchjob-controller", "mpijobs": "mpijob-controller"}
+MASTER_ROLES = {"Master", "Chief", "Launcher"}
+
+
+class JobGone(Exception):
+    """The job was deleted: the scenario ends."""
+
+
+class JobSim:
+    def __init__(self, kube: FakeKube, plural: str, obj: dict[str, Any]) -> None:
+        self.kube = kube
+        self.plural = plural
+        self.obj = obj
+        self.namespace: str = obj["metadata"]["namespace"]
+        self.name: str = obj["metadata"]["name"]
+        self.uid: str = obj["metadata"]["uid"]
+        self.api_version: str = obj["apiVersion"]
+        self.pod_names: dict[str, str] = {}  # replica label -> pod name
+
+    # -- flow ------------------------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        with self.kube.cond:
+            current = self.kube.jobs.get((self.plural, self.namespace, self.name))
+            return current is not None and current["metadata"]["uid"] == self.uid and not self.kube.stopping
+
+    def check(self) -> None:
+        if not self.alive:
+            raise JobGone
+
+    def sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.check()
+            time.sleep(min(0.02, max(0.0, end - time.monotonic())))
+        self.check()
+
+    def wait_deleted(self, timeout: float = 60.0) -> None:
+        """Idle (a job that never ends by itself) until someone deletes it."""
+        self.sleep(timeout)
+        raise AssertionError(f"{self.name} was not deleted within {timeout}s")
+
+    # -- job status ------------------------------------------------------------------------------
+
+    def condition(self, ctype: str, status: str = "True", reason: str | None = None, message: str = "") -> None:
+        """Set a condition as training-operator does (Running goes False on Succeeded/Failed/Suspended)."""
+        self.check()
+        stamp = now_iso()
+        kind = self.obj["kind"]
+
+        def change(obj: dict[str, Any]) -> None:
+            conds: list[dict[str, Any]] = obj.setdefault("status", {}).setdefault("conditions", [])
+            if status == "True" and ctype in ("Succeeded", "Failed", "Suspended", "Restarting"):
+                for c in conds:
+                    if c["type"] == "Running":
+                        c.update(status="False", lastTransitionTime=stamp)
+            if status == "True" and ctype == "Running":
+                for c in conds:
+                    if c["type"] in ("Restarting", "Suspended"):
+                        c.update(status="False", lastTransitionTime=stamp)
+            new = {
+                "type": ctype,
+                "status": status,
+                "reason": reason or f"{kind}{ctype}",
+                "message": message or f"{kind} {self.name} is {ctype.lower()}.",
+                "lastUpdateTime": stamp,
+                "lastTransitionTime": stamp,
+            }
+            for c in conds:
+                if c["type"] == ctype:
+                    c.update(new)
+                    break
+            else:
+                conds.append(new)
+
+        self.kube.modify_job(self.plural, self.namespace, self.name, change)
+
+    def delete_job(self) -> None:
+        """Someone else (kubectl delete) removes the job."""
+        self.kube.delete_job(self.plural, self.namespace, self.name, "Background")
+        raise JobGone
+
+    # -- pods ------------------------------------------------------------------------------------
+
+    def create_pods(self) -> list[str]:
+        """One Pending pod per replica, labelled as the operator serving this version labels them."""
+        self.check()
+        spec = self.obj["spec"]
+        mpi_operator = self.plural == "mpijobs" and self.api_version.endswith("/v2beta1")
+        labels_out = []
+        for rtype, rspec in spec[REPLICA_KEYS[self.plural]].items():
+            count = 1 if rspec.get("replicas") is None else int(rspec["replicas"])
+            template = rspec.get("template") or {}
+            for index in range(count):
+                labels = dict((template.get("metadata") or {}).get("labels") or {})
+                labels[JOB_NAME_LABEL] = self.name
+                if mpi_operator:
+                    labels["training.kubeflow.org/operator-name"] = "mpi-operator"
+                    labels["training.kubeflow.org/job-role"] = rtype.lower()
+                    if rtype != "Launcher":
+                        labels["training.kubeflow.org/replica-index"] = str(index)
+                    pod_name = f"{self.name}-launcher-{uuid.uuid4().hex[:5]}" if rtype == "Launcher" else None
+                else:
+                    labels["training.kubeflow.org/operator-name"] = OPERATOR_NAMES[self.plural]
+                    labels["training.kubeflow.org/replica-type"] = rtype.lower()
+                    labels["training.kubeflow.org/replica-index"] = str(index)
+                    if rtype in MASTER_ROLES:
+                        labels["training.kubeflow.org/job-role"] = "master"
+                    pod_name = None
+                label = f"{rtype.lower()}-{index}"
+                pod_name = pod_name or f"{self.name}-{label}"
+                self.pod_names[label] = pod_name
+                labels_out.append(label)
+                self._new_pod(pod_name, labels, template.get("spec") or {})
+        return labels_out
+
+    def _new_pod(self, pod_name: str, labels: dict[str, str], spec: dict[str, Any]) -> None:
+        containers = [{"name": c["name"], "image": c.get("image") or "busybox"} for c in spec.get("containers") or []]
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": pod_name,
+                "namespace": self.namespace,
+                "uid": str(uuid.uuid4()),
+                "labels": labels,
+                "creationTimestamp": now_iso(),
+                "ownerReferences": [
+                    {"apiVersion": self.api_version, "kind": self.obj["kind"], "name": self.name, "uid": self.uid}
+                ],
+            },
+            "spec": {"containers": containers, "restartPolicy": "Never"},
+            "status": {
+                "phase": "Pending",
+                "conditions": [{"type": "PodScheduled", "status": "True"}],
+                "containerStatuses": [
+                    {
+                        "name": c["name"],
+                        "image": c["image"],
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {"waiting": {"reason": "ContainerCreating"}},
+                    }
+                    for c in containers
+                ],
+            },
+        }
+        with self.kube.cond:
+            self.kube.pods[(self.namespace, pod_name)] = pod
+            self.kube.bump()
+            self.kube.cond.notify_all()
+
+    def _change_pod(self, label: str, change: Callable[[dict[str, Any]], None]) -> None:
+        self.check()
+        with self.kube.cond:
+            pod = self.kube.pods[(self.namespace, self.pod_names[label])]
+            change(pod)
+            pod["metadata"]["resourceVersion"] = self.kube.bump()
+            self.kube.cond.notify_all()
+
+    def labels(self) -> list[str]:
+        return list(self.pod_names)
+
+    def start(self, *labels: str) -> None:
+        """Pods Running (all of them when no label is given)."""
+        for label in labels or self.labels():
+
+            def run(pod: dict[str, Any]) -> None:
+                pod["status"]["phase"] = "Running"
+                for cs in pod["status"]["containerStatuses"]:
+                    cs.update(ready=True, state={"running": {"startedAt": now_iso()}})
+
+            self._change_pod(label, run)
+
+    def log(self, label: str, *lines: str) -> None:
+        self.check()
+        with self.kube.cond:
+            pod = self.kube.pods[(self.namespace, self.pod_names[label])]
+            run = int(pod["status"]["containerStatuses"][0].get("restartCount") or 0)
+            self.kube.logs.setdefault(pod["metadata"]["uid"], {}).setdefault(run, []).extend(lines)
+            self.kube.cond.notify_all()
+
+    def exit(self, label: str, code: int = 0) -> None:
+        """The pod's containers end with ``code``; the pod Succeeded or Failed (restartPolicy Never)."""
+        stamp = now_iso()
+
+        def end(pod: dict[str, Any]) -> None:
+            pod["status"]["phase"] = "Succeeded" if code == 0 else "Failed"
+            for cs in pod["status"]["containerStatuses"]:
+                terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "finishedAt": stamp}
+                cs.update(ready=False, state={"terminated": terminated})
+
+        self._change_pod(label, end)
+
+    def exit_all(self, code: int = 0) -> None:
+        for label in self.labels():
+            self.exit(label, code)
+
+    def restart_in_place(self, label: str, code: int) -> None:
+        """The container exits ``code`` and kubelet restarts it in the same pod (restartPolicy OnFailure)."""
+        stamp = now_iso()
+
+        def restart(pod: dict[str, Any]) -> None:
+            cs = pod["status"]["containerStatuses"][0]
+            cs["lastState"] = {"terminated": {"exitCode": code, "reason": "Error", "finishedAt": stamp}}
+            cs["restartCount"] = int(cs.get("restartCount") or 0) + 1
+            cs["state"] = {"running": {"startedAt": stamp}}
+
+        self._change_pod(label, restart)
+        self.kube.add_event(
+            self.namespace, "Pod", self.pod_names[label], "BackOff", "Back-off restarting failed container"
+        )
+
+    def image_pull_backoff(self, label: str, image: str = "registry.invalid/nope:1") -> None:
+        def stuck(pod: dict[str, Any]) -> None:
+            for cs in pod["status"]["containerStatuses"]:
+                cs["state"] = {
+                    "waiting": {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}
+                }
+
+        self._change_pod(label, stuck)
+        self.kube.add_event(
+            self.namespace, "Pod", self.pod_names[label], "Failed", f'Failed to pull image "{image}": ErrImagePull'
+        )
+
+    def unschedulable(self, label: str) -> None:
+        message = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+
+        def stuck(pod: dict[str, Any]) -> None:
+            pod["status"]["conditions"] = [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+            ]
+
+        self._change_pod(label, stuck)
+        self.kube.add_event(self.namespace, "Pod", self.pod_names[label], "FailedScheduling", message)
+
+
+class OperatorSim:
+    """Plays ``scenario`` (or the one ``pick`` returns for a job) for every job created on ``kube``."""
+
+    def __init__(self, kube: FakeKube, scenario: Scenario | None = None) -> None:
+        self.kube = kube
+        self.scenario = scenario
+        self.pick: Callable[[dict[str, Any]], Scenario | None] | None = None
+        self.errors: list[str] = []
+        self.threads: list[threading.Thread] = []
+        self.sims: list[JobSim] = []
+        kube.on_job_created = self._on_created
+
+    def _on_created(self, plural: str, obj: dict[str, Any]) -> None:
+        scenario = (self.pick(obj) if self.pick else None) or self.scenario
+        if scenario is None:
+            return
+        sim = JobSim(self.kube, plural, copy.deepcopy(obj))
+        self.sims.append(sim)
+        thread = threading.Thread(target=self._play, args=(scenario, sim), name=f"operator-{sim.name}", daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def _play(self, scenario: Scenario, sim: JobSim) -> None:
+        try:
+            scenario(sim)
+        except JobGone:
+            pass
+        except Exception:
+            self.errors.append(traceback.format_exc())
+
+    def join(self, timeout: float = 5.0) -> None:
+        end = time.monotonic() + timeout
+        for thread in self.threads:
+            thread.join(max(0.0, end - time.monotonic()))

@@ -1,0 +1,128 @@
+"""Horovod through MPIJobs on the local backend: an allreduce across 2 ranks, and the PyTorch and Keras trainers
+(2 ranks, checkpoints, resume), each started by a plain ``mpirun -n 2`` in the Launcher."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from kftrain.data.prep import load_split, prepare_dataset
+from tests.conftest import mpijob_v1, mpijob_v2, replica
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _horovod_frameworks() -> tuple[bool, bool]:
+    if importlib.util.find_spec("horovod") is None:
+        return False, False
+    probe = (
+        "import horovod.torch as t; ok_t = t.mpi_built()\n"
+        "try:\n    import horovod.tensorflow as f; ok_f = f.mpi_built()\n"
+        "except Exception:\n    ok_f = False\n"
+        "print(int(ok_t), int(ok_f))"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        return False, False
+    torch_ok, tf_ok = proc.stdout.split()[-2:]
+    return torch_ok == "1", tf_ok == "1"
+
+
+HVD_TORCH, HVD_TF = _horovod_frameworks()
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun missing (scripts/install_mpi.sh)"),
+    pytest.mark.skipif(not HVD_TORCH, reason="Horovod with PyTorch+MPI not installed (scripts/build_horovod.sh)"),
+]
+
+
+def launch(tmp_path: Path, command: list[str], *, version: str = "v2beta1", timeout: int = 300):
+    build = mpijob_v2 if version == "v2beta1" else mpijob_v1
+    manifest = build(
+        {"Launcher": replica(1, "mpi", command=command, restart_policy="Never"), "Worker": replica(2, "mpi")},
+        name="hvd-test",
+        slotsPerWorker=1,
+    )
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return subprocess.run(
+        [sys.executable, "-m", "kftrain.cli", "launch", "-f", str(path), "--local", "--timeout", str(timeout - 20)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> str:
+    uri = str(tmp_path_factory.mktemp("data") / "digits")
+    prepare_dataset(uri, seed=42)
+    return uri
+
+
+@pytest.mark.parametrize("version", ["v2beta1", "v1"])
+def test_horovod_allreduce_across_two_ranks(tmp_path, version):
+    proc = launch(tmp_path, ["mpirun", "-n", "2", "python", "examples/mpi/hvd_allreduce.py"], version=version)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for rank in (0, 1):
+        assert f"[launcher-0] horovod rank {rank} of 2: allreduce sum 3 (expected 3)" in proc.stdout
+
+
+def test_horovod_torch_trains_checkpoints_and_resumes(tmp_path, dataset):
+    model_dir, ckpt_dir = tmp_path / "model", tmp_path / "ckpt"
+    trainer = ["mpirun", "-n", "2", "python", "-m", "kftrain.trainers.horovod_torch", "--dataset", dataset,
+               "--checkpoint-dir", str(ckpt_dir), "--checkpoint-every-steps", "7", "--seed", "1"]  # fmt: skip
+    first = launch(tmp_path, [*trainer, "--model-dir", str(model_dir / "a"), "--epochs", "3"])
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "rank 0/2" in first.stdout and "rank 1/2" in first.stdout
+    assert "checkpoint at step 7" in first.stdout
+    steps = sorted(int(p.name.split("-")[1]) for p in ckpt_dir.iterdir() if p.name.startswith("ckpt-"))
+    assert steps and len(steps) <= 3  # pruned to the newest 3
+
+    second = launch(tmp_path, [*trainer, "--model-dir", str(model_dir / "b"), "--epochs", "8"])
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert f"resumed from checkpoint {ckpt_dir}/ckpt-{steps[-1]:010d} at step {steps[-1]} (epoch 3)" in second.stdout
+    assert "epoch 4/8" in second.stdout and "epoch 1/8" not in second.stdout
+
+    import torch
+
+    from kftrain.trainers.torch_ddp import load_model
+
+    model, info = load_model(str(model_dir / "b"))
+    assert info["framework"] == "pytorch" and info["metrics"]["ranks"] == 2
+    x, y = load_split(dataset, "test")
+    with torch.no_grad():
+        acc = float((model(torch.from_numpy(x)).argmax(dim=1).numpy() == y).mean())
+    assert acc >= 0.9
+
+
+@pytest.mark.skipif(not HVD_TF, reason="Horovod was built without TensorFlow (TensorFlow missing when it was built)")
+def test_horovod_keras_trains_checkpoints_and_resumes(tmp_path, dataset):
+    if importlib.util.find_spec("tf_keras") is None:
+        pytest.skip("tf_keras missing: the Horovod Keras trainer uses Keras 2")
+    model_dir, ckpt_dir = tmp_path / "model", tmp_path / "ckpt"
+    trainer = ["mpirun", "-n", "2", "python", "-m", "kftrain.trainers.horovod_tf", "--dataset", dataset,
+               "--checkpoint-dir", str(ckpt_dir), "--checkpoint-every-steps", "5", "--lr", "0.05"]  # fmt: skip
+    first = launch(tmp_path, [*trainer, "--model-dir", str(model_dir / "a"), "--epochs", "2"])
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "rank 0/2" in first.stdout and "rank 1/2" in first.stdout
+    assert "checkpoint at step 5" in first.stdout
+    second = launch(tmp_path, [*trainer, "--model-dir", str(model_dir / "b"), "--epochs", "10"])
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert "resumed from checkpoint" in second.stdout and "(epoch 2)" in second.stdout
+
+    from kftrain.predictors import load_predictor
+
+    predict, info = load_predictor(str(model_dir / "b"))
+    assert info["framework"] == "tensorflow" and info["strategy"] == "horovod"
+    x, y = load_split(dataset, "test")
+    acc = float((np.asarray(predict(x)).argmax(axis=1) == y).mean())
+    assert acc >= 0.85

@@ -1,0 +1,765 @@
+"""The Kubernetes backend against a fake API server driven by the real ``kubernetes`` client.
+
+Each scenario is played by a simulated operator (tests/fake_k8s) that creates pods with the
+operators' labels and moves the job through its conditions; the backend only sees HTTP.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from kftrain.backends.base import JobHandle, JobPhase, JobResult
+from kftrain.backends.k8s_support import (
+    RUN_ID_LABEL,
+    TASK_ID_LABEL,
+    RetryPolicy,
+    call_with_retry,
+    job_name_for,
+    label_value,
+    mpijob_to_v1,
+    mpijob_to_v2beta1,
+    replica_label,
+)
+from kftrain.backends.kubernetes import KubernetesBackend, KubernetesOptions, apply_pod_settings, load_handle
+from kftrain.errors import KftrainError
+from kftrain.job import ReplicaInput, build_job, render_manifest
+from kftrain.job.model import JobKind, MPIImplementation, TrainingJob
+from tests.fake_k8s import FakeKube, JobSim, OperatorSim
+from tests.fake_k8s.server import load_crd_schemas
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CRD_DIR = REPO_ROOT.parent / "shared/reference/crds"
+RBAC_DIR = REPO_ROOT / "deploy/rbac"
+
+FAST_RETRY = RetryPolicy(attempts=6, initial_s=0.02, max_s=0.1)
+
+
+def _fast_options(**overrides: Any) -> KubernetesOptions:
+    """Short intervals everywhere so the whole suite stays well under a minute."""
+    values: dict[str, Any] = dict(
+        namespace="default",
+        poll_interval_s=0.05,
+        watch_window_s=1,
+        log_drain_s=1.0,
+        pending_timeout_s=0.5,
+        retry=FAST_RETRY,
+        owner_pod_name="",
+        owner_pod_uid="",
+    )
+    values.update(overrides)
+    return KubernetesOptions(**values)
+
+
+@pytest.fixture
+def kube() -> Iterator[FakeKube]:
+    if not CRD_DIR.is_dir():
+        pytest.skip(f"the operators' CRDs are needed to validate jobs like the API server; {CRD_DIR} is missing")
+    fake = FakeKube(CRD_DIR).start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def operator(kube: FakeKube) -> Iterator[OperatorSim]:
+    sim = OperatorSim(kube)
+    yield sim
+    sim.join()
+    assert not sim.errors, "\n".join(sim.errors)
+
+
+def api_client(kube: FakeKube) -> client.ApiClient:
+    cfg = client.Configuration()
+    cfg.host = kube.url
+    return client.ApiClient(cfg)
+
+
+def make_backend(kube: FakeKube, **overrides: Any) -> tuple[KubernetesBackend, io.StringIO]:
+    out = io.StringIO()
+    return KubernetesBackend(_fast_options(out=out, **overrides), api_client(kube)), out
+
+
+def pytorch_job(workers: int = 1, name: str = "digits") -> TrainingJob:
+    return build_job(
+        JobKind.PYTORCHJOB,
+        name,
+        {
+            "Master": ReplicaInput(1, command=["python", "train.py"]),
+            "Worker": ReplicaInput(workers, command=["python", "train.py"]),
+        },
+        image="example.com/train:1",
+    )
+
+
+def mpi_job(api_version: str = "kubeflow.org/v2beta1") -> TrainingJob:
+    return build_job(
+        JobKind.MPIJOB,
+        "allreduce",
+        {
+            "Launcher": ReplicaInput(1, command=["mpirun", "python", "train.py"]),
+            "Worker": ReplicaInput(2),
+        },
+        image="example.com/mpi:1",
+        api_version=api_version,
+    )
+
+
+# -- scenarios (played by the simulated operator) --------------------------------------------------
+
+
+def running(sim: JobSim, pending_s: float = 0.15) -> None:
+    sim.create_pods()
+    sim.condition("Created")
+    sim.sleep(pending_s)  # the log followers see Pending pods first and must wait for them
+    sim.start()
+    sim.condition("Running")
+
+
+def succeed(sim: JobSim) -> None:
+    for label in sim.labels():
+        sim.log(label, f"hello from {label}", "epoch 1 loss 0.5")
+    sim.sleep(0.1)
+    sim.exit_all(0)
+    sim.condition("Succeeded", message=f"{sim.obj['kind']} {sim.name} successfully completed.")
+
+
+def s_success(sim: JobSim) -> None:
+    running(sim)
+    succeed(sim)
+
+
+def s_replica_failure(sim: JobSim) -> None:
+    running(sim)
+    sim.log("worker-0", "step 1", "Traceback (most recent call last):", "RuntimeError: CUDA out of memory")
+    sim.sleep(0.1)
+    sim.exit("worker-0", 3)
+    sim.kube.add_event(sim.namespace, "Pod", sim.pod_names["worker-0"], "OOMish", "container pytorch exited with 3")
+    sim.condition(
+        "Failed",
+        reason="PyTorchJobFailed",
+        message=f"PyTorchJob {sim.name} is failed because 1 Worker replica(s) failed.",
+    )
+
+
+def s_restarting(sim: JobSim) -> None:
+    running(sim)
+    sim.log("worker-0", "attempt 1")
+    sim.sleep(0.2)
+    sim.restart_in_place("worker-0", 137)
+    sim.condition("Restarting", message="worker-0 restarted after exit code 137")
+    sim.log("worker-0", "attempt 2")
+    sim.sleep(0.2)
+    sim.condition("Running")
+    succeed(sim)
+
+
+def s_suspended_then_resumed(sim: JobSim) -> None:
+    sim.condition("Created")
+    sim.condition("Suspended", message="job suspended by the queue")
+    sim.sleep(0.6)
+    sim.condition("Suspended", status="False")
+    running(sim)
+    succeed(sim)
+
+
+def s_suspended_forever(sim: JobSim) -> None:
+    sim.condition("Created")
+    sim.condition("Suspended")
+    sim.wait_deleted()
+
+
+def s_deleted_externally(sim: JobSim) -> None:
+    running(sim)
+    sim.log("master-0", "training")
+    sim.sleep(0.3)
+    sim.delete_job()
+
+
+def s_image_pull(sim: JobSim) -> None:
+    sim.create_pods()
+    sim.condition("Created")
+    sim.image_pull_backoff("worker-0")
+    sim.wait_deleted()
+
+
+def s_unschedulable(sim: JobSim) -> None:
+    sim.create_pods()
+    sim.condition("Created")
+    sim.unschedulable("worker-0")
+    sim.wait_deleted()
+
+
+def s_watch_expiry(sim: JobSim) -> None:
+    running(sim)
+    sim.sleep(0.2)
+    sim.kube.expire_watches()
+    sim.sleep(0.2)
+    sim.kube.expire_watches()  # twice: the backend must recover every time, not only once
+    sim.sleep(0.2)
+    succeed(sim)
+
+
+def s_forever(sim: JobSim) -> None:
+    running(sim, pending_s=0.0)
+    n = 0
+    while True:
+        n += 1
+        sim.log("master-0", f"step {n}")
+        sim.sleep(0.05)
+
+
+# -- table ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    id: str
+    scenario: Callable[[JobSim], None]
+    phase: JobPhase
+    reason: str
+    options: dict[str, Any] = field(default_factory=dict)
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    timeout: float | None = 20.0
+    deleted_by_backend: bool = False
+    output_has: tuple[str, ...] = ()
+    check: Callable[[JobResult, str, FakeKube], None] | None = None
+
+
+def _check_failure(result: JobResult, out: str, kube: FakeKube) -> None:
+    assert result.failed_replica == "worker-0"
+    assert result.exit_code == 3
+    assert result.log_tail[-1] == "RuntimeError: CUDA out of memory"
+    assert "1 Worker replica(s) failed" in result.message
+    assert "recent events" in result.message and "container pytorch exited with 3" in result.message
+    assert "RuntimeError: CUDA out of memory" in result.describe()
+
+
+def _check_pending(result: JobResult, out: str, kube: FakeKube) -> None:
+    assert result.reason in result.message
+    assert result.failed_replica == "worker-0"
+
+
+def _check_relisted(result: JobResult, out: str, kube: FakeKube) -> None:
+    lists = [p for m, p in kube.requests if m == "GET" and "/pytorchjobs?" in p and "watch=" not in p]
+    assert len(lists) >= 3, lists  # the first list, and one after each 410
+
+
+def _check_faults(result: JobResult, out: str, kube: FakeKube) -> None:
+    assert all(f.fired for f in kube.faults), [(f.action, f.path, f.seen) for f in kube.faults]
+
+
+CASES = [
+    Case(
+        "success",
+        s_success,
+        JobPhase.SUCCEEDED,
+        "PyTorchJobSucceeded",
+        output_has=("[master-0] hello from master-0", "[worker-1] epoch 1 loss 0.5", ": Running: PyTorchJob"),
+        options={"run_id": "run-1", "task_id": "task-1"},
+    ),
+    Case("replica failure", s_replica_failure, JobPhase.FAILED, "PyTorchJobFailed", check=_check_failure),
+    Case(
+        "restarting then success",
+        s_restarting,
+        JobPhase.SUCCEEDED,
+        "PyTorchJobSucceeded",
+        output_has=("[worker-0] attempt 1", "[worker-0] attempt 2", "Restarting"),
+    ),
+    Case(
+        "suspended then resumed",
+        s_suspended_then_resumed,
+        JobPhase.SUCCEEDED,
+        "PyTorchJobSucceeded",
+        output_has=("Suspended: job suspended by the queue",),
+    ),
+    Case(
+        "suspended too long",
+        s_suspended_forever,
+        JobPhase.FAILED,
+        "Suspended",
+        options={"suspended_timeout_s": 0.5},
+        deleted_by_backend=True,
+    ),
+    Case("deleted externally", s_deleted_externally, JobPhase.FAILED, "Deleted"),
+    Case(
+        "image pull backoff",
+        s_image_pull,
+        JobPhase.FAILED,
+        "ImagePullBackOff",
+        deleted_by_backend=True,
+        check=_check_pending,
+    ),
+    Case(
+        "unschedulable",
+        s_unschedulable,
+        JobPhase.FAILED,
+        "Unschedulable",
+        deleted_by_backend=True,
+        check=_check_pending,
+    ),
+    Case(
+        "watch expiry 410",
+        s_watch_expiry,
+        JobPhase.SUCCEEDED,
+        "PyTorchJobSucceeded",
+        output_has=("410 Gone",),
+        check=_check_relisted,
+    ),
+    Case(
+        "api faults retried",
+        s_success,
+        JobPhase.SUCCEEDED,
+        "PyTorchJobSucceeded",
+        faults=[
+            {"action": "500", "path": r"/pytorchjobs$", "method": "POST"},
+            {"action": "reset", "path": r"/pytorchjobs$", "method": "POST", "nth": 2},
+            {"action": "429", "path": r"/pytorchjobs$", "method": "GET", "times": 2},
+            {"action": "500", "path": r"/pods$", "method": "GET", "nth": 2},
+            {"action": "reset", "path": r"/pods/[^/]+$", "method": "GET", "nth": 2},
+            {"action": "503", "path": r"/log$", "method": "GET"},
+        ],
+        check=_check_faults,
+    ),
+    Case(
+        "overall timeout",
+        s_forever,
+        JobPhase.FAILED,
+        "Timeout",
+        timeout=1.0,
+        deleted_by_backend=True,
+        output_has=("[master-0] step 1",),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_scenario(case: Case, kube: FakeKube, operator: OperatorSim) -> None:
+    operator.scenario = case.scenario
+    for fault in case.faults:
+        kube.fault(**fault)
+    backend, out = make_backend(kube, **case.options)
+    result = backend.run(pytorch_job(workers=2), timeout=case.timeout)
+    text = out.getvalue()
+    assert (result.phase, result.reason) == (case.phase, case.reason), (result.describe(), text)
+    for expected in case.output_has:
+        assert expected in text, text
+    if case.deleted_by_backend:
+        assert kube.jobs_of("pytorchjobs") == []
+        assert [d[3] for d in kube.deletions] == ["Background"]
+    if case.check is not None:
+        case.check(result, text, kube)
+
+
+# -- lifecycle around the wait ----------------------------------------------------------------------
+
+
+def test_identity_written_before_waiting(kube: FakeKube, operator: OperatorSim, tmp_path: Path) -> None:
+    operator.scenario = s_success
+    seen: list[JobHandle] = []
+    identity = tmp_path / "out" / "job.json"
+
+    def on_submitted(handle: JobHandle) -> None:
+        assert load_handle(identity) == handle  # written first, then the callback
+        assert not kube.deletions and kube.jobs_of("pytorchjobs")  # and the job exists
+        seen.append(handle)
+
+    backend, _ = make_backend(
+        kube,
+        run_id="4f1c9a6e-2b1d-4c8e-9f00-abcdef012345",
+        task_id="task-7",
+        identity_path=identity,
+        on_submitted=on_submitted,
+    )
+    handle = backend.submit(pytorch_job())
+    assert seen == [handle]
+    assert handle.backend == "kubernetes" and handle.namespace == "default" and handle.kind == "PyTorchJob"
+    assert handle.uid == kube.jobs_of("pytorchjobs")[0]["metadata"]["uid"]
+    assert json.loads(identity.read_text())["name"] == handle.name
+    assert backend.wait(handle, timeout=20).succeeded
+
+
+def test_name_and_labels_from_run_and_task(kube: FakeKube) -> None:
+    run_id, task_id = "4f1c9a6e-2b1d-4c8e-9f00-abcdef012345", "9a8b7c6d-0000-1111-2222-333344445555"
+    backend, _ = make_backend(kube, run_id=run_id, task_id=task_id)
+    handle = backend.submit(pytorch_job())
+    assert handle.name == job_name_for(run_id, task_id, base="digits")
+    obj = kube.jobs_of("pytorchjobs")[0]
+    assert obj["metadata"]["labels"][RUN_ID_LABEL] == run_id
+    assert obj["metadata"]["labels"][TASK_ID_LABEL] == task_id
+    pod_labels = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["labels"]
+    assert pod_labels[RUN_ID_LABEL] == run_id
+
+
+def test_launcher_restarted_reattaches(kube: FakeKube, operator: OperatorSim) -> None:
+    def slow_success(sim: JobSim) -> None:
+        sim.sleep(0.5)
+        s_success(sim)
+
+    operator.scenario = slow_success
+    ids = {"run_id": "run-42", "task_id": "train"}
+    first, _ = make_backend(kube, owner_pod_name="launcher-a", owner_pod_uid="uid-a", **ids)
+    h1 = first.submit(pytorch_job())  # ... and the launcher pod dies before waiting
+    second, out = make_backend(kube, owner_pod_name="launcher-b", owner_pod_uid="uid-b", **ids)
+    h2 = second.submit(pytorch_job())
+    assert h2 == h1
+    result = second.wait(h2, timeout=20)
+    assert result.succeeded, result.describe()
+    assert "reattached" in out.getvalue()
+    assert len(kube.jobs_of("pytorchjobs")) == 1 and len(kube.created) == 1
+    owners = kube.jobs_of("pytorchjobs")[0]["metadata"]["ownerReferences"]
+    assert [o["uid"] for o in owners] == ["uid-a", "uid-b"]  # the new launcher keeps the job alive too
+
+
+def test_existing_job_of_another_task_is_not_adopted(kube: FakeKube) -> None:
+    ids = {"run_id": "run-42", "task_id": "train"}
+    backend, _ = make_backend(kube, **ids)
+    job = backend.prepare(pytorch_job())
+    manifest = render_manifest(job)
+    manifest["metadata"]["labels"][TASK_ID_LABEL] = "some-other-task"
+    client.CustomObjectsApi(api_client(kube)).create_namespaced_custom_object(
+        "kubeflow.org", "v1", "default", "pytorchjobs", manifest
+    )
+    with pytest.raises(KftrainError, match="not created by this task"):
+        backend.submit(pytorch_job())
+    assert len(kube.created) == 1
+
+
+def test_owner_reference_from_kfp_env(kube: FakeKube, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KFP_POD_NAME", "pipeline-step-abc")
+    monkeypatch.setenv("KFP_POD_UID", "0b9c-uid")
+    backend, _ = make_backend(kube, owner_pod_name=None, owner_pod_uid=None)
+    backend.submit(pytorch_job())
+    (owner,) = kube.jobs_of("pytorchjobs")[0]["metadata"]["ownerReferences"]
+    assert owner == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": "pipeline-step-abc",
+        "uid": "0b9c-uid",
+        "controller": False,
+        "blockOwnerDeletion": False,
+    }
+
+
+def test_no_owner_reference_outside_kfp(kube: FakeKube, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KFP_POD_NAME", raising=False)
+    monkeypatch.delenv("KFP_POD_UID", raising=False)
+    backend, _ = make_backend(kube, owner_pod_name=None, owner_pod_uid=None)
+    backend.submit(pytorch_job())
+    assert "ownerReferences" not in kube.jobs_of("pytorchjobs")[0]["metadata"]
+
+
+def test_namespace_from_service_account(kube: FakeKube, tmp_path: Path) -> None:
+    ns_file = tmp_path / "namespace"
+    ns_file.write_text("team-a\n")
+    backend, _ = make_backend(kube, namespace=None, namespace_file=ns_file)
+    handle = backend.submit(pytorch_job())
+    assert handle.namespace == "team-a"
+    assert kube.jobs_of("pytorchjobs")[0]["metadata"]["namespace"] == "team-a"
+    fallback, _ = make_backend(kube, namespace=None, namespace_file=tmp_path / "absent")
+    assert fallback.resolve_namespace() == "default"
+
+
+def test_invalid_job_rejected_by_crd_schema(kube: FakeKube) -> None:
+    backend, _ = make_backend(kube)
+    job = pytorch_job()
+    job.replica_specs["Worker"].template.spec.extra["hostNetwork"] = "yes"  # schema: boolean
+    with pytest.raises(KftrainError, match="HTTP 422"):
+        backend.submit(job)
+    assert kube.jobs_of("pytorchjobs") == []
+
+
+def test_cancel_is_idempotent(kube: FakeKube) -> None:
+    backend, _ = make_backend(kube)
+    handle = backend.submit(pytorch_job())
+    backend.cancel(handle)
+    backend.cancel(handle)
+    other, _ = make_backend(kube)
+    other.cancel(handle)  # already gone: 404 is fine
+    assert kube.jobs_of("pytorchjobs") == []
+
+
+SIGTERM_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from kubernetes import client
+    from kftrain.backends.k8s_support import RetryPolicy
+    from kftrain.backends.kubernetes import KubernetesBackend, KubernetesOptions
+    from kftrain.job import ReplicaInput, build_job
+    from kftrain.signals import Terminated, terminate_raises
+
+    cfg = client.Configuration()
+    cfg.host = sys.argv[1]
+    options = KubernetesOptions(
+        namespace="default", run_id="run-sig", task_id="train", identity_path=sys.argv[2],
+        poll_interval_s=0.05, watch_window_s=1, log_drain_s=0.5,
+        retry=RetryPolicy(attempts=4, initial_s=0.02, max_s=0.1),
+    )
+    job = build_job(
+        "PyTorchJob", "digits",
+        {"Master": ReplicaInput(1, command=["python", "t.py"]), "Worker": ReplicaInput(1, command=["python", "t.py"])},
+        image="example.com/train:1",
+    )
+    try:
+        with terminate_raises():
+            result = KubernetesBackend(options, client.ApiClient(cfg)).run(job)
+    except Terminated as exc:
+        print("terminated", flush=True)
+        sys.exit(exc.exit_code)
+    sys.exit(0 if result.succeeded else 1)
+    """
+)
+
+
+def test_sigterm_deletes_the_job(kube: FakeKube, operator: OperatorSim, tmp_path: Path) -> None:
+    operator.scenario = s_forever
+    script = tmp_path / "launch.py"
+    script.write_text(SIGTERM_SCRIPT)
+    identity = tmp_path / "job.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env.pop("KFP_POD_NAME", None)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), kube.url, str(identity)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        end = time.monotonic() + 20
+        while not (identity.exists() and any(s.pod_names for s in operator.sims)):
+            assert proc.poll() is None and time.monotonic() < end, proc.stdout.read() if proc.stdout else ""
+            time.sleep(0.05)
+        time.sleep(0.5)  # well inside wait(), streaming logs
+        assert kube.jobs_of("pytorchjobs")
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        while kube.jobs_of("pytorchjobs"):
+            assert time.monotonic() - sent < 10, "job not deleted within 10 s of SIGTERM"
+            time.sleep(0.05)
+        rc = proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    output = proc.stdout.read() if proc.stdout else ""
+    assert rc == 143, output
+    assert "terminated" in output and "[master-0] step" in output
+    assert [d[2] for d in kube.deletions] == [load_handle(identity).name]
+
+
+# -- MPIJob versions ---------------------------------------------------------------------------------
+
+
+def test_mpijob_v2beta1_served(kube: FakeKube, operator: OperatorSim) -> None:
+    operator.scenario = s_success
+    backend, out = make_backend(kube)
+    result = backend.run(mpi_job("kubeflow.org/v1"), timeout=20)  # built for v1, cluster serves v2beta1
+    assert result.succeeded, result.describe()
+    (created,) = kube.created
+    assert created["apiVersion"] == "kubeflow.org/v2beta1"
+    assert "mainContainer" not in created["spec"]
+    text = out.getvalue()
+    assert "[launcher-0] hello from launcher-0" in text and "[worker-1] hello from worker-1" in text
+
+
+def test_mpijob_only_v1_served(kube: FakeKube, operator: OperatorSim) -> None:
+    kube.served["mpijobs"] = ["v1"]
+    operator.scenario = s_success
+    backend, out = make_backend(kube)
+    job = mpi_job()
+    job.spec.ssh_auth_mount_path = "/home/mpiuser/.ssh"
+    job.spec.mpi_implementation = MPIImplementation.OPENMPI
+    result = backend.run(job, timeout=20)
+    assert result.succeeded, result.describe()
+    (created,) = kube.created
+    assert created["apiVersion"] == "kubeflow.org/v1"
+    for key in ("sshAuthMountPath", "launcherCreationPolicy", "runLauncherAsWorker", "mpiImplementation"):
+        assert key not in created["spec"]
+    for rspec in created["spec"]["mpiReplicaSpecs"].values():
+        assert rspec["template"]["spec"]["containers"][0]["name"] == "mpi"
+    assert "serves MPIJob kubeflow.org/v1" in out.getvalue()
+    assert "[launcher-0] hello" in out.getvalue()
+
+
+def test_no_mpijob_served(kube: FakeKube) -> None:
+    kube.served["mpijobs"] = []
+    backend, _ = make_backend(kube)
+    with pytest.raises(KftrainError, match="no MPIJob CRD is served"):
+        backend.submit(mpi_job())
+
+
+def test_mpijob_conversion_round_trip() -> None:
+    schemas = load_crd_schemas(CRD_DIR) if CRD_DIR.is_dir() else None
+    v2 = mpi_job()
+    v1 = mpijob_to_v1(v2)
+    assert v1.api_version == "kubeflow.org/v1"
+    assert all(r.template.spec.containers[0].name == "mpi" for r in v1.replica_specs.values())
+    back = mpijob_to_v2beta1(v1)
+    assert render_manifest(back) == render_manifest(v2) | {"spec": render_manifest(back)["spec"]}
+    assert back.api_version == "kubeflow.org/v2beta1"
+    assert back.spec.main_container is None
+    if schemas is not None:
+        assert schemas.errors(render_manifest(v1)) == []
+        assert schemas.errors(render_manifest(back)) == []
+    v2.spec.run_launcher_as_worker = True
+    with pytest.raises(KftrainError, match="runLauncherAsWorker"):
+        mpijob_to_v1(v2)
+
+
+# -- pod settings ------------------------------------------------------------------------------------
+
+
+def test_pod_settings_in_created_job(kube: FakeKube) -> None:
+    job = apply_pod_settings(
+        pytorch_job(),
+        gpus=2,
+        cpu="4",
+        memory="16Gi",
+        node_selector={"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
+        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        service_account="trainer",
+        image_pull_secrets=["regcred"],
+        secret_env={"WANDB_API_KEY": ("wandb", "api-key")},
+    )
+    backend, _ = make_backend(kube)
+    backend.submit(job)
+    (created,) = kube.created
+    for rtype in ("Master", "Worker"):
+        pod = created["spec"]["pytorchReplicaSpecs"][rtype]["template"]["spec"]
+        assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
+        assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        assert pod["serviceAccountName"] == "trainer"
+        assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+        (container,) = pod["containers"]
+        assert container["resources"] == {
+            "requests": {"cpu": "4", "memory": "16Gi"},
+            "limits": {"nvidia.com/gpu": "2", "memory": "16Gi"},
+        }
+        secret_env = [e for e in container["env"] if e["name"] == "WANDB_API_KEY"]
+        assert secret_env == [
+            {"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {"name": "wandb", "key": "api-key"}}}
+        ]
+
+
+def test_mpi_launcher_gets_no_gpu() -> None:
+    job = apply_pod_settings(mpi_job(), gpus=1)
+    launcher = job.replica_specs["Launcher"].template.spec.containers[0]
+    worker = job.replica_specs["Worker"].template.spec.containers[0]
+    assert launcher.resources is None
+    assert worker.resources == {"limits": {"nvidia.com/gpu": "1"}}
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+
+
+def test_job_name_for_is_deterministic_and_valid() -> None:
+    run_id, task_id = "4f1c9a6e-2b1d-4c8e-9f00-abcdef012345", "9a8b7c6d-0000-1111-2222-333344445555"
+    name = job_name_for(run_id, task_id, base="My_Very.Long Pipeline Step Name " * 3)
+    assert name == job_name_for(run_id, task_id, base="My_Very.Long Pipeline Step Name " * 3)
+    assert name != job_name_for(run_id, "other-task", base="My_Very.Long Pipeline Step Name " * 3)
+    assert len(name) <= 63 and name[0].isalpha()
+    import re
+
+    assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name), name
+    assert job_name_for("1234", "t").startswith("kft-")
+    assert len(job_name_for(run_id, task_id, max_length=63)) <= 63
+    assert label_value("_abc/def_") == "abc-def"
+
+
+def test_replica_labels() -> None:
+    to = {"training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "1"}
+    mo = {"training.kubeflow.org/job-role": "worker", "training.kubeflow.org/replica-index": "3"}
+    assert replica_label(to) == "worker-1"
+    assert replica_label(mo) == "worker-3"
+    assert replica_label({"training.kubeflow.org/job-role": "launcher"}) == "launcher-0"
+
+
+def test_retry_helper_bounds() -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    calls: list[int] = []
+    sleeps: list[float] = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise ApiException(status=503, reason="Service Unavailable")
+        return "ok"
+
+    policy = RetryPolicy(attempts=5, initial_s=0.1, max_s=0.15)
+    assert call_with_retry(flaky, policy, "flaky", sleep=sleeps.append) == "ok"
+    assert sleeps == [0.1, 0.15]
+
+    def forbidden() -> None:
+        calls.append(1)
+        raise ApiException(status=403, reason="Forbidden")
+
+    calls.clear()
+    with pytest.raises(ApiException):
+        call_with_retry(forbidden, policy, "forbidden", sleep=sleeps.append)
+    assert len(calls) == 1  # not retried: a 403 will not fix itself
+
+    def broken() -> None:
+        calls.append(1)
+        raise ConnectionResetError("reset")
+
+    calls.clear()
+    with pytest.raises(ConnectionResetError):
+        call_with_retry(broken, policy, "broken", sleep=lambda s: None)
+    assert len(calls) == 5
+
+
+# -- RBAC --------------------------------------------------------------------------------------------
+
+
+def _rbac_docs() -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for path in sorted(RBAC_DIR.glob("*.yaml")):
+        docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+    return docs
+
+
+def test_rbac_role_grants_exactly_what_the_backend_uses() -> None:
+    (role,) = [d for d in _rbac_docs() if d["kind"] == "Role"]
+    granted: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    job_verbs = {"create", "get", "list", "watch", "delete", "patch"}
+    read = {"get", "list", "watch"}
+    assert granted == {
+        ("kubeflow.org", "tfjobs"): job_verbs,
+        ("kubeflow.org", "pytorchjobs"): job_verbs,
+        ("kubeflow.org", "mpijobs"): job_verbs,
+        ("", "pods"): read,
+        ("", "pods/log"): read,
+        ("", "events"): read,
+    }
+    text = "\n".join(p.read_text() for p in RBAC_DIR.glob("*.yaml"))
+    assert "*" not in text
+
+
+def test_rbac_binding_targets_pipeline_runner() -> None:
+    docs = _rbac_docs()
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    (binding,) = [d for d in docs if d["kind"] == "RoleBinding"]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    assert [(s["kind"], s["name"]) for s in binding["subjects"]] == [("ServiceAccount", "pipeline-runner")]
