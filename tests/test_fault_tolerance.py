@@ -117,10 +117,12 @@ def _wait_for(log: io.StringIO, pattern: str, after: int = 0, timeout: float = 1
 
 
 @pytest.mark.skipif(not Path(sys.executable).with_name("torchrun").exists(), reason="torchrun not installed")
-def test_elastic_job_survives_a_lost_worker(dataset, tmp_path):
+def test_elastic_job_survives_a_lost_worker_and_admits_a_new_one(dataset, tmp_path):
     # Long enough (~20 s at 2 workers) to re-form the group at 2 and then admit a third worker.
     args = [*trainer_args(dataset, tmp_path, epochs=400), "--checkpoint-every-steps", "50"]
-    env = {"PET_MONITOR_INTERVAL": "1"}
+    # A fresh worker store per rendezvous round: agents whose restart counts diverged after the loss
+    # otherwise meet stale rank addresses in the shared store and never converge.
+    env = {"PET_MONITOR_INTERVAL": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
     worker = _replica(["torchrun", "--module", "kftrain.trainers.torch_ddp"], args, env, "Never")
     worker["replicas"] = 3
     job = load_manifest(
@@ -150,7 +152,10 @@ def test_elastic_job_survives_a_lost_worker(dataset, tmp_path):
         pos = _wait_for(out, r"elastic job goes on with 2 worker", pos)
         # The survivors' agents restart their workers and re-form the group at 2, from the checkpoint.
         pos = _wait_for(out, r"resumed from checkpoint \S+ at step \d+", pos, timeout=240)
-        _wait_for(out, r"rank 0/2: ", pos - 200, timeout=60)
+        pos = _wait_for(out, r"rank 0/2: ", pos - 200, timeout=60)
+        backend.scale(handle, "Worker", 3)  # as `kubectl scale`: a new worker joins at the next rendezvous
+        pos = _wait_for(out, r"starting worker-3", pos)
+        _wait_for(out, r"rank 0/3: ", pos, timeout=240)
     finally:
         waiter.join(timeout=420)
         backend.cancel(handle)
