@@ -83,3 +83,24 @@ def markdown_report(report: EvalReport, title: str = "Evaluation") -> str:
         lines.append(str(label).rjust(3) + " " + "".join(str(v).rjust(width) for v in row))
     lines.append("```")
     return "\n".join(lines) + "\n"
+
+
+@dataclass
+class GateDecision:
+    passed: bool
+    reason: str
+
+
+def quality_gate(report: EvalReport, min_accuracy: float, baseline: EvalReport | None = None) -> GateDecision:
+    """Export only a model that reaches ``min_accuracy`` and is not worse than the baseline on the same split."""
+    if report.accuracy < min_accuracy:
+        return GateDecision(False, f"accuracy {report.accuracy:.4f} < min_accuracy {min_accuracy}")
+    if baseline is not None:
+        if baseline.split != report.split or baseline.rows != report.rows:
+            return GateDecision(False, "the baseline was scored on a different split")
+        if report.accuracy < baseline.accuracy:
+            return GateDecision(False, f"accuracy {report.accuracy:.4f} < baseline accuracy {baseline.accuracy:.4f}")
+        return GateDecision(
+            True, f"accuracy {report.accuracy:.4f} >= {min_accuracy} and >= baseline {baseline.accuracy:.4f}"
+        )
+    return GateDecision(True, f"accuracy {report.accuracy:.4f} >= min_accuracy {min_accuracy}")

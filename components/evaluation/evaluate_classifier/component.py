@@ -14,8 +14,12 @@ def evaluate_classifier(
     report: dsl.Output[dsl.Markdown],
     split: str = "test",
     min_accuracy: float = 0.9,
+    baseline_model_uri: str = "",
 ) -> bool:
-    """Score `model` on `split` of `dataset`; returns whether its accuracy reaches `min_accuracy`.
+    """Score `model` on `split` of `dataset`; returns whether it passes the quality gate.
+
+    It passes when its accuracy reaches `min_accuracy` and, if `baseline_model_uri` is given, is not
+    worse than the baseline model's accuracy on the same split.
 
     The single boolean output drives the pipeline's quality gate (a dsl.If on it), and the scores go
     to the Metrics, ClassificationMetrics and Markdown artifacts shown in the Kubeflow UI.
@@ -27,12 +31,13 @@ def evaluate_classifier(
         classification_metrics: The confusion matrix, shown in the UI.
         report: A Markdown report with per-class scores.
         split: Split to evaluate on.
-        min_accuracy: Accuracy needed for `passed`.
+        min_accuracy: Accuracy needed to pass.
+        baseline_model_uri: URI of the model in production (optional); the new one must not be worse.
     """
     import logging
 
     from kftrain.evaluate import evaluate_classifier as evaluate
-    from kftrain.evaluate import markdown_report
+    from kftrain.evaluate import markdown_report, quality_gate
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     result = evaluate(model.uri, dataset.uri, split)
@@ -42,8 +47,11 @@ def evaluate_classifier(
     classification_metrics.log_confusion_matrix([str(c) for c in result.classes], result.confusion)
     with open(report.path, "w") as handle:
         handle.write(markdown_report(result, title=f"Evaluation on the {split} split"))
-    passed = result.accuracy >= min_accuracy
-    print(
-        f"accuracy {result.accuracy:.4f} {'>=' if passed else '<'} {min_accuracy}: {'passed' if passed else 'FAILED'}"
-    )
-    return passed
+    baseline = evaluate(baseline_model_uri, dataset.uri, split) if baseline_model_uri else None
+    if baseline is not None:
+        metrics.log_metric("baseline_accuracy", round(baseline.accuracy, 6))
+    decision = quality_gate(result, min_accuracy, baseline)
+    with open(report.path, "a") as handle:
+        handle.write(f"\n**Quality gate: {'passed' if decision.passed else 'failed'}** ({decision.reason})\n")
+    print(f"quality gate {'passed' if decision.passed else 'FAILED'}: {decision.reason}")
+    return decision.passed

@@ -38,6 +38,7 @@ def horovod_digits(
     learning_rate: float = 0.05,
     checkpoint_every_steps: int = 0,
     min_accuracy: float = 0.9,
+    baseline_model_uri: str = "",
     api_version: str = "kubeflow.org/v2beta1",
     backend: str = "auto",
     timeout_seconds: int = 3600,
@@ -52,6 +53,7 @@ def horovod_digits(
         learning_rate: Base learning rate (scaled by the number of ranks).
         checkpoint_every_steps: Also checkpoint every N steps (0: once per epoch only).
         min_accuracy: Test accuracy the model needs to be exported.
+        baseline_model_uri: URI of the model in production (optional): export only if not worse on the test split.
         api_version: MPIJob version: kubeflow.org/v2beta1 (mpi-operator) or kubeflow.org/v1 (training-operator).
         backend: Where the MPIJob runs: auto, local or kubernetes.
         timeout_seconds: Fail and delete the training job after this long.
@@ -83,7 +85,10 @@ def horovod_digits(
     )
     train.set_caching_options(False)  # a training job is never replayed from cache
     evaluation = evaluate_classifier(
-        model=train.outputs["model"], dataset=prep.outputs["dataset"], min_accuracy=min_accuracy
+        model=train.outputs["model"],
+        dataset=prep.outputs["dataset"],
+        min_accuracy=min_accuracy,
+        baseline_model_uri=baseline_model_uri,
     )
     with dsl.If(evaluation.outputs["Output"] == True, name="accuracy-gate"):  # noqa: E712 (a KFP condition)
         export = export_model(model=train.outputs["model"], dataset=prep.outputs["dataset"])

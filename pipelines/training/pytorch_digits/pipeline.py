@@ -22,6 +22,7 @@ def pytorch_digits(
     batch_size: int = 32,
     learning_rate: float = 0.05,
     min_accuracy: float = 0.9,
+    baseline_model_uri: str = "",
     backend: str = "auto",
     timeout_seconds: int = 3600,
 ):
@@ -35,6 +36,7 @@ def pytorch_digits(
         batch_size: Per-process batch size.
         learning_rate: Base learning rate (scaled by the number of processes).
         min_accuracy: Test accuracy the model needs to be exported.
+        baseline_model_uri: URI of the model in production (optional): export only if not worse on the test split.
         backend: Where the PyTorchJob runs: auto, local or kubernetes.
         timeout_seconds: Fail and delete the training job after this long.
     """
@@ -51,7 +53,10 @@ def pytorch_digits(
     )
     train.set_caching_options(False)  # a training job is never replayed from cache
     evaluation = evaluate_classifier(
-        model=train.outputs["model"], dataset=prep.outputs["dataset"], min_accuracy=min_accuracy
+        model=train.outputs["model"],
+        dataset=prep.outputs["dataset"],
+        min_accuracy=min_accuracy,
+        baseline_model_uri=baseline_model_uri,
     )
     with dsl.If(evaluation.outputs["Output"] == True, name="accuracy-gate"):  # noqa: E712 (a KFP condition)
         export = export_model(model=train.outputs["model"], dataset=prep.outputs["dataset"])

@@ -23,6 +23,7 @@ def tf_digits(
     learning_rate: float = 0.003,
     checkpoint_every_steps: int = 50,
     min_accuracy: float = 0.9,
+    baseline_model_uri: str = "",
     backend: str = "auto",
     timeout_seconds: int = 3600,
 ):
@@ -37,6 +38,7 @@ def tf_digits(
         learning_rate: Adam learning rate.
         checkpoint_every_steps: Checkpoint (BackupAndRestore) every this many steps; a restarted job resumes.
         min_accuracy: Test accuracy the model needs to be exported.
+        baseline_model_uri: URI of the model in production (optional): export only if not worse on the test split.
         backend: Where the TFJob runs: auto, local or kubernetes.
         timeout_seconds: Fail and delete the training job after this long.
     """
@@ -64,7 +66,10 @@ def tf_digits(
     )
     train.set_caching_options(False)  # a training job is never replayed from cache
     evaluation = evaluate_classifier(
-        model=train.outputs["model"], dataset=prep.outputs["dataset"], min_accuracy=min_accuracy
+        model=train.outputs["model"],
+        dataset=prep.outputs["dataset"],
+        min_accuracy=min_accuracy,
+        baseline_model_uri=baseline_model_uri,
     )
     with dsl.If(evaluation.outputs["Output"] == True, name="accuracy-gate"):  # noqa: E712 (a KFP condition)
         export = export_model(model=train.outputs["model"], dataset=prep.outputs["dataset"])
