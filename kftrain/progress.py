@@ -71,6 +71,10 @@ class Progress:
         if finished or now - self.last_report >= self.every_seconds:
             self._report(now)
 
+    def __call__(self, n: int) -> None:
+        """A Progress is also a byte-count callback, as ``kftrain.storage`` transfers take."""
+        self.update(n)
+
     def close(self) -> None:
         """Report the final count unless the last line already showed it."""
         if self.reported_done != self.done:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ import pyarrow.parquet as pq
 
 from kftrain import storage
 from kftrain.errors import KftrainError
+from kftrain.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +177,8 @@ def prepare_dataset(
     classes = sorted(int(c) for c in np.unique(y))
     shards: dict[str, list[str]] = {}
     rows: dict[str, int] = {}
-    with storage.ArtifactWriter(output_uri) as writer:
+    progress = Progress(total=len(table), label=f"prep {output_uri}: rows written", stream=sys.stdout)
+    with storage.ArtifactWriter(output_uri) as writer, progress:
         for split in SPLITS:
             idx = parts[split]
             count = train_shards if split == "train" else 1
@@ -185,6 +188,7 @@ def prepare_dataset(
                 rel = f"{split}/part-{shard:05d}-of-{count:05d}.parquet"
                 start = int(bounds[0]) if len(bounds) else 0
                 _write_parquet(writer, rel, rows_of_split.slice(start, len(bounds)))
+                progress.update(len(bounds))
                 shards[split].append(rel)
             rows[split] = len(idx)
             log.info("wrote %s: %d rows in %d shard(s)", split, len(idx), count)
