@@ -14,16 +14,17 @@ import json
 import logging
 import os
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from kftrain import __version__
 from kftrain.backends import LocalOptions, make_backend, resolve_backend_name
 from kftrain.backends.base import JobHandle, JobResult
-from kftrain.backends.k8s_support import job_name_for, label_value  # noqa: F401 (label_value: for the components)
-from kftrain.errors import JobFailedError, JobSpecError
+from kftrain.backends.k8s_support import job_name_for, label_value
+from kftrain.errors import JobFailedError, JobSpecError, KftrainError
 from kftrain.job import (
     CleanPodPolicy,
     EnvVar,
@@ -88,6 +89,7 @@ class LaunchInputs:
     spec: JobSpec = field(default_factory=JobSpec)
     labels: Mapping[str, str] = field(default_factory=dict)
     namespace: str | None = None
+    api_version: str | None = None  # None: the kind's default (MPIJob: mpi-operator's v2beta1)
 
 
 def command_line_value(value: object) -> str:
@@ -138,6 +140,7 @@ def job_from_inputs(inputs: LaunchInputs) -> TrainingJob:
         spec=spec,
         labels={"app.kubernetes.io/managed-by": "kftrain", "kftrain.io/version": __version__, **inputs.labels},
         namespace=inputs.namespace,
+        api_version=inputs.api_version,
     )
 
 
@@ -239,3 +242,78 @@ def resources_of(cpu: str = "", memory: str = "", gpus: int = 0) -> dict[str, An
     if not limits:
         return None
     return {"limits": limits, **({"requests": requests} if requests else {})}
+
+
+def launch_component(
+    *,
+    kind: JobKind,
+    run_id: str,
+    task_id: str,
+    image: str,
+    default_image: str,
+    command: Sequence[Any],
+    args: Sequence[Any],
+    trainer_args: Sequence[Any],
+    workers: int,
+    restart_policy: str,
+    backoff_limit: int,
+    active_deadline_seconds: int,
+    clean_pod_policy: str,
+    env: Mapping[str, str],
+    cpu: str,
+    memory: str,
+    gpus: int,
+    manifest: str,
+    dataset_uri: str,
+    model_uri: str,
+    checkpoint_uri: str,
+    backend: str,
+    timeout_seconds: int,
+    identity_path: str,
+    replicas: Mapping[str, int] | None = None,
+    spec: JobSpec | None = None,
+    api_version: str | None = None,
+) -> tuple[LaunchInputs, JobResult]:
+    """The body every launch component shares: typed inputs -> job -> run; a user error or a failed
+    job ends the step with a clear message and the job's exit code.
+    """
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    try:
+        inputs = LaunchInputs(
+            kind=kind,
+            name=job_name(kind.value.lower(), run_id, task_id),
+            image=image or default_image,
+            command=command,
+            args=[*args, *trainer_args],
+            workers=workers,
+            replicas=dict(replicas or {}),
+            restart_policy=restart_policy,
+            backoff_limit=backoff_limit,
+            active_deadline_seconds=active_deadline_seconds,
+            clean_pod_policy=clean_pod_policy,
+            env=env,
+            resources=resources_of(cpu, memory, gpus),
+            spec=spec or JobSpec(),
+            labels={RUN_LABEL: label_value(run_id), TASK_LABEL: label_value(task_id)},
+            api_version=api_version,
+        )
+        result = launch_step(
+            kind=kind.value,
+            inputs=inputs,
+            manifest=manifest,
+            dataset_uri=dataset_uri,
+            model_uri=model_uri,
+            checkpoint_uri=checkpoint_uri,
+            backend=backend,
+            timeout_seconds=timeout_seconds,
+            identity_path=identity_path,
+        )
+    except (KftrainError, ValueError) as exc:
+        fail_step(str(exc), getattr(exc, "exit_code", 1))
+    return inputs, result
+
+
+def fail_step(message: str, exit_code: int = 1) -> NoReturn:
+    """End a pipeline step: the message in its log, the exit code as its status."""
+    print(f"ERROR: {message}", file=sys.stderr)
+    raise SystemExit(exit_code)

@@ -84,17 +84,14 @@ def mpijob_launch(
         backend: auto (kubernetes in a pod, else local), local or kubernetes.
         timeout_seconds: Fail and delete the job after this many seconds (0: no limit).
     """
-    import logging
-    import sys
-
     from kftrain import images
-    from kftrain.errors import JobSpecError, KftrainError
-    from kftrain.job import JobKind, JobSpec, render_yaml, validate_job
+    from kftrain.errors import KftrainError
+    from kftrain.job import JobKind, JobSpec
     from kftrain.job.kinds import kind_spec
     from kftrain.job.model import LauncherCreationPolicy, MPIImplementation
-    from kftrain.launch import LaunchInputs, job_from_inputs, job_name, label_value, launch_step, resources_of
+    from kftrain.launch import fail_step, launch_component
+    from kftrain.predictors import model_info
 
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     try:
         kspec = kind_spec(JobKind.MPIJOB, api_version)  # rejects a version no operator serves
         v2_only = {
@@ -103,63 +100,28 @@ def mpijob_launch(
             "ssh_auth_mount_path": ssh_auth_mount_path,
             "mpi_implementation": mpi_implementation,
         }
-        if kspec.version == "v1":
-            given = [name for name, value in v2_only.items() if value]
-            if given:
-                raise JobSpecError(given[0], f"not a field of MPIJob {api_version} (only kubeflow.org/v2beta1 has it)")
-            spec = JobSpec(slots_per_worker=slots_per_worker)
-        else:
-            spec = JobSpec(
-                slots_per_worker=slots_per_worker,
-                launcher_creation_policy=LauncherCreationPolicy(launcher_creation_policy)
-                if launcher_creation_policy
-                else None,
-                run_launcher_as_worker=True if run_launcher_as_worker else None,
-                ssh_auth_mount_path=ssh_auth_mount_path or None,
-                mpi_implementation=MPIImplementation(mpi_implementation) if mpi_implementation else None,
-            )
-        inputs = LaunchInputs(
-            kind=JobKind.MPIJOB,
-            name=job_name("mpijob", run_id, task_id),
-            image=image or images.image(images.HOROVOD),
-            command=command,
-            args=[*args, *trainer_args],
-            workers=workers,
-            restart_policy=restart_policy,
-            backoff_limit=backoff_limit,
-            active_deadline_seconds=active_deadline_seconds,
-            clean_pod_policy=clean_pod_policy,
-            env=env,
-            resources=resources_of(cpu, memory, gpus),
-            spec=spec,
-            labels={"kftrain.io/run-id": label_value(run_id), "kftrain.io/task-id": label_value(task_id)},
-        )
-        if kspec.version == "v1" and not manifest.strip():
-            # The typed inputs build the default (v2beta1) MPIJob; the v1 one differs only in its apiVersion and
-            # in the container name training-operator looks for ("mpi"), and goes to launch_step as a manifest.
-            built = job_from_inputs(inputs)
-            built.api_version = kspec.api_version
-            for replica in built.replica_specs.values():
-                for container in replica.template.spec.containers:
-                    container.name = kspec.default_container or container.name
-            validate_job(built)
-            manifest = render_yaml(built)
-        result = launch_step(
-            kind="MPIJob",
-            inputs=inputs,
-            manifest=manifest,
-            dataset_uri=dataset.uri,
-            model_uri=model.uri,
-            checkpoint_uri=checkpoint_uri,
-            backend=backend,
-            timeout_seconds=timeout_seconds,
-            identity_path=job,
+        given = [name for name, value in v2_only.items() if value]
+        if kspec.version == "v1" and given:
+            raise KftrainError(f"{given[0]}: not a field of MPIJob {api_version} (only kubeflow.org/v2beta1 has it)")
+        spec = JobSpec(
+            slots_per_worker=slots_per_worker,
+            launcher_creation_policy=LauncherCreationPolicy(launcher_creation_policy)
+            if launcher_creation_policy
+            else None,
+            run_launcher_as_worker=True if run_launcher_as_worker else None,
+            ssh_auth_mount_path=ssh_auth_mount_path or None,
+            mpi_implementation=MPIImplementation(mpi_implementation) if mpi_implementation else None,
         )
     except (KftrainError, ValueError) as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        raise SystemExit(getattr(exc, "exit_code", 1)) from None
-    from kftrain.predictors import model_info
-
+        fail_step(str(exc))
+    inputs, result = launch_component(
+        kind=JobKind.MPIJOB, run_id=run_id, task_id=task_id, image=image, default_image=images.image(images.HOROVOD),
+        command=command, args=args, trainer_args=trainer_args, workers=workers, restart_policy=restart_policy,
+        backoff_limit=backoff_limit, active_deadline_seconds=active_deadline_seconds, clean_pod_policy=clean_pod_policy,
+        env=env, cpu=cpu, memory=memory, gpus=gpus, manifest=manifest, dataset_uri=dataset.uri, model_uri=model.uri,
+        checkpoint_uri=checkpoint_uri, backend=backend, timeout_seconds=timeout_seconds, identity_path=job,
+        spec=spec, api_version=kspec.api_version,
+    )  # fmt: skip
     try:
         framework = str(model_info(model.uri).get("framework", ""))  # what the trainer wrote in model.json
     except KftrainError:

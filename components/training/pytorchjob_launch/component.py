@@ -65,44 +65,17 @@ def pytorchjob_launch(
         backend: auto (kubernetes in a pod, else local), local or kubernetes.
         timeout_seconds: Fail and delete the job after this many seconds (0: no limit).
     """
-    import logging
-    import sys
-
     from kftrain import images
-    from kftrain.errors import KftrainError
     from kftrain.job import JobKind, JobSpec
-    from kftrain.launch import LaunchInputs, job_name, label_value, launch_step, resources_of
+    from kftrain.launch import launch_component
 
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    inputs = LaunchInputs(
-        kind=JobKind.PYTORCHJOB,
-        name=job_name("pytorchjob", run_id, task_id),
-        image=image or images.image(images.PYTORCH),
-        command=command,
-        args=[*args, *trainer_args],
-        workers=workers,
-        restart_policy=restart_policy,
-        backoff_limit=backoff_limit,
-        active_deadline_seconds=active_deadline_seconds,
-        clean_pod_policy=clean_pod_policy,
-        env=env,
-        resources=resources_of(cpu, memory, gpus),
+    inputs, result = launch_component(
+        kind=JobKind.PYTORCHJOB, run_id=run_id, task_id=task_id, image=image,
+        default_image=images.image(images.PYTORCH),
+        command=command, args=args, trainer_args=trainer_args, workers=workers, restart_policy=restart_policy,
+        backoff_limit=backoff_limit, active_deadline_seconds=active_deadline_seconds, clean_pod_policy=clean_pod_policy,
+        env=env, cpu=cpu, memory=memory, gpus=gpus, manifest=manifest, dataset_uri=dataset.uri, model_uri=model.uri,
+        checkpoint_uri=checkpoint_uri, backend=backend, timeout_seconds=timeout_seconds, identity_path=job,
         spec=JobSpec(nproc_per_node=nproc_per_node),
-        labels={"kftrain.io/run-id": label_value(run_id), "kftrain.io/task-id": label_value(task_id)},
-    )
-    try:
-        result = launch_step(
-            kind="PyTorchJob",
-            inputs=inputs,
-            manifest=manifest,
-            dataset_uri=dataset.uri,
-            model_uri=model.uri,
-            checkpoint_uri=checkpoint_uri,
-            backend=backend,
-            timeout_seconds=timeout_seconds,
-            identity_path=job,
-        )
-    except KftrainError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        raise SystemExit(getattr(exc, "exit_code", 1)) from None
+    )  # fmt: skip
     model.metadata.update({"framework": "pytorch", "job": inputs.name, "duration_s": round(result.duration_s, 1)})

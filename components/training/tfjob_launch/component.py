@@ -73,51 +73,23 @@ def tfjob_launch(
         backend: auto (kubernetes in a pod, else local), local or kubernetes.
         timeout_seconds: Fail and delete the job after this many seconds (0: no limit).
     """
-    import logging
-    import sys
-
     from kftrain import images
-    from kftrain.errors import JobSpecError, KftrainError
     from kftrain.job import JobKind
-    from kftrain.launch import LaunchInputs, job_name, label_value, launch_step, resources_of
+    from kftrain.launch import fail_step, launch_component
 
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    try:
-        for field, value in (("chief", chief), ("evaluator", evaluator)):
-            if value not in (0, 1):
-                raise JobSpecError(field, f"must be 0 or 1, got {value}")
-        if ps < 0 or workers < 0:
-            raise JobSpecError("workers" if workers < 0 else "ps", "must be >= 0")
-        if ps and not chief:
-            raise JobSpecError("chief", "ParameterServerStrategy needs a chief (the coordinator) when ps > 0")
-        inputs = LaunchInputs(
-            kind=JobKind.TFJOB,
-            name=job_name("tfjob", run_id, task_id),
-            image=image or images.image(images.TENSORFLOW),
-            command=command,
-            args=[*args, *trainer_args],
-            workers=workers,
-            replicas={"Chief": chief, "PS": ps, "Evaluator": evaluator},
-            restart_policy=restart_policy,
-            backoff_limit=backoff_limit,
-            active_deadline_seconds=active_deadline_seconds,
-            clean_pod_policy=clean_pod_policy,
-            env=env,
-            resources=resources_of(cpu, memory, gpus),
-            labels={"kftrain.io/run-id": label_value(run_id), "kftrain.io/task-id": label_value(task_id)},
-        )
-        result = launch_step(
-            kind="TFJob",
-            inputs=inputs,
-            manifest=manifest,
-            dataset_uri=dataset.uri,
-            model_uri=model.uri,
-            checkpoint_uri=checkpoint_uri,
-            backend=backend,
-            timeout_seconds=timeout_seconds,
-            identity_path=job,
-        )
-    except KftrainError as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
-        raise SystemExit(getattr(exc, "exit_code", 1)) from None
+    for name, value in (("chief", chief), ("evaluator", evaluator)):
+        if value not in (0, 1):
+            fail_step(f"{name}: must be 0 or 1, got {value}")
+    if ps < 0 or workers < 0:
+        fail_step(f"{'workers' if workers < 0 else 'ps'}: must be >= 0")
+    if ps and not chief:
+        fail_step("chief: ParameterServerStrategy needs a chief (the coordinator) when ps > 0")
+    inputs, result = launch_component(
+        kind=JobKind.TFJOB, run_id=run_id, task_id=task_id, image=image, default_image=images.image(images.TENSORFLOW),
+        command=command, args=args, trainer_args=trainer_args, workers=workers, restart_policy=restart_policy,
+        backoff_limit=backoff_limit, active_deadline_seconds=active_deadline_seconds, clean_pod_policy=clean_pod_policy,
+        env=env, cpu=cpu, memory=memory, gpus=gpus, manifest=manifest, dataset_uri=dataset.uri, model_uri=model.uri,
+        checkpoint_uri=checkpoint_uri, backend=backend, timeout_seconds=timeout_seconds, identity_path=job,
+        replicas={"Chief": chief, "PS": ps, "Evaluator": evaluator},
+    )  # fmt: skip
     model.metadata.update({"framework": "tensorflow", "job": inputs.name, "duration_s": round(result.duration_s, 1)})

@@ -3,10 +3,9 @@
 from kfp import dsl
 
 from kftrain_components.data.prepare_dataset.component import prepare_dataset
-from kftrain_components.evaluation.evaluate_classifier.component import evaluate_classifier
-from kftrain_components.export.export_model.component import export_model
 from kftrain_components.images import HOROVOD_IMAGE
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
+from kftrain_pipelines.stages import evaluate_gate_and_export
 
 # The Launcher's program: one rank per slot of the 2 workers x 1 slot the MPIJob declares.
 WORKERS = 2
@@ -83,13 +82,4 @@ def horovod_digits(
         backend=backend,
         timeout_seconds=timeout_seconds,
     )
-    train.set_caching_options(False)  # a training job is never replayed from cache
-    evaluation = evaluate_classifier(
-        model=train.outputs["model"],
-        dataset=prep.outputs["dataset"],
-        min_accuracy=min_accuracy,
-        baseline_model_uri=baseline_model_uri,
-    )
-    with dsl.If(evaluation.outputs["Output"] == True, name="accuracy-gate"):  # noqa: E712 (a KFP condition)
-        export = export_model(model=train.outputs["model"], dataset=prep.outputs["dataset"])
-        export.set_caching_options(False)
+    evaluate_gate_and_export(train, prep, min_accuracy, baseline_model_uri)
