@@ -10,6 +10,7 @@ PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut -c1-12)
 
 PIPELINE ?= pytorch-digits
+STORAGE ?= local
 PARAMS ?=
 RUN_ROOT ?= runs
 PYTEST_ARGS ?=
@@ -29,8 +30,8 @@ $(STAMP): pyproject.toml constraints.txt scripts/install_mpi.sh scripts/build_ho
 	VENV=$(VENV) ./scripts/build_horovod.sh
 	@rm -f $(VENV)/.installed-* && touch $@
 
-run: install ## run the full PyTorch pipeline locally (PIPELINE=..., PARAMS='--param epochs=5')
-	$(VENV)/bin/kftrain run $(PIPELINE) --pipeline-root $(RUN_ROOT) $(PARAMS)
+run: install ## run the full PyTorch pipeline locally (PIPELINE=..., PARAMS='--param epochs=5', STORAGE=s3)
+	$(VENV)/bin/kftrain run $(PIPELINE) --pipeline-root $(RUN_ROOT) --storage $(STORAGE) $(PARAMS)
 
 test: install lint check-compiled ## lint, check the compiled YAML, and run every test (slow ones too)
 	$(PY) -m pytest $(PYTEST_ARGS)

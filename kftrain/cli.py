@@ -71,7 +71,20 @@ def _run(args: argparse.Namespace) -> int:
     from kftrain.local_run import run_locally
 
     params = dict(_parse_param(p) for p in args.param or [])
-    run = run_locally(args.pipeline, params, args.pipeline_root)
+    if args.storage == "s3":
+        from kftrain import storage
+        from kftrain.local_s3 import BUCKET, environment, local_s3
+
+        with local_s3() as s3_env, environment({**s3_env, storage.ARTIFACT_ROOT_ENV: f"s3://{BUCKET}/runs"}):
+            run = run_locally(args.pipeline, params, args.pipeline_root)
+            print(f"\n[kftrain] artifacts on s3://{BUCKET}/runs (local S3 server {s3_env['AWS_ENDPOINT_URL']}):")
+            fs, path = storage.filesystem(f"s3://{BUCKET}/runs")
+            for entry in sorted(fs.find(path)):
+                if entry.endswith(storage.COMPLETE_MARKER):
+                    print(f"  s3://{entry.rsplit('/', 1)[0]}")
+        print("[kftrain] the local S3 server has stopped; its objects were in memory")
+    else:
+        run = run_locally(args.pipeline, params, args.pipeline_root)
     print(f"\n[kftrain] pipeline {run.pipeline} succeeded in {run.seconds:.1f}s")
     print(f"[kftrain] outputs under {run.pipeline_root}:")
     newest = max((p for p in run.pipeline_root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
@@ -144,6 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("pipeline", nargs="?", default="pytorch-digits")
     run.add_argument("--param", action="append", metavar="NAME=VALUE", help="pipeline parameter (JSON or text)")
     run.add_argument("--pipeline-root", default="runs", help="where the local run's artifacts go")
+    run.add_argument(
+        "--storage",
+        choices=["local", "s3"],
+        default="local",
+        help="s3: start a local S3 server and keep every dataset/model artifact on s3://",
+    )
     run.set_defaults(func=_run)
 
     comp = sub.add_parser("compile", help="compile pipelines and components to their committed YAML")

@@ -738,3 +738,21 @@ def local_path(uri: str) -> Path:
     if scheme != "file":
         raise StorageError(f"{uri}: not a local path")
     return Path(path)
+
+
+ARTIFACT_ROOT_ENV = "KFTRAIN_ARTIFACT_ROOT"
+
+
+def output_uri(kfp_uri: str) -> str:
+    """Where a step writes an output artifact KFP placed at ``kfp_uri``.
+
+    KFP's local runner only takes a local pipeline root. With ``KFTRAIN_ARTIFACT_ROOT`` set (for
+    example ``s3://bucket/runs``), an output KFP put on a local path goes under that root instead,
+    keeping its ``<run>/<task>/<output>`` suffix; the step then reports the new URI to KFP, so
+    every later step reads it from there. URIs KFP already put in object storage are kept.
+    """
+    root = os.environ.get(ARTIFACT_ROOT_ENV, "").strip()
+    scheme, path = _split(kfp_uri)
+    if not root or scheme != "file":
+        return kfp_uri
+    return join(root, *Path(path).parts[-3:])

@@ -14,7 +14,7 @@ import torch.distributed as dist
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=12)
 parser.add_argument("--warmup", type=int, default=3)
-parser.add_argument("--batch", type=int, default=256)
+parser.add_argument("--batch", type=int, default=1024)
 parser.add_argument("--width", type=int, default=2048)
 args = parser.parse_args()
 

@@ -210,15 +210,21 @@ def prepare_dataset(
 
 
 def _write_parquet(writer: storage.ArtifactWriter, rel: str, table: pa.Table) -> None:
+    """One Parquet shard, zstd; only the label is dictionary-encoded.
+
+    Continuous features gain nothing from a dictionary, and building one costs most of the write
+    time: in a shard too small for the writer to give up on it (< ~260k distinct floats per column
+    chunk) every value gets hashed. Measured on 1M rows x 64 float32: 4.3 s with, 0.5 s without.
+    """
     target = writer.path_for(rel)
     if "://" not in target:
         # Arrow writes a local path natively, about twice as fast as through a Python file object.
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        pq.write_table(table, target, compression="zstd")
+        pq.write_table(table, target, compression="zstd", use_dictionary=[LABEL])
         writer.record(rel)
         return
     with writer.open(rel) as handle:
-        pq.write_table(table, handle, compression="zstd")
+        pq.write_table(table, handle, compression="zstd", use_dictionary=[LABEL])
 
 
 def read_info(dataset_uri: str) -> DatasetInfo:

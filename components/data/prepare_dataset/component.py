@@ -29,8 +29,10 @@ def prepare_dataset(
     import logging
 
     from kftrain.data.prep import prepare_dataset as prepare
+    from kftrain.storage import output_uri
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    dataset.uri = output_uri(dataset.uri)  # object storage when KFTRAIN_ARTIFACT_ROOT is set
     info = prepare(
         dataset.uri,
         source=source,

@@ -25,7 +25,9 @@ def export_model(
     import logging
 
     from kftrain.export import export_model as export
+    from kftrain.storage import output_uri
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    exported.uri = output_uri(exported.uri)  # object storage when KFTRAIN_ARTIFACT_ROOT is set
     result = export(model.uri, dataset.uri, exported.uri, model_name=model_name, formats=tuple(formats) or None)
     exported.metadata.update(result.to_metadata())

@@ -91,6 +91,7 @@ def mpijob_launch(
     from kftrain.job.model import LauncherCreationPolicy, MPIImplementation
     from kftrain.launch import fail_step, launch_component
     from kftrain.predictors import model_info
+    from kftrain.storage import output_uri
 
     try:
         kspec = kind_spec(JobKind.MPIJOB, api_version)  # rejects a version no operator serves
@@ -114,6 +115,7 @@ def mpijob_launch(
         )
     except (KftrainError, ValueError) as exc:
         fail_step(str(exc))
+    model.uri = output_uri(model.uri)  # object storage when KFTRAIN_ARTIFACT_ROOT is set
     inputs, result = launch_component(
         kind=JobKind.MPIJOB, run_id=run_id, task_id=task_id, image=image, default_image=images.image(images.HOROVOD),
         command=command, args=args, trainer_args=trainer_args, workers=workers, restart_policy=restart_policy,

@@ -68,7 +68,9 @@ def pytorchjob_launch(
     from kftrain import images
     from kftrain.job import JobKind, JobSpec
     from kftrain.launch import launch_component
+    from kftrain.storage import output_uri
 
+    model.uri = output_uri(model.uri)  # object storage when KFTRAIN_ARTIFACT_ROOT is set
     inputs, result = launch_component(
         kind=JobKind.PYTORCHJOB, run_id=run_id, task_id=task_id, image=image,
         default_image=images.image(images.PYTORCH),

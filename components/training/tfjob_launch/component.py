@@ -76,6 +76,7 @@ def tfjob_launch(
     from kftrain import images
     from kftrain.job import JobKind
     from kftrain.launch import fail_step, launch_component
+    from kftrain.storage import output_uri
 
     for name, value in (("chief", chief), ("evaluator", evaluator)):
         if value not in (0, 1):
@@ -84,6 +85,7 @@ def tfjob_launch(
         fail_step(f"{'workers' if workers < 0 else 'ps'}: must be >= 0")
     if ps and not chief:
         fail_step("chief: ParameterServerStrategy needs a chief (the coordinator) when ps > 0")
+    model.uri = output_uri(model.uri)  # object storage when KFTRAIN_ARTIFACT_ROOT is set
     inputs, result = launch_component(
         kind=JobKind.TFJOB, run_id=run_id, task_id=task_id, image=image, default_image=images.image(images.TENSORFLOW),
         command=command, args=args, trainer_args=trainer_args, workers=workers, restart_policy=restart_policy,
