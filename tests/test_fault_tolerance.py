@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import shutil
 import sys
 import threading
 import time
@@ -161,3 +162,35 @@ def test_elastic_job_survives_a_lost_worker_and_admits_a_new_one(dataset, tmp_pa
         backend.cancel(handle)
     summary = results[0].describe() if results else "no result"
     assert results and results[0].succeeded, summary + out.getvalue()[-3000:]
+
+
+def test_killed_horovod_rank_restarts_the_mpijob_which_resumes(dataset, tmp_path):
+    """MPIJob: a rank dies, mpirun takes the launcher down, OnFailure restarts it, training resumes."""
+    pytest.importorskip("horovod.torch")
+    if not Path(sys.executable).with_name("mpirun").exists() and not shutil.which("mpirun"):
+        pytest.skip("mpirun missing (scripts/install_mpi.sh)")
+    command = ["mpirun", "-n", "2", "python", "-m", "kftrain.trainers.horovod_torch"]
+    args = [*trainer_args(dataset, tmp_path, epochs=6), "--seed", "1"]
+    fault = {"KFTRAIN_FAULT_AT_STEP": "45", "KFTRAIN_FAULT_RANK": "1", "KFTRAIN_FAULT_MARKER": str(tmp_path / "m")}
+    launcher = _replica(command, args, fault, "OnFailure")
+    launcher["template"]["spec"]["containers"][0]["name"] = "mpi"
+    worker = {"replicas": 2, "template": {"spec": {"containers": [{"name": "mpi", "image": "unused-locally"}]}}}
+    job = load_manifest(
+        {
+            "apiVersion": "kubeflow.org/v2beta1",
+            "kind": "MPIJob",
+            "metadata": {"name": "hvd-crash"},
+            "spec": {
+                "slotsPerWorker": 1,
+                "runPolicy": {"backoffLimit": 3},
+                "mpiReplicaSpecs": {"Launcher": launcher, "Worker": worker},
+            },
+        }
+    )
+    result, log = run(job)
+    assert result.succeeded, result.describe() + log[-3000:]
+    assert (tmp_path / "m").read_text() == "killed at step 45\n"
+    assert "launcher-0 exited with code" in log and "restart 1/3" in log, log[-3000:]
+    resumed = [int(s) for s in re.findall(r"resumed from checkpoint \S+ at step (\d+)", log)]
+    assert resumed and all(40 <= s < 45 for s in resumed), resumed  # checkpoints every 20 steps
+    assert evaluate_classifier(str(tmp_path / "model"), dataset).accuracy >= 0.90

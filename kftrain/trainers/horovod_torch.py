@@ -126,6 +126,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
             dopt.step()
             step += 1
             batches += 1
+            checkpoint.maybe_inject_fault(step, rank)
             total += float(loss.detach())
             if args.checkpoint_dir and rank == 0 and policy.due(step):
                 # A mid-epoch checkpoint resumes at the start of this epoch.
