@@ -15,6 +15,7 @@ import pytest
 from kftrain.backends import LocalBackend, LocalOptions
 from kftrain.data.prep import prepare_dataset
 from kftrain.evaluate import evaluate_classifier
+from kftrain.export import export_model
 from kftrain.job import load_manifest
 
 pytestmark = pytest.mark.slow
@@ -95,6 +96,9 @@ def test_killed_worker_restarts_and_resumes_from_the_last_checkpoint(dataset, tm
     accuracy = evaluate_classifier(str(crash_dir / "model"), dataset).accuracy
     expected = evaluate_classifier(str(baseline_dir / "model"), dataset).accuracy
     assert abs(accuracy - expected) <= 0.02, (accuracy, expected)
+    # The resumed model goes through the same export (reloaded and compared) as any other.
+    report = export_model(str(crash_dir / "model"), dataset, str(crash_dir / "export"))
+    assert [e.format for e in report.exports] == ["torchscript", "onnx"]
 
 
 def test_a_crash_loop_ends_as_failed_after_backoff_limit(dataset, tmp_path):
@@ -193,4 +197,32 @@ def test_killed_horovod_rank_restarts_the_mpijob_which_resumes(dataset, tmp_path
     assert "launcher-0 exited with code" in log and "restart 1/3" in log, log[-3000:]
     resumed = [int(s) for s in re.findall(r"resumed from checkpoint \S+ at step (\d+)", log)]
     assert resumed and all(40 <= s < 45 for s in resumed), resumed  # checkpoints every 20 steps
+    assert evaluate_classifier(str(tmp_path / "model"), dataset).accuracy >= 0.90
+
+
+def test_killed_tf_worker_restarts_the_tfjob_which_resumes(dataset, tmp_path):
+    """TFJob (MultiWorkerMirrored): a worker dies, its peer fails on the lost connection, both restart
+    under OnFailure and resume from the BackupAndRestore checkpoint."""
+    pytest.importorskip("tf_keras")
+    command = ["python", "-m", "kftrain.trainers.tf_trainer"]
+    args = ["--dataset", dataset, "--model-dir", str(tmp_path / "model"), "--checkpoint-dir", str(tmp_path / "ckpt"),
+            "--epochs", "6", "--checkpoint-every-steps", "20"]  # fmt: skip
+    fault = {"KFTRAIN_FAULT_AT_STEP": "45", "KFTRAIN_FAULT_RANK": "1", "KFTRAIN_FAULT_MARKER": str(tmp_path / "m")}
+    worker = _replica(command, args, fault, "OnFailure")
+    worker["replicas"] = 2
+    worker["template"]["spec"]["containers"][0]["name"] = "tensorflow"
+    job = load_manifest(
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "TFJob",
+            "metadata": {"name": "tf-crash"},
+            "spec": {"runPolicy": {"backoffLimit": 4}, "tfReplicaSpecs": {"Worker": worker}},
+        }
+    )
+    result, log = run(job)
+    assert result.succeeded, result.describe() + log[-3000:]
+    assert (tmp_path / "m").read_text() == "killed at step 45\n"
+    assert "worker-1 exited with code 137" in log, log[-3000:]
+    resumed = [int(s) for s in re.findall(r"resumed from checkpoint at step (\d+)", log)]
+    assert resumed and all(40 <= s < 45 for s in resumed), resumed
     assert evaluate_classifier(str(tmp_path / "model"), dataset).accuracy >= 0.90

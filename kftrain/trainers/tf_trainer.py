@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from kftrain import storage
+from kftrain import checkpoint, storage
 from kftrain.data.prep import load_split, read_info
 from kftrain.trainers import tf_model_io
 
@@ -205,10 +205,14 @@ class _ResumeLogger:
     """Keras callback (built lazily, Keras is imported late): logs the step training starts from."""
 
     @staticmethod
-    def make(label: str, steps_per_epoch: int) -> Any:
+    def make(label: str, steps_per_epoch: int, rank: int = 0) -> Any:
         import tf_keras as keras
 
         class ResumeLogger(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+                # Fault-injection hook (KFTRAIN_FAULT_AT_STEP): a no-op unless set.
+                checkpoint.maybe_inject_fault(int(self.model.optimizer.iterations.numpy()), rank)
+
             def on_train_begin(self, logs: Any = None) -> None:
                 step = int(self.model.optimizer.iterations.numpy())
                 if step:
@@ -324,7 +328,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
         )
         if ckpt.remote and role.is_chief:
             callbacks.append(_sync_callback(ckpt, every, per_epoch=role.mode == PS))
-    callbacks.append(_ResumeLogger.make(role.label, steps_per_epoch))
+    callbacks.append(_ResumeLogger.make(role.label, steps_per_epoch, role.task_index or 0))
     log.info(
         "%s: %d training rows, %d worker(s), %d epochs x %d steps (checkpoint every %d steps)",
         role.label,
