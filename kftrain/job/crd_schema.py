@@ -44,7 +44,8 @@ class CRDSchemas:
             raise FileNotFoundError(f"CRD folder not found: {folder!s} (set KFTRAIN_CRD_DIR)")
         versions: list[CRDVersion] = []
         for path in sorted(folder.glob("*.yaml")):
-            for doc in yaml.safe_load_all(path.read_text()):
+            # The CRD files are large: libyaml, when PyYAML has it, parses them ten times faster.
+            for doc in yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
                 if not doc or doc.get("kind") != "CustomResourceDefinition":
                     continue
                 spec = doc["spec"]

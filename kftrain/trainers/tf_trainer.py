@@ -205,14 +205,10 @@ class _ResumeLogger:
     """Keras callback (built lazily, Keras is imported late): logs the step training starts from."""
 
     @staticmethod
-    def make(label: str, steps_per_epoch: int, rank: int = 0) -> Any:
+    def make(label: str, steps_per_epoch: int) -> Any:
         import tf_keras as keras
 
         class ResumeLogger(keras.callbacks.Callback):
-            def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-                # Fault-injection hook (KFTRAIN_FAULT_AT_STEP): a no-op unless set.
-                checkpoint.maybe_inject_fault(int(self.model.optimizer.iterations.numpy()), rank)
-
             def on_train_begin(self, logs: Any = None) -> None:
                 step = int(self.model.optimizer.iterations.numpy())
                 if step:
@@ -221,6 +217,17 @@ class _ResumeLogger:
                     log.info("%s: no checkpoint, starting at step 0", label)
 
         return ResumeLogger()
+
+
+def _fault_injector(rank: int) -> Any:
+    """Keras callback for the fault-injection hook (``KFTRAIN_FAULT_AT_STEP``, see kftrain.checkpoint)."""
+    import tf_keras as keras
+
+    class FaultInjector(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            checkpoint.maybe_inject_fault(int(self.model.optimizer.iterations.numpy()), rank)
+
+    return FaultInjector()
 
 
 def _sync_callback(ckpt: CheckpointDir, every: int, per_epoch: bool) -> Any:
@@ -328,7 +335,9 @@ def train(args: argparse.Namespace) -> dict[str, float]:
         )
         if ckpt.remote and role.is_chief:
             callbacks.append(_sync_callback(ckpt, every, per_epoch=role.mode == PS))
-    callbacks.append(_ResumeLogger.make(role.label, steps_per_epoch, role.task_index or 0))
+    callbacks.append(_ResumeLogger.make(role.label, steps_per_epoch))
+    if os.environ.get(checkpoint.FAULT_AT_STEP) and role.mode != PS:  # PS strategy allows no batch callbacks
+        callbacks.append(_fault_injector(role.task_index or 0))
     log.info(
         "%s: %d training rows, %d worker(s), %d epochs x %d steps (checkpoint every %d steps)",
         role.label,

@@ -28,9 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import yaml
-
-from kftrain.job.crd_schema import CRDSchemas, CRDVersion
+from kftrain.job.crd_schema import CRDSchemas
 
 GROUP = "kubeflow.org"
 KINDS = {"tfjobs": "TFJob", "pytorchjobs": "PyTorchJob", "mpijobs": "MPIJob"}
@@ -40,29 +38,8 @@ JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 
 @functools.cache
 def load_crd_schemas(crd_dir: Path) -> CRDSchemas:
-    """The CRDs' served versions, as :meth:`CRDSchemas.from_dir` reads them, parsed once per process.
-
-    The CRD files are large; libyaml parses them ten times faster than the pure-Python loader.
-    """
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    versions: list[CRDVersion] = []
-    for path in sorted(Path(crd_dir).glob("*.yaml")):
-        for doc in yaml.load_all(path.read_text(), Loader=loader):
-            if not doc or doc.get("kind") != "CustomResourceDefinition":
-                continue
-            spec = doc["spec"]
-            for v in spec["versions"]:
-                if v.get("served", True):
-                    versions.append(
-                        CRDVersion(
-                            group=spec["group"],
-                            kind=spec["names"]["kind"],
-                            plural=spec["names"]["plural"],
-                            version=v["name"],
-                            schema=v["schema"]["openAPIV3Schema"],
-                        )
-                    )
-    return CRDSchemas(versions)
+    """The CRDs' served versions, parsed once per process (the files are large)."""
+    return CRDSchemas.from_dir(crd_dir)
 
 
 def now_iso() -> str:
