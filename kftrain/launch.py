@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 from kftrain import __version__
 from kftrain.backends import LocalOptions, make_backend, resolve_backend_name
 from kftrain.backends.base import JobHandle, JobResult
-from kftrain.backends.k8s_support import job_name_for, label_value
+from kftrain.backends.k8s_support import RUN_ID_LABEL, TASK_ID_LABEL, job_name_for, label_value
 from kftrain.errors import JobFailedError, JobSpecError, KftrainError
 from kftrain.job import (
     CleanPodPolicy,
@@ -47,8 +47,6 @@ DATASET_ENV = "KFTRAIN_DATASET_URI"
 MODEL_ENV = "KFTRAIN_MODEL_URI"
 CHECKPOINT_ENV = "KFTRAIN_CHECKPOINT_URI"
 _WHOLE_FLOAT = re.compile(r"^-?\d+\.0$")
-RUN_LABEL = "kftrain.io/run-id"
-TASK_LABEL = "kftrain.io/task-id"
 
 # The replica type the "workers" input fills, and the fixed singletons, per kind.
 REPLICA_LAYOUTS: dict[JobKind, tuple[str, ...]] = {
@@ -294,7 +292,7 @@ def launch_component(
             env=env,
             resources=resources_of(cpu, memory, gpus),
             spec=spec or JobSpec(),
-            labels={RUN_LABEL: label_value(run_id), TASK_LABEL: label_value(task_id)},
+            labels={RUN_ID_LABEL: label_value(run_id), TASK_ID_LABEL: label_value(task_id)},
             api_version=api_version,
         )
         result = launch_step(
