@@ -14,7 +14,9 @@ marker (``_COMPLETE.json``) listing each file with its size and SHA-256. Readers
 :func:`require_complete`, so a writer that died half-way leaves nothing that looks complete.
 
 Bulk transfers (:func:`copy`, :func:`upload`, :func:`download`) stream in :data:`CHUNK`-sized pieces, so
-memory stays flat whatever the size, and hash while they stream. Transient object-store faults are
+memory stays flat whatever the size, and hash while they stream. To and from S3 several parts or ranges
+are in flight at once (:mod:`kftrain.s3_transfer`, ``KFTRAIN_S3_MAX_CONCURRENCY``), while the chunks still
+pass through hashing and progress callbacks in order. Transient object-store faults are
 retried with bounded backoff: every ranged read is retried on its own; a write whose part upload still
 fails after s3fs's/botocore's per-request retries is restarted from the source (the half-written object
 is never visible: S3 multipart uploads only appear on completion, local files are renamed into place).
@@ -41,6 +43,7 @@ from typing import IO, Any, TypeVar
 
 import fsspec
 
+from kftrain import s3_transfer
 from kftrain.errors import KftrainError
 
 log = logging.getLogger(__name__)
@@ -310,17 +313,20 @@ def _bucket_problem(fs: fsspec.AbstractFileSystem, path: str) -> str | None:
     return None
 
 
+def _is_s3(fs: fsspec.AbstractFileSystem) -> bool:
+    protocol = getattr(fs, "protocol", None)
+    return protocol is not None and "s3" in (protocol if isinstance(protocol, tuple | list) else (protocol,))
+
+
 def _storage_error(uri: str, exc: BaseException, fs: fsspec.AbstractFileSystem | None = None) -> StorageError:
     """A StorageError naming ``uri`` and the cause (the S3 error code when there is one)."""
     if isinstance(exc, StorageError):
         return exc
     code = _error_code(exc)
     detail = str(exc) or type(exc).__name__
-    protocol = getattr(fs, "protocol", None)
-    is_s3 = protocol is not None and "s3" in (protocol if isinstance(protocol, tuple | list) else (protocol,))
     if (
-        is_s3
-        and fs is not None
+        fs is not None
+        and _is_s3(fs)
         and isinstance(exc, FileNotFoundError | PermissionError)
         and code in (None, "404", "403")
     ):
@@ -445,20 +451,33 @@ def iter_chunks(uri: str, *, progress: Progress | None = None) -> Iterator[bytes
         return
     with _errors(uri, fs):
         size = int(_retry(f"stat {uri}", lambda: fs.info(path)["size"]))
-    offset = 0
-    while offset < size:
-        end = min(offset + CHUNK, size)
-        start = offset
+    spans = ((start, min(start + CHUNK, size)) for start in range(0, size, CHUNK))
+    # Several ranges are fetched ahead (s3_transfer.ranged_reads); chunks still come out in order, and a
+    # range whose prefetch failed is re-read on its own under the usual retry policy.
+    for (start, end), prefetched in s3_transfer.ranged_reads(fs, path, spans):
         with _errors(uri, fs):
-            # partial binds this chunk's range now; a retry must re-read the same bytes.
-            chunk = _retry(f"read {uri} [{start}:{end}]", partial(fs.cat_file, path, start=start, end=end))
+            chunk = _retry(
+                f"read {uri} [{start}:{end}]",
+                _first_then(prefetched.result, partial(fs.cat_file, path, start=start, end=end)),
+            )
         if len(chunk) != end - start:
             # A short ranged read means the object changed or shrank under us; do not stitch versions.
             raise StorageError(f"{uri}: expected {end - start} bytes at offset {start}, got {len(chunk)}")
-        offset = end
         if progress:
             progress(len(chunk))
         yield chunk
+
+
+def _first_then(first: Callable[[], T], again: Callable[[], T]) -> Callable[[], T]:
+    """An operation for :func:`_retry` whose first attempt is ``first`` and every retry ``again``."""
+    calls = 0
+
+    def attempt() -> T:
+        nonlocal calls
+        calls += 1
+        return first() if calls == 1 else again()
+
+    return attempt
 
 
 def sha256_of(uri: str) -> str:
@@ -488,7 +507,31 @@ def _write_once(chunks: Iterator[bytes], dst_uri: str) -> FileDigest:
                 os.remove(partial)
             raise
         return FileDigest(size, digest.hexdigest())
-    # S3: a multipart upload with CHUNK-sized parts; it becomes an object only on completion (close).
+    if not _is_s3(fs):
+        return _write_with_handle(chunks, fs, path)
+
+    def hashed() -> Iterator[bytes]:
+        nonlocal size
+        for chunk in chunks:
+            digest.update(chunk)
+            size += len(chunk)
+            yield chunk
+
+    # S3: a multipart upload with several parts in flight; it becomes an object only on completion.
+    upload = s3_transfer.MultipartUpload(fs, path, part_size=_part_size())
+    try:
+        upload.run(hashed())
+    except BaseException as exc:
+        if not _unreachable(exc):  # else the abort would only wait through more retries; see _discard
+            upload.abort()
+        raise
+    return FileDigest(size, digest.hexdigest())
+
+
+def _write_with_handle(chunks: Iterator[bytes], fs: fsspec.AbstractFileSystem, path: str) -> FileDigest:
+    """Other object stores (gs://): fsspec's buffered writer, which commits only on a clean close."""
+    digest = hashlib.sha256()
+    size = 0
     handle = fs.open(path, "wb", block_size=_part_size())
     try:
         for chunk in chunks:

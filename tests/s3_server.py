@@ -123,8 +123,9 @@ def boto3_client(endpoint: str, key: str = ACCESS_KEY, secret: str = SECRET_KEY)
 class Fault:
     """Answer the next ``times`` requests matching ``method`` and ``match`` with ``kind`` instead.
 
-    kind: ``"500"`` (InternalError), ``"503"`` (SlowDown), ``"reset"`` (RST before any answer) or
-    ``"truncate"`` (headers and half the body, then RST).
+    kind: ``"500"`` (InternalError), ``"503"`` (SlowDown), ``"reset"`` (RST before any answer),
+    ``"truncate"`` (headers and half the body, then RST) or ``"delay"`` (pass it on after 0.5 s: a slow
+    request, during which a concurrent client sends others).
     """
 
     method: str
@@ -147,6 +148,9 @@ class FaultProxy:
     upstream_port: int
     faults: list[Fault] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
+    # The most requests of each method the proxy was serving at one moment: evidence of client concurrency.
+    peak_in_flight: dict[str, int] = field(default_factory=dict)
+    _in_flight: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         proxy = self
@@ -177,9 +181,18 @@ class FaultProxy:
                 self.close_connection = True
 
             def _handle(self) -> None:
+                proxy._enter(self.command)
+                try:
+                    self._serve()
+                finally:
+                    proxy._leave(self.command)
+
+            def _serve(self) -> None:
                 body = self._body()
                 proxy.requests.append(f"{self.command} {self.path}")
                 fault = proxy._take(self.command, self.path)
+                if fault is not None and fault.kind == "delay":
+                    time.sleep(0.5)
                 if fault is not None and fault.kind == "reset":
                     self._reset()
                     return
@@ -243,6 +256,15 @@ class FaultProxy:
         with self._lock:
             self.faults.append(fault)
         return fault
+
+    def _enter(self, method: str) -> None:
+        with self._lock:
+            self._in_flight[method] = self._in_flight.get(method, 0) + 1
+            self.peak_in_flight[method] = max(self.peak_in_flight.get(method, 0), self._in_flight[method])
+
+    def _leave(self, method: str) -> None:
+        with self._lock:
+            self._in_flight[method] -= 1
 
     def _take(self, method: str, path: str) -> Fault | None:
         with self._lock:

@@ -301,6 +301,44 @@ def test_transient_faults_end_with_identical_bytes(
     assert _sha(tmp_path / "back.bin") == digest
 
 
+def test_parts_and_ranges_go_out_concurrently_within_the_limit(
+    proxied: tuple[str, FaultProxy], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KFTRAIN_S3_MAX_CONCURRENCY", "3")
+    base, proxy = proxied
+    src = tmp_path / "src.bin"
+    digest = _random_file(src, 24 * MiB + 7)  # five 5 MiB parts, 25 ranged reads of 1 MiB
+    uri = storage.join(base, "concurrent.bin")
+    # The first part and the first range are slow: a concurrent client sends the next ones meanwhile.
+    proxy.inject("PUT", "partNumber=1", "delay")
+    proxy.inject("GET", "", "delay")
+    assert storage.upload(src, uri)[""].sha256 == digest
+    got = storage.download(uri, tmp_path / "back.bin")
+    assert got[""].sha256 == digest and _sha(tmp_path / "back.bin") == digest
+    assert 2 <= proxy.peak_in_flight["PUT"] <= 3, proxy.peak_in_flight
+    assert 2 <= proxy.peak_in_flight["GET"] <= 3, proxy.peak_in_flight
+    assert len([r for r in proxy.requests if "partNumber=" in r]) == 5
+
+
+def test_failed_part_aborts_the_upload_and_leaves_no_object(
+    proxied: tuple[str, FaultProxy], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto: MotoServer
+) -> None:
+    monkeypatch.setattr(storage, "RETRY_ATTEMPTS", 2)
+    monkeypatch.setattr(storage, "RETRY_BASE_DELAY", 0.05)
+    base, proxy = proxied
+    src = tmp_path / "src.bin"
+    _random_file(src, 16 * MiB)
+    uri = storage.join(base, "never.bin")
+    proxy.inject("PUT", "partNumber=3", "500", times=1000)  # part 3 never goes through
+    with pytest.raises(storage.StorageError, match=r"never\.bin"):
+        storage.upload(src, uri)
+    assert not storage.exists(uri)
+    bucket = base.removeprefix("s3://")
+    uploads = boto3_client(moto.endpoint).list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+    assert [u["Key"] for u in uploads if u["Key"] == "never.bin"] == []  # every attempt aborted its upload
+    assert len([r for r in proxy.requests if r.startswith("DELETE") and "uploadId=" in r]) == 2
+
+
 @pytest.fixture
 def own_moto(monkeypatch: pytest.MonkeyPatch, small_chunks: int) -> Iterator[MotoServer]:
     """A moto server this test may stop and restart."""
@@ -335,8 +373,11 @@ def _restart_on_first_backoff(monkeypatch: pytest.MonkeyPatch, server: MotoServe
 
 def test_server_restart_mid_download(own_moto: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = tmp_path / "obj.bin"
-    digest = _random_file(src, 5 * storage.CHUNK + 1)
+    digest = _random_file(src, 12 * storage.CHUNK + 1)
     boto3_client(own_moto.endpoint).upload_file(str(src), "restart", "obj.bin")
+    # Two ranges read ahead: when the server stops after chunk 2, at most chunks 3-5 can already be on
+    # their way; the other eight must be fetched from the restarted server.
+    monkeypatch.setenv("KFTRAIN_S3_MAX_CONCURRENCY", "2")
     slept = _restart_on_first_backoff(monkeypatch, own_moto, [src])
     moved: list[int] = []
 
