@@ -2,9 +2,10 @@
 
     python bench/bench_storage.py --size-mb 64 --repeat 3 [--json results.json] [--endpoint URL]
 
-Each implementation runs in its own subprocess (so its peak RSS is its own), uploading then downloading
-one file of --size-mb random bytes --repeat times. Prints a markdown table (min/median/max seconds,
-median throughput, peak RSS over the process's post-import baseline) and the kftrain/boto3 time ratio.
+Each round runs each implementation in its own subprocess (so its peak RSS is its own), uploading then
+downloading one file of --size-mb random bytes; rounds interleave the two, alternating which goes first.
+Prints a markdown table (min/median/max seconds, median throughput, peak RSS over the process's
+post-import baseline) and the kftrain/boto3 time ratio.
 boto3 uses its default TransferConfig (8 MiB parts, 10 threads), i.e. what a plain boto3 user gets.
 """
 
@@ -32,7 +33,7 @@ def _maxrss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-def _worker(impl: str, endpoint: str, src: str, repeat: int) -> dict[str, Any]:
+def _worker(impl: str, endpoint: str, src: str, repeat: int = 1) -> dict[str, Any]:
     """Runs in a subprocess: ``repeat`` upload+download rounds with one implementation."""
     os.environ.update(
         AWS_ENDPOINT_URL=endpoint,
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.worker:
-        print(json.dumps(_worker(args.worker, args.endpoint, args.src, args.repeat)))
+        print(json.dumps(_worker(args.worker, args.endpoint, args.src)))
         return 0
 
     proc = None
@@ -144,25 +145,23 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="bench-storage-") as tmp:
             src = os.path.join(tmp, "src.bin")
             _write_random(src, size)
-            for impl in IMPLEMENTATIONS:
-                out = subprocess.run(
-                    [
-                        sys.executable,
-                        __file__,
-                        "--worker",
-                        impl,
-                        "--endpoint",
-                        endpoint,
-                        "--src",
-                        src,
-                        "--repeat",
-                        str(args.repeat),
-                    ],
-                    check=True,
-                    capture_output=True,
-                    text=True,
-                )
-                results[impl] = json.loads(out.stdout.strip().splitlines()[-1])
+            # Rounds interleave the implementations, alternating which goes first, so drift in the
+            # machine's load (or the server's state) does not favour one of them.
+            for round_ in range(args.repeat):
+                order = IMPLEMENTATIONS if round_ % 2 == 0 else IMPLEMENTATIONS[::-1]
+                for impl in order:
+                    out = subprocess.run(
+                        [sys.executable, __file__, "--worker", impl, "--endpoint", endpoint, "--src", src],
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                    )
+                    one = json.loads(out.stdout.strip().splitlines()[-1])
+                    merged = results.setdefault(impl, {"upload_s": [], "download_s": [], "peak_rss_mb": 0.0})
+                    merged["upload_s"] += one["upload_s"]
+                    merged["download_s"] += one["download_s"]
+                    merged["peak_rss_mb"] = max(merged["peak_rss_mb"], one["peak_rss_mb"])
+                    merged["baseline_rss_mb"] = one["baseline_rss_mb"]
     finally:
         if proc is not None:
             proc.kill()

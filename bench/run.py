@@ -192,6 +192,24 @@ spec:
 """
 
 
+def _ddp_args(steps: str, batch: int) -> list[str]:
+    return ["--steps", steps, "--warmup", "2", "--batch", str(batch)]
+
+
+def _throughputs(output: str) -> list[float]:
+    return [float(v) for v in re.findall(r"THROUGHPUT (\S+)", output)]
+
+
+def _backward_ms(output: str) -> float:
+    """Mean backward time per step over the ranks in ``output`` (the PHASES lines of ddp_throughput.py)."""
+    values = [float(m.group(1)) for m in re.finditer(r"PHASES \S+ (\S+) \S+", output)]
+    return statistics.mean(values)
+
+
+P3_BATCH = 4096  # per process: the gradient allreduce (33 MB, fixed per step) is then ~2-3% of a step
+P3_SMALL_BATCH = 1024  # the same model with a 4x larger communication share, reported as a diagnostic
+
+
 def p3_scaling(repeat: int, quick: bool) -> Result:
     res = Result(
         "P3",
@@ -201,34 +219,63 @@ def p3_scaling(repeat: int, quick: bool) -> Result:
         unit="samples/s",
     )
     prog = PROGRAMS / "ddp_throughput.py"
-    steps = "6" if quick else "12"
+    steps = "3" if quick else "5"
     bare_ddp: list[float] = []
     concurrent: list[float] = []
+    small_ratios: list[float] = []
+    allreduce_ms: dict[int, list[float]] = {P3_BATCH: [], P3_SMALL_BATCH: []}
+    step_ms: dict[int, list[float]] = {P3_BATCH: [], P3_SMALL_BATCH: []}
     with tempfile.TemporaryDirectory() as tmp:
-        job = Path(tmp) / "job.yaml"
-        job.write_text(JOB_2.format(prog=prog, args=f"--steps, '{steps}'"))
+
+        def launch(batch: int) -> str:
+            job = Path(tmp) / f"job-{batch}.yaml"
+            flow = ", ".join(f"'{a}'" for a in _ddp_args(steps, batch))
+            job.write_text(JOB_2.format(prog=prog, args=flow))
+            return timed([str(BIN / "kftrain"), "launch", "-f", str(job), "--local"])[1]
+
         for _ in range(repeat):
-            _, out = timed([PY, str(prog), "--steps", steps])
-            single = float(re.findall(r"THROUGHPUT (\S+)", out)[0])
-            _, out = timed([str(BIN / "kftrain"), "launch", "-f", str(job), "--local"])
-            total = sum(float(v) for v in re.findall(r"THROUGHPUT (\S+)", out))
-            res.ours.append(total)
-            res.baseline.append(2 * single)
-            res.ratios.append(total / (2 * single))
+            for batch in (P3_BATCH, P3_SMALL_BATCH):
+                _, single_out = timed([PY, str(prog), *_ddp_args(steps, batch)])
+                single = _throughputs(single_out)[0]
+                ddp_out = launch(batch)
+                total = sum(_throughputs(ddp_out))
+                allreduce_ms[batch].append(_backward_ms(ddp_out) - _backward_ms(single_out))
+                step_ms[batch].append(1000 * batch * 2 / total)
+                if batch == P3_BATCH:
+                    res.ours.append(total)
+                    res.baseline.append(2 * single)
+                    res.ratios.append(total / (2 * single))
+                else:
+                    small_ratios.append(total / (2 * single))
             # Diagnostics: the same DDP program under bare torchrun, and two independent processes at once.
-            _, out = timed([str(BIN / "torchrun"), "--nproc_per_node=2", str(prog), "--steps", steps])
-            bare_ddp.append(sum(float(v) for v in re.findall(r"THROUGHPUT (\S+)", out)))
+            _, out = timed([str(BIN / "torchrun"), "--nproc_per_node=2", str(prog), *_ddp_args(steps, P3_BATCH)])
+            bare_ddp.append(sum(_throughputs(out)))
             pair = [
-                subprocess.Popen([PY, str(prog), "--steps", steps], stdout=subprocess.PIPE, text=True) for _ in "ab"
+                subprocess.Popen([PY, str(prog), *_ddp_args(steps, P3_BATCH)], stdout=subprocess.PIPE, text=True)
+                for _ in "ab"
             ]
-            concurrent.append(sum(float(re.findall(r"THROUGHPUT (\S+)", p.communicate()[0])[0]) for p in pair))
-    res.notes.append("MLP 2048-2048-10, batch 1024 per process, gloo over loopback, torch.set_num_threads(1)")
+            concurrent.append(sum(_throughputs(p.communicate()[0])[0] for p in pair))
+    med = statistics.median
     res.notes.append(
-        f"same DDP program under bare torchrun: {statistics.median(bare_ddp):.0f} samples/s "
-        f"(ours ÷ torchrun {statistics.median(res.ours) / statistics.median(bare_ddp):.3f}); two independent "
-        f"single processes at once: {statistics.median(concurrent):.0f} samples/s "
-        f"({statistics.median(concurrent) / statistics.median(res.baseline):.3f} of 2 × one alone)"
+        f"MLP 2048-2048-10 (8.4M parameters, 33 MB of gradients per step), batch {P3_BATCH} per process, "
+        "gloo over loopback, torch.set_num_threads(1)"
     )
+    res.notes.append(
+        f"same DDP program under bare torchrun: {med(bare_ddp):.0f} samples/s "
+        f"(ours ÷ torchrun {med(res.ours) / med(bare_ddp):.3f}); two independent "
+        f"single processes at once: {med(concurrent):.0f} samples/s "
+        f"({med(concurrent) / med(res.baseline):.3f} of 2 × one alone)"
+    )
+    for batch in (P3_BATCH, P3_SMALL_BATCH):
+        res.notes.append(
+            f"batch {batch}: DDP backward − single backward = {med(allreduce_ms[batch]):.0f} ms of a "
+            f"{med(step_ms[batch]):.0f} ms DDP step (the allreduce the backward pass waits for)"
+            + (
+                f"; scaling at this batch {min(small_ratios):.3f} / {med(small_ratios):.3f} / {max(small_ratios):.3f}"
+                if batch == P3_SMALL_BATCH
+                else ""
+            )
+        )
     return res
 
 

@@ -1,7 +1,9 @@
 """P3 program: samples/s of a compute-bound MLP under DDP (gloo, 1 thread per process).
 
-Synthetic data, fixed batch; prints THROUGHPUT <samples/s of this process> after warm-up.
-Runs as a single process when WORLD_SIZE is unset.
+Synthetic data, fixed batch. After warm-up prints ``THROUGHPUT <samples/s of this process>`` and
+``PHASES <forward ms> <backward ms> <optimizer ms>`` (means per step): under DDP the backward pass
+includes the gradient allreduce it waits for, so the backward difference against a single process is
+what communication costs. Runs as a single process when WORLD_SIZE is unset.
 """
 
 import argparse
@@ -35,13 +37,23 @@ opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x = torch.randn(args.batch, args.width)
 y = torch.randint(0, 10, (args.batch,))
 loss_fn = torch.nn.CrossEntropyLoss()
+phases = [0.0, 0.0, 0.0]
 for step in range(args.warmup + args.steps):
     if step == args.warmup:
         started = time.perf_counter()
+        phases = [0.0, 0.0, 0.0]
+    t0 = time.perf_counter()
     opt.zero_grad()
-    loss_fn(model(x), y).backward()
+    loss = loss_fn(model(x), y)
+    t1 = time.perf_counter()
+    loss.backward()
+    t2 = time.perf_counter()
     opt.step()
+    t3 = time.perf_counter()
+    phases = [phases[0] + t1 - t0, phases[1] + t2 - t1, phases[2] + t3 - t2]
 elapsed = time.perf_counter() - started
-print(f"THROUGHPUT {args.steps * args.batch / elapsed:.3f}", flush=True)
+ms = " ".join(f"{1000 * p / args.steps:.1f}" for p in phases)
+# One write per line: ranks share a terminal and must not interleave within a line.
+print(f"THROUGHPUT {args.steps * args.batch / elapsed:.3f}\nPHASES {ms}", flush=True)
 if world > 1:
     dist.destroy_process_group()
