@@ -2,61 +2,26 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-import kftrain.launch
-from kftrain.job import load_manifest, render_manifest
 from kftrain.job.crd_schema import CRDSchemas
-from kftrain.launch import inject_artifact_env, job_from_inputs
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
-from tests.conftest import REFERENCE_DIR
-
-URIS = {
-    "KFTRAIN_DATASET_URI": "/data/ds",
-    "KFTRAIN_MODEL_URI": "/data/model",
-    "KFTRAIN_CHECKPOINT_URI": "/data/model-checkpoints",
-}
+from tests.launch_harness import load_crd_schemas, render_launch
 
 
 @pytest.fixture(scope="module")
 def crd_schemas() -> CRDSchemas:
-    crds = REFERENCE_DIR / "crds"
-    if not crds.is_dir():
-        pytest.skip(f"reference data not available: {crds} is missing (the operators' CRDs)")
-    return CRDSchemas.from_dir(crds)
+    return load_crd_schemas()
 
 
-def render(monkeypatch, tmp_path, **inputs: Any) -> dict[str, Any]:
-    """Run the component's body with launch_step replaced; return the manifest it would launch."""
-    seen: dict[str, Any] = {}
-
-    def fake_launch_step(**kw: Any) -> Any:
-        if kw["manifest"].strip():
-            job = load_manifest(kw["manifest"])
-            job.metadata.name = kw["inputs"].name
-        else:
-            job = job_from_inputs(kw["inputs"])
-        inject_artifact_env(job, URIS)
-        seen["manifest"] = render_manifest(job)
-        seen["kind"] = kw["kind"]
-        return SimpleNamespace(duration_s=0.0)
-
-    monkeypatch.setattr(kftrain.launch, "launch_step", fake_launch_step)
-    model = SimpleNamespace(uri=str(tmp_path / "model"), metadata={})
-    tfjob_launch.python_func(
-        dataset=SimpleNamespace(uri="/data/ds"),
-        model=model,
-        job=str(tmp_path / "job"),
-        run_id="run-1",
-        task_id="task-1",
-        **inputs,
-    )
-    assert seen["kind"] == "TFJob"
-    assert model.metadata["framework"] == "tensorflow"
-    return seen["manifest"]
+def render(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, **inputs: Any) -> dict[str, Any]:
+    """The manifest tfjob_launch would launch for ``inputs``."""
+    rendered = render_launch(tfjob_launch, monkeypatch, tmp_path, **inputs)
+    assert rendered.kind == "TFJob"
+    assert rendered.model_metadata["framework"] == "tensorflow"
+    return rendered.manifest
 
 
 def _container(manifest: dict[str, Any], rtype: str) -> dict[str, Any]:
