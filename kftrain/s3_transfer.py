@@ -49,7 +49,7 @@ def _submit(fs: Any, method: str, **kwargs: Any) -> concurrent.futures.Future[An
     return asyncio.run_coroutine_threadsafe(fs._call_s3(method, **kwargs), fs.loop)
 
 
-def _cancel(futures: Iterable[concurrent.futures.Future[Any]]) -> None:
+def _cancel(futures: list[concurrent.futures.Future[Any]]) -> None:
     for future in futures:
         future.cancel()
     for future in futures:
@@ -57,18 +57,29 @@ def _cancel(futures: Iterable[concurrent.futures.Future[Any]]) -> None:
             future.result(timeout=30)
 
 
-def _parts(chunks: Iterable[bytes], part_size: int) -> Iterator[bytes]:
-    """Regroup ``chunks`` into pieces of at least ``part_size`` bytes (the last one may be smaller)."""
+MAX_PARTS = 10_000  # S3's limit per multipart upload
+GROW_EVERY = 2_000  # parts per part size: the size doubles after each such run, so 10,000 parts hold
+# 2,000 × (1 + 2 + 4 + 8 + 16) = 62,000 base parts (≈ 484 GiB at 8 MiB) while small objects keep small parts
+
+
+def _parts(chunks: Iterable[bytes], part_size: int, grow_every: int = GROW_EVERY) -> Iterator[bytes]:
+    """Regroup ``chunks`` into parts of at least the current part size (the last one may be smaller).
+
+    The part size is ``part_size`` for the first ``grow_every`` parts and doubles after every further
+    ``grow_every``, so a stream of unknown length fits in S3's 10,000 parts.
+    """
     pending: list[bytes] = []
     pending_size = 0
+    number = 1
     for chunk in chunks:
         if not chunk:
             continue
         pending.append(chunk)
         pending_size += len(chunk)
-        if pending_size >= part_size:
+        if pending_size >= part_size << ((number - 1) // grow_every):
             yield pending[0] if len(pending) == 1 else b"".join(pending)
             pending, pending_size = [], 0
+            number += 1
     if pending:
         yield pending[0] if len(pending) == 1 else b"".join(pending)
 
@@ -76,9 +87,9 @@ def _parts(chunks: Iterable[bytes], part_size: int) -> Iterator[bytes]:
 class MultipartUpload:
     """Upload a stream of chunks to ``bucket/key``: one PUT if it fits in a part, else a multipart upload.
 
-    The object appears only when :meth:`run` returns (CompleteMultipartUpload); on any failure the parts
-    in flight are cancelled and the upload is aborted (unless ``abort_on_error`` says the server is gone),
-    so readers never see a partial object.
+    The object appears only when :meth:`run` returns (CompleteMultipartUpload); on a failure the parts in
+    flight are cancelled and :meth:`run` raises, leaving the caller to :meth:`abort` the upload (it may
+    skip that when the server is unreachable), so readers never see a partial object.
     """
 
     def __init__(self, fs: Any, path: str, *, part_size: int, max_concurrency: int | None = None) -> None:
@@ -105,6 +116,11 @@ class MultipartUpload:
         done: list[dict[str, Any]] = []
         try:
             for number, body in enumerate(_chain(first, second, parts), start=1):
+                if number > MAX_PARTS:
+                    raise ValueError(
+                        f"{self.bucket}/{self.key}: more than {MAX_PARTS} parts; the stream is larger than one "
+                        "S3 object can be built from (about 484 GiB at the default part size)"
+                    )
                 if len(in_flight) >= self.max_concurrency:
                     done.append(self._finish(*in_flight.popleft()))
                 in_flight.append((number, self._upload_part(number, body)))

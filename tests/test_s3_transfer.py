@@ -44,3 +44,15 @@ def test_bad_concurrency_setting_is_named(monkeypatch: pytest.MonkeyPatch, raw: 
 )
 def test_chunks_regroup_into_parts(chunks: list[bytes], part_size: int, parts: list[bytes]) -> None:
     assert list(s3_transfer._parts(iter(chunks), part_size)) == parts
+
+
+def test_part_size_doubles_every_grow_every_parts() -> None:
+    parts = list(s3_transfer._parts(iter([b"x"] * 40), 1, grow_every=2))
+    assert [len(p) for p in parts] == [1, 1, 2, 2, 4, 4, 8, 8, 10]  # the last part takes what is left
+
+
+def test_default_growth_fits_half_a_terabyte_in_s3s_part_limit() -> None:
+    base = 8 * 1024 * 1024
+    sizes = [base << (n // s3_transfer.GROW_EVERY) for n in range(s3_transfer.MAX_PARTS)]
+    assert sum(sizes) > 480 * 1024**3
+    assert max(sizes) <= 5 * 1024**3  # S3's largest part
