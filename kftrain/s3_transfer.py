@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import os
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Coroutine, Iterable, Iterator
 from contextlib import suppress
 from typing import Any
 
@@ -44,9 +45,9 @@ def concurrency() -> int:
     return value
 
 
-def _submit(fs: Any, method: str, **kwargs: Any) -> concurrent.futures.Future[Any]:
-    """Start one S3 request on s3fs's event loop; the caller waits on the returned future."""
-    return asyncio.run_coroutine_threadsafe(fs._call_s3(method, **kwargs), fs.loop)
+def _submit(fs: Any, request: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
+    """Start one request (a coroutine of ``fs``) on fsspec's event loop; the caller waits on the future."""
+    return asyncio.run_coroutine_threadsafe(request, fs.loop)
 
 
 def _cancel(futures: list[concurrent.futures.Future[Any]]) -> None:
@@ -115,7 +116,7 @@ class MultipartUpload:
         in_flight: deque[tuple[int, concurrent.futures.Future[Any]]] = deque()
         done: list[dict[str, Any]] = []
         try:
-            for number, body in enumerate(_chain(first, second, parts), start=1):
+            for number, body in enumerate(itertools.chain((first, second), parts), start=1):
                 if number > MAX_PARTS:
                     raise ValueError(
                         f"{self.bucket}/{self.key}: more than {MAX_PARTS} parts; the stream is larger than one "
@@ -144,15 +145,10 @@ class MultipartUpload:
                 self.fs.call_s3("abort_multipart_upload", Bucket=self.bucket, Key=self.key, UploadId=self.upload_id)
 
     def _upload_part(self, number: int, body: bytes) -> concurrent.futures.Future[Any]:
-        return _submit(
-            self.fs,
-            "upload_part",
-            Bucket=self.bucket,
-            Key=self.key,
-            UploadId=self.upload_id,
-            PartNumber=number,
-            Body=body,
+        request = self.fs._call_s3(
+            "upload_part", Bucket=self.bucket, Key=self.key, UploadId=self.upload_id, PartNumber=number, Body=body
         )
+        return _submit(self.fs, request)
 
     def _finish(self, number: int, future: concurrent.futures.Future[Any]) -> dict[str, Any]:
         response = future.result()
@@ -172,12 +168,6 @@ def _checksum_algorithm(fs: Any) -> str | None:
     config = getattr(getattr(fs.s3, "meta", None), "config", None)
     setting = getattr(config, "request_checksum_calculation", None) or "when_supported"
     return "CRC32" if setting == "when_supported" else None
-
-
-def _chain(first: bytes, second: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
-    yield first
-    yield second
-    yield from rest
 
 
 Prefetched = tuple[tuple[int, int], "concurrent.futures.Future[bytes]"]
@@ -211,7 +201,7 @@ def ranged_reads(
                     break
                 start, end = span
                 # _cat_file does the GET with s3fs's retries on a dropped body, and returns the bytes.
-                future = asyncio.run_coroutine_threadsafe(fs._cat_file(path, start=start, end=end), fs.loop)
+                future = _submit(fs, fs._cat_file(path, start=start, end=end))
                 pending.append((span, future))
             if not pending:
                 return

@@ -480,69 +480,72 @@ def _first_then(first: Callable[[], T], again: Callable[[], T]) -> Callable[[], 
     return attempt
 
 
+class _HashedChunks:
+    """Iterates ``chunks`` unchanged while counting and hashing them: every write path records the same way."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._digest = hashlib.sha256()
+        self._size = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._chunks:
+            self._digest.update(chunk)
+            self._size += len(chunk)
+            yield chunk
+
+    def file_digest(self) -> FileDigest:
+        return FileDigest(self._size, self._digest.hexdigest())
+
+
+def digest_of(uri: str) -> FileDigest:
+    """Size and SHA-256 of the file at ``uri``, streamed."""
+    hashed = _HashedChunks(iter_chunks(uri))
+    for _ in hashed:
+        pass
+    return hashed.file_digest()
+
+
 def sha256_of(uri: str) -> str:
-    digest = hashlib.sha256()
-    for chunk in iter_chunks(uri):
-        digest.update(chunk)
-    return digest.hexdigest()
+    return digest_of(uri).sha256
 
 
 def _write_once(chunks: Iterator[bytes], dst_uri: str) -> FileDigest:
     """One attempt at writing ``chunks`` to ``dst_uri``; nothing is visible at ``dst_uri`` unless it succeeds."""
     fs, path = filesystem(dst_uri)
-    digest = hashlib.sha256()
-    size = 0
+    hashed = _HashedChunks(chunks)
     if _is_local(dst_uri):
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         partial = f"{path}.partial-{uuid.uuid4().hex[:8]}"
         try:
             with open(partial, "wb") as out:
-                for chunk in chunks:
+                for chunk in hashed:
                     out.write(chunk)
-                    digest.update(chunk)
-                    size += len(chunk)
             os.replace(partial, path)  # readers see the old file or the whole new one
         except BaseException:
             with suppress(FileNotFoundError):
                 os.remove(partial)
             raise
-        return FileDigest(size, digest.hexdigest())
-    if not _is_s3(fs):
-        return _write_with_handle(chunks, fs, path)
-
-    def hashed() -> Iterator[bytes]:
-        nonlocal size
-        for chunk in chunks:
-            digest.update(chunk)
-            size += len(chunk)
-            yield chunk
-
-    # S3: a multipart upload with several parts in flight; it becomes an object only on completion.
-    upload = s3_transfer.MultipartUpload(fs, path, part_size=_part_size())
-    try:
-        upload.run(hashed())
-    except BaseException as exc:
-        if not _unreachable(exc):  # else the abort would only wait through more retries; see _discard
-            upload.abort()
-        raise
-    return FileDigest(size, digest.hexdigest())
-
-
-def _write_with_handle(chunks: Iterator[bytes], fs: fsspec.AbstractFileSystem, path: str) -> FileDigest:
-    """Other object stores (gs://): fsspec's buffered writer, which commits only on a clean close."""
-    digest = hashlib.sha256()
-    size = 0
-    handle = fs.open(path, "wb", block_size=_part_size())
-    try:
-        for chunk in chunks:
-            handle.write(chunk)
-            digest.update(chunk)
-            size += len(chunk)
-        handle.close()
-    except BaseException as exc:
-        _discard(handle, exc)
-        raise
-    return FileDigest(size, digest.hexdigest())
+    elif _is_s3(fs):
+        # A multipart upload with several parts in flight; it becomes an object only on completion.
+        upload = s3_transfer.MultipartUpload(fs, path, part_size=_part_size())
+        try:
+            upload.run(hashed)
+        except BaseException as exc:
+            if not _unreachable(exc):  # else the abort would only wait through more retries; see _discard
+                upload.abort()
+            raise
+    else:
+        # Other object stores (gs://): fsspec's buffered writer, which commits only on a clean close.
+        handle = fs.open(path, "wb", block_size=_part_size())
+        try:
+            for chunk in hashed:
+                handle.write(chunk)
+            handle.close()
+        except BaseException as exc:
+            _discard(handle, exc)
+            raise
+    return hashed.file_digest()
 
 
 def _copy_file(src_uri: str, dst_uri: str, progress: Progress | None) -> FileDigest:
@@ -692,13 +695,7 @@ class ArtifactWriter:
 
     def record(self, relpath: str) -> None:
         """Account for a file written at ``path_for(relpath)`` by another library."""
-        target = self.path_for(relpath)
-        digest = hashlib.sha256()
-        size = 0
-        for chunk in iter_chunks(target):
-            digest.update(chunk)
-            size += len(chunk)
-        self._entries[relpath] = FileDigest(size, digest.hexdigest())
+        self._entries[relpath] = digest_of(self.path_for(relpath))
 
     def add(self, src: str | os.PathLike[str], relpath: str = "", *, progress: Progress | None = None) -> None:
         """Copy a local file or folder (or any URI) into the artifact at ``relpath``, hashing as it streams."""
@@ -762,15 +759,11 @@ def require_complete(uri: str, *, verify: bool = False) -> dict[str, Any]:
     if verify:
         for rel, entry in manifest["files"].items():
             target = join(uri, rel)
-            digest = hashlib.sha256()
-            size = 0
-            for chunk in iter_chunks(target):
-                digest.update(chunk)
-                size += len(chunk)
-            if size != entry["size"] or digest.hexdigest() != entry["sha256"]:
+            got = digest_of(target)
+            if got.size != entry["size"] or got.sha256 != entry["sha256"]:
                 raise StorageError(
                     f"{target}: checksum mismatch (expected {entry['size']} bytes sha256 {entry['sha256']}, "
-                    f"got {size} bytes sha256 {digest.hexdigest()})"
+                    f"got {got.size} bytes sha256 {got.sha256})"
                 )
     return manifest
 
