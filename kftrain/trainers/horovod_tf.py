@@ -22,7 +22,6 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # before TensorFlow is import
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import argparse
-import json
 import logging
 import shutil
 import sys
@@ -36,6 +35,7 @@ import numpy as np
 from kftrain import checkpoint, storage
 from kftrain.data.prep import load_split, read_info
 from kftrain.trainers import tf_model_io
+from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
 
 log = logging.getLogger("kftrain.trainer")
 
@@ -44,18 +44,17 @@ CKPT_STATE = "state.json"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", required=True, help="URI of the prepared dataset")
-    p.add_argument("--model-dir", required=True, help="URI the final model is written to (rank 0)")
-    p.add_argument("--checkpoint-dir", default="", help="URI of checkpoints; resume from the newest")
-    p.add_argument("--epochs", type=int, default=20)
-    p.add_argument("--batch-size", type=int, default=32, help="per-rank batch size")
-    p.add_argument("--lr", type=float, default=0.05, help="SGD learning rate, scaled by the number of ranks")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1, help="TensorFlow intra-op threads per rank")
+    p = trainer_parser(
+        __doc__,
+        replica="rank",
+        model_writer="rank 0",
+        epochs=20,
+        lr=0.05,
+        lr_help="SGD learning rate, scaled by the number of ranks",
+        threads_help="TensorFlow intra-op threads per rank",
+    )
     p.add_argument("--checkpoint-every-steps", type=int, default=0, help="also checkpoint every N steps (0: off)")
     p.add_argument("--keep-checkpoints", type=int, default=3)
-    p.add_argument("--hidden", default="128,64", help="hidden layer widths")
     return p.parse_args(argv)
 
 
@@ -241,12 +240,11 @@ def _publish(
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout)
+    setup_logging()
     metrics = train(parse_args(argv))
     import horovod.tensorflow as hvd
 
-    summary = {k: (None if v != v else v) for k, v in metrics.items()}  # NaN is not JSON
-    print(json.dumps({"rank": hvd.rank(), **summary}), flush=True)
+    print_summary({"rank": hvd.rank()}, metrics)
     hvd.shutdown()
     return 0
 

@@ -14,7 +14,6 @@ export work unchanged. A restarted job resumes from the newest complete checkpoi
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
@@ -28,6 +27,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 from kftrain import checkpoint
 from kftrain.data.prep import load_split, read_info
+from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
 from kftrain.trainers.torch_ddp import accuracy, load_checkpoint, save_checkpoint, write_model
 from kftrain.trainers.torch_model import MLP, MLPConfig
 
@@ -35,19 +35,18 @@ log = logging.getLogger("kftrain.trainer")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", required=True, help="URI of the prepared dataset")
-    p.add_argument("--model-dir", required=True, help="URI the final model is written to (rank 0)")
-    p.add_argument("--checkpoint-dir", default="", help="URI of checkpoints; resume from the newest")
-    p.add_argument("--epochs", type=int, default=20)
-    p.add_argument("--batch-size", type=int, default=32, help="per-rank batch size")
-    p.add_argument("--lr", type=float, default=0.05, help="learning rate, scaled by the number of ranks")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
+    p = trainer_parser(
+        __doc__,
+        replica="rank",
+        model_writer="rank 0",
+        epochs=20,
+        lr=0.05,
+        lr_help="learning rate, scaled by the number of ranks",
+        threads_help="torch intra-op threads per rank",
+    )
     p.add_argument("--checkpoint-every-steps", type=int, default=0, help="also checkpoint every N steps (0: off)")
     p.add_argument("--checkpoint-every-epochs", type=int, default=1)
     p.add_argument("--keep-checkpoints", type=int, default=3)
-    p.add_argument("--hidden", default="128,64", help="hidden layer widths")
     p.add_argument("--fp16-allreduce", action="store_true", help="compress gradients to fp16 for the allreduce")
     return p.parse_args(argv)
 
@@ -160,12 +159,11 @@ def train(args: argparse.Namespace) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout)
+    setup_logging()
     metrics = train(parse_args(argv))
     import horovod.torch as hvd
 
-    summary = {k: (None if v != v else v) for k, v in metrics.items()}  # NaN is not JSON
-    print(json.dumps({"rank": hvd.rank(), **summary}), flush=True)
+    print_summary({"rank": hvd.rank()}, metrics)
     hvd.shutdown()
     return 0
 

@@ -48,6 +48,7 @@ import numpy as np
 from kftrain import checkpoint, storage
 from kftrain.data.prep import load_split, read_info
 from kftrain.trainers import tf_model_io
+from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
 
 log = logging.getLogger("kftrain.trainer")
 
@@ -98,17 +99,16 @@ class Role:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", required=True, help="URI of the prepared dataset")
-    p.add_argument("--model-dir", required=True, help="URI the final model is written to (chief only)")
-    p.add_argument("--checkpoint-dir", default="", help="URI of checkpoints; a restarted job resumes from them")
-    p.add_argument("--epochs", type=int, default=15)
-    p.add_argument("--batch-size", type=int, default=32, help="per-worker batch size")
-    p.add_argument("--lr", type=float, default=0.003, help="Adam learning rate")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--hidden", default="128,64", help="hidden layer widths")
+    p = trainer_parser(
+        __doc__,
+        replica="worker",
+        model_writer="chief only",
+        epochs=15,
+        lr=0.003,
+        lr_help="Adam learning rate",
+        threads_help="TensorFlow intra/inter-op threads per process",
+    )
     p.add_argument("--checkpoint-every-steps", type=int, default=50, help="checkpoint frequency in steps")
-    p.add_argument("--threads", type=int, default=1, help="TensorFlow intra/inter-op threads per process")
     p.add_argument("--eval-poll-seconds", type=float, default=1.0, help="evaluator: checkpoint polling interval")
     p.add_argument("--eval-timeout-seconds", type=float, default=0.0, help="evaluator: give up after (0: never)")
     return p.parse_args(argv)
@@ -442,12 +442,10 @@ def evaluate_checkpoints(args: argparse.Namespace, role: Role) -> dict[str, floa
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout)
+    setup_logging()
     logging.getLogger("tensorflow").setLevel(logging.WARNING)  # per-epoch INFO lines of tf.data/tf.distribute
-    args = parse_args(argv)
-    metrics = train(args)
-    summary = {k: (None if v != v else v) for k, v in metrics.items()}  # NaN is not JSON
-    print(json.dumps({"task": Role.from_env().label, **summary}))
+    metrics = train(parse_args(argv))
+    print_summary({"task": Role.from_env().label}, metrics)
     return 0
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import logging
 import os
 import sys
@@ -31,6 +30,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 from kftrain import checkpoint, storage
 from kftrain.data.prep import load_split, read_info
+from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
 from kftrain.trainers.torch_model import MLP, MLPConfig
 
 log = logging.getLogger("kftrain.trainer")
@@ -67,20 +67,19 @@ def init_distributed(backend: str | None = None) -> DistContext:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", required=True, help="URI of the prepared dataset")
-    p.add_argument("--model-dir", required=True, help="URI the final model is written to (rank 0)")
-    p.add_argument("--checkpoint-dir", default="", help="URI of checkpoints; resume from the newest")
-    p.add_argument("--epochs", type=int, default=20)
-    p.add_argument("--batch-size", type=int, default=32, help="per-process batch size")
-    p.add_argument("--lr", type=float, default=0.05, help="learning rate, scaled by the world size")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per process")
+    p = trainer_parser(
+        __doc__,
+        replica="process",
+        model_writer="rank 0",
+        epochs=20,
+        lr=0.05,
+        lr_help="learning rate, scaled by the world size",
+        threads_help="torch intra-op threads per process",
+    )
     p.add_argument("--checkpoint-every-steps", type=int, default=0)
     p.add_argument("--checkpoint-every-seconds", type=float, default=0.0)
     p.add_argument("--checkpoint-every-epochs", type=int, default=1)
     p.add_argument("--backend", default=None, choices=["gloo", "nccl"], help="default: nccl on GPU, else gloo")
-    p.add_argument("--hidden", default="128,64", help="hidden layer widths")
     return p.parse_args(argv)
 
 
@@ -226,10 +225,9 @@ def load_model(uri: str) -> tuple[nn.Module, dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout)
+    setup_logging()
     metrics = train(parse_args(argv))
-    summary = {k: (None if v != v else v) for k, v in metrics.items()}  # NaN is not JSON
-    print(json.dumps({"rank": int(os.environ.get("RANK", "0")), **summary}))
+    print_summary({"rank": int(os.environ.get("RANK", "0"))}, metrics)
     return 0
 
 

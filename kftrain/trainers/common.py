@@ -1,0 +1,51 @@
+"""What every trainer program shares: the arguments the launch steps pass, logging, the closing summary line.
+
+The pipelines and launch components hand every trainer the same flags (``--dataset``, ``--model-dir``,
+``--checkpoint-dir``, ``--epochs``, ``--batch-size``, ``--lr``, ``--seed``, ...); defining them once keeps
+the four programs' command lines in agreement. Each trainer adds its own flags after these.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+
+def trainer_parser(
+    doc: str | None,
+    *,
+    replica: str,
+    model_writer: str,
+    epochs: int,
+    lr: float,
+    lr_help: str,
+    threads_help: str,
+) -> argparse.ArgumentParser:
+    """A parser with the common trainer flags; ``replica`` names one process ("rank", "worker", ...)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", required=True, help="URI of the prepared dataset")
+    p.add_argument("--model-dir", required=True, help=f"URI the final model is written to ({model_writer})")
+    p.add_argument("--checkpoint-dir", default="", help="URI of checkpoints; a restarted job resumes from the newest")
+    p.add_argument("--epochs", type=int, default=epochs)
+    p.add_argument("--batch-size", type=int, default=32, help=f"per-{replica} batch size")
+    p.add_argument("--lr", type=float, default=lr, help=lr_help)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help=threads_help)
+    p.add_argument("--hidden", default="128,64", help="hidden layer widths")
+    return p
+
+
+def setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout)
+
+
+def print_summary(identity: dict[str, Any], metrics: dict[str, float]) -> None:
+    """One JSON line per process with its final metrics (NaN becomes null: JSON has no NaN)."""
+    summary = {k: (None if v != v else v) for k, v in metrics.items()}
+    # One write: under mpirun the ranks share the launcher's output, and unbuffered print() would write the
+    # line and its newline separately, letting another rank's text land in between.
+    sys.stdout.write(json.dumps({**identity, **summary}) + "\n")
+    sys.stdout.flush()
