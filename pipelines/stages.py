@@ -3,6 +3,8 @@
 Called inside a ``@dsl.pipeline`` function: the tasks they create join that pipeline.
 """
 
+from typing import Any
+
 from kfp import dsl
 
 from kftrain_components.evaluation.evaluate_classifier.component import evaluate_classifier
@@ -24,3 +26,11 @@ def evaluate_gate_and_export(
         export = export_model(model=train.outputs["model"], dataset=prep.outputs["dataset"])
         export.set_caching_options(False)  # the export reads artifacts that a re-run may have replaced
     return evaluation
+
+
+def trainer_flags(**flags: Any) -> list[Any]:
+    """The trainer's command-line flags from pipeline parameters: ``batch_size=x`` becomes ``--batch-size x``.
+
+    The values stay pipeline parameters (placeholders), resolved by KFP when the launch step runs.
+    """
+    return [item for name, value in flags.items() for item in (f"--{name.replace('_', '-')}", value)]

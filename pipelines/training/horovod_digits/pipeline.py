@@ -5,7 +5,7 @@ from kfp import dsl
 from kftrain_components.data.prepare_dataset.component import prepare_dataset
 from kftrain_components.images import HOROVOD_IMAGE
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
-from kftrain_pipelines.stages import evaluate_gate_and_export
+from kftrain_pipelines.stages import evaluate_gate_and_export, trainer_flags
 
 # The Launcher's program: one rank per slot of the 2 workers x 1 slot the MPIJob declares.
 WORKERS = 2
@@ -66,18 +66,13 @@ def horovod_digits(
         command=LAUNCHER_COMMAND,
         workers=WORKERS,
         slots_per_worker=SLOTS_PER_WORKER,
-        trainer_args=[
-            "--epochs",
-            epochs,
-            "--batch-size",
-            batch_size,
-            "--lr",
-            learning_rate,
-            "--seed",
-            seed,
-            "--checkpoint-every-steps",
-            checkpoint_every_steps,
-        ],
+        trainer_args=trainer_flags(
+            epochs=epochs,
+            batch_size=batch_size,
+            lr=learning_rate,
+            seed=seed,
+            checkpoint_every_steps=checkpoint_every_steps,
+        ),
         api_version=api_version,
         backend=backend,
         timeout_seconds=timeout_seconds,

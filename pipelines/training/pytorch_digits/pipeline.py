@@ -5,7 +5,7 @@ from kfp import dsl
 from kftrain_components.data.prepare_dataset.component import prepare_dataset
 from kftrain_components.images import PYTORCH_IMAGE
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
-from kftrain_pipelines.stages import evaluate_gate_and_export
+from kftrain_pipelines.stages import evaluate_gate_and_export, trainer_flags
 
 
 @dsl.pipeline(
@@ -46,7 +46,7 @@ def pytorch_digits(
         task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER,
         image=PYTORCH_IMAGE,
         workers=workers,
-        trainer_args=["--epochs", epochs, "--batch-size", batch_size, "--lr", learning_rate, "--seed", seed],
+        trainer_args=trainer_flags(epochs=epochs, batch_size=batch_size, lr=learning_rate, seed=seed),
         backend=backend,
         timeout_seconds=timeout_seconds,
     )

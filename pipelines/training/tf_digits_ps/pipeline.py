@@ -5,7 +5,7 @@ from kfp import dsl
 from kftrain_components.data.prepare_dataset.component import prepare_dataset
 from kftrain_components.images import TENSORFLOW_IMAGE
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
-from kftrain_pipelines.stages import evaluate_gate_and_export
+from kftrain_pipelines.stages import evaluate_gate_and_export, trainer_flags
 
 
 @dsl.pipeline(
@@ -56,18 +56,13 @@ def tf_digits_ps(
         ps=ps,
         workers=workers,
         evaluator=evaluator,
-        trainer_args=[
-            "--epochs",
-            epochs,
-            "--batch-size",
-            batch_size,
-            "--lr",
-            learning_rate,
-            "--seed",
-            seed,
-            "--checkpoint-every-steps",
-            checkpoint_every_steps,
-        ],
+        trainer_args=trainer_flags(
+            epochs=epochs,
+            batch_size=batch_size,
+            lr=learning_rate,
+            seed=seed,
+            checkpoint_every_steps=checkpoint_every_steps,
+        ),
         backend=backend,
         timeout_seconds=timeout_seconds,
     )
