@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+
+try:
+    from pipeline_harness import executor_output, run_pipeline
+except ImportError:  # tests/ imported as a package
+    from tests.pipeline_harness import executor_output, run_pipeline
 
 pytestmark = [
     pytest.mark.slow,
@@ -23,22 +24,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def pipeline_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("runs")
-    proc = subprocess.run(
-        [sys.executable, "-m", "kftrain.cli", "run", "horovod-digits", "--pipeline-root", str(root),
-         "--param", "epochs=12"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    (run_dir,) = [p for p in root.iterdir() if p.is_dir()]
-    return run_dir, proc.stdout + proc.stderr
-
-
-def _executor_output(step_dir: Path) -> dict:
-    return json.loads((step_dir / "executor_output.json").read_text())
+    run = run_pipeline("horovod-digits", tmp_path_factory.mktemp("runs"), "--param", "epochs=12", timeout=900)
+    return run.run_dir, run.log
 
 
 def test_every_step_ran_and_two_ranks_trained(pipeline_run):
@@ -48,13 +35,13 @@ def test_every_step_ran_and_two_ranks_trained(pipeline_run):
     assert "[launcher-0]" in log and "[worker-" not in log
     assert "rank 0/2" in log and "rank 1/2" in log
     assert json.loads((run_dir / "mpijob-launch" / "job").read_text())["kind"] == "MPIJob"
-    model_meta = _executor_output(run_dir / "mpijob-launch")["artifacts"]["model"]["artifacts"][0]["metadata"]
+    model_meta = executor_output(run_dir / "mpijob-launch")["artifacts"]["model"]["artifacts"][0]["metadata"]
     assert model_meta["framework"] == "pytorch" and model_meta["slots"] == 2
 
 
 def test_accuracy_at_least_090(pipeline_run):
     run_dir, _ = pipeline_run
-    out = _executor_output(run_dir / "evaluate-classifier")
+    out = executor_output(run_dir / "evaluate-classifier")
     assert out["parameterValues"]["Output"] is True
     metrics = out["artifacts"]["metrics"]["artifacts"][0]["metadata"]
     assert metrics["accuracy"] >= 0.90, metrics

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,36 +14,18 @@ from kftrain import storage
 from kftrain.data.prep import load_split
 from kftrain.trainers.torch_ddp import load_model
 
+try:
+    from pipeline_harness import executor_output, run_pipeline
+except ImportError:  # tests/ imported as a package
+    from tests.pipeline_harness import executor_output, run_pipeline
+
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def pipeline_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("runs")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kftrain.cli",
-            "run",
-            "pytorch-digits",
-            "--pipeline-root",
-            str(root),
-            "--param",
-            "epochs=12",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    (run_dir,) = [p for p in root.iterdir() if p.is_dir()]
-    return run_dir, proc.stdout + proc.stderr
-
-
-def _executor_output(step_dir: Path) -> dict:
-    return json.loads((step_dir / "executor_output.json").read_text())
+    run = run_pipeline("pytorch-digits", tmp_path_factory.mktemp("runs"), "--param", "epochs=12", timeout=600)
+    return run.run_dir, run.log
 
 
 def test_all_four_steps_ran_and_training_used_two_replicas(pipeline_run):
@@ -59,14 +38,14 @@ def test_all_four_steps_ran_and_training_used_two_replicas(pipeline_run):
 
 def test_dataset_artifact_has_schema_and_row_counts(pipeline_run):
     run_dir, _ = pipeline_run
-    meta = _executor_output(run_dir / "prepare-dataset")["artifacts"]["dataset"]["artifacts"][0]["metadata"]
+    meta = executor_output(run_dir / "prepare-dataset")["artifacts"]["dataset"]["artifacts"][0]["metadata"]
     assert meta["rows"] == {"train": 1259, "validation": 179, "test": 359}  # stratified 70/10/20 of 1,797
     assert meta["format"] == "parquet" and meta["num_features"] == 64
 
 
 def test_test_accuracy_at_least_090_in_kfp_metrics(pipeline_run):
     run_dir, _ = pipeline_run
-    out = _executor_output(run_dir / "evaluate-classifier")
+    out = executor_output(run_dir / "evaluate-classifier")
     metrics = out["artifacts"]["metrics"]["artifacts"][0]["metadata"]
     assert metrics["accuracy"] >= 0.90
     confusion = out["artifacts"]["classification_metrics"]["artifacts"][0]["metadata"]["confusionMatrix"]

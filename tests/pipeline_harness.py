@@ -1,0 +1,42 @@
+"""Run a whole pipeline with KFP's local runner, as `make run` does, for the end-to-end tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class PipelineRun:
+    run_dir: Path  # <pipeline root>/<run>: one folder per step, each with KFP's executor_output.json
+    stdout: str
+    stderr: str
+
+    @property
+    def log(self) -> str:
+        return self.stdout + self.stderr
+
+
+def run_pipeline(name: str, root: Path, *args: str, timeout: int) -> PipelineRun:
+    """``kftrain run NAME --pipeline-root ROOT ARGS...``; fails the test with the output's tail unless it succeeds."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "kftrain.cli", "run", name, "--pipeline-root", str(root), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    (run_dir,) = [p for p in root.iterdir() if p.is_dir()]
+    return PipelineRun(run_dir, proc.stdout, proc.stderr)
+
+
+def executor_output(step_dir: Path) -> dict[str, Any]:
+    """What KFP recorded for one step: its output artifacts (URIs, metadata) and parameters."""
+    result: dict[str, Any] = json.loads((step_dir / "executor_output.json").read_text())
+    return result
