@@ -17,5 +17,7 @@ hostfile = (
     or os.environ.get("HYDRA_HOST_FILE")
     or ""
 )
-print(f"hello from python rank {rank} of {size} on {socket.gethostname()} (hostfile {hostfile or 'none'})", flush=True)
+# One write per line (see hvd_allreduce.py): unbuffered print() writes text and newline separately.
+sys.stdout.write(f"hello from python rank {rank} of {size} on {socket.gethostname()} (hostfile {hostfile or 'none'})\n")
+sys.stdout.flush()
 sys.exit(0 if rank != "?" else 1)
