@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kftrain import storage
+from kftrain import s3_transfer, storage
 
 try:
     from s3_server import FaultProxy, MotoServer, boto3_client, moto, s3_env, set_s3_env
@@ -337,6 +337,21 @@ def test_failed_part_aborts_the_upload_and_leaves_no_object(
     uploads = boto3_client(moto.endpoint).list_multipart_uploads(Bucket=bucket).get("Uploads", [])
     assert [u["Key"] for u in uploads if u["Key"] == "never.bin"] == []  # every attempt aborted its upload
     assert len([r for r in proxy.requests if r.startswith("DELETE") and "uploadId=" in r]) == 2
+
+
+def test_stream_past_the_part_limit_is_refused_and_aborted(
+    s3_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto: MotoServer, small_chunks: int
+) -> None:
+    monkeypatch.setattr(s3_transfer, "MAX_PARTS", 2)  # S3's 10,000, scaled down to a test-sized stream
+    src = tmp_path / "src.bin"
+    _random_file(src, 16 * MiB)  # four 5 MiB parts
+    uri = storage.join(s3_env, "too-many-parts.bin")
+    with pytest.raises(storage.StorageError, match="more than 2 parts"):
+        storage.upload(src, uri)
+    assert not storage.exists(uri)
+    bucket = s3_env.removeprefix("s3://")
+    uploads = boto3_client(moto.endpoint).list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+    assert [u["Key"] for u in uploads if u["Key"] == "too-many-parts.bin"] == []
 
 
 @pytest.fixture
