@@ -1,0 +1,87 @@
+"""One retry mechanism for every remote call: object storage, the Kubernetes API and the KFP API.
+
+A call is retried only when its error says "try again" (throttling, a server error, a dropped
+connection), never when it says "you are wrong" (not found, forbidden, invalid). What counts as
+transient differs per service, so each caller passes its own classifier; how long to wait and how
+often to try is a :class:`RetryPolicy`. Waits grow exponentially, are capped, optionally jittered
+(many clients retrying in lock-step would hit a recovering server together), and honour a server's
+``Retry-After`` hint within the cap.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """At most ``attempts`` tries, waiting ``initial_s * 2**n`` (capped at ``max_s``) between them."""
+
+    attempts: int = 6
+    initial_s: float = 0.5
+    max_s: float = 10.0
+    # Scale each wait by a random factor in [0.5, 1): spreads out clients that failed together.
+    jitter: bool = False
+
+    def delay(self, retry: int, hint_s: float | None = None) -> float:
+        """The wait before retry number ``retry`` (0 for the first), within the cap; a server hint raises it."""
+        delay = min(self.initial_s * 2**retry, self.max_s)
+        if self.jitter:
+            delay *= 0.5 + random.random() / 2
+        if hint_s is not None:
+            delay = min(max(delay, hint_s), self.max_s)
+        return float(delay)
+
+
+def exception_chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from (``__cause__``, else ``__context__``), each once."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def retry_after_s(exc: BaseException) -> float | None:
+    """The server's ``Retry-After`` in seconds (on a 429 or 503), when the error carries response headers."""
+    headers = getattr(exc, "headers", None)
+    value = headers.get("Retry-After") if headers else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def call_with_retry(
+    fn: Callable[[], T],
+    *,
+    policy: RetryPolicy,
+    is_transient: Callable[[BaseException], bool],
+    what: str,
+    sleep: Callable[[float], None] = time.sleep,
+    describe: Callable[[BaseException], str] | None = None,
+) -> T:
+    """``fn()``, retried while it raises an error ``is_transient`` accepts, up to ``policy.attempts`` tries.
+
+    The last error (or the first one that is not transient) is raised unchanged.
+    """
+    for retry in range(policy.attempts):
+        try:
+            return fn()
+        except Exception as exc:
+            if retry + 1 >= policy.attempts or not is_transient(exc):
+                raise
+            delay = policy.delay(retry, retry_after_s(exc))
+            text = describe(exc) if describe else f"{type(exc).__name__}: {exc}"
+            log.warning("%s failed (%s); retry %d/%d in %.2fs", what, text[:200], retry + 1, policy.attempts - 1, delay)
+            sleep(delay)
+    raise AssertionError("unreachable: the last attempt returns or raises")
