@@ -22,10 +22,11 @@ from kftrain.submit import add_commands as add_kfp_commands
 
 
 def _launch(args: argparse.Namespace) -> int:
-    from kftrain.backends import LocalOptions
+    from kftrain.backends import KubernetesConfig, LocalConfig, resolve_backend_name
+    from kftrain.backends.base import BackendConfig
     from kftrain.backends.local import parse_command_overrides
     from kftrain.job import load_manifest_file, render_yaml
-    from kftrain.launch import run_job
+    from kftrain.launch.step import run_job
 
     job = load_manifest_file(args.file)
     if args.name:
@@ -33,14 +34,16 @@ def _launch(args: argparse.Namespace) -> int:
     if args.dry_run:
         sys.stdout.write(render_yaml(job))
         return 0
-    backend = "local" if args.local else args.backend
-    options = LocalOptions(
-        commands=parse_command_overrides(args.command or []),
-        workdir=Path(args.workdir) if args.workdir else None,
-    )
-    result = run_job(
-        job, backend=backend, timeout=args.timeout, local_options=options, identity_path=args.identity_file
-    )
+    config: BackendConfig
+    if args.local or resolve_backend_name(args.backend) == "local":
+        config = LocalConfig(
+            identity_path=args.identity_file,
+            commands=parse_command_overrides(args.command or []),
+            workdir=Path(args.workdir) if args.workdir else None,
+        )
+    else:
+        config = KubernetesConfig(identity_path=args.identity_file)
+    result = run_job(job, config, timeout=args.timeout)
     print(f"[kftrain] {result.describe()}")
     return 0
 

@@ -1,4 +1,4 @@
-"""Run a launch component's body without launching: the manifest it would submit, for component tests."""
+"""Run a launch component's own body with everything but the run: the job it would submit, for component tests."""
 
 from __future__ import annotations
 
@@ -9,56 +9,42 @@ from typing import Any
 
 import pytest
 
-import kftrain.launch
-from kftrain.job import load_manifest, render_manifest
+import kftrain.launch.component
+from kftrain.backends.base import BackendConfig, JobPhase, JobResult
+from kftrain.job import TrainingJob, render_manifest
 from kftrain.job.crd_schema import CRDSchemas
-from kftrain.launch import inject_artifact_env, job_from_inputs
 
 try:
     from conftest import REFERENCE_DIR
 except ImportError:  # imported as tests.launch_harness
     from tests.conftest import REFERENCE_DIR
 
-URIS = {
-    "KFTRAIN_DATASET_URI": "/data/ds",
-    "KFTRAIN_MODEL_URI": "/data/model",
-    "KFTRAIN_CHECKPOINT_URI": "/data/model-checkpoints",
-}
-
 
 @dataclass
 class Rendered:
     manifest: dict[str, Any]
-    kind: str  # the job kind the component asked launch_step for
+    kind: str  # the job kind the component built
+    config: BackendConfig  # the backend config the step chose
     model_metadata: dict[str, Any]  # what the component wrote on its Model output
 
 
 def render_launch(component: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **inputs: Any) -> Rendered:
-    """Call ``component``'s Python function with ``launch_step`` replaced by one that only renders the job."""
+    """Call ``component``'s Python function as a pipeline would; only the job's run is replaced by a record of it."""
     seen: dict[str, Any] = {}
 
-    def fake_launch_step(**kw: Any) -> Any:
-        if kw["manifest"].strip():
-            job = load_manifest(kw["manifest"])
-            job.metadata.name = kw["inputs"].name
-        else:
-            job = job_from_inputs(kw["inputs"])
-        inject_artifact_env(job, URIS)
-        seen["manifest"] = render_manifest(job)
-        seen["kind"] = kw["kind"]
-        return SimpleNamespace(duration_s=0.0)
+    def record(job: TrainingJob, config: BackendConfig, *, timeout: float | None = None) -> JobResult:
+        seen["manifest"], seen["kind"], seen["config"] = render_manifest(job), job.kind.value, config
+        return JobResult(JobPhase.SUCCEEDED)
 
-    monkeypatch.setattr(kftrain.launch, "launch_step", fake_launch_step)
+    monkeypatch.setattr(kftrain.launch.component, "run_job", record)
     model = SimpleNamespace(uri=str(tmp_path / "model"), metadata={})
     component.python_func(
         dataset=SimpleNamespace(uri="/data/ds"),
         model=model,
         job=str(tmp_path / "job"),
-        run_id="run-1",
-        task_id="task-1",
-        **inputs,
+        **{"run_id": "run-1", "task_id": "task-1", **inputs},
     )
-    return Rendered(seen["manifest"], seen["kind"], model.metadata)
+    return Rendered(seen["manifest"], seen["kind"], seen["config"], model.metadata)
 
 
 def load_crd_schemas() -> CRDSchemas:

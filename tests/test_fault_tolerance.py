@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kftrain.backends import LocalBackend, LocalOptions
+from kftrain.backends import LocalBackend, LocalConfig
 from kftrain.data.prep import prepare_dataset
 from kftrain.evaluate import evaluate_classifier
 from kftrain.export import export_model
@@ -76,7 +76,7 @@ def trainer_args(dataset: str, out: Path, epochs: int = 10) -> list[str]:
 
 def run(job, timeout: float = 240) -> tuple:
     out = io.StringIO()
-    backend = LocalBackend(LocalOptions(out=out, grace_period_s=2))
+    backend = LocalBackend(LocalConfig(out=out, grace_period_s=2))
     result = backend.run(job, timeout=timeout)
     return result, out.getvalue()
 
@@ -145,7 +145,7 @@ def test_elastic_job_survives_a_lost_worker_and_admits_a_new_one(dataset, tmp_pa
         }
     )  # fmt: skip
     out = io.StringIO()
-    backend = LocalBackend(LocalOptions(out=out, grace_period_s=2))
+    backend = LocalBackend(LocalConfig(out=out, grace_period_s=2))
     handle = backend.submit(job)
     results: list = []
     waiter = threading.Thread(target=lambda: results.append(backend.wait(handle, timeout=400)))

@@ -22,7 +22,8 @@ from kftrain.job import (
     render_manifest,
     render_yaml,
 )
-from kftrain.job.model import ElasticPolicy, PodSpec, SchedulingPolicy
+from kftrain.job.model import ElasticPolicy, SchedulingPolicy
+from kftrain.job.pods import PodSettings, apply_pod_settings
 from tests.conftest import container, mpijob_v1, mpijob_v2, pytorchjob, replica, tfjob
 
 
@@ -88,7 +89,7 @@ def test_crd_schema_validator_rejects_invalid_manifests(crd_schemas):
 
 
 def test_build_job_exact_manifest(crd_schemas):
-    job = build_job(
+    built = build_job(
         "PyTorchJob",
         "digits",
         {
@@ -105,7 +106,6 @@ def test_build_job_exact_manifest(crd_schemas):
         image="train:1",
         namespace="ml",
         env={"A": "1"},
-        secret_env={"TOKEN": ("creds", "token")},
         labels={"team": "vision"},
         annotations={"note": "x"},
         spec=JobSpec(
@@ -113,6 +113,8 @@ def test_build_job_exact_manifest(crd_schemas):
             nproc_per_node="2",
         ),
     )
+    # Credentials come through the one pod-settings policy, as a secretKeyRef after the job's own env.
+    job = apply_pod_settings(built, PodSettings(secret_env={"TOKEN": ("creds", "token")}))
     shared_env = [
         {"name": "A", "value": "1"},
         {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
@@ -149,7 +151,7 @@ def test_build_job_exact_manifest(crd_schemas):
                                     "name": "pytorch",
                                     "image": "train:1",
                                     "command": ["python", "train.py"],
-                                    "env": [*shared_env, {"name": "ROLE", "value": "worker"}],
+                                    "env": [shared_env[0], {"name": "ROLE", "value": "worker"}, shared_env[1]],
                                     "resources": {"limits": {"cpu": "2"}},
                                 }
                             ]
@@ -183,12 +185,8 @@ def test_build_job_per_kind(crd_schemas, kind, api_version, replicas, container_
         {t: ReplicaInput(n, command=["run"]) for t, n in replicas.items()},
         image="img",
         api_version=api_version,
-        pod_spec_defaults=PodSpec(
-            tolerations=[{"key": "gpu", "operator": "Exists"}],
-            extra={"volumes": [{"name": "data", "emptyDir": {}}]},
-        ),
     )
-    rendered = render_manifest(job)
+    rendered = render_manifest(apply_pod_settings(job, PodSettings(tolerations=[{"key": "gpu", "operator": "Exists"}])))
     specs = rendered["spec"][replica_key]
     kind_order = {"TFJob": ["Chief", "PS", "Worker"], "MPIJob": ["Launcher", "Worker"]}[kind]
     assert list(specs) == kind_order
@@ -199,7 +197,6 @@ def test_build_job_per_kind(crd_schemas, kind, api_version, replicas, container_
                 "spec": {
                     "containers": [{"name": container_name, "image": "img", "command": ["run"]}],
                     "tolerations": [{"key": "gpu", "operator": "Exists"}],
-                    "volumes": [{"name": "data", "emptyDir": {}}],
                 }
             },
         }

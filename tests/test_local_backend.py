@@ -20,10 +20,11 @@ import psutil
 import pytest
 
 from kftrain.backends.base import JobPhase, JobResult
-from kftrain.backends.local import ALL_REPLICA_TYPES, LocalBackend, LocalOptions, parse_command_overrides
+from kftrain.backends.local import ALL_REPLICA_TYPES, LocalBackend, LocalConfig, parse_command_overrides
 from kftrain.errors import JobSpecError
 from kftrain.job import load_manifest
-from kftrain.operator_env import LocalTopology, ReplicaId, tf_config
+from kftrain.job.kinds.tfjob import tf_config
+from kftrain.job.topology import ReplicaId, Topology
 from tests.conftest import mpijob_v2, pytorchjob, replica, tfjob
 
 PY = sys.executable
@@ -117,12 +118,12 @@ time.sleep(60)
 DRIVER = """
 import json, sys
 from pathlib import Path
-from kftrain.backends.local import LocalBackend, LocalOptions
+from kftrain.backends.local import LocalBackend, LocalConfig
 from kftrain.job import load_manifest
 from kftrain.signals import terminate_raises
 job = load_manifest(json.loads(Path(sys.argv[1]).read_text()))
 with terminate_raises():
-    result = LocalBackend(LocalOptions(workdir=Path(sys.argv[2]), grace_period_s=2.0)).run(job)
+    result = LocalBackend(LocalConfig(workdir=Path(sys.argv[2]), grace_period_s=2.0)).run(job)
 sys.exit(0 if result.succeeded else 5)
 """
 
@@ -166,7 +167,7 @@ def program(tmp_path: Path, name: str, source: str) -> list[str]:
     return [PY, str(path)]
 
 
-def options(tmp_path: Path, **kw: Any) -> LocalOptions:
+def options(tmp_path: Path, **kw: Any) -> LocalConfig:
     defaults: dict[str, Any] = {
         "workdir": tmp_path / "wd",
         "out": io.StringIO(),
@@ -175,7 +176,7 @@ def options(tmp_path: Path, **kw: Any) -> LocalOptions:
         "restart_backoff_s": 0.05,
     }
     defaults.update(kw)
-    return LocalOptions(**defaults)
+    return LocalConfig(**defaults)
 
 
 def pod_env(out_dir: Path, expect: int = 1, *more: dict[str, Any]) -> list[dict[str, Any]]:
@@ -210,7 +211,7 @@ def read_pids(out_dir: Path) -> dict[str, int]:
     return {p.name[4:]: int(p.read_text()) for p in out_dir.glob("pid-*")}
 
 
-def assert_ok(result: JobResult, opts: LocalOptions) -> None:
+def assert_ok(result: JobResult, opts: LocalConfig) -> None:
     assert result.succeeded, f"{result.describe()}\n{opts.out.getvalue()}"  # type: ignore[union-attr]
 
 
@@ -262,7 +263,7 @@ def test_tf_replicas_see_exactly_the_contract(tmp_path, out_dir):
     }
     assert len(set(ports.values())) == 3
     assert all(addr.startswith("localhost:") for addrs in cluster.values() for addr in addrs)
-    topology = LocalTopology(ports=ports)
+    topology = Topology(ports=ports)
     for pod, rid in (
         ("tf-ps-0", ReplicaId("PS", 0)),
         ("tf-worker-0", ReplicaId("Worker", 0)),

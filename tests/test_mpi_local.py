@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kftrain.backends.local import LocalBackend, LocalOptions
+from kftrain.backends.local import LocalBackend, LocalConfig
 from kftrain.job import load_manifest
 from tests.conftest import mpijob_v1, mpijob_v2, replica
 
@@ -105,7 +105,7 @@ def _launcher_job(version: str, spec: dict, workers: int, command: list[str]):
 def test_launcher_sees_hostfile_and_env(tmp_path, version, spec, workers, hostfile, env, absent):
     job = _launcher_job(version, spec, workers, [sys.executable, "-c", DUMP])
     out = io.StringIO()
-    backend = LocalBackend(LocalOptions(workdir=tmp_path, out=out))
+    backend = LocalBackend(LocalConfig(workdir=tmp_path, out=out))
     result = backend.wait(backend.submit(job), timeout=60)
     assert result.succeeded, out.getvalue()
     assert "[launcher-0] DUMP " in out.getvalue()
@@ -132,7 +132,7 @@ def test_hostfile_variables_of_the_shell_do_not_leak(tmp_path, monkeypatch):
     monkeypatch.setenv("OMPI_MCA_orte_default_hostfile", "/nonexistent/hostfile")
     job = _launcher_job("v2beta1", {"slotsPerWorker": 1}, 2, [sys.executable, "-c", DUMP])
     out = io.StringIO()
-    backend = LocalBackend(LocalOptions(workdir=tmp_path, out=out))
+    backend = LocalBackend(LocalConfig(workdir=tmp_path, out=out))
     assert backend.wait(backend.submit(job), timeout=60).succeeded, out.getvalue()
     assert "/nonexistent/hostfile" not in out.getvalue()
 
@@ -206,7 +206,7 @@ def test_mpirun_works_without_ssh_on_the_path(tmp_path, hello_binary):
     (bin_dir / "mpirun").symlink_to(shutil.which("mpirun") or "mpirun")
     job = _launcher_job("v2beta1", {"slotsPerWorker": 1}, 2, ["mpirun", "-n", "2", str(hello_binary)])
     out = io.StringIO()
-    backend = LocalBackend(LocalOptions(workdir=tmp_path / "w", out=out, extra_env={"PATH": str(bin_dir)}))
+    backend = LocalBackend(LocalConfig(workdir=tmp_path / "w", out=out, extra_env={"PATH": str(bin_dir)}))
     result = backend.wait(backend.submit(job), timeout=60)
     assert result.succeeded, out.getvalue()
     assert "[launcher-0] allreduce sum 3 (expected 3)" in out.getvalue()

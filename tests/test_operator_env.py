@@ -7,30 +7,37 @@ from pathlib import Path
 
 import pytest
 
-from kftrain.job import RestartPolicy, load_manifest
-from kftrain.operator_env import (
-    LocalTopology,
-    ReplicaId,
-    all_replicas,
-    effective_restart_policy,
-    is_retryable_exit_code,
-    job_succeeded,
-    mpi_hostfile,
-    process_replicas,
-    replica_env,
-    replica_files,
-    replicas_needing_ports,
-    tf_config,
-    total_mpi_slots,
-)
+from kftrain.job import RestartPolicy, TrainingJob, kind_of, load_manifest
+from kftrain.job.kinds.base import is_retryable_exit_code
+from kftrain.job.kinds.mpijob import hostfile as mpi_hostfile
+from kftrain.job.kinds.mpijob import total_slots as total_mpi_slots
+from kftrain.job.kinds.tfjob import tf_config
+from kftrain.job.topology import ReplicaId, Topology, all_replicas
 from tests.conftest import mpijob_v1, mpijob_v2, pytorchjob, replica, tfjob
 
 M0, W0, W1, W2 = ReplicaId("Master", 0), ReplicaId("Worker", 0), ReplicaId("Worker", 1), ReplicaId("Worker", 2)
 L0 = ReplicaId("Launcher", 0)
 
 
-def topo(ports: dict[ReplicaId, int], workdir: str = ".") -> LocalTopology:
-    return LocalTopology(ports=ports, workdir=Path(workdir))
+def topo(ports: dict[ReplicaId, int], workdir: str = ".") -> Topology:
+    return Topology(ports=ports, files_root=Path(workdir))
+
+
+# The contract is the job's kind's: these read it the way the local backend does.
+def replica_env(job: TrainingJob, replica: ReplicaId, topology: Topology) -> list[tuple[str, str]]:
+    return kind_of(job).operator_env(job, replica, topology)
+
+
+def replica_files(job: TrainingJob, topology: Topology) -> dict[str, str]:
+    return kind_of(job).operator_files(job, topology)
+
+
+def replicas_needing_ports(job: TrainingJob) -> list[ReplicaId]:
+    return kind_of(job).replicas_with_ports(job)
+
+
+def process_replicas(job: TrainingJob) -> list[ReplicaId]:
+    return kind_of(job).process_replicas(job)
 
 
 # --- TFJob ---------------------------------------------------------------------------------------
@@ -324,7 +331,7 @@ def test_mpi_local_hostfile_is_merged(impl, as_worker, expected_line, slots):
     job = mpi_v2(impl, as_worker=as_worker)
     assert mpi_hostfile(job, "localhost", merge_hosts=True) == expected_line
     assert mpi_hostfile(job, "localhost") == expected_line.replace(str(slots), "2") * (slots // 2)
-    assert replica_files(job, topo({}, "/w")) == {"etc/mpi/hostfile": expected_line}
+    assert replica_files(job, topo({}, "/w")) == {"/etc/mpi/hostfile": expected_line}
     assert total_mpi_slots(job) == slots
 
 
@@ -333,7 +340,7 @@ def test_mpi_v1_env():
     t = topo({}, "/w")
     assert replica_env(job, L0, t) == [("OMPI_MCA_orte_default_hostfile", "/w/etc/mpi/hostfile")]
     assert replica_env(job, W0, t) == []
-    assert replica_files(job, t) == {"etc/mpi/hostfile": "localhost slots=6\n"}
+    assert replica_files(job, t) == {"/etc/mpi/hostfile": "localhost slots=6\n"}
 
 
 def test_mpi_v1_hostfile_uses_pod_names():
@@ -367,8 +374,7 @@ SUCCESS_CASES = [
 @pytest.mark.parametrize(("m", "done", "expected"), [pytest.param(m, d, e, id=i) for i, m, d, e in SUCCESS_CASES])
 def test_job_succeeded(m, done, expected):
     job = load_manifest(m, validate=False)
-    status = {r: r in done for r in all_replicas(job)}
-    assert job_succeeded(job, status) is expected
+    assert kind_of(job).succeeded(job, {r for r in all_replicas(job) if r in done}) is expected
 
 
 @pytest.mark.parametrize(
@@ -387,7 +393,8 @@ def test_job_succeeded(m, done, expected):
     ],
 )
 def test_effective_restart_policy(m, rtype, expected):
-    assert effective_restart_policy(load_manifest(m), rtype) is expected
+    job = load_manifest(m)
+    assert kind_of(job).restart_policy(job, rtype) is expected
 
 
 @pytest.mark.parametrize(

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from kftrain import storage
-from kftrain.backends import LocalOptions
+from kftrain.backends import LocalConfig
 from kftrain.backends.local import LocalBackend
 from kftrain.job import JobKind
-from kftrain.launch import CHECKPOINT_ENV, DATASET_ENV, MODEL_ENV, LaunchInputs, inject_artifact_env, job_from_inputs
+from kftrain.launch.request import LaunchRequest, TFJobOptions
+from kftrain.launch.step import CHECKPOINT_ENV, DATASET_ENV, MODEL_ENV, Artifacts, inject_artifact_env
 
 pytest.importorskip("tf_keras", reason="the TensorFlow trainer needs tensorflow + tf_keras")
 
@@ -24,24 +25,23 @@ ARGS = ["--dataset", f"$({DATASET_ENV})", "--model-dir", f"$({MODEL_ENV})", "--c
 
 
 def tf_job(name: str, workers: int, extra: dict[str, int] | None = None, args: list[str] | None = None):
-    inputs = LaunchInputs(
+    request = LaunchRequest(
         kind=JobKind.TFJOB,
-        name=name,
         image="example.com/tf:1",
         command=TRAINER,
         args=[*ARGS, *(args or [])],
         workers=workers,
-        replicas=extra or {},
+        options=TFJobOptions(**{k.lower(): v for k, v in (extra or {}).items()}),
         restart_policy="Never",
     )
-    return job_from_inputs(inputs)
+    return request.to_job(name)
 
 
-def run_local(job, uris: dict[str, str] | None = None, timeout: float = 240, **options):
-    if uris:
-        inject_artifact_env(job, uris)
+def run_local(job, artifacts: Artifacts | None = None, timeout: float = 240, **options):
+    if artifacts:
+        inject_artifact_env(job, artifacts)
     out = io.StringIO()
-    backend = LocalBackend(LocalOptions(out=out, **options))
+    backend = LocalBackend(LocalConfig(out=out, **options))
     handle = backend.submit(job)
     result = backend.wait(handle, timeout)
     return result, out.getvalue()
@@ -107,7 +107,7 @@ def test_one_replica_gets_no_tf_config(tmp_path):
 @pytest.fixture(scope="module")
 def mwms_run(dataset, tmp_path_factory):
     root = tmp_path_factory.mktemp("mwms")
-    uris = {DATASET_ENV: dataset, MODEL_ENV: str(root / "model"), CHECKPOINT_ENV: str(root / "ckpt")}
+    uris = Artifacts(dataset, str(root / "model"), str(root / "ckpt"))
     job = tf_job("tf-mwms", workers=2, args=["--epochs", "3", "--checkpoint-every-steps", "20"])
     result, log = run_local(job, uris)
     return result, log, root
@@ -177,7 +177,7 @@ def test_saved_model_export_round_trip(mwms_run, dataset, tmp_path):
 
 @pytest.mark.slow
 def test_parameter_server_job_with_chief_ps_workers_and_evaluator(dataset, tmp_path):
-    uris = {DATASET_ENV: dataset, MODEL_ENV: str(tmp_path / "model"), CHECKPOINT_ENV: str(tmp_path / "ckpt")}
+    uris = Artifacts(dataset, str(tmp_path / "model"), str(tmp_path / "ckpt"))
     args = ["--epochs", "2", "--checkpoint-every-steps", "20", "--eval-poll-seconds", "0.5"]
     job = tf_job("tf-ps", workers=2, extra={"Chief": 1, "PS": 1, "Evaluator": 1}, args=args)
     result, log = run_local(job, uris)

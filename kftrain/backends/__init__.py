@@ -1,16 +1,19 @@
-"""Backends that run a training job: ``local`` (processes here) and ``kubernetes`` (custom resources)."""
+"""Backends that run a training job, one package each, chosen by the type of their config.
+
+``local`` runs every replica as a process here with its operator's environment; ``kubernetes`` creates
+the custom resource and lets the operator run it. :func:`make_backend` takes a :class:`LocalConfig` or a
+:class:`KubernetesConfig`; :meth:`Backend.run` submits, publishes the job's identity, waits and cancels on
+interruption, the same for both.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
-from kftrain.backends.base import Backend, JobHandle, JobPhase, JobResult
-from kftrain.backends.local import LocalBackend, LocalOptions
+from kftrain.backends.base import Backend, BackendConfig, JobHandle, JobPhase, JobResult, load_identity
+from kftrain.backends.kubernetes.config import KubernetesConfig
+from kftrain.backends.local import LocalBackend, LocalConfig
 from kftrain.errors import KftrainError
-
-if TYPE_CHECKING:
-    from kftrain.backends.kubernetes import KubernetesOptions
 
 BACKEND_NAMES = ("auto", "local", "kubernetes")
 
@@ -24,28 +27,28 @@ def resolve_backend_name(name: str = "auto") -> str:
     return name
 
 
-def make_backend(
-    name: str = "auto",
-    *,
-    local_options: LocalOptions | None = None,
-    kubernetes_options: KubernetesOptions | None = None,
-) -> Backend:
-    resolved = resolve_backend_name(name)
-    if resolved == "local":
-        return LocalBackend(local_options)
-    from kftrain.backends.kubernetes import KubernetesBackend  # lazy: the kubernetes client is slow to import
+def make_backend(config: BackendConfig) -> Backend:
+    """The backend ``config`` is for."""
+    if isinstance(config, LocalConfig):
+        return LocalBackend(config)
+    if isinstance(config, KubernetesConfig):
+        from kftrain.backends.kubernetes.backend import KubernetesBackend  # the client is slow to import
 
-    return KubernetesBackend(kubernetes_options)
+        return KubernetesBackend(config)
+    raise TypeError(f"no backend takes a {type(config).__name__}")
 
 
 __all__ = [
     "BACKEND_NAMES",
     "Backend",
+    "BackendConfig",
     "JobHandle",
     "JobPhase",
     "JobResult",
+    "KubernetesConfig",
     "LocalBackend",
-    "LocalOptions",
+    "LocalConfig",
+    "load_identity",
     "make_backend",
     "resolve_backend_name",
 ]

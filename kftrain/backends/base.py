@@ -1,12 +1,24 @@
-"""One interface for running a training job, whatever runs it."""
+"""One interface for running a training job, whatever runs it, and what every backend shares.
+
+A backend is chosen by the type of its config (:func:`kftrain.backends.make_backend`). :meth:`Backend.run`
+is the one way a job is run to its end: submit, write the job's identity where the caller asked
+(atomically, before any waiting, so whoever restarts the step can find the job), wait, and cancel the job
+on any interruption (SIGTERM from a cancelled run or an evicted pod, Ctrl-C, an error while waiting).
+"""
 
 from __future__ import annotations
 
 import abc
+import dataclasses
 import enum
+import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
 
 from kftrain.job.model import TrainingJob
+from kftrain.signals import terminate_raises
 
 
 class JobPhase(enum.StrEnum):
@@ -55,14 +67,44 @@ class JobHandle:
     uid: str | None = None
 
 
+@dataclass
+class BackendConfig:
+    """What every backend takes; each backend's config adds its own fields."""
+
+    # Where the job's identity (a JobHandle as JSON) is written before waiting; None: nowhere.
+    identity_path: str | Path | None = None
+    # Where the launcher's messages and the replicas' log lines go; None: standard output.
+    out: IO[str] | None = None
+
+
+def publish_identity(handle: JobHandle, path: str | Path | None) -> None:
+    """Write ``handle`` to ``path`` atomically: a reader never sees half a file."""
+    if path is None or not str(path):
+        return
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(dataclasses.asdict(handle), sort_keys=True))
+    tmp.replace(target)
+
+
+def load_identity(path: str | Path) -> JobHandle:
+    """The handle :func:`publish_identity` wrote to ``path``."""
+    return JobHandle(**json.loads(Path(path).read_text()))
+
+
 class Backend(abc.ABC):
     """Submit a job, wait for it to end, cancel it. Implementations: local processes, Kubernetes."""
 
     name: str
+    config: BackendConfig
 
     @abc.abstractmethod
     def submit(self, job: TrainingJob) -> JobHandle:
-        """Start the job (or attach to the same job already started) and return its handle."""
+        """Start the job (or attach to the same job already started) and return its handle.
+
+        A submit that fails part-way leaves nothing running behind it.
+        """
 
     @abc.abstractmethod
     def wait(self, handle: JobHandle, timeout: float | None = None) -> JobResult:
@@ -73,10 +115,14 @@ class Backend(abc.ABC):
         """Stop the job and everything it started. Safe to call more than once."""
 
     def run(self, job: TrainingJob, timeout: float | None = None) -> JobResult:
-        """Submit, wait, and cancel on interruption (Ctrl-C, SIGTERM turned into KeyboardInterrupt)."""
-        handle = self.submit(job)
-        try:
-            return self.wait(handle, timeout)
-        except BaseException:
-            self.cancel(handle)
-            raise
+        """Submit ``job``, publish its identity, wait for its end; cancel it on any interruption."""
+        with terminate_raises():
+            handle: JobHandle | None = None
+            try:
+                handle = self.submit(job)
+                publish_identity(handle, self.config.identity_path)
+                return self.wait(handle, timeout)
+            except BaseException:
+                if handle is not None:
+                    self.cancel(handle)
+                raise

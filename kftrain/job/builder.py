@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kftrain.job.kinds import kind_spec
+from kftrain.job.kinds import kind_for
 from kftrain.job.model import (
     Container,
     EnvVar,
@@ -43,26 +43,20 @@ def build_job(
     image: str | None = None,
     namespace: str | None = None,
     env: Mapping[str, str] | None = None,
-    secret_env: Mapping[str, tuple[str, str]] | None = None,
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
     api_version: str | None = None,
     spec: JobSpec | None = None,
-    pod_spec_defaults: PodSpec | None = None,
 ) -> TrainingJob:
     """A validated job with one container per replica type, named as the operator expects.
 
-    ``env`` is set on every replica; ``secret_env`` maps an env name to ``(secret, key)`` and is
-    rendered as a ``secretKeyRef`` so credentials never appear as literal values.
+    ``env`` is set on every replica. Platform settings (resources from cpu/memory/gpus, placement,
+    credentials from secrets) are applied afterwards by :func:`kftrain.job.pods.apply_pod_settings`.
     """
-    kspec = kind_spec(kind, api_version)
+    kspec = kind_for(kind, api_version).spec
     container_name = (spec.main_container if spec and spec.main_container else None) or kspec.default_container
     container_name = container_name or kspec.kind.value.lower()
     shared_env = [EnvVar(name=k, value=v) for k, v in (env or {}).items()]
-    shared_env += [
-        EnvVar(name=k, value_from={"secretKeyRef": {"name": secret, "key": key}})
-        for k, (secret, key) in (secret_env or {}).items()
-    ]
     replica_specs: dict[str, ReplicaSpec] = {}
     for rtype in kspec.replica_types:  # render in the operator's canonical order
         if rtype not in replicas:
@@ -76,11 +70,10 @@ def build_job(
             env=(shared_env + [EnvVar(name=k, value=v) for k, v in inp.env.items()]) or None,
             resources=dict(inp.resources) if inp.resources else None,
         )
-        pod_spec = _pod_spec_with_defaults(pod_spec_defaults, container)
         replica_specs[rtype] = ReplicaSpec(
             replicas=inp.replicas,
             restart_policy=inp.restart_policy,
-            template=PodTemplate(spec=pod_spec),
+            template=PodTemplate(spec=PodSpec(containers=[container])),
         )
     for rtype in replicas:
         if rtype not in replica_specs:
@@ -99,16 +92,3 @@ def build_job(
     )
     validate_job(job)
     return job
-
-
-def _pod_spec_with_defaults(defaults: PodSpec | None, container: Container) -> PodSpec:
-    if defaults is None:
-        return PodSpec(containers=[container])
-    return PodSpec(
-        containers=[container],
-        node_selector=dict(defaults.node_selector) if defaults.node_selector else None,
-        tolerations=[dict(t) for t in defaults.tolerations] if defaults.tolerations else None,
-        service_account_name=defaults.service_account_name,
-        image_pull_secrets=[dict(s) for s in defaults.image_pull_secrets] if defaults.image_pull_secrets else None,
-        extra=dict(defaults.extra),
-    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Any
 import yaml
 
 from kftrain.errors import JobSpecError
-from kftrain.job.kinds import KindSpec, kind_spec
+from kftrain.job.kinds import KindSpec, kind_for, kind_of
 from kftrain.job.model import JobSpec, ObjectMeta, ReplicaSpec, TrainingJob
 from kftrain.job.serde import from_dict, to_dict
 from kftrain.job.validate import validate_job
@@ -54,7 +53,7 @@ def load_manifest(data: Mapping[str, Any] | str, *, validate: bool = True) -> Tr
     unknown = sorted(set(data) - _TOP_LEVEL_KEYS)
     if unknown:
         raise JobSpecError(unknown[0], "unknown top-level field")
-    kspec = kind_spec(data["kind"], data["apiVersion"])
+    kspec = kind_for(data["kind"], data["apiVersion"]).spec
     spec = data.get("spec")
     if not isinstance(spec, Mapping):
         raise JobSpecError("spec", "missing or not a mapping")
@@ -88,7 +87,7 @@ def _reject_fields_of_other_kinds(kspec: KindSpec, spec: Mapping[str, Any]) -> N
 
 def render_manifest(job: TrainingJob) -> dict[str, Any]:
     """The manifest the operator would be given for ``job`` (no status)."""
-    kspec = kind_spec(job.kind, job.api_version)
+    kspec = kind_of(job).spec
     spec: dict[str, Any] = {kspec.replica_key: {rtype: to_dict(r) for rtype, r in job.replica_specs.items()}}
     spec.update(to_dict(job.spec))
     return {
@@ -101,10 +100,3 @@ def render_manifest(job: TrainingJob) -> dict[str, Any]:
 
 def render_yaml(job: TrainingJob) -> str:
     return yaml.safe_dump(render_manifest(job), sort_keys=False, default_flow_style=False)
-
-
-def strip_for_comparison(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """A manifest without its ``status``: what a round trip must preserve."""
-    out = copy.deepcopy(dict(manifest))
-    out.pop("status", None)
-    return out

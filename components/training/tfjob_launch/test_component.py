@@ -20,7 +20,9 @@ def render(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, **inputs: Any) -> dic
     """The manifest tfjob_launch would launch for ``inputs``."""
     rendered = render_launch(tfjob_launch, monkeypatch, tmp_path, **inputs)
     assert rendered.kind == "TFJob"
-    assert rendered.model_metadata["framework"] == "tensorflow"
+    # The framework is what the trainer recorded in model.json; nothing ran here, so nothing is claimed.
+    assert rendered.model_metadata["framework"] == ""
+    assert rendered.model_metadata["job"] == rendered.manifest["metadata"]["name"]
     return rendered.manifest
 
 
@@ -69,7 +71,7 @@ def test_chief_ps_workers_evaluator_and_run_policy(monkeypatch, tmp_path, crd_sc
     chief = _container(m, "Chief")
     assert chief["resources"]["limits"] == {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": 1}
     env = {e["name"]: e["value"] for e in chief["env"]}
-    assert env["EXTRA"] == "1" and env["KFTRAIN_MODEL_URI"] == "/data/model"
+    assert env["EXTRA"] == "1" and env["KFTRAIN_MODEL_URI"] == str(tmp_path / "model")
 
 
 @pytest.mark.parametrize(

@@ -2,10 +2,9 @@
 
 What the backend does, and why:
 
-* **submit** creates the custom resource. Inside a KFP run it is named deterministically from the
-  run and task ids (:func:`job_name_for`) and labelled with them, so a launcher pod that KFP
-  restarts finds its job again: on 409 AlreadyExists it checks those labels and reattaches.
-  The job's identity (a :class:`JobHandle` as JSON) is written out before any waiting.
+* **submit** creates the custom resource. A launch step names and labels the job from its run and
+  task ids (:mod:`kftrain.job.naming`), so a launcher pod that KFP restarts finds its job again: on
+  409 AlreadyExists the backend checks those labels and reattaches.
 * The launcher pod (``KFP_POD_NAME``/``KFP_POD_UID``) becomes an owner of the job, so deleting
   the run garbage-collects the job; a reattaching launcher adds itself as a further owner.
 * **wait** watches the single resource from the resourceVersion it listed (re-listing on 410
@@ -13,8 +12,8 @@ What the backend does, and why:
   prefixed ``[worker-1]``, fails a job whose pods stay Pending on an image pull or scheduling
   problem, and enforces the overall timeout. Failures carry the failing replica's last log
   lines and its recent events.
-* SIGTERM (:class:`kftrain.signals.Terminated`) or Ctrl-C during wait deletes the job.
-* Every API call is retried on 429, 5xx and connection errors (:func:`call_with_retry`).
+* **cancel** (what :meth:`Backend.run` calls on SIGTERM or Ctrl-C) deletes the job.
+* Every API call is retried on 429, 5xx and connection errors (:func:`kftrain.retry.call_with_retry`).
 * MPIJob is rendered in the version the cluster serves (v2beta1 preferred, else v1).
 """
 
@@ -23,62 +22,35 @@ from __future__ import annotations
 import collections
 import contextlib
 import copy
-import dataclasses
 import functools
-import json
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any
+from dataclasses import dataclass
+from typing import Any
 
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from kftrain.backends.base import Backend, JobHandle, JobPhase, JobResult
-from kftrain.backends.k8s_support import (
-    JOB_NAME_LABEL,
-    RUN_ID_ANNOTATION,
-    RUN_ID_LABEL,
-    TASK_ID_ANNOTATION,
-    TASK_ID_LABEL,
-    RetryPolicy,
-    apply_pod_settings,
-    call_with_retry,
-    convert_mpijob,
-    is_retryable,
-    job_name_for,
-    label_value,
-    mpi_served_version,
-    mpijob_to_v1,
-    mpijob_to_v2beta1,
-    replica_label,
-)
+from kftrain.backends.console import Console
+from kftrain.backends.kubernetes.api import api_message, describe, is_transient
+from kftrain.backends.kubernetes.config import KubernetesConfig
+from kftrain.backends.kubernetes.pods import JOB_NAME_LABEL, replica_label
 from kftrain.errors import KftrainError
-from kftrain.job.kinds import GROUP, kind_spec
+from kftrain.job.kinds import GROUP, kind_for, kind_of
+from kftrain.job.kinds.mpijob import served_version
 from kftrain.job.manifest import render_manifest
 from kftrain.job.model import JobKind, TrainingJob
+from kftrain.job.naming import RUN_ID_LABEL, TASK_ID_LABEL, run_identity
 from kftrain.job.validate import validate_job
-from kftrain.signals import Terminated, terminate_raises
+from kftrain.retry import call_with_retry
 
-__all__ = [
-    "KubernetesBackend",
-    "KubernetesOptions",
-    "RetryPolicy",
-    "apply_pod_settings",
-    "call_with_retry",
-    "job_name_for",
-    "load_handle",
-    "mpijob_to_v1",
-    "mpijob_to_v2beta1",
-]
+__all__ = ["KubernetesBackend"]
 
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 # Reasons of pods that will not start without someone fixing something: waiting on them is pointless.
 STUCK_WAITING_REASONS = frozenset(
@@ -87,52 +59,15 @@ STUCK_WAITING_REASONS = frozenset(
 _TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
 
 
-@dataclass
-class KubernetesOptions:
-    # Where the job is created; None: the job's metadata.namespace, else this pod's, else kubeconfig's, else default.
-    namespace: str | None = None
-    # KFP run and task ids: the job name is derived from them and the job labelled with them.
-    run_id: str | None = None
-    task_id: str | None = None
-    # Where the job's identity (JobHandle JSON) is written, and/or a callback given it, before waiting.
-    identity_path: str | Path | None = None
-    on_submitted: Callable[[JobHandle], None] | None = None
-    # The launcher pod that owns the job; None reads KFP_POD_NAME / KFP_POD_UID.
-    owner_pod_name: str | None = None
-    owner_pod_uid: str | None = None
-    # MPIJob version to render; None asks the cluster (discovery) which one is served.
-    mpi_api_version: str | None = None
-    stream_logs: bool = True
-    out: IO[str] | None = None
-    # A pod stuck Pending on an image pull or scheduling failure this long fails the job; None: never.
-    pending_timeout_s: float | None = 600.0
-    # A job Suspended this long fails (and is deleted); None: wait (a queue such as Kueue may resume it).
-    suspended_timeout_s: float | None = None
-    # One watch request lasts this long (server side): how often deadlines and pending pods are checked.
-    watch_window_s: int = 10
-    poll_interval_s: float = 2.0
-    log_tail_lines: int = 30
-    event_lines: int = 10
-    # How long to let log streams finish once the job has ended.
-    log_drain_s: float = 5.0
-    propagation_policy: str = "Background"
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE
-
-
-def load_handle(path: str | Path) -> JobHandle:
-    """The handle written by :meth:`KubernetesBackend.submit` to ``identity_path``."""
-    return JobHandle(**json.loads(Path(path).read_text()))
-
-
 class KubernetesBackend(Backend):
     name = "kubernetes"
+    config: KubernetesConfig
 
-    def __init__(self, options: KubernetesOptions | None = None, api_client: client.ApiClient | None = None) -> None:
-        self.options = options or KubernetesOptions()
+    def __init__(self, config: KubernetesConfig | None = None, api_client: client.ApiClient | None = None) -> None:
+        self.config = self.options = config or KubernetesConfig()
+        self.console = Console(self.config.out)
         self._api_client = api_client
         self._kubeconfig_namespace: str | None = None
-        self._out_lock = threading.Lock()
         self._deleted: set[tuple[str | None, str]] = set()
         self._mpi_version: str | None = self.options.mpi_api_version
 
@@ -168,16 +103,13 @@ class KubernetesBackend(Backend):
         return client.CoreV1Api(self.api_client)
 
     def _call(self, what: str, fn: Callable[[], Any]) -> Any:
-        return call_with_retry(fn, self.options.retry, what)
+        return call_with_retry(fn, policy=self.options.retry, is_transient=is_transient, what=what, describe=describe)
 
     def _say(self, message: str) -> None:
-        self._write(f"[kftrain] {message}\n")
+        self.console.say(message)
 
     def _write(self, text: str) -> None:
-        out = self.options.out or sys.stdout
-        with self._out_lock:
-            out.write(text)
-            out.flush()
+        self.console.write(text)
 
     # -- submit ----------------------------------------------------------------------------------
 
@@ -222,38 +154,19 @@ class KubernetesBackend(Backend):
         return served
 
     def prepare(self, job: TrainingJob) -> TrainingJob:
-        """The job as it will be created: name, namespace, labels, owner, MPIJob version."""
+        """The job as it will be created: namespace, owner, MPIJob version (its name and labels are the job's)."""
         validate_job(job)
         out = copy.deepcopy(job)  # never change the caller's job
-        opts = self.options
         if out.kind == JobKind.MPIJOB:
             if self._mpi_version is None:
-                self._mpi_version = mpi_served_version(self.served_mpijob_versions())
+                self._mpi_version = served_version(self.served_mpijob_versions())
             if out.api_version != self._mpi_version:
                 self._say(f"this cluster serves MPIJob {self._mpi_version}: converting from {out.api_version}")
-                out = convert_mpijob(out, self._mpi_version)
+                out = kind_of(out).convert(out, self._mpi_version)
         meta = out.metadata
         meta.namespace = self.resolve_namespace(job)
-        labels = dict(meta.labels or {})
-        annotations = dict(meta.annotations or {})
-        if opts.run_id and opts.task_id:
-            meta.name = job_name_for(opts.run_id, opts.task_id, base=job.name)
-            meta.generate_name = None
-            labels[RUN_ID_LABEL] = label_value(opts.run_id)
-            labels[TASK_ID_LABEL] = label_value(opts.task_id)
-            annotations[RUN_ID_ANNOTATION] = opts.run_id
-            annotations[TASK_ID_ANNOTATION] = opts.task_id
-            for rspec in out.replica_specs.values():  # so `kubectl get pods -l kftrain.io/run-id=...` finds them
-                tmeta = dict(rspec.template.metadata or {})
-                tmeta["labels"] = {
-                    **(tmeta.get("labels") or {}),
-                    **{k: labels[k] for k in (RUN_ID_LABEL, TASK_ID_LABEL)},
-                }
-                rspec.template.metadata = tmeta
         if not meta.name:
-            raise KftrainError("kubernetes backend: the job needs metadata.name (or run_id and task_id to derive it)")
-        meta.labels = labels or None
-        meta.annotations = annotations or None
+            raise KftrainError("kubernetes backend: the job needs metadata.name")
         owner = self._owner_reference()
         if owner is not None:
             meta.extra = {**meta.extra, "ownerReferences": [owner]}
@@ -278,7 +191,7 @@ class KubernetesBackend(Backend):
     def submit(self, job: TrainingJob) -> JobHandle:
         prepared = self.prepare(job)
         manifest = render_manifest(prepared)
-        kspec = kind_spec(prepared.kind, prepared.api_version)
+        kspec = kind_of(prepared).spec
         name = prepared.name
         namespace = str(prepared.metadata.namespace)
         version = kspec.version
@@ -292,10 +205,10 @@ class KubernetesBackend(Backend):
             if exc.status != 409:
                 raise KftrainError(
                     f"kubernetes backend: creating {kspec.kind.value} {namespace}/{name} failed: "
-                    f"HTTP {exc.status} {_api_message(exc)}"
+                    f"HTTP {exc.status} {api_message(exc)}"
                 ) from None
             obj = self._reattach(prepared, kspec.plural, version)
-        handle = JobHandle(
+        return JobHandle(
             backend=self.name,
             name=name,
             namespace=namespace,
@@ -303,8 +216,6 @@ class KubernetesBackend(Backend):
             kind=prepared.kind.value,
             uid=(obj.get("metadata") or {}).get("uid"),
         )
-        self._publish(handle)
-        return handle
 
     def _reattach(self, job: TrainingJob, plural: str, version: str) -> dict[str, Any]:
         """The job already exists (a restarted launcher, or a retried create): use it if it is ours."""
@@ -315,7 +226,7 @@ class KubernetesBackend(Backend):
         )
         meta = existing.get("metadata") or {}
         have = meta.get("labels") or {}
-        want = {k: v for k, v in (job.metadata.labels or {}).items() if k in (RUN_ID_LABEL, TASK_ID_LABEL)}
+        want = run_identity(job)
         if not want or any(have.get(k) != v for k, v in want.items()):
             found = {k: have.get(k) for k in (RUN_ID_LABEL, TASK_ID_LABEL)}
             raise KftrainError(
@@ -337,29 +248,11 @@ class KubernetesBackend(Backend):
             )
         return existing
 
-    def _publish(self, handle: JobHandle) -> None:
-        """Write the identity before waiting: whoever restarts this step can find the job."""
-        data = json.dumps(dataclasses.asdict(handle), sort_keys=True)
-        if self.options.identity_path is not None:
-            path = Path(self.options.identity_path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(data)
-            tmp.replace(path)  # atomic: a reader never sees half a file
-        if self.options.on_submitted is not None:
-            self.options.on_submitted(handle)
-
     # -- wait ------------------------------------------------------------------------------------
 
     def wait(self, handle: JobHandle, timeout: float | None = None) -> JobResult:
         started = time.monotonic()
-        try:
-            with terminate_raises():
-                result = self._wait(handle, timeout, started)
-        except (Terminated, KeyboardInterrupt):
-            self._say(f"interrupted: deleting {handle.kind} {handle.namespace}/{handle.name}")
-            self.cancel(handle)
-            raise
+        result = self._wait(handle, timeout, started)
         result.duration_s = time.monotonic() - started
         self._say(f"{handle.name} {result.phase.value.lower()} in {result.duration_s:.1f}s")
         return result
@@ -425,11 +318,11 @@ class KubernetesBackend(Backend):
                         self._say("watch expired (410 Gone); re-listing")
                         obj, rv = self._list_one(job)
                         continue
-                    if not is_retryable(exc):
+                    if not is_transient(exc):
                         raise
                     failures = self._backoff(failures, exc)
                 except Exception as exc:
-                    if not is_retryable(exc):
+                    if not is_transient(exc):
                         raise
                     failures = self._backoff(failures, exc)
                     obj, rv = self._list_one(job)  # the stream broke: we may have missed events
@@ -627,7 +520,7 @@ class _JobRef:
     def of(cls, handle: JobHandle) -> _JobRef:
         if not handle.kind or not handle.namespace:
             raise KftrainError(f"kubernetes backend: handle {handle} lacks kind or namespace")
-        kspec = kind_spec(handle.kind, handle.api_version)
+        kspec = kind_for(handle.kind, handle.api_version).spec
         return cls(
             handle.name,
             handle.namespace,
@@ -669,13 +562,6 @@ def _remaining(deadline: float | None, next_check: float) -> float:
     now = time.monotonic()
     ends = [next_check] + ([deadline] if deadline is not None else [])
     return max(0.0, min(ends) - now) + 0.5
-
-
-def _api_message(exc: ApiException) -> str:
-    try:
-        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
-    except (ValueError, AttributeError):
-        return str(exc.reason)
 
 
 def _failing_pod(pods: list[client.V1Pod]) -> tuple[client.V1Pod, str | None, int, bool] | None:

@@ -1,0 +1,137 @@
+"""The inputs every launch component shares, declared once, and the factory that makes each kind's component.
+
+KFP reads a component's inputs, their types, defaults and descriptions from its Python function, and runs
+that function's source in the step's container. The launch components (PyTorchJob, TFJob, MPIJob) share
+most of their inputs, so instead of repeating them in every signature they are declared here, once, as
+data: :func:`launch_component` writes out each kind's function (a signature with every input, a docstring
+describing each, and a body that is one call into ``kftrain.launch.component``), and decorates it with
+``dsl.component``. The written source is what KFP embeds in the committed ``component.yaml``, so reading
+that file shows exactly what runs.
+
+Module scope imports only kfp and the standard library.
+"""
+
+from __future__ import annotations
+
+import linecache
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kfp import dsl
+
+from kftrain_components.images import RUNTIME_IMAGE
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input of a launch component: its name, Python type (str, int, bool, list, dict), default, description.
+
+    A default of None makes the input required.
+    """
+
+    name: str
+    type: type
+    default: Any
+    doc: str
+
+
+TRAINER_ARGS = [
+    "--dataset",
+    "$(KFTRAIN_DATASET_URI)",
+    "--model-dir",
+    "$(KFTRAIN_MODEL_URI)",
+    "--checkpoint-dir",
+    "$(KFTRAIN_CHECKPOINT_URI)",
+]
+
+# The artifacts every launch component reads and writes, first in every signature.
+ARTIFACTS = (
+    ("dataset", "dsl.Input[dsl.Dataset]", "Prepared dataset; its URI reaches every replica as $(KFTRAIN_DATASET_URI)."),
+    ("model", "dsl.Output[dsl.Model]", "Where the trainer writes the model ($(KFTRAIN_MODEL_URI))."),
+    ("job", "dsl.OutputPath(str)", "Identity of the created job (JSON), written before waiting."),
+)
+
+# What to run: before the kind's replica inputs.
+PROGRAM = (
+    Input("run_id", str, None, "The KFP run id (pass dsl.PIPELINE_JOB_ID_PLACEHOLDER); names the job."),
+    Input("task_id", str, None, "The KFP task id (pass dsl.PIPELINE_TASK_ID_PLACEHOLDER); names the job."),
+    Input("image", str, "", "Image of every replica; empty: this release's trainer image for the kind."),
+    Input("command", list, [], "Program of every replica."),
+    Input("args", list, TRAINER_ARGS, "Arguments of the program; $(VAR) references are expanded."),
+    Input("trainer_args", list, [], "More arguments appended to args (epochs, learning rate...)."),
+)
+
+# The run policy: after the kind's replica inputs.
+RUN_POLICY = (
+    Input("restart_policy", str, "OnFailure", "Never, OnFailure, Always or ExitCode."),
+    Input("backoff_limit", int, 3, "Restarts allowed across the job before it fails."),
+    Input("active_deadline_seconds", int, 0, "Fail the job after this many seconds (0: no limit)."),
+    Input("clean_pod_policy", str, "Running", "All, Running or None: which pods to delete when the job ends."),
+)
+
+# The platform's settings and the step's own: last in every signature.
+PLATFORM = (
+    Input("env", dict, {}, "Extra environment variables of every replica."),
+    Input("cpu", str, "", 'CPU request and limit of each replica (e.g. "2"); empty: none.'),
+    Input("memory", str, "", 'Memory request and limit of each replica (e.g. "4Gi"); empty: none.'),
+    Input("gpus", int, 0, "nvidia.com/gpu limit of each replica (never the MPI launcher's)."),
+    Input("manifest", str, "", "A full job YAML of this kind; when given it replaces the typed inputs above."),
+    Input("checkpoint_uri", str, "", "Checkpoint root; empty: next to the model."),
+    Input("backend", str, "auto", "auto (kubernetes in a pod, else local), local or kubernetes."),
+    Input("timeout_seconds", int, 0, "Fail and delete the job after this many seconds (0: no limit)."),
+)
+
+
+def launch_component(
+    *,
+    kind: str,
+    name: str,
+    module: str,
+    summary: str,
+    replicas: Sequence[Input],
+    options: Sequence[Input] = (),
+    overrides: Sequence[Input] = (),
+    details: str = "",
+) -> Any:
+    """The KFP component ``name`` (defined in ``module``) that launches a ``kind``.
+
+    ``replicas`` are the kind's replica-count inputs (placed after the program), ``options`` its other inputs
+    (after the run policy); ``overrides`` replace the default and description of shared inputs by name.
+    """
+    replaced = {i.name: i for i in overrides}
+    inputs = [replaced.get(i.name, i) for i in (*PROGRAM, *replicas, *RUN_POLICY, *options, *PLATFORM)]
+    source = _function_source(kind, name, summary, details, inputs)
+    filename = f"<kftrain launch component {module}.{name}>"
+    # inspect.getsource (which KFP uses to embed the function) reads generated code through linecache.
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    namespace: dict[str, Any] = {"dsl": dsl, "__name__": module}
+    exec(compile(source, filename, "exec", dont_inherit=True), namespace)  # no "annotations" future: KFP reads types
+    func = namespace[name]
+    return dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)(func)
+
+
+def _function_source(kind: str, name: str, summary: str, details: str, inputs: Sequence[Input]) -> str:
+    params = [f"    {n}: {annotation}," for n, annotation, _ in ARTIFACTS]
+    params += [f"    {i.name}: {i.type.__name__}{'' if i.default is None else f' = {i.default!r}'}," for i in inputs]
+    docs = [(n, doc) for n, _, doc in ARTIFACTS] + [(i.name, i.doc) for i in inputs]
+    args_doc = "\n".join(f"        {n}: {doc}" for n, doc in docs)
+    body_details = f"\n\n{textwrap.indent(details.strip(), '    ')}" if details.strip() else ""
+    call_inputs = "\n".join(f"            {i.name!r}: {i.name}," for i in inputs)
+    return (
+        f"def {name}(\n"
+        + "\n".join(params)
+        + "\n):\n"
+        + f'    """{summary}{body_details}\n\n    Args:\n{args_doc}\n    """\n'
+        + "    from kftrain.launch.component import launch_component\n\n"
+        + "    launch_component(\n"
+        + f"        {kind!r},\n"
+        + "        dataset=dataset,\n"
+        + "        model=model,\n"
+        + "        job=job,\n"
+        + "        inputs={\n"
+        + call_inputs
+        + "\n        },\n"
+        + "    )\n"
+    )

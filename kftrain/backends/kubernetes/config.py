@@ -1,0 +1,37 @@
+"""How the Kubernetes backend runs a job; importing this module does not import the Kubernetes client."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kftrain.backends.base import BackendConfig
+from kftrain.retry import RetryPolicy
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+@dataclass
+class KubernetesConfig(BackendConfig):
+    # Where the job is created; None: the job's metadata.namespace, else this pod's, else kubeconfig's, else default.
+    namespace: str | None = None
+    # The launcher pod that owns the job; None reads KFP_POD_NAME / KFP_POD_UID.
+    owner_pod_name: str | None = None
+    owner_pod_uid: str | None = None
+    # MPIJob version to render; None asks the cluster (discovery) which one is served.
+    mpi_api_version: str | None = None
+    stream_logs: bool = True
+    # A pod stuck Pending on an image pull or scheduling failure this long fails the job; None: never.
+    pending_timeout_s: float | None = 600.0
+    # A job Suspended this long fails (and is deleted); None: wait (a queue such as Kueue may resume it).
+    suspended_timeout_s: float | None = None
+    # One watch request lasts this long (server side): how often deadlines and pending pods are checked.
+    watch_window_s: int = 10
+    poll_interval_s: float = 2.0
+    log_tail_lines: int = 30
+    event_lines: int = 10
+    # How long to let log streams finish once the job has ended.
+    log_drain_s: float = 5.0
+    propagation_policy: str = "Background"
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE

@@ -1,0 +1,18 @@
+"""The local backend: every replica a process on this machine with the environment its operator would give it.
+
+config.py (what the caller decides), replica.py (a replica's program and environment here),
+processes.py (stopping a replica's whole process tree), backend.py (the job's lifecycle and restarts).
+"""
+
+from kftrain.backends.local.backend import LocalBackend
+from kftrain.backends.local.config import ALL_REPLICA_TYPES, LocalConfig, parse_command_overrides
+from kftrain.backends.local.replica import expand_k8s_vars, free_port
+
+__all__ = [
+    "ALL_REPLICA_TYPES",
+    "LocalBackend",
+    "LocalConfig",
+    "expand_k8s_vars",
+    "free_port",
+    "parse_command_overrides",
+]

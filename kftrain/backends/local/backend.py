@@ -1,0 +1,326 @@
+"""The operator on one machine: the lifecycle of a job whose replicas are local processes.
+
+* one process per replica that runs a program (:meth:`kftrain.job.kinds.Kind.process_replicas`), each in
+  its own session so the whole tree of a replica can be stopped as one;
+* ``restartPolicy`` (Never, OnFailure, Always, ExitCode) and ``backoffLimit`` (total restarts across the
+  job), ``activeDeadlineSeconds``, and the kind's success rule; when a replica fails for good the others
+  are stopped and the job fails with that replica's exit code and its last log lines;
+* each replica's output streamed live with a ``[worker-1]`` prefix and kept in ``<workdir>/logs``;
+* ``scale`` and ``kill_replica``, as ``kubectl scale`` and a lost node would.
+
+Differences from a cluster, on purpose: images are ignored (the program comes from the container's
+command or the config's ``commands``); sidecar containers are not run; ``Always`` restarts a replica that
+fails but treats an exit 0 as done, since restarting a finished trainer only matters until the operator
+ends the job; secrets referenced by ``secretKeyRef`` are read from this process's environment under the
+same variable name.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from kftrain.backends.base import Backend, JobHandle, JobPhase, JobResult
+from kftrain.backends.console import Console
+from kftrain.backends.local.config import LocalConfig
+from kftrain.backends.local.processes import kill_quietly, process_tree, shell_exit_code, signal_group, signal_tree
+from kftrain.backends.local.replica import LocalReplica, free_port, prepare_replica
+from kftrain.errors import JobSpecError
+from kftrain.job.kinds import kind_of
+from kftrain.job.kinds.base import is_retryable_exit_code
+from kftrain.job.model import RestartPolicy, TrainingJob
+from kftrain.job.topology import ReplicaId, Topology
+from kftrain.job.validate import validate_job
+
+
+@dataclass
+class _LocalJob:
+    job: TrainingJob
+    workdir: Path
+    owns_workdir: bool
+    replicas: list[LocalReplica]
+    started_at: float
+    topology: Topology
+    total_restarts: int = 0
+    result: JobResult | None = None
+
+    def workers_running(self) -> int:
+        return sum(1 for r in self.replicas if r.id.type == "Worker" and not r.finished)
+
+
+class LocalBackend(Backend):
+    name = "local"
+    config: LocalConfig
+
+    def __init__(self, config: LocalConfig | None = None) -> None:
+        self.config = config or LocalConfig()
+        self.console = Console(self.config.out)
+        self._jobs: dict[str, _LocalJob] = {}
+        # wait() polls replicas while scale()/kill_replica() may change them from another thread.
+        self._state_lock = threading.RLock()
+
+    # -- submit ----------------------------------------------------------------------------------
+
+    def submit(self, job: TrainingJob) -> JobHandle:
+        validate_job(job)
+        if job.name in self._jobs and self._jobs[job.name].result is None:
+            return self._handle(job)  # same job already running in this process: attach
+        if job.run_policy.suspend:
+            raise JobSpecError("spec.runPolicy.suspend", "is true: the operator would not start any replica")
+        kind = kind_of(job)
+        owns = self.config.workdir is None
+        workdir = Path(tempfile.mkdtemp(prefix=f"kftrain-{job.name}-")) if owns else Path(self.config.workdir or ".")
+        workdir.mkdir(parents=True, exist_ok=True)
+        topology = Topology(ports={r: free_port() for r in kind.replicas_with_ports(job)}, files_root=workdir)
+        try:
+            replicas = [self._prepare(job, rid, topology, workdir) for rid in kind.process_replicas(job)]
+        except BaseException:
+            if owns:
+                shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        for absolute, content in kind.operator_files(job, topology).items():
+            path = topology.file(absolute)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+        state = _LocalJob(
+            job=job,
+            workdir=workdir,
+            owns_workdir=owns,
+            replicas=replicas,
+            started_at=time.monotonic(),
+            topology=topology,
+        )
+        self._jobs[job.name] = state
+        self.console.say(
+            f"starting {job.kind.value} {job.name}: {', '.join(r.id.label for r in replicas)} (workdir {workdir})"
+        )
+        for replica in replicas:
+            self._start(replica)
+        return self._handle(job)
+
+    def _handle(self, job: TrainingJob) -> JobHandle:
+        return JobHandle(backend=self.name, name=job.name, kind=job.kind.value, api_version=job.api_version)
+
+    def _prepare(self, job: TrainingJob, rid: ReplicaId, topology: Topology, workdir: Path) -> LocalReplica:
+        logs = workdir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        return prepare_replica(job, rid, topology, self.config, logs)
+
+    def _start(self, replica: LocalReplica) -> None:
+        replica.proc = subprocess.Popen(
+            replica.argv,
+            env=replica.env,
+            cwd=self.config.cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: stop the replica's whole tree at once
+        )
+        replica.restart_at = None
+        replica.reader = threading.Thread(target=self._pump, args=(replica, replica.proc), daemon=True)
+        replica.reader.start()
+
+    def _pump(self, replica: LocalReplica, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        with open(replica.log_path, "a", encoding="utf-8") as log:
+            for raw in iter(proc.stdout.readline, b""):
+                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                replica.tail.append(line)
+                log.write(line + "\n")
+                self.console.replica_line(replica.id.label, line)
+        proc.stdout.close()
+
+    # -- wait ------------------------------------------------------------------------------------
+
+    def wait(self, handle: JobHandle, timeout: float | None = None) -> JobResult:
+        state = self._jobs[handle.name]
+        if state.result is not None:
+            return state.result
+        deadline_s = state.job.run_policy.active_deadline_seconds
+        limits = [t for t in (timeout, deadline_s) if t is not None]
+        deadline = state.started_at + min(limits) if limits else None
+        while True:
+            with self._state_lock:
+                result = self._step(state)
+            if result is None and deadline is not None and time.monotonic() >= deadline:
+                reason = "DeadlineExceeded" if deadline_s is not None and min(limits) == deadline_s else "Timeout"
+                result = JobResult(JobPhase.FAILED, reason=reason, message=f"job ran longer than {min(limits):g}s")
+            if result is not None:
+                self._stop_all(state)
+                result.duration_s = time.monotonic() - state.started_at
+                state.result = result
+                self._finish(state, result)
+                return result
+            time.sleep(self.config.poll_interval_s)
+
+    def _step(self, state: _LocalJob) -> JobResult | None:
+        """Reap replicas that exited, restart or fail them per their policy; the job's result once it has one."""
+        job, kind = state.job, kind_of(state.job)
+        now = time.monotonic()
+        for replica in state.replicas:
+            if replica.finished:
+                continue
+            if replica.proc is None:
+                if replica.restart_at is not None and now >= replica.restart_at:
+                    self._start(replica)
+                continue
+            code = replica.proc.poll()
+            if code is None:
+                continue
+            self._drain(replica)
+            replica.proc = None
+            replica.last_exit = code
+            if code == 0:
+                replica.succeeded = replica.finished = True
+                self.console.say(f"{replica.id.label} succeeded")
+                if kind.succeeded(job, {r.id for r in state.replicas if r.succeeded}):
+                    return JobResult(JobPhase.SUCCEEDED, reason="Succeeded", message=f"{job.name} succeeded")
+                continue
+            exit_code = shell_exit_code(code)
+            retry = replica.policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS) or (
+                replica.policy == RestartPolicy.EXIT_CODE and is_retryable_exit_code(code)
+            )
+            limit = job.run_policy.backoff_limit
+            if not retry:
+                if kind.survives_loss(job, replica.id, state.workers_running() - 1):
+                    replica.finished = True
+                    self.console.say(
+                        f"{replica.id.label} exited with code {exit_code}; the elastic job goes on with "
+                        f"{state.workers_running()} worker(s)"
+                    )
+                    continue
+                return self._failure(replica, "ReplicaFailed", f"{replica.id.label} exited with code {exit_code}")
+            if limit is not None and state.total_restarts >= limit:
+                return self._failure(
+                    replica,
+                    "BackoffLimitExceeded",
+                    f"{replica.id.label} exited with code {exit_code} after {state.total_restarts} restart(s); "
+                    f"backoffLimit is {limit}",
+                )
+            delay = min(self.config.restart_backoff_s * 2**replica.restarts, self.config.max_restart_backoff_s)
+            replica.restarts += 1
+            state.total_restarts += 1
+            replica.restart_at = now + delay
+            bound = f"/{limit}" if limit is not None else ""
+            self.console.say(
+                f"{replica.id.label} exited with code {exit_code}; restartPolicy {replica.policy.value}: "
+                f"restart {state.total_restarts}{bound} in {delay:.1f}s"
+            )
+        if all(r.finished for r in state.replicas):
+            return JobResult(
+                JobPhase.FAILED,
+                reason="SuccessPolicyNotMet",
+                message="every replica exited but the job's success rule was not met",
+            )
+        return None
+
+    # -- elastic scaling and fault injection -------------------------------------------------------
+
+    def scale(self, handle: JobHandle, replica_type: str, replicas: int) -> None:
+        """Change a running job's replica count, as ``kubectl scale`` (or an HPA) does on a cluster.
+
+        New replicas get the next indices and the same contract; removed ones (highest indices first)
+        are stopped. Elastic PyTorchJobs admit workers between min and maxReplicas.
+        """
+        with self._state_lock:
+            self._scale(self._jobs[handle.name], replica_type, replicas)
+
+    def _scale(self, state: _LocalJob, replica_type: str, replicas: int) -> None:
+        job = state.job
+        elastic = job.spec.elastic_policy
+        if elastic is not None and replica_type == "Worker":
+            low, high = elastic.min_replicas or 1, elastic.max_replicas or replicas
+            if not low <= replicas <= high:
+                raise JobSpecError("spec.elasticPolicy", f"{replicas} workers is outside [{low}, {high}]")
+        current = [r for r in state.replicas if r.id.type == replica_type]
+        live = [r for r in current if not r.finished]
+        next_index = max((r.id.index for r in current), default=-1) + 1
+        for _ in range(replicas - len(live)):
+            replica = self._prepare(job, ReplicaId(replica_type, next_index), state.topology, state.workdir)
+            next_index += 1
+            state.replicas.append(replica)
+            self.console.say(f"scaled {replica_type} up: starting {replica.id.label}")
+            self._start(replica)
+        for replica in sorted(live, key=lambda r: r.id.index, reverse=True)[: max(0, len(live) - replicas)]:
+            self.console.say(f"scaled {replica_type} down: stopping {replica.id.label}")
+            replica.finished = True
+            self._stop([replica])
+        job.replica_specs[replica_type].replicas = replicas
+
+    def kill_replica(self, handle: JobHandle, label: str, sig: signal.Signals = signal.SIGKILL) -> None:
+        """Send ``sig`` to one replica's whole process tree, as a node loss or OOM kill would."""
+        state = self._jobs[handle.name]
+        replica = next((r for r in state.replicas if r.id.label == label), None)
+        if replica is None or replica.proc is None:
+            raise KeyError(f"{label}: no running replica of that name")
+        signal_tree(replica.proc.pid, sig)
+
+    def _failure(self, replica: LocalReplica, reason: str, message: str) -> JobResult:
+        replica.finished = True
+        return JobResult(
+            JobPhase.FAILED,
+            reason=reason,
+            message=message,
+            exit_code=shell_exit_code(replica.last_exit or 1),
+            failed_replica=replica.id.label,
+            log_tail=list(replica.tail),
+        )
+
+    def _drain(self, replica: LocalReplica) -> None:
+        # The reader ends at EOF; a grandchild still holding the pipe must not hang us.
+        if replica.reader is not None:
+            replica.reader.join(timeout=2.0)
+
+    def _finish(self, state: _LocalJob, result: JobResult) -> None:
+        self.console.say(f"{state.job.name} {result.phase.value.lower()} in {result.duration_s:.1f}s")
+        if result.succeeded and state.owns_workdir:
+            shutil.rmtree(state.workdir, ignore_errors=True)
+        elif not result.succeeded:
+            self.console.say(f"replica logs kept in {state.workdir / 'logs'}")
+
+    # -- cancel ----------------------------------------------------------------------------------
+
+    def cancel(self, handle: JobHandle) -> None:
+        state = self._jobs.get(handle.name)
+        if state is None:
+            return
+        self._stop_all(state)
+        if state.result is None:
+            state.result = JobResult(JobPhase.FAILED, reason="Cancelled", message="job cancelled", exit_code=143)
+            self.console.say(f"{state.job.name} cancelled; every replica stopped")
+
+    def _stop_all(self, state: _LocalJob) -> None:
+        for replica in state.replicas:
+            replica.restart_at = None
+        self._stop(state.replicas)
+
+    def _stop(self, replicas: list[LocalReplica]) -> None:
+        """SIGTERM each replica's process group, SIGKILL what is left after the grace period."""
+        running = [r for r in replicas if r.proc is not None]
+        if not running:
+            return
+        trees: list[psutil.Process] = []
+        for replica in running:
+            assert replica.proc is not None
+            trees.extend(process_tree(replica.proc.pid))
+            signal_group(replica.proc.pid, signal.SIGTERM)
+        gone, alive = psutil.wait_procs(trees, timeout=self.config.grace_period_s)
+        # psutil may reap a replica before Popen does; keep the exit status it saw.
+        codes = {p.pid: p.returncode for p in gone if p.returncode is not None}
+        for proc in alive:
+            kill_quietly(proc)
+        for replica in running:
+            assert replica.proc is not None
+            signal_group(replica.proc.pid, signal.SIGKILL)
+            replica.proc.wait()
+            replica.last_exit = codes.get(replica.proc.pid, replica.proc.returncode)
+            self._drain(replica)
+            replica.proc = None

@@ -1,0 +1,44 @@
+"""How the local backend runs a job: where its files go, what each replica runs, how it is stopped and restarted."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kftrain.backends.base import BackendConfig
+
+# The key of ``LocalConfig.commands`` that applies to every replica type.
+ALL_REPLICA_TYPES = "*"
+
+
+@dataclass
+class LocalConfig(BackendConfig):
+    # Where the hostfile and the replicas' logs go; None: a temporary folder, removed when the job succeeds.
+    workdir: Path | None = None
+    # The program of each replica type (ALL_REPLICA_TYPES: of every type), replacing the container's command + args.
+    commands: dict[str, list[str]] = field(default_factory=dict)
+    # Extra variables of every replica (below the job's own env and the operator's contract).
+    extra_env: dict[str, str] = field(default_factory=dict)
+    # The replicas' working directory; None: this process's.
+    cwd: Path | None = None
+    # SIGTERM, then SIGKILL after this long, as the kubelet does.
+    grace_period_s: float = 5.0
+    poll_interval_s: float = 0.05
+    log_tail_lines: int = 30
+    restart_backoff_s: float = 0.5
+    max_restart_backoff_s: float = 10.0
+
+
+def parse_command_overrides(values: Sequence[str]) -> dict[str, list[str]]:
+    """``--command "python t.py"`` for every replica, ``--command Worker="python w.py"`` for one type."""
+    out: dict[str, list[str]] = {}
+    for value in values:
+        key, sep, rest = value.partition("=")
+        if sep and re.fullmatch(r"[A-Z][A-Za-z]*", key):
+            out[key] = shlex.split(rest)
+        else:
+            out[ALL_REPLICA_TYPES] = shlex.split(value)
+    return out

@@ -1,0 +1,266 @@
+"""MPIJob: mpi-operator's ``kubeflow.org/v2beta1`` and the training-operator's ``kubeflow.org/v1``.
+
+Only the Launcher runs a program (``mpirun ...``); Workers host the ranks mpirun starts (over ssh in
+v2beta1, ``kubectl exec`` in v1). The operator mounts a hostfile listing each worker with its slots
+(``host slots=N`` for OpenMPI, ``host:N`` for Intel MPI and MPICH) and gives the launcher the variables
+that point its MPI at it; v2beta1 also sets ``K_MPI_JOB_ROLE`` on every pod and hides GPUs from a
+launcher that is not also a worker. Success: the Launcher succeeds.
+
+Locally every host is ``localhost``, so the hostfile collapses to one line holding all the slots.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+from collections.abc import Iterable
+
+from kftrain.errors import JobSpecError
+from kftrain.job.kinds.base import GROUP, Kind, KindSpec
+from kftrain.job.model import (
+    JobKind,
+    LauncherCreationPolicy,
+    MPIImplementation,
+    RestartPolicy,
+    RunPolicy,
+    TrainingJob,
+)
+from kftrain.job.topology import ReplicaId, Topology
+
+V2BETA1 = f"{GROUP}/v2beta1"
+V1 = f"{GROUP}/v1"
+V1_CONTAINER = "mpi"
+HOSTFILE = "/etc/mpi/hostfile"
+LAUNCHER = ReplicaId("Launcher", 0)
+
+_COMMON_FIELDS = frozenset({"run_policy", "slots_per_worker"})
+SPEC_V2BETA1 = KindSpec(
+    kind=JobKind.MPIJOB,
+    api_version=V2BETA1,
+    plural="mpijobs",
+    replica_key="mpiReplicaSpecs",
+    replica_types=("Launcher", "Worker"),
+    singletons=frozenset({"Launcher"}),
+    default_container=None,
+    spec_fields=_COMMON_FIELDS
+    | {"ssh_auth_mount_path", "launcher_creation_policy", "run_launcher_as_worker", "mpi_implementation"},
+    fixed_replicas=("Launcher",),
+    workers_run_program=False,
+)
+SPEC_V1 = KindSpec(
+    kind=JobKind.MPIJOB,
+    api_version=V1,
+    plural="mpijobs",
+    replica_key="mpiReplicaSpecs",
+    replica_types=("Launcher", "Worker"),
+    singletons=frozenset({"Launcher"}),
+    default_container=V1_CONTAINER,
+    spec_fields=_COMMON_FIELDS | {"main_container", "clean_pod_policy"},
+    fixed_replicas=("Launcher",),
+    workers_run_program=False,
+)
+
+
+def slots_per_worker(job: TrainingJob) -> int:
+    return job.spec.slots_per_worker or 1
+
+
+def total_slots(job: TrainingJob) -> int:
+    hosts = job.replicas_of("Worker") + (1 if job.spec.run_launcher_as_worker else 0)
+    return hosts * slots_per_worker(job)
+
+
+def hostfile(job: TrainingJob, host: str | None = None, *, merge_hosts: bool = False) -> str:
+    """The hostfile the operator writes; ``host`` replaces the per-pod DNS names.
+
+    With ``merge_hosts`` every slot lands on one ``host`` line, which is what mpirun needs when all
+    "workers" are the same machine.
+    """
+    slots = slots_per_worker(job)
+    impl = job.spec.mpi_implementation or MPIImplementation.OPENMPI
+    v1 = job.api_version == V1
+
+    def pod_host(pod: str) -> str:
+        # v1 reaches pods by `kubectl exec <pod>`; v2beta1 by DNS through the job's headless service.
+        return pod if v1 else f"{pod}.{job.name}.{job.metadata.namespace or 'default'}.svc"
+
+    hosts: list[str] = []
+    if job.spec.run_launcher_as_worker or (v1 and _launcher_asks_for_gpu(job)):
+        hosts.append(host or pod_host(f"{job.name}-launcher"))
+    for i in range(job.replicas_of("Worker")):
+        hosts.append(host or pod_host(f"{job.name}-worker-{i}"))
+    entries = [(hosts[0], slots * len(hosts))] if merge_hosts and hosts else [(h, slots) for h in hosts]
+    if impl == MPIImplementation.OPENMPI:
+        return "".join(f"{h} slots={n}\n" for h, n in entries)
+    return "".join(f"{h}:{n}\n" for h, n in entries)
+
+
+def _launcher_asks_for_gpu(job: TrainingJob) -> bool:
+    """training-operator v1 lists a launcher that asks for a GPU in the hostfile, first."""
+    for container in job.replica_specs["Launcher"].template.spec.containers:
+        limits = (container.resources or {}).get("limits") or {}
+        if any("gpu" in key for key in limits):
+            return True
+    return False
+
+
+class MPIJobV2Beta1Kind(Kind):
+    def validate(self, job: TrainingJob) -> None:
+        path = self.replicas_path()
+        if "Launcher" not in job.replica_specs:
+            raise JobSpecError(f"{path}.Launcher", "missing: an MPIJob runs mpirun from its Launcher replica")
+        if job.replicas_of("Launcher") != 1:
+            raise JobSpecError(f"{path}.Launcher.replicas", "an MPIJob needs exactly 1 Launcher")
+        slots = job.spec.slots_per_worker
+        if slots is not None and slots < 1:
+            raise JobSpecError("spec.slotsPerWorker", f"must be >= 1, got {slots}")
+        if job.replicas_of("Worker") == 0 and not job.spec.run_launcher_as_worker:
+            raise JobSpecError(f"{path}.Worker", "an MPIJob needs at least 1 Worker (or runLauncherAsWorker: true)")
+
+    def operator_env(self, job: TrainingJob, replica: ReplicaId, topology: Topology) -> list[tuple[str, str]]:
+        env = [("K_MPI_JOB_ROLE", replica.type.lower())]
+        if replica != LAUNCHER:
+            return env
+        path = str(topology.file(HOSTFILE))
+        slots = str(slots_per_worker(job))
+        impl = job.spec.mpi_implementation or MPIImplementation.OPENMPI
+        if impl == MPIImplementation.OPENMPI:
+            env += [
+                ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+                ("OMPI_MCA_orte_default_hostfile", path),
+                ("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"),
+                ("OMPI_MCA_orte_set_default_slots", slots),
+            ]
+        elif impl == MPIImplementation.INTEL:
+            env += [
+                ("I_MPI_HYDRA_HOST_FILE", path),
+                ("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", "-o ConnectionAttempts=10"),
+                ("I_MPI_PERHOST", slots),
+            ]
+        else:
+            env += [("HYDRA_HOST_FILE", path), ("HYDRA_LAUNCH_EXTRA_ARGS", "-o ConnectionAttempts=10")]
+        if not job.spec.run_launcher_as_worker:
+            # mpi-operator hides GPUs from a launcher that is not also a worker.
+            env += [("NVIDIA_VISIBLE_DEVICES", ""), ("NVIDIA_DRIVER_CAPABILITIES", "")]
+        return env
+
+    def operator_files(self, job: TrainingJob, topology: Topology) -> dict[str, str]:
+        return {HOSTFILE: hostfile(job, topology.host, merge_hosts=True)}
+
+    def default_restart_policy(self, job: TrainingJob, replica_type: str) -> RestartPolicy:
+        return RestartPolicy.ON_FAILURE if replica_type == "Launcher" else RestartPolicy.NEVER
+
+    def succeeded(self, job: TrainingJob, done: set[ReplicaId]) -> bool:
+        return LAUNCHER in done
+
+    def gpus_allowed(self, job: TrainingJob, replica_type: str) -> bool:
+        return replica_type != "Launcher" or bool(job.spec.run_launcher_as_worker)
+
+    def process_replicas(self, job: TrainingJob) -> list[ReplicaId]:
+        return [LAUNCHER]  # Workers only host the ranks that mpirun starts
+
+    def adapt_local_env(self, job: TrainingJob, replica: ReplicaId, env: dict[str, str]) -> None:
+        if os.geteuid() == 0:
+            # mpirun refuses root without these; MPI images set them the same way.
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        if not any(shutil.which(tool, path=env.get("PATH")) for tool in ("ssh", "rsh")):
+            # Every slot is on localhost, so mpirun never starts a remote daemon; but OpenMPI 4 refuses to start
+            # at all when its rsh launch agent (ssh or rsh) is missing. Any existing program satisfies that check.
+            env.setdefault("OMPI_MCA_plm_rsh_agent", shutil.which("false") or "/bin/false")
+
+    def summary(self, job: TrainingJob) -> dict[str, object]:
+        return {"slots": total_slots(job)}
+
+    def convert(self, job: TrainingJob, api_version: str) -> TrainingJob:
+        if api_version == job.api_version:
+            return copy.deepcopy(job)
+        if api_version == V1:
+            return to_v1(job)
+        if api_version == V2BETA1:
+            return to_v2beta1(job)
+        raise JobSpecError("apiVersion", f"{api_version!r} is not an MPIJob version")
+
+
+class MPIJobV1Kind(MPIJobV2Beta1Kind):
+    """training-operator v1: the main container by name (``mainContainer``, default ``mpi``), no K_MPI_JOB_ROLE,
+    the launcher's hostfile variable only, restart policy Never by default."""
+
+    def main_container_name(self, job: TrainingJob) -> str | None:
+        return job.spec.main_container or V1_CONTAINER
+
+    def operator_env(self, job: TrainingJob, replica: ReplicaId, topology: Topology) -> list[tuple[str, str]]:
+        # training-operator v1 reaches workers by `kubectl exec`; locally they are this machine.
+        return [("OMPI_MCA_orte_default_hostfile", str(topology.file(HOSTFILE)))] if replica == LAUNCHER else []
+
+    def default_restart_policy(self, job: TrainingJob, replica_type: str) -> RestartPolicy:
+        return RestartPolicy.NEVER
+
+
+MPIJOB_V2BETA1 = MPIJobV2Beta1Kind(SPEC_V2BETA1)
+MPIJOB_V1 = MPIJobV1Kind(SPEC_V1)
+
+
+def to_v1(job: TrainingJob) -> TrainingJob:
+    """A v2beta1 MPIJob (mpi-operator) as a kubeflow.org/v1 MPIJob (training-operator).
+
+    v1 has no sshAuthMountPath, launcherCreationPolicy, runLauncherAsWorker or mpiImplementation; it
+    injects its environment into the container named ``mpi``. Fields whose non-default value would change
+    what runs are refused rather than silently dropped.
+    """
+    out = copy.deepcopy(job)
+    spec = out.spec
+    if spec.run_launcher_as_worker:
+        raise JobSpecError("spec.runLauncherAsWorker", "is true, which kubeflow.org/v1 MPIJob cannot express")
+    if spec.launcher_creation_policy not in (None, LauncherCreationPolicy.AT_STARTUP):
+        raise JobSpecError(
+            "spec.launcherCreationPolicy",
+            f"{spec.launcher_creation_policy.value} is not supported by kubeflow.org/v1 MPIJob",
+        )
+    if spec.mpi_implementation == MPIImplementation.MPICH:
+        raise JobSpecError("spec.mpiImplementation", "MPICH is not supported by kubeflow.org/v1 MPIJob")
+    # v1 reaches workers with kubectl exec, not ssh, and reads Intel MPI from env: nothing to keep.
+    spec.ssh_auth_mount_path = None
+    spec.launcher_creation_policy = None
+    spec.run_launcher_as_worker = None
+    spec.mpi_implementation = None
+    for rspec in out.replica_specs.values():
+        containers = rspec.template.spec.containers
+        if containers and not any(c.name == V1_CONTAINER for c in containers):
+            containers[0].name = V1_CONTAINER  # v2beta1 uses the first container; v1 looks the main one up by name
+    out.api_version = V1
+    return out
+
+
+def to_v2beta1(job: TrainingJob) -> TrainingJob:
+    """A kubeflow.org/v1 MPIJob as a v2beta1 one: mainContainer first, spec.cleanPodPolicy into runPolicy."""
+    out = copy.deepcopy(job)
+    main = MPIJOB_V1.main_container_name(out)
+    for rspec in out.replica_specs.values():
+        containers = rspec.template.spec.containers
+        # v2beta1 has no mainContainer: the operator injects into containers[0].
+        idx = next((i for i, c in enumerate(containers) if c.name == main), 0)
+        containers.insert(0, containers.pop(idx))
+    if out.spec.clean_pod_policy is not None:
+        run_policy = out.spec.run_policy or RunPolicy()
+        if run_policy.clean_pod_policy is None:  # v1 lets runPolicy win when both are set
+            run_policy.clean_pod_policy = out.spec.clean_pod_policy
+        out.spec.run_policy = run_policy
+    out.spec.clean_pod_policy = None
+    out.spec.main_container = None
+    out.api_version = V2BETA1
+    return out
+
+
+def served_version(served: Iterable[str]) -> str:
+    """The MPIJob version to render, given the versions a cluster serves ``mpijobs`` in: v2beta1 preferred."""
+    versions = list(served)
+    for version in ("v2beta1", "v1"):
+        if version in versions:
+            return f"{GROUP}/{version}"
+    raise JobSpecError(
+        "apiVersion",
+        "no MPIJob CRD is served by this cluster (looked for mpijobs in kubeflow.org/v2beta1 and kubeflow.org/v1); "
+        "install mpi-operator or the training-operator",
+    )

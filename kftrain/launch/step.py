@@ -1,0 +1,95 @@
+"""The launch step: a job (from a request or a manifest) tied to its run, given the platform's pod settings and
+the artifact URIs, run to its end on the chosen backend.
+
+The artifact URIs reach every replica as environment variables (``KFTRAIN_DATASET_URI``,
+``KFTRAIN_MODEL_URI``, ``KFTRAIN_CHECKPOINT_URI``) and, through Kubernetes' ``$(VAR)`` expansion, in the
+program's arguments, so the same manifest works on both backends.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from kftrain.backends import KubernetesConfig, LocalConfig, make_backend, resolve_backend_name
+from kftrain.backends.base import BackendConfig, JobResult
+from kftrain.errors import JobFailedError, JobSpecError
+from kftrain.job import EnvVar, JobKind, PodSettings, TrainingJob, apply_pod_settings, load_manifest, main_container
+from kftrain.job.naming import stamp_run_identity
+from kftrain.job.validate import validate_job
+
+log = logging.getLogger(__name__)
+
+DATASET_ENV = "KFTRAIN_DATASET_URI"
+MODEL_ENV = "KFTRAIN_MODEL_URI"
+CHECKPOINT_ENV = "KFTRAIN_CHECKPOINT_URI"
+# Where the object store is: every replica must reach the same one as the step.
+_STORE_ENDPOINT_VARS = ("AWS_ENDPOINT_URL", "MINIO_ENDPOINT", "AWS_REGION")
+
+
+@dataclass(frozen=True)
+class Artifacts:
+    """The URIs a training job reads and writes."""
+
+    dataset_uri: str
+    model_uri: str
+    checkpoint_uri: str = ""
+
+    def env(self) -> dict[str, str]:
+        checkpoints = self.checkpoint_uri or f"{self.model_uri.rstrip('/')}-checkpoints"
+        values = {DATASET_ENV: self.dataset_uri, MODEL_ENV: self.model_uri, CHECKPOINT_ENV: checkpoints}
+        return {k: v for k, v in values.items() if v}
+
+
+def job_from_manifest(text: str, kind: JobKind) -> TrainingJob:
+    """The job a launch step of ``kind`` was given as YAML; a manifest of another kind is refused."""
+    job = load_manifest(text)
+    if job.kind != kind:
+        raise JobSpecError("kind", f"this step launches a {kind.value}, the manifest is a {job.kind.value}")
+    return job
+
+
+def inject_artifact_env(job: TrainingJob, artifacts: Artifacts) -> None:
+    """Put the artifact URIs (and the object store's endpoint) into every replica's main container."""
+    passthrough = {k: os.environ[k] for k in _STORE_ENDPOINT_VARS if k in os.environ}
+    values = {**passthrough, **artifacts.env()}
+    for rtype in job.replica_specs:
+        target = main_container(job, rtype)
+        if target is None:
+            continue
+        existing = {e.name for e in target.env or []}
+        target.env = [*(target.env or []), *(EnvVar(name=k, value=v) for k, v in values.items() if k not in existing)]
+    validate_job(job)
+
+
+def prepare_job(
+    job: TrainingJob, *, artifacts: Artifacts, pods: PodSettings, run_id: str = "", task_id: str = ""
+) -> TrainingJob:
+    """``job`` as the launch step submits it: named and labelled from its run, pod settings and URIs added."""
+    if run_id or task_id:
+        if not (run_id and task_id):
+            raise JobSpecError("run_id" if not run_id else "task_id", "missing: a job is named from both ids")
+        stamp_run_identity(job, run_id, task_id)
+    job = apply_pod_settings(job, pods)
+    inject_artifact_env(job, artifacts)
+    return job
+
+
+def backend_config(backend: str, *, identity_path: str | Path | None = None) -> BackendConfig:
+    """The config of the backend ``backend`` names (``auto``: kubernetes inside a pod, else local)."""
+    name = resolve_backend_name(backend)
+    if name == "kubernetes":
+        return KubernetesConfig(identity_path=identity_path)
+    return LocalConfig(identity_path=identity_path)
+
+
+def run_job(job: TrainingJob, config: BackendConfig, *, timeout: float | None = None) -> JobResult:
+    """Run ``job`` to its end on the backend ``config`` is for; a failed job raises :class:`JobFailedError`."""
+    backend = make_backend(config)
+    log.info("launching %s %s on the %s backend", job.kind.value, job.name, backend.name)
+    result = backend.run(job, timeout)
+    if not result.succeeded:
+        raise JobFailedError(result.describe(), exit_code=result.exit_code or 1)
+    return result
