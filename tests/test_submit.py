@@ -13,7 +13,8 @@ import kfp.client.client
 import pytest
 import yaml
 
-from kftrain import __version__, submit
+from kftrain import __version__
+from kftrain.cli.kfp import submit
 from kftrain.errors import KftrainError
 from tests.fake_kfp import FakeKFP
 

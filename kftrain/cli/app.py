@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from kftrain import __version__
+from kftrain.cli.kfp.submit import add_commands as add_kfp_commands
 from kftrain.errors import JobFailedError, KftrainError
 from kftrain.signals import Terminated
-from kftrain.submit import add_commands as add_kfp_commands
 
 
 def _launch(args: argparse.Namespace) -> int:
@@ -68,12 +68,12 @@ def _parse_param(text: str) -> tuple[str, Any]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from kftrain.local_run import run_locally
+    from kftrain.cli.run import run_locally
 
     params = dict(_parse_param(p) for p in args.param or [])
     if args.storage == "s3":
         from kftrain import storage
-        from kftrain.local_s3 import BUCKET, environment, local_s3
+        from kftrain.cli.local_s3 import BUCKET, environment, local_s3
 
         with local_s3() as s3_env, environment({**s3_env, storage.ARTIFACT_ROOT_ENV: f"s3://{BUCKET}/runs"}):
             run = run_locally(args.pipeline, params, args.pipeline_root)
@@ -109,7 +109,7 @@ def _scalar_metrics(executor_output: Path) -> dict[str, Any]:
 
 
 def _compile(args: argparse.Namespace) -> int:
-    from kftrain.compile import compile_all
+    from kftrain.cli.compile import compile_all
 
     root = Path(args.root).resolve()
     stale = compile_all(root, write=not args.check)
@@ -191,7 +191,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("[kftrain] interrupted: the job was stopped", file=sys.stderr)
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

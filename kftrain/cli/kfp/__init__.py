@@ -1,0 +1,1 @@
+"""``kftrain submit`` and ``kftrain schedule``: pipelines on a Kubeflow Pipelines API server."""
