@@ -1,38 +1,26 @@
-"""Run a pipeline on this machine with KFP's local runner.
+"""``kftrain run``: run a pipeline on this machine with KFP's local runner.
 
 Each step runs as a subprocess of this Python (no containers, no pip install at run time); the
-launch step then runs the training job's replicas through the local backend.
+launch step then runs the training job's replicas through the local backend. With ``--storage s3``
+the artifacts go to a throw-away local S3 server (:mod:`kftrain.cli.local_s3`) instead of the disk.
 """
 
 from __future__ import annotations
 
-import importlib
-import logging
+import argparse
+import json
 import os
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kftrain.cli.pipelines import load_pipeline
 from kftrain.errors import KftrainError
 
-log = logging.getLogger(__name__)
-
 DEFAULT_PIPELINE = "pytorch-digits"
-
-
-def shipped_pipelines() -> dict[str, str]:
-    """Pipelines of ``kftrain_pipelines``: folder ``<category>/<name>/pipeline.py`` -> ``name`` with dashes."""
-    import kftrain_pipelines
-
-    found: dict[str, str] = {}
-    for base in kftrain_pipelines.__path__:
-        for source in sorted(Path(base).glob("*/*/pipeline.py")):
-            category, name = source.parent.parent.name, source.parent.name
-            found[name.replace("_", "-")] = f"kftrain_pipelines.{category}.{name}.pipeline"
-    return found
 
 
 @dataclass
@@ -41,28 +29,6 @@ class LocalRun:
     pipeline_root: Path
     seconds: float
     outputs: Any
-
-
-def load_pipeline(name: str) -> Callable[..., Any]:
-    """A shipped pipeline by name, or any ``module:function``."""
-    from kfp.dsl import graph_component
-
-    shipped = shipped_pipelines()
-    if name in shipped:
-        module = importlib.import_module(shipped[name])
-        found = [
-            obj
-            for obj in vars(module).values()
-            if isinstance(obj, graph_component.GraphComponent)
-            and getattr(obj.pipeline_func, "__module__", None) == module.__name__
-        ]
-        if len(found) == 1:
-            return found[0]
-        raise KftrainError(f"{module.__name__}: expected exactly one pipeline, found {len(found)}")
-    module_name, sep, attr = name.partition(":")
-    if not sep:
-        raise KftrainError(f"unknown pipeline {name!r}; known: {', '.join(sorted(shipped))} (or module:function)")
-    return getattr(importlib.import_module(module_name), attr)
 
 
 def run_locally(name: str, params: Mapping[str, Any], pipeline_root: str | Path) -> LocalRun:
@@ -78,3 +44,52 @@ def run_locally(name: str, params: Mapping[str, Any], pipeline_root: str | Path)
     started = time.monotonic()
     outputs = pipeline(**params)
     return LocalRun(pipeline=name, pipeline_root=root, seconds=time.monotonic() - started, outputs=outputs)
+
+
+def _parse_param(text: str) -> tuple[str, Any]:
+    name, sep, raw = text.partition("=")
+    if not sep or not name:
+        raise KftrainError(f"--param {text!r}: expected NAME=VALUE")
+    try:
+        return name, json.loads(raw)
+    except json.JSONDecodeError:
+        return name, raw
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    params = dict(_parse_param(p) for p in args.param or [])
+    if args.storage == "s3":
+        from kftrain import storage
+        from kftrain.cli.local_s3 import BUCKET, environment, local_s3
+
+        with local_s3() as s3_env, environment({**s3_env, storage.ARTIFACT_ROOT_ENV: f"s3://{BUCKET}/runs"}):
+            run = run_locally(args.pipeline, params, args.pipeline_root)
+            print(f"\n[kftrain] artifacts on s3://{BUCKET}/runs (local S3 server {s3_env['AWS_ENDPOINT_URL']}):")
+            fs, path = storage.filesystem(f"s3://{BUCKET}/runs")
+            for entry in sorted(fs.find(path)):
+                if entry.endswith(storage.COMPLETE_MARKER):
+                    print(f"  s3://{entry.rsplit('/', 1)[0]}")
+        print("[kftrain] the local S3 server has stopped; its objects were in memory")
+    else:
+        run = run_locally(args.pipeline, params, args.pipeline_root)
+    print(f"\n[kftrain] pipeline {run.pipeline} succeeded in {run.seconds:.1f}s")
+    print(f"[kftrain] outputs under {run.pipeline_root}:")
+    newest = max((p for p in run.pipeline_root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    for step in sorted(p for p in newest.iterdir() if p.is_dir()):
+        for artifact in sorted(p for p in step.iterdir() if p.name != "executor_output.json"):
+            print(f"  {artifact}")
+        for name, value in _scalar_metrics(step / "executor_output.json").items():
+            print(f"  {step.name}: {name} = {value}")
+    return 0
+
+
+def _scalar_metrics(executor_output: Path) -> dict[str, Any]:
+    """The scalar metrics a step logged (KFP Metrics artifacts keep them in metadata only)."""
+    if not executor_output.exists():
+        return {}
+    out: dict[str, Any] = {}
+    for name, entry in json.loads(executor_output.read_text()).get("artifacts", {}).items():
+        for artifact in entry.get("artifacts", []):
+            if name == "metrics":
+                out.update(artifact.get("metadata", {}))
+    return out

@@ -66,7 +66,7 @@ def resolve_package(pipeline: str) -> PipelinePackage:
     """A shipped pipeline by name (its committed ``pipeline.yaml``) or a compiled pipeline file by path."""
     path = Path(pipeline)
     if not (path.suffix in (".yaml", ".yml", ".json", ".zip", ".gz", ".tgz") or path.exists()):
-        from kftrain.cli.run import shipped_pipelines
+        from kftrain.cli.pipelines import shipped_pipelines
 
         shipped = shipped_pipelines()
         if pipeline not in shipped:
