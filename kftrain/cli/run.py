@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kftrain.cli.params import parse_params
 from kftrain.cli.pipelines import load_pipeline
-from kftrain.errors import KftrainError
 
 DEFAULT_PIPELINE = "pytorch-digits"
 
@@ -46,18 +46,8 @@ def run_locally(name: str, params: Mapping[str, Any], pipeline_root: str | Path)
     return LocalRun(pipeline=name, pipeline_root=root, seconds=time.monotonic() - started, outputs=outputs)
 
 
-def _parse_param(text: str) -> tuple[str, Any]:
-    name, sep, raw = text.partition("=")
-    if not sep or not name:
-        raise KftrainError(f"--param {text!r}: expected NAME=VALUE")
-    try:
-        return name, json.loads(raw)
-    except json.JSONDecodeError:
-        return name, raw
-
-
 def cmd_run(args: argparse.Namespace) -> int:
-    params = dict(_parse_param(p) for p in args.param or [])
+    params = parse_params(args.param)
     if args.storage == "s3":
         from kftrain import storage
         from kftrain.cli.local_s3 import BUCKET, environment, local_s3

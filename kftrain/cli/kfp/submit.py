@@ -30,13 +30,14 @@ import sys
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from kftrain import __version__
+from kftrain.cli.params import parse_params
 from kftrain.errors import KftrainError
 
 log = logging.getLogger(__name__)
@@ -104,20 +105,6 @@ def _read_package(path: Path) -> PipelinePackage:
     name = str(spec["pipelineInfo"].get("name") or path.parent.name)
     params = spec["root"].get("inputDefinitions", {}).get("parameters", {}) or {}
     return PipelinePackage(path=path, name=name, parameters=frozenset(params))
-
-
-def parse_params(items: Sequence[str] | None) -> dict[str, Any]:
-    """``NAME=VALUE`` pairs; a value is JSON when it parses as JSON (``5``, ``0.1``, ``true``, ``[1]``), else text."""
-    out: dict[str, Any] = {}
-    for text in items or []:
-        name, sep, raw = text.partition("=")
-        if not sep or not name:
-            raise KftrainError(f"--param {text!r}: expected NAME=VALUE")
-        try:
-            out[name] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[name] = raw
-    return out
 
 
 def check_params(package: PipelinePackage, params: Mapping[str, Any]) -> None:
