@@ -14,7 +14,11 @@ import pytest
 import yaml
 
 from kftrain import __version__
-from kftrain.cli.kfp import submit
+from kftrain.cli.kfp import add_commands
+from kftrain.cli.kfp.connection import ENV_HOST, ENV_NAMESPACE, ENV_TOKEN
+from kftrain.cli.kfp.package import PipelinePackage, default_version_name, git_sha, resolve_package
+from kftrain.cli.kfp.schedule_spec import validate_cron
+from kftrain.cli.params import parse_params
 from kftrain.errors import KftrainError
 from tests.fake_kfp import FakeKFP
 
@@ -29,19 +33,19 @@ TOKEN = "s3cr3t"
 def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeKFP]:
     # Hermetic: no ~/.config/kfp/context.json, no KFP_* from the environment, a fixed git sha.
     monkeypatch.setattr(kfp.client.client.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
-    for var in (submit.ENV_HOST, submit.ENV_NAMESPACE, submit.ENV_TOKEN):
+    for var in (ENV_HOST, ENV_NAMESPACE, ENV_TOKEN):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(submit, "git_sha", lambda where: SHA)
+    monkeypatch.setattr("kftrain.cli.kfp.package.git_sha", lambda where: SHA)
     server = FakeKFP(default_page_size=2, max_page_size=2).start()  # small pages: the client must page
     yield server
     server.stop()
 
 
 def kftrain(*argv: str) -> int:
-    """The CLI as cli.py wires it: a fresh parser with the submit/schedule commands."""
+    """The CLI as kftrain.cli.app wires it: a fresh parser with the submit/schedule commands."""
     parser = argparse.ArgumentParser(prog="kftrain")
     sub = parser.add_subparsers(dest="command_name", required=True)
-    submit.add_commands(sub)
+    add_commands(sub)
     args = parser.parse_args(list(argv))
     return int(args.func(args))
 
@@ -375,9 +379,9 @@ def test_schedule_needs_exactly_one_trigger(fake: FakeKFP) -> None:
 def test_validate_cron_accepts_kfp_expressions(cron: str) -> None:
     if "L" in cron.split()[3]:  # robfig/cron has no L: rejected with the field named
         with pytest.raises(KftrainError, match="day-of-month field"):
-            submit.validate_cron(cron)
+            validate_cron(cron)
         return
-    assert submit.validate_cron(f"  {cron} ") == cron
+    assert validate_cron(f"  {cron} ") == cron
 
 
 def test_schedule_refuses_a_duplicate_name(fake: FakeKFP) -> None:
@@ -481,17 +485,17 @@ def test_schedule_list_by_experiment(fake: FakeKFP, capsys: pytest.CaptureFixtur
 def test_version_name_is_package_version_and_git_sha(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     if head.returncode == 0:
-        assert submit.git_sha(ROOT) == head.stdout.strip()
+        assert git_sha(ROOT) == head.stdout.strip()
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
-    assert submit.git_sha(tmp_path) == "nogit"
+    assert git_sha(tmp_path) == "nogit"
     monkeypatch.setenv("PATH", str(tmp_path))  # no git at all
-    assert submit.git_sha(ROOT) == "nogit"
-    package = submit.PipelinePackage(path=tmp_path / "p.yaml", name="p", parameters=None)
-    assert submit.default_version_name(package) == f"{__version__}-nogit"
+    assert git_sha(ROOT) == "nogit"
+    package = PipelinePackage(path=tmp_path / "p.yaml", name="p", parameters=None)
+    assert default_version_name(package) == f"{__version__}-nogit"
 
 
 def test_resolve_package_reads_name_and_parameters() -> None:
-    package = submit.resolve_package("pytorch-digits")
+    package = resolve_package("pytorch-digits")
     assert package.path == DIGITS_YAML
     assert package.name == "pytorch-digits"
     spec = yaml.safe_load(DIGITS_YAML.read_text())
@@ -503,11 +507,11 @@ def test_resolve_package_rejects_a_file_that_is_not_a_pipeline(tmp_path: Path) -
     bad = tmp_path / "bad.yaml"
     bad.write_text("just: a mapping\n")
     with pytest.raises(KftrainError, match="not a compiled KFP pipeline"):
-        submit.resolve_package(str(bad))
+        resolve_package(str(bad))
 
 
 def test_parse_params_json_or_text() -> None:
-    assert submit.parse_params(["a=1", "b=1.5", "c=true", "d=[1, 2]", 'e={"k": 1}', "f=text", "g=", "h=a=b"]) == {
+    assert parse_params(["a=1", "b=1.5", "c=true", "d=[1, 2]", 'e={"k": 1}', "f=text", "g=", "h=a=b"]) == {
         "a": 1,
         "b": 1.5,
         "c": True,

@@ -12,7 +12,7 @@ import sys
 
 from kftrain import __version__
 from kftrain.cli.compile import cmd_compile
-from kftrain.cli.kfp.submit import add_commands as add_kfp_commands
+from kftrain.cli.kfp import add_commands as add_kfp_commands
 from kftrain.cli.launch import cmd_launch, cmd_validate
 from kftrain.cli.run import DEFAULT_PIPELINE, cmd_run
 from kftrain.errors import JobFailedError, KftrainError
