@@ -6,18 +6,22 @@ import argparse
 import shutil
 import subprocess
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import kfp.client.client
 import pytest
 import yaml
+from urllib3.exceptions import ProtocolError
 
 from kftrain import __version__
 from kftrain.cli.kfp import add_commands
 from kftrain.cli.kfp.connection import ENV_HOST, ENV_NAMESPACE, ENV_TOKEN
 from kftrain.cli.kfp.package import PipelinePackage, default_version_name, git_sha, resolve_package
 from kftrain.cli.kfp.schedule_spec import validate_cron
+from kftrain.cli.kfp.submit import wait_for_run
 from kftrain.cli.params import parse_params
 from kftrain.errors import KftrainError
 from tests.fake_kfp import FakeKFP
@@ -228,6 +232,32 @@ def test_submit_wait_rides_out_transient_errors(
     else:
         with pytest.raises(KftrainError, match=outcome):
             kftrain(*argv)
+
+
+@pytest.mark.parametrize(("drops", "tolerated"), [(2, 2), (3, 2)], ids=["ridden-out", "one-too-many"])
+def test_wait_for_run_retries_a_dropped_connection_poll_seconds_apart(drops: int, tolerated: int) -> None:
+    calls = 0
+
+    def get_run(run_id: str) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls <= drops:
+            raise ProtocolError("Connection aborted.")
+        return SimpleNamespace(state="SUCCEEDED", error=None)
+
+    lines: list[str] = []
+    sleeps: list[float] = []
+    client = SimpleNamespace(get_run=get_run)
+    wait = partial(wait_for_run, client, "r1", poll_seconds=0.5, out=lines.append, sleep=sleeps.append)
+    if drops > tolerated:
+        with pytest.raises(ProtocolError):
+            wait(max_transient_errors=tolerated)
+    else:
+        assert wait(max_transient_errors=tolerated) == "SUCCEEDED"
+    assert sleeps == [0.5] * tolerated
+    assert [line for line in lines if "polling failed" in line] == [
+        "[kftrain] run r1: polling failed (Connection aborted.), retrying"
+    ] * tolerated
 
 
 def test_submit_wait_times_out(fake: FakeKFP) -> None:

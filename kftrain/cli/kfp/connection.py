@@ -105,6 +105,16 @@ def api_errors(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.
     return wrapper
 
 
+def is_transient_api_error(exc: BaseException) -> bool:
+    """A server error (5xx) or a dropped connection: worth another try. Any other status says the request is wrong."""
+    from kfp_server_api.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    if isinstance(exc, ApiException):
+        return (exc.status or 0) >= 500
+    return isinstance(exc, HTTPError)
+
+
 # --- lists ------------------------------------------------------------------------------------------
 
 

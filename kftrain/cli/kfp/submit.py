@@ -9,10 +9,18 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from kftrain.cli.kfp.connection import Connection, api_error_message, api_errors, connect, quiet
+from kftrain.cli.kfp.connection import (
+    Connection,
+    api_error_message,
+    api_errors,
+    connect,
+    is_transient_api_error,
+    quiet,
+)
 from kftrain.cli.kfp.package import prepare
 from kftrain.cli.kfp.upload import upload, use_experiment
 from kftrain.errors import KftrainError
+from kftrain.retry import RetryPolicy, call_with_retry
 
 SUCCEEDED = "SUCCEEDED"
 # KFP v2 runtime states that never change again (v1's "Error" kept for old servers).
@@ -32,26 +40,27 @@ def wait_for_run(
     """Poll the run until its state is terminal, reporting every change; return the final state.
 
     A server error (5xx) or a dropped connection while polling is retried ``max_transient_errors`` times in a
-    row before it is raised: a long run should not be lost to one API server restart.
+    row, ``poll_seconds`` apart, before it is raised: a long run should not be lost to one API server restart.
     """
-    from kfp_server_api.exceptions import ApiException
-    from urllib3.exceptions import HTTPError
+    policy = RetryPolicy(attempts=max_transient_errors + 1, initial_s=poll_seconds, max_s=poll_seconds)
+
+    def retrying(exc: BaseException) -> str:
+        # call_with_retry describes the error once per retry, before it waits: the moment to tell the user.
+        message = api_error_message(exc)
+        out(f"[kftrain] run {run_id}: polling failed ({message}), retrying")
+        return message
 
     started = time.monotonic()
     last: str | None = None
-    errors = 0
     while True:
-        try:
-            run = client.get_run(run_id)
-            errors = 0
-        except (ApiException, HTTPError) as exc:
-            transient = not isinstance(exc, ApiException) or (exc.status or 0) >= 500
-            errors += 1
-            if not transient or errors > max_transient_errors:
-                raise
-            out(f"[kftrain] run {run_id}: polling failed ({api_error_message(exc)}), retrying")
-            sleep(poll_seconds)
-            continue
+        run = call_with_retry(
+            lambda: client.get_run(run_id),
+            policy=policy,
+            is_transient=is_transient_api_error,
+            what=f"polling run {run_id}",
+            sleep=sleep,
+            describe=retrying,
+        )
         state = str(run.state or "PENDING").upper()
         if state != last:
             out(f"[kftrain] run {run_id}: {state} ({time.monotonic() - started:.0f}s)")
