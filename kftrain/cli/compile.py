@@ -25,6 +25,8 @@ OUTPUTS = {"components": "component.yaml", "pipelines": "pipeline.yaml"}
 
 @dataclass(frozen=True)
 class Target:
+    """One ``component.py`` / ``pipeline.py``, the YAML it compiles to, and its module name."""
+
     source: Path
     output: Path
     module: str
@@ -51,6 +53,7 @@ def compiled_object(target: Target) -> object:
 
 
 def compile_to_text(target: Target) -> str:
+    """The target's compiled YAML, as ``kfp.compiler`` writes it."""
     from kfp import compiler
 
     with tempfile.TemporaryDirectory() as tmp:

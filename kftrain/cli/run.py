@@ -23,15 +23,15 @@ from kftrain.cli.pipelines import load_pipeline
 DEFAULT_PIPELINE = "pytorch-digits"
 
 
-@dataclass
+@dataclass(frozen=True)
 class LocalRun:
     pipeline: str
-    pipeline_root: Path
+    pipeline_root: Path  # one folder per run, one per step inside it
     seconds: float
-    outputs: Any
 
 
 def run_locally(name: str, params: Mapping[str, Any], pipeline_root: str | Path) -> LocalRun:
+    """Run the pipeline ``name`` (shipped, or ``module:function``) to its end; a failed step raises."""
     from kfp import local
 
     root = Path(pipeline_root).resolve()
@@ -42,11 +42,12 @@ def run_locally(name: str, params: Mapping[str, Any], pipeline_root: str | Path)
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root), raise_on_error=True)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     started = time.monotonic()
-    outputs = pipeline(**params)
-    return LocalRun(pipeline=name, pipeline_root=root, seconds=time.monotonic() - started, outputs=outputs)
+    pipeline(**params)
+    return LocalRun(pipeline=name, pipeline_root=root, seconds=time.monotonic() - started)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """``kftrain run``: run the pipeline, then list each step's outputs and scalar metrics."""
     params = parse_params(args.param)
     if args.storage == "s3":
         from kftrain import storage

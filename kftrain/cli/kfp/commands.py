@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from kftrain.cli.kfp.connection import ENV_HOST, ENV_NAMESPACE, ENV_TOKEN
-from kftrain.cli.kfp.schedule import cmd_schedule_change, cmd_schedule_create, cmd_schedule_list
+from kftrain.cli.kfp.schedule import CHANGES, cmd_schedule_change, cmd_schedule_create, cmd_schedule_list
 from kftrain.cli.kfp.submit import cmd_submit
 from kftrain.cli.kfp.upload import DEFAULT_EXPERIMENT
 
@@ -72,7 +72,7 @@ def add_commands(subparsers: Any) -> None:
     listing.add_argument("--experiment", help="only this experiment's")
     listing.set_defaults(func=cmd_schedule_list)
 
-    for action, text in (("enable", "enable"), ("disable", "disable"), ("delete", "delete")):
-        change = actions.add_parser(action, parents=[conn], help=f"{text} a recurring run")
+    for action in CHANGES:
+        change = actions.add_parser(action, parents=[conn], help=f"{action} a recurring run")
         change.add_argument("ref", metavar="ID_OR_NAME", help="recurring run id, or its unique name")
         change.set_defaults(func=cmd_schedule_change)

@@ -15,9 +15,13 @@ from kftrain.cli.kfp.schedule_spec import ScheduleSpec
 from kftrain.cli.kfp.upload import find_experiment, upload, use_experiment
 from kftrain.errors import KftrainError
 
+# What ``schedule ACTION`` does to one recurring run, and the word that reports it.
+CHANGES = {"enable": "enabled", "disable": "disabled", "delete": "deleted"}
+
 
 @api_errors
 def cmd_schedule_create(args: argparse.Namespace) -> int:
+    """``schedule create PIPELINE``: upload the pipeline (or a version) and create a recurring run of it."""
     # Every local check first: a bad schedule must not upload anything.
     spec = ScheduleSpec.from_args(args)
     prepared = prepare(args)
@@ -87,6 +91,7 @@ def _schedule_status(job: Any) -> str:
 
 @api_errors
 def cmd_schedule_list(args: argparse.Namespace) -> int:
+    """``schedule list``: a table of the recurring runs (of one experiment, or of the namespace)."""
     conn = Connection.from_args(args)
     client = connect(conn)
     kwargs: dict[str, Any] = {}
@@ -145,18 +150,16 @@ def resolve_recurring_run(client: Any, conn: Connection, ref: str) -> Any:
 
 @api_errors
 def cmd_schedule_change(args: argparse.Namespace) -> int:
+    """``schedule enable|disable|delete ID_OR_NAME``."""
     conn = Connection.from_args(args)
     client = connect(conn)
     job = resolve_recurring_run(client, conn, args.ref)
     action = args.schedule_action
-    if action == "enable":
-        client.enable_recurring_run(job.recurring_run_id)
-    elif action == "disable":
-        client.disable_recurring_run(job.recurring_run_id)
-    elif action == "delete":
-        client.delete_recurring_run(job.recurring_run_id)
-    else:  # pragma: no cover (argparse restricts the choices)
-        raise KftrainError(f"unknown action {action!r}")
-    done = {"enable": "enabled", "disable": "disabled", "delete": "deleted"}[action]
-    print(f"[kftrain] {done} recurring run {display_name(job)!r} ({job.recurring_run_id})")
+    change = {
+        "enable": client.enable_recurring_run,
+        "disable": client.disable_recurring_run,
+        "delete": client.delete_recurring_run,
+    }[action]
+    change(job.recurring_run_id)
+    print(f"[kftrain] {CHANGES[action]} recurring run {display_name(job)!r} ({job.recurring_run_id})")
     return 0

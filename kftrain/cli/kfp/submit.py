@@ -78,6 +78,7 @@ def wait_for_run(
 
 @api_errors
 def cmd_submit(args: argparse.Namespace) -> int:
+    """``submit PIPELINE``: upload the pipeline (or a version), start a run; with ``--wait``, follow it to its end."""
     prepared = prepare(args)
     conn = Connection.from_args(args)
     client = connect(conn)
