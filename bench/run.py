@@ -326,7 +326,7 @@ def p5_compile(repeat: int, quick: bool) -> Result:
     code = (
         "import tempfile, pathlib\n"
         "from kfp import compiler\n"
-        "from kftrain.compile import discover, compiled_object\n"
+        "from kftrain.cli.compile import discover, compiled_object\n"
         f"root = pathlib.Path({str(ROOT)!r})\n"
         "with tempfile.TemporaryDirectory() as tmp:\n"
         "    for t in discover(root):\n"

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from kftrain import __version__
-from kftrain.compile import compile_all, compile_to_text, discover
+from kftrain.cli.compile import compile_all, compile_to_text, discover
 from kftrain.errors import KftrainError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from kfp import components
 
-from kftrain.compile import discover
+from kftrain.cli.compile import discover
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPONENTS = [t for t in discover(ROOT) if not t.is_pipeline]

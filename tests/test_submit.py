@@ -6,14 +6,23 @@ import argparse
 import shutil
 import subprocess
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import kfp.client.client
 import pytest
 import yaml
+from urllib3.exceptions import ProtocolError
 
-from kftrain import __version__, submit
+from kftrain import __version__
+from kftrain.cli.kfp import add_commands
+from kftrain.cli.kfp.connection import ENV_HOST, ENV_NAMESPACE, ENV_TOKEN
+from kftrain.cli.kfp.package import PipelinePackage, default_version_name, git_sha, resolve_package
+from kftrain.cli.kfp.schedule_spec import validate_cron
+from kftrain.cli.kfp.submit import wait_for_run
+from kftrain.cli.params import parse_params
 from kftrain.errors import KftrainError
 from tests.fake_kfp import FakeKFP
 
@@ -28,19 +37,19 @@ TOKEN = "s3cr3t"
 def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeKFP]:
     # Hermetic: no ~/.config/kfp/context.json, no KFP_* from the environment, a fixed git sha.
     monkeypatch.setattr(kfp.client.client.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
-    for var in (submit.ENV_HOST, submit.ENV_NAMESPACE, submit.ENV_TOKEN):
+    for var in (ENV_HOST, ENV_NAMESPACE, ENV_TOKEN):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(submit, "git_sha", lambda where: SHA)
+    monkeypatch.setattr("kftrain.cli.kfp.package.git_sha", lambda where: SHA)
     server = FakeKFP(default_page_size=2, max_page_size=2).start()  # small pages: the client must page
     yield server
     server.stop()
 
 
 def kftrain(*argv: str) -> int:
-    """The CLI as cli.py wires it: a fresh parser with the submit/schedule commands."""
+    """The CLI as kftrain.cli.app wires it: a fresh parser with the submit/schedule commands."""
     parser = argparse.ArgumentParser(prog="kftrain")
     sub = parser.add_subparsers(dest="command_name", required=True)
-    submit.add_commands(sub)
+    add_commands(sub)
     args = parser.parse_args(list(argv))
     return int(args.func(args))
 
@@ -225,6 +234,32 @@ def test_submit_wait_rides_out_transient_errors(
             kftrain(*argv)
 
 
+@pytest.mark.parametrize(("drops", "tolerated"), [(2, 2), (3, 2)], ids=["ridden-out", "one-too-many"])
+def test_wait_for_run_retries_a_dropped_connection_poll_seconds_apart(drops: int, tolerated: int) -> None:
+    calls = 0
+
+    def get_run(run_id: str) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls <= drops:
+            raise ProtocolError("Connection aborted.")
+        return SimpleNamespace(state="SUCCEEDED", error=None)
+
+    lines: list[str] = []
+    sleeps: list[float] = []
+    client = SimpleNamespace(get_run=get_run)
+    wait = partial(wait_for_run, client, "r1", poll_seconds=0.5, out=lines.append, sleep=sleeps.append)
+    if drops > tolerated:
+        with pytest.raises(ProtocolError):
+            wait(max_transient_errors=tolerated)
+    else:
+        assert wait(max_transient_errors=tolerated) == "SUCCEEDED"
+    assert sleeps == [0.5] * tolerated
+    assert [line for line in lines if "polling failed" in line] == [
+        "[kftrain] run r1: polling failed (Connection aborted.), retrying"
+    ] * tolerated
+
+
 def test_submit_wait_times_out(fake: FakeKFP) -> None:
     fake.run_states = ["PENDING", "RUNNING"]
     with pytest.raises(KftrainError, match=r"still RUNNING after 0.05s"):
@@ -374,9 +409,9 @@ def test_schedule_needs_exactly_one_trigger(fake: FakeKFP) -> None:
 def test_validate_cron_accepts_kfp_expressions(cron: str) -> None:
     if "L" in cron.split()[3]:  # robfig/cron has no L: rejected with the field named
         with pytest.raises(KftrainError, match="day-of-month field"):
-            submit.validate_cron(cron)
+            validate_cron(cron)
         return
-    assert submit.validate_cron(f"  {cron} ") == cron
+    assert validate_cron(f"  {cron} ") == cron
 
 
 def test_schedule_refuses_a_duplicate_name(fake: FakeKFP) -> None:
@@ -480,17 +515,17 @@ def test_schedule_list_by_experiment(fake: FakeKFP, capsys: pytest.CaptureFixtur
 def test_version_name_is_package_version_and_git_sha(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     if head.returncode == 0:
-        assert submit.git_sha(ROOT) == head.stdout.strip()
+        assert git_sha(ROOT) == head.stdout.strip()
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
-    assert submit.git_sha(tmp_path) == "nogit"
+    assert git_sha(tmp_path) == "nogit"
     monkeypatch.setenv("PATH", str(tmp_path))  # no git at all
-    assert submit.git_sha(ROOT) == "nogit"
-    package = submit.PipelinePackage(path=tmp_path / "p.yaml", name="p", parameters=None)
-    assert submit.default_version_name(package) == f"{__version__}-nogit"
+    assert git_sha(ROOT) == "nogit"
+    package = PipelinePackage(path=tmp_path / "p.yaml", name="p", parameters=None)
+    assert default_version_name(package) == f"{__version__}-nogit"
 
 
 def test_resolve_package_reads_name_and_parameters() -> None:
-    package = submit.resolve_package("pytorch-digits")
+    package = resolve_package("pytorch-digits")
     assert package.path == DIGITS_YAML
     assert package.name == "pytorch-digits"
     spec = yaml.safe_load(DIGITS_YAML.read_text())
@@ -502,11 +537,11 @@ def test_resolve_package_rejects_a_file_that_is_not_a_pipeline(tmp_path: Path) -
     bad = tmp_path / "bad.yaml"
     bad.write_text("just: a mapping\n")
     with pytest.raises(KftrainError, match="not a compiled KFP pipeline"):
-        submit.resolve_package(str(bad))
+        resolve_package(str(bad))
 
 
 def test_parse_params_json_or_text() -> None:
-    assert submit.parse_params(["a=1", "b=1.5", "c=true", "d=[1, 2]", 'e={"k": 1}', "f=text", "g=", "h=a=b"]) == {
+    assert parse_params(["a=1", "b=1.5", "c=true", "d=[1, 2]", 'e={"k": 1}', "f=text", "g=", "h=a=b"]) == {
         "a": 1,
         "b": 1.5,
         "c": True,

@@ -1,4 +1,4 @@
-"""Compile every pipeline to its ``pipeline.yaml`` and every component to its ``component.yaml``.
+"""``kftrain compile [--check]``: every pipeline to its ``pipeline.yaml``, every component to its ``component.yaml``.
 
 The compiled files are committed (they are what users upload to the Kubeflow UI or load with
 ``kfp.components.load_component_from_url``), so they are golden files: ``check`` compiles into
@@ -8,21 +8,25 @@ memory and names every committed file that differs. Regenerating is an explicit 
 
 from __future__ import annotations
 
-import importlib
+import argparse
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kftrain.cli.pipelines import COMPONENTS_PACKAGE, PIPELINES_PACKAGE, defined_object
 from kftrain.errors import KftrainError
 
-PACKAGES = {"components": "kftrain_components", "pipelines": "kftrain_pipelines"}
+PACKAGES = {"components": COMPONENTS_PACKAGE, "pipelines": PIPELINES_PACKAGE}
 SOURCES = {"components": "component.py", "pipelines": "pipeline.py"}
 OUTPUTS = {"components": "component.yaml", "pipelines": "pipeline.yaml"}
 
 
 @dataclass(frozen=True)
 class Target:
+    """One ``component.py`` / ``pipeline.py``, the YAML it compiles to, and its module name."""
+
     source: Path
     output: Path
     module: str
@@ -45,31 +49,11 @@ def discover(root: Path) -> list[Target]:
 
 def compiled_object(target: Target) -> object:
     """The one component or pipeline defined (not imported) in the target's module."""
-    from kfp.dsl import base_component, graph_component
-
-    module = importlib.import_module(target.module)
-    wanted = graph_component.GraphComponent if target.is_pipeline else base_component.BaseComponent
-    found = [
-        obj
-        for obj in vars(module).values()
-        if isinstance(obj, wanted)
-        and (target.is_pipeline or not isinstance(obj, graph_component.GraphComponent))
-        and _defining_module(obj) == target.module
-    ]
-    if len(found) != 1:
-        raise KftrainError(
-            f"{target.source}: expected exactly one {'pipeline' if target.is_pipeline else 'component'}, "
-            f"found {len(found)}"
-        )
-    return found[0]
-
-
-def _defining_module(obj: object) -> str | None:
-    func = getattr(obj, "pipeline_func", None) or getattr(obj, "python_func", None)
-    return getattr(func, "__module__", None)
+    return defined_object(target.module, pipeline=target.is_pipeline, where=target.source)
 
 
 def compile_to_text(target: Target) -> str:
+    """The target's compiled YAML, as ``kfp.compiler`` writes it."""
     from kfp import compiler
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,3 +75,18 @@ def compile_all(root: Path, *, write: bool) -> list[Path]:
             if write:
                 target.output.write_text(text)
     return stale
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    """``kftrain compile``: write the stale files; with ``--check`` name them and fail instead."""
+    root = Path(args.root).resolve()
+    stale = compile_all(root, write=not args.check)
+    if args.check:
+        for path in stale:
+            print(f"stale: {path.relative_to(root)} (run `make compile` and commit)", file=sys.stderr)
+        return 1 if stale else 0
+    for path in stale:
+        print(f"wrote {path.relative_to(root)}")
+    if not stale:
+        print("every compiled file is up to date")
+    return 0

@@ -68,6 +68,7 @@ def local_s3(bucket: str = BUCKET) -> Iterator[dict[str, str]]:
 
 @contextlib.contextmanager
 def environment(values: dict[str, str]) -> Iterator[None]:
+    """Set these environment variables for the block; restore (or unset) each afterwards."""
     saved = {k: os.environ.get(k) for k in values}
     os.environ.update(values)
     try:

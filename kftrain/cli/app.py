@@ -1,0 +1,88 @@
+"""The ``kftrain`` command line: the parser, dispatch to each command, and the exit code of each error.
+
+Exit codes: 0 success; a failed job's own exit code (1 when it has none); 2 for a usage or input
+error (:class:`KftrainError`, and argparse's own); 143 when terminated; 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from kftrain import __version__
+from kftrain.cli.compile import cmd_compile
+from kftrain.cli.kfp import add_commands as add_kfp_commands
+from kftrain.cli.launch import cmd_launch, cmd_validate
+from kftrain.cli.run import DEFAULT_PIPELINE, cmd_run
+from kftrain.errors import JobFailedError, KftrainError
+from kftrain.signals import Terminated
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kftrain", description="Kubeflow distributed training components.")
+    parser.add_argument("--version", action="version", version=f"kftrain {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command_name", required=True)
+
+    launch = sub.add_parser("launch", help="run a TFJob/PyTorchJob/MPIJob manifest")
+    launch.add_argument("-f", "--file", required=True, help="job manifest (YAML)")
+    where = launch.add_mutually_exclusive_group()
+    where.add_argument("--local", action="store_true", help="run the replicas as local processes")
+    where.add_argument("--backend", default="auto", choices=["auto", "local", "kubernetes"])
+    launch.add_argument(
+        "--command",
+        action="append",
+        metavar="[TYPE=]CMD",
+        help="program of replicas (all, or one replica TYPE); replaces the container's command+args",
+    )
+    launch.add_argument("--timeout", type=float, default=None, help="fail and stop the job after S seconds")
+    launch.add_argument("--dry-run", action="store_true", help="print the normalized manifest and exit")
+    launch.add_argument("--name", help="override metadata.name")
+    launch.add_argument("--workdir", help="local backend: folder for the hostfile and replica logs")
+    launch.add_argument("--identity-file", help="write the job's identity (JSON) here before waiting")
+    launch.set_defaults(func=cmd_launch)
+
+    validate = sub.add_parser("validate", help="validate a job manifest (and against CRD schemas)")
+    validate.add_argument("-f", "--file", required=True)
+    validate.add_argument("--crd-dir", help="folder of CRD YAML files to validate against")
+    validate.set_defaults(func=cmd_validate)
+
+    run = sub.add_parser("run", help="run a pipeline locally with KFP's local runner")
+    run.add_argument("pipeline", nargs="?", default=DEFAULT_PIPELINE)
+    run.add_argument("--param", action="append", metavar="NAME=VALUE", help="pipeline parameter (JSON or text)")
+    run.add_argument("--pipeline-root", default="runs", help="where the local run's artifacts go")
+    run.add_argument(
+        "--storage",
+        choices=["local", "s3"],
+        default="local",
+        help="s3: start a local S3 server and keep every dataset/model artifact on s3://",
+    )
+    run.set_defaults(func=cmd_run)
+
+    comp = sub.add_parser("compile", help="compile pipelines and components to their committed YAML")
+    comp.add_argument("--check", action="store_true", help="fail naming every stale file instead of writing")
+    comp.add_argument("--root", default=".", help="repository root")
+    comp.set_defaults(func=cmd_compile)
+
+    add_kfp_commands(sub)  # submit, schedule: against a KFP API server
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s")
+    try:
+        return int(args.func(args))
+    except JobFailedError as exc:
+        print(f"[kftrain] {exc}", file=sys.stderr)
+        return exc.exit_code or 1
+    except KftrainError as exc:
+        print(f"kftrain: error: {exc}", file=sys.stderr)
+        return 2
+    except Terminated:
+        print("[kftrain] terminated: the job was stopped", file=sys.stderr)
+        return Terminated.exit_code
+    except KeyboardInterrupt:
+        print("[kftrain] interrupted: the job was stopped", file=sys.stderr)
+        return 130

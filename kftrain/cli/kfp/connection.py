@@ -1,0 +1,138 @@
+"""The KFP API server: where it is, the ``kfp.Client`` for it, its errors as readable messages, and paging.
+
+The server is ``--host`` / ``KFP_HOST``; the namespace (multi-user deployments) ``--namespace`` /
+``KFP_NAMESPACE``; a bearer token ``--token`` / ``KFP_TOKEN``. ``kfp`` and its server API are
+imported only when a command talks to the server, so ``kftrain --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import io
+import json
+import logging
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kftrain.errors import KftrainError
+
+log = logging.getLogger(__name__)
+
+ENV_HOST = "KFP_HOST"
+ENV_NAMESPACE = "KFP_NAMESPACE"
+ENV_TOKEN = "KFP_TOKEN"
+PAGE_SIZE = 100
+
+
+@dataclass(frozen=True)
+class Connection:
+    host: str
+    namespace: str | None = None
+    token: str | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Connection:
+        host = args.host or os.environ.get(ENV_HOST)
+        if not host:
+            raise KftrainError(f"no KFP API server: pass --host or set {ENV_HOST} (e.g. http://localhost:8888)")
+        namespace = args.namespace or os.environ.get(ENV_NAMESPACE) or None
+        token = args.token or os.environ.get(ENV_TOKEN) or None
+        return cls(host=host.rstrip("/"), namespace=namespace, token=token)
+
+    def ui_link(self, fragment: str) -> str:
+        return f"{self.host}/#/{fragment}"
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """kfp.Client prints links and warns on construction; keep our output ours (the text goes to debug)."""
+    buffer = io.StringIO()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(buffer):
+        warnings.simplefilter("ignore", FutureWarning)
+        yield
+    if buffer.getvalue().strip():
+        log.debug("kfp: %s", buffer.getvalue().strip())
+
+
+def connect(conn: Connection) -> Any:
+    """The real ``kfp.Client`` for this server (no kubeconfig lookup: the host is always explicit)."""
+    import kfp
+
+    with quiet():
+        return kfp.Client(host=conn.host, namespace=conn.namespace or "kubeflow", existing_token=conn.token)
+
+
+# --- errors -----------------------------------------------------------------------------------------
+
+
+def api_error_message(exc: BaseException) -> str:
+    """``HTTP <status>: <first line of the server's message>`` (or the error's reason when there is no body)."""
+    status = getattr(exc, "status", None)
+    body = getattr(exc, "body", None)
+    detail = ""
+    if body:
+        try:
+            payload = json.loads(body)
+            detail = str(payload.get("message") or payload.get("error_message") or body)
+        except (ValueError, AttributeError):
+            detail = str(body)
+    detail = detail.strip().splitlines()[0] if detail.strip() else str(getattr(exc, "reason", "") or exc)
+    return f"HTTP {status}: {detail}" if status else detail
+
+
+def api_errors(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Turn the server's and the network's exceptions into a :class:`KftrainError` with a readable message."""
+
+    @functools.wraps(func)
+    def wrapper(args: argparse.Namespace) -> int:
+        from kfp_server_api.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            return func(args)
+        except ApiException as exc:
+            hint = " (check --token / KFP_TOKEN)" if exc.status in (401, 403) else ""
+            raise KftrainError(f"KFP API server: {api_error_message(exc)}{hint}") from exc
+        except HTTPError as exc:
+            host = getattr(args, "host", None) or os.environ.get(ENV_HOST)
+            raise KftrainError(f"cannot reach the KFP API server at {host}: {exc}") from exc
+
+    return wrapper
+
+
+def is_transient_api_error(exc: BaseException) -> bool:
+    """A server error (5xx) or a dropped connection: worth another try. Any other status says the request is wrong."""
+    from kfp_server_api.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    if isinstance(exc, ApiException):
+        return (exc.status or 0) >= 500
+    return isinstance(exc, HTTPError)
+
+
+# --- lists ------------------------------------------------------------------------------------------
+
+
+def pages(call: Callable[..., Any], items: str, **kwargs: Any) -> Iterator[Any]:
+    """Every item of a paginated list call."""
+    token = ""
+    while True:
+        response = call(page_token=token, page_size=PAGE_SIZE, **kwargs)
+        yield from getattr(response, items, None) or []
+        token = getattr(response, "next_page_token", None) or ""
+        if not token:
+            return
+
+
+def eq_filter(value: str, key: str = "display_name") -> str:
+    """A list filter matching ``key == value`` exactly (the server's filter; callers still compare names)."""
+    return json.dumps({"predicates": [{"operation": "EQUALS", "key": key, "stringValue": value}]})
+
+
+def display_name(obj: Any) -> str:
+    return str(getattr(obj, "display_name", None) or getattr(obj, "name", None) or "")

@@ -1,0 +1,43 @@
+"""``kftrain launch`` (run a TFJob/PyTorchJob/MPIJob manifest) and ``kftrain validate`` (check one)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    from kftrain.backends import LocalOptions
+    from kftrain.backends.local import parse_command_overrides
+    from kftrain.job import load_manifest_file, render_yaml
+    from kftrain.launch import run_job
+
+    job = load_manifest_file(args.file)
+    if args.name:
+        job.metadata.name = args.name
+    if args.dry_run:
+        sys.stdout.write(render_yaml(job))
+        return 0
+    backend = "local" if args.local else args.backend
+    options = LocalOptions(
+        commands=parse_command_overrides(args.command or []),
+        workdir=Path(args.workdir) if args.workdir else None,
+    )
+    result = run_job(
+        job, backend=backend, timeout=args.timeout, local_options=options, identity_path=args.identity_file
+    )
+    print(f"[kftrain] {result.describe()}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from kftrain.job import load_manifest_file, render_manifest
+    from kftrain.job.crd_schema import CRDSchemas
+
+    job = load_manifest_file(args.file)
+    manifest = render_manifest(job)
+    if args.crd_dir:
+        CRDSchemas.from_dir(args.crd_dir).validate(manifest)
+    print(f"{args.file}: valid {job.kind.value} ({job.api_version})")
+    return 0

@@ -1,0 +1,70 @@
+"""The shipped pipelines and components: the one place in ``kftrain`` that imports them.
+
+``pipelines/`` and ``components/`` install as the packages ``kftrain_pipelines`` and
+``kftrain_components``; those import ``kftrain``, so the runtime package must never import them back.
+The commands that need them (``kftrain run``, ``submit``, ``schedule``, ``compile``) come through here:
+the pipelines by name (folder ``<category>/<name>/pipeline.py`` is the pipeline ``<name>``, dashed),
+and the one pipeline or component each module defines.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kftrain.errors import KftrainError
+
+PIPELINES_PACKAGE = "kftrain_pipelines"
+COMPONENTS_PACKAGE = "kftrain_components"
+
+
+def shipped_pipelines() -> dict[str, str]:
+    """Pipelines of ``kftrain_pipelines``: folder ``<category>/<name>/pipeline.py`` -> ``name`` with dashes."""
+    import kftrain_pipelines
+
+    found: dict[str, str] = {}
+    for base in kftrain_pipelines.__path__:
+        for source in sorted(Path(base).glob("*/*/pipeline.py")):
+            category, name = source.parent.parent.name, source.parent.name
+            found[name.replace("_", "-")] = f"{kftrain_pipelines.__name__}.{category}.{name}.pipeline"
+    return found
+
+
+def defined_object(module_name: str, *, pipeline: bool, where: object = None) -> Any:
+    """The one pipeline (``pipeline``) or component defined, not imported, in the module ``module_name``.
+
+    ``where`` names the module in the error (default: the module's name).
+    """
+    from kfp.dsl import base_component, graph_component
+
+    module = importlib.import_module(module_name)
+    wanted = graph_component.GraphComponent if pipeline else base_component.BaseComponent
+    found = [
+        obj
+        for obj in vars(module).values()
+        if isinstance(obj, wanted)
+        and (pipeline or not isinstance(obj, graph_component.GraphComponent))
+        and _defining_module(obj) == module_name
+    ]
+    if len(found) != 1:
+        kind = "pipeline" if pipeline else "component"
+        raise KftrainError(f"{where or module_name}: expected exactly one {kind}, found {len(found)}")
+    return found[0]
+
+
+def _defining_module(obj: object) -> str | None:
+    func = getattr(obj, "pipeline_func", None) or getattr(obj, "python_func", None)
+    return getattr(func, "__module__", None)
+
+
+def load_pipeline(name: str) -> Callable[..., Any]:
+    """A shipped pipeline by name, or any ``module:function``."""
+    shipped = shipped_pipelines()
+    if name in shipped:
+        return defined_object(shipped[name], pipeline=True)
+    module_name, sep, attr = name.partition(":")
+    if not sep:
+        raise KftrainError(f"unknown pipeline {name!r}; known: {', '.join(sorted(shipped))} (or module:function)")
+    return getattr(importlib.import_module(module_name), attr)
