@@ -77,7 +77,7 @@ def p1_pipeline_overhead(repeat: int, quick: bool) -> Result:
             t = Path(tmp)
             ds, model, ckpt, exp = t / "ds", t / "model", t / "ckpt", t / "export"
             bare = 0.0
-            bare += timed([PY, "-c", f"from kftrain.data.prep import prepare_dataset; prepare_dataset({str(ds)!r})"])[0]
+            bare += timed([PY, "-c", f"from kftrain.steps.prep import prepare_dataset; prepare_dataset({str(ds)!r})"])[0]
             bare += timed(
                 [
                     str(BIN / "torchrun"),
@@ -384,7 +384,7 @@ def p6_data_prep(repeat: int, quick: bool) -> Result:
             "pq.write_table(t, sys.argv[2], compression='zstd')\n"
         )
         ours_code = (
-            "import sys\nfrom kftrain.data.prep import prepare_dataset\n"
+            "import sys\nfrom kftrain.steps.prep import prepare_dataset\n"
             "prepare_dataset(sys.argv[2], source=sys.argv[1], train_shards=4)\n"
         )
         for i in range(repeat):

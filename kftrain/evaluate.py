@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kftrain.data.prep import load_split
+from kftrain.data.dataset import load_split
 from kftrain.predictors import load_predictor
 
 log = logging.getLogger(__name__)

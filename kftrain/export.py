@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from kftrain import storage
-from kftrain.data.prep import load_split
+from kftrain.data.dataset import load_split
 from kftrain.errors import KftrainError
 from kftrain.predictors import load_predictor, model_info
 

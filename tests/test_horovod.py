@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import yaml
 
-from kftrain.data.prep import load_split, prepare_dataset
+from kftrain.data.dataset import load_split
+from kftrain.steps.prep import prepare_dataset
 from tests.conftest import mpijob_v1, mpijob_v2, replica
 
 REPO = Path(__file__).resolve().parents[1]

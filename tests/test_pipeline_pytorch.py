@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from kftrain import storage
-from kftrain.data.prep import load_split
+from kftrain.data.dataset import load_split
 from kftrain.trainers.torch_ddp import load_model
 
 try:

@@ -49,7 +49,7 @@ def run_local(job, uris: dict[str, str] | None = None, timeout: float = 240, **o
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> str:
-    from kftrain.data.prep import prepare_dataset
+    from kftrain.steps.prep import prepare_dataset
 
     uri = str(tmp_path_factory.mktemp("tfdata") / "dataset")
     prepare_dataset(uri, seed=42)
@@ -161,7 +161,7 @@ def test_saved_model_export_round_trip(mwms_run, dataset, tmp_path):
 
     import tensorflow as tf
 
-    from kftrain.data.prep import load_split
+    from kftrain.data.dataset import load_split
 
     loaded = tf.saved_model.load(str(version))
     serve = loaded.signatures["serving_default"]

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from kftrain import checkpoint, storage
-from kftrain.data.prep import load_split, read_info
+from kftrain.data.dataset import load_split, read_info
 from kftrain.trainers import tf_model_io
 from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
 
