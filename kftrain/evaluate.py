@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kftrain.data.dataset import load_split
-from kftrain.predictors import load_predictor
+from kftrain.models import load_predictor
 
 log = logging.getLogger(__name__)
 

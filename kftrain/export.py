@@ -20,7 +20,7 @@ import numpy as np
 from kftrain import storage
 from kftrain.data.dataset import load_split
 from kftrain.errors import KftrainError
-from kftrain.predictors import load_predictor, model_info
+from kftrain.models import load_predictor, model_info
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +191,7 @@ def _export_savedmodel(
     model_uri: str, info: dict[str, Any], name: str, writer: storage.ArtifactWriter, x: np.ndarray
 ) -> tuple[str, np.ndarray]:
     """TensorFlow SavedModel in the TF Serving / KServe layout ``<name>/1/saved_model.pb`` + ``variables/``."""
-    from kftrain.trainers.tf_model_io import export_savedmodel  # TensorFlow only when a TF model is exported
+    from kftrain.models.tensorflow import export_savedmodel  # TensorFlow only when a TF model is exported
 
     return export_savedmodel(model_uri, info, name, writer, x)
 

@@ -120,7 +120,7 @@ def test_horovod_keras_trains_checkpoints_and_resumes(tmp_path, dataset):
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert "resumed from checkpoint" in second.stdout and "(epoch 2)" in second.stdout
 
-    from kftrain.predictors import load_predictor
+    from kftrain.models import load_predictor
 
     predict, info = load_predictor(str(model_dir / "b"))
     assert info["framework"] == "tensorflow" and info["strategy"] == "horovod"

@@ -8,7 +8,7 @@ Keras integration wraps ``tf.keras`` optimizers and callbacks and predates Keras
 
 Only rank 0 writes checkpoints (a ``tf.train.Checkpoint`` of model and optimizer, every
 ``--checkpoint-every-steps`` steps and every epoch, published atomically under ``ckpt-<step>``) and the model
-(a SavedModel with ``model.json``, as :mod:`kftrain.trainers.tf_model_io` writes it, so evaluation and export
+(a SavedModel with ``model.json``, as :mod:`kftrain.models.tensorflow` writes it, so evaluation and export
 work unchanged). A restarted job resumes from the newest complete checkpoint.
 
     mpirun -n 2 python -m kftrain.trainers.horovod_tf --dataset URI --model-dir URI [--checkpoint-dir URI]
@@ -34,7 +34,7 @@ import numpy as np
 
 from kftrain import checkpoint, storage
 from kftrain.data.dataset import load_split, read_info
-from kftrain.trainers import tf_model_io
+from kftrain.models import tensorflow as tf_model_io
 from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
 
 log = logging.getLogger("kftrain.trainer")

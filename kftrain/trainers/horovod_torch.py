@@ -27,9 +27,9 @@ from torch.utils.data.distributed import DistributedSampler
 
 from kftrain import checkpoint
 from kftrain.data.dataset import load_split, read_info
+from kftrain.models.pytorch import MLP, MLPConfig
 from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
 from kftrain.trainers.torch_ddp import accuracy, load_checkpoint, save_checkpoint, write_model
-from kftrain.trainers.torch_model import MLP, MLPConfig
 
 log = logging.getLogger("kftrain.trainer")
 

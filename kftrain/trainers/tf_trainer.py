@@ -47,7 +47,7 @@ import numpy as np
 
 from kftrain import checkpoint, storage
 from kftrain.data.dataset import load_split, read_info
-from kftrain.trainers import tf_model_io
+from kftrain.models import tensorflow as tf_model_io
 from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
 
 log = logging.getLogger("kftrain.trainer")
