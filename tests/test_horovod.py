@@ -95,7 +95,7 @@ def test_horovod_torch_trains_checkpoints_and_resumes(tmp_path, dataset):
 
     import torch
 
-    from kftrain.trainers.torch_ddp import load_model
+    from kftrain.models.pytorch import load_model
 
     model, info = load_model(str(model_dir / "b"))
     assert info["framework"] == "pytorch" and info["metrics"]["ranks"] == 2

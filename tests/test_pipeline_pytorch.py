@@ -12,7 +12,7 @@ import torch
 
 from kftrain import storage
 from kftrain.data.dataset import load_split
-from kftrain.trainers.torch_ddp import load_model
+from kftrain.models.pytorch import load_model
 
 try:
     from pipeline_harness import executor_output, run_pipeline

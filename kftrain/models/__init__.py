@@ -1,7 +1,9 @@
-"""Trained models by URI: load one as a plain ``predict(x) -> scores`` function, whatever framework made it.
+"""Trained models by URI: how each framework saves and loads one, and the dispatch between them.
 
-Each trainer writes ``model.json`` with a ``framework`` key next to its weights; evaluation and export
-dispatch on it, so they never import a framework the model does not use.
+A model folder holds the framework's files next to ``model.json`` (:data:`MODEL_INFO`), whose
+``framework`` key says which module of this package reads it: :mod:`kftrain.models.pytorch` or
+:mod:`kftrain.models.tensorflow`. Trainers write models through those modules; evaluation and export
+load them through :func:`load_predictor`, which imports only the framework the model uses.
 """
 
 from __future__ import annotations
@@ -19,28 +21,22 @@ Predictor = Callable[[np.ndarray], np.ndarray]
 
 
 def model_info(model_uri: str) -> dict[str, Any]:
+    """The ``model.json`` of the complete model at ``model_uri``."""
     storage.require_complete(model_uri)
     info: dict[str, Any] = storage.read_json(storage.join(model_uri, MODEL_INFO))
     return info
 
 
 def load_predictor(model_uri: str) -> tuple[Predictor, dict[str, Any]]:
+    """The model at ``model_uri`` as ``predict(x) -> scores``, and its ``model.json``."""
     info = model_info(model_uri)
     framework = info.get("framework")
     if framework == "pytorch":
-        import torch
+        from kftrain.models import pytorch
 
-        from kftrain.trainers.torch_ddp import load_model
-
-        model, _ = load_model(model_uri)
-
-        def predict(x: np.ndarray) -> np.ndarray:
-            with torch.no_grad():
-                return model(torch.from_numpy(np.asarray(x, dtype=np.float32))).numpy()
-
-        return predict, info
+        return pytorch.predictor(model_uri), info
     if framework == "tensorflow":
-        from kftrain.models.tensorflow import load_tf_predictor
+        from kftrain.models import tensorflow
 
-        return load_tf_predictor(model_uri), info
+        return tensorflow.predictor(model_uri), info
     raise KftrainError(f"{model_uri}: unknown model framework {framework!r} in {MODEL_INFO}")

@@ -5,7 +5,7 @@ It mirrors :mod:`kftrain.trainers.torch_ddp` with Horovod in place of DDP: gradi
 ``hvd.DistributedOptimizer``, rank 0's initial (or restored) weights and optimizer state reach every rank
 by ``broadcast_parameters`` / ``broadcast_optimizer_state``, the learning rate is scaled by ``hvd.size()``.
 Only rank 0 writes checkpoints (every ``--checkpoint-every-steps`` steps and every epoch) and the model,
-in the same format as the DDP trainer (:func:`kftrain.trainers.torch_ddp.write_model`), so evaluation and
+in the same format as the DDP trainer (:func:`kftrain.models.pytorch.write_model`), so evaluation and
 export work unchanged. A restarted job resumes from the newest complete checkpoint.
 
     mpirun -n 2 python -m kftrain.trainers.horovod_torch --dataset URI --model-dir URI [--checkpoint-dir URI]
@@ -27,9 +27,9 @@ from torch.utils.data.distributed import DistributedSampler
 
 from kftrain import checkpoint
 from kftrain.data.dataset import load_split, read_info
-from kftrain.models.pytorch import MLP, MLPConfig
+from kftrain.models.pytorch import MLP, MLPConfig, write_model
 from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
-from kftrain.trainers.torch_ddp import accuracy, load_checkpoint, save_checkpoint, write_model
+from kftrain.trainers.torch_ddp import accuracy, load_checkpoint, save_checkpoint
 
 log = logging.getLogger("kftrain.trainer")
 

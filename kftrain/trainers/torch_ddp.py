@@ -30,13 +30,10 @@ from torch.utils.data.distributed import DistributedSampler
 
 from kftrain import checkpoint, storage
 from kftrain.data.dataset import load_split, read_info
-from kftrain.models.pytorch import MLP, MLPConfig
+from kftrain.models.pytorch import MLP, MLPConfig, write_model
 from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
 
 log = logging.getLogger("kftrain.trainer")
-
-MODEL_FILE = "model.pt"
-MODEL_INFO = "model.json"
 
 
 @dataclass
@@ -192,36 +189,6 @@ def train(args: argparse.Namespace) -> dict[str, float]:
         dist.barrier()
         dist.destroy_process_group()
     return metrics
-
-
-def write_model(
-    uri: str, model: nn.Module, config: MLPConfig, classes: list[int], features: list[str], metrics: dict[str, float]
-) -> None:
-    buf = io.BytesIO()
-    torch.save(model.state_dict(), buf)
-    with storage.ArtifactWriter(uri, metadata={"framework": "pytorch"}) as w:
-        w.write_bytes(MODEL_FILE, buf.getvalue())
-        w.write_json(
-            MODEL_INFO,
-            {
-                "framework": "pytorch",
-                "architecture": "mlp",
-                "config": config.to_json(),
-                "classes": classes,
-                "feature_names": features,
-                "metrics": metrics,
-            },
-        )
-
-
-def load_model(uri: str) -> tuple[nn.Module, dict[str, Any]]:
-    storage.require_complete(uri)
-    info = storage.read_json(storage.join(uri, MODEL_INFO))
-    model = MLP(MLPConfig.from_json(info["config"]))
-    state = torch.load(io.BytesIO(storage.read_bytes(storage.join(uri, MODEL_FILE))), weights_only=True)
-    model.load_state_dict(state)
-    model.eval()
-    return model, info
 
 
 def main(argv: list[str] | None = None) -> int:
