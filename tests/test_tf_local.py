@@ -148,8 +148,8 @@ def test_multi_worker_mirrored_job_trains_in_sync_and_writes_the_model_once(mwms
 
 @pytest.mark.slow
 def test_saved_model_export_round_trip(mwms_run, dataset, tmp_path):
-    from kftrain.export import export_model
     from kftrain.models import load_predictor
+    from kftrain.steps.export import export_model
 
     result, log, root = mwms_run
     assert result.succeeded, log[-4000:]
