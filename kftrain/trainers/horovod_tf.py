@@ -32,9 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from kftrain import checkpoint, storage
+from kftrain import storage
 from kftrain.data.dataset import DatasetInfo, load_split, read_info
 from kftrain.models import tensorflow as tf_models
+from kftrain.trainers import checkpoint
 from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
 
 log = logging.getLogger("kftrain.trainer")

@@ -25,9 +25,9 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from kftrain import checkpoint
 from kftrain.data.dataset import load_split, read_info
 from kftrain.models.pytorch import MLP, MLPConfig, write_model
+from kftrain.trainers import checkpoint, faults
 from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
 from kftrain.trainers.torch_ddp import accuracy, load_checkpoint, save_checkpoint
 
@@ -125,7 +125,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
             dopt.step()
             step += 1
             batches += 1
-            checkpoint.maybe_inject_fault(step, rank)
+            faults.maybe_inject_fault(step, rank)
             total += float(loss.detach())
             if args.checkpoint_dir and rank == 0 and policy.due(step):
                 # A mid-epoch checkpoint resumes at the start of this epoch.

@@ -45,9 +45,10 @@ from typing import Any
 
 import numpy as np
 
-from kftrain import checkpoint, storage
+from kftrain import storage
 from kftrain.data.dataset import DatasetInfo, load_split, read_info
 from kftrain.models import tensorflow as tf_models
+from kftrain.trainers import faults
 from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
 
 log = logging.getLogger("kftrain.trainer")
@@ -220,12 +221,12 @@ class _ResumeLogger:
 
 
 def _fault_injector(rank: int) -> Any:
-    """Keras callback for the fault-injection hook (``KFTRAIN_FAULT_AT_STEP``, see kftrain.checkpoint)."""
+    """Keras callback for the fault-injection hook (``KFTRAIN_FAULT_AT_STEP``, see kftrain.trainers.faults)."""
     import tf_keras as keras
 
     class FaultInjector(keras.callbacks.Callback):
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            checkpoint.maybe_inject_fault(int(self.model.optimizer.iterations.numpy()), rank)
+            faults.maybe_inject_fault(int(self.model.optimizer.iterations.numpy()), rank)
 
     return FaultInjector()
 
@@ -336,7 +337,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
         if ckpt.remote and role.is_chief:
             callbacks.append(_sync_callback(ckpt, every, per_epoch=role.mode == PS))
     callbacks.append(_ResumeLogger.make(role.label, steps_per_epoch))
-    if os.environ.get(checkpoint.FAULT_AT_STEP) and role.mode != PS:  # PS strategy allows no batch callbacks
+    if os.environ.get(faults.FAULT_AT_STEP) and role.mode != PS:  # PS strategy allows no batch callbacks
         callbacks.append(_fault_injector(role.task_index or 0))
     log.info(
         "%s: %d training rows, %d worker(s), %d epochs x %d steps (checkpoint every %d steps)",

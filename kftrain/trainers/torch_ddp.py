@@ -28,9 +28,10 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from kftrain import checkpoint, storage
+from kftrain import storage
 from kftrain.data.dataset import load_split, read_info
 from kftrain.models.pytorch import MLP, MLPConfig, write_model
+from kftrain.trainers import checkpoint, faults
 from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
 
 log = logging.getLogger("kftrain.trainer")
@@ -162,7 +163,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
             step += 1
             total += float(loss.detach())
             batches += 1
-            checkpoint.maybe_inject_fault(step, ctx.rank)
+            faults.maybe_inject_fault(step, ctx.rank)
             if args.checkpoint_dir and ctx.is_chief and policy.due(step):
                 save_checkpoint(args.checkpoint_dir, step, epoch - 1 if batches < len(loader) else epoch, model, opt)
                 policy.saved()
