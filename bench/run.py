@@ -77,7 +77,8 @@ def p1_pipeline_overhead(repeat: int, quick: bool) -> Result:
             t = Path(tmp)
             ds, model, ckpt, exp = t / "ds", t / "model", t / "ckpt", t / "export"
             bare = 0.0
-            bare += timed([PY, "-c", f"from kftrain.data.prep import prepare_dataset; prepare_dataset({str(ds)!r})"])[0]
+            prep = f"from kftrain.steps.prep import prepare_dataset; prepare_dataset({str(ds)!r})"
+            bare += timed([PY, "-c", prep])[0]
             bare += timed(
                 [
                     str(BIN / "torchrun"),
@@ -98,7 +99,7 @@ def p1_pipeline_overhead(repeat: int, quick: bool) -> Result:
                 [
                     PY,
                     "-c",
-                    "from kftrain.evaluate import evaluate_classifier as e; "
+                    "from kftrain.steps.evaluate import evaluate_classifier as e; "
                     f"r = e({str(model)!r}, {str(ds)!r}); assert r.accuracy > 0.5",
                 ]
             )[0]
@@ -106,7 +107,7 @@ def p1_pipeline_overhead(repeat: int, quick: bool) -> Result:
                 [
                     PY,
                     "-c",
-                    f"from kftrain.export import export_model as e; e({str(model)!r}, {str(ds)!r}, {str(exp)!r})",
+                    f"from kftrain.steps.export import export_model as e; e({str(model)!r}, {str(ds)!r}, {str(exp)!r})",
                 ]
             )[0]
             ours, _ = timed(
@@ -384,7 +385,7 @@ def p6_data_prep(repeat: int, quick: bool) -> Result:
             "pq.write_table(t, sys.argv[2], compression='zstd')\n"
         )
         ours_code = (
-            "import sys\nfrom kftrain.data.prep import prepare_dataset\n"
+            "import sys\nfrom kftrain.steps.prep import prepare_dataset\n"
             "prepare_dataset(sys.argv[2], source=sys.argv[1], train_shards=4)\n"
         )
         for i in range(repeat):

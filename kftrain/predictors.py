@@ -1,46 +1,9 @@
-"""Load a trained model by URI as a plain ``predict(x) -> scores`` function, whatever framework made it.
+"""Former home of :mod:`kftrain.models`' framework dispatch, kept as an alias for callers not yet moved.
 
-Each trainer writes ``model.json`` with a ``framework`` key next to its weights; evaluation and export
-dispatch on it, so they never import a framework the model does not use.
+The MPIJob launch component (``components/training/mpijob_launch``) still imports ``model_info`` from
+here; import from :mod:`kftrain.models` instead. Remove this module once nothing imports it.
 """
 
-from __future__ import annotations
+from kftrain.models import MODEL_INFO, Predictor, load_predictor, model_info
 
-from collections.abc import Callable
-from typing import Any
-
-import numpy as np
-
-from kftrain import storage
-from kftrain.errors import KftrainError
-
-MODEL_INFO = "model.json"
-Predictor = Callable[[np.ndarray], np.ndarray]
-
-
-def model_info(model_uri: str) -> dict[str, Any]:
-    storage.require_complete(model_uri)
-    info: dict[str, Any] = storage.read_json(storage.join(model_uri, MODEL_INFO))
-    return info
-
-
-def load_predictor(model_uri: str) -> tuple[Predictor, dict[str, Any]]:
-    info = model_info(model_uri)
-    framework = info.get("framework")
-    if framework == "pytorch":
-        import torch
-
-        from kftrain.trainers.torch_ddp import load_model
-
-        model, _ = load_model(model_uri)
-
-        def predict(x: np.ndarray) -> np.ndarray:
-            with torch.no_grad():
-                return model(torch.from_numpy(np.asarray(x, dtype=np.float32))).numpy()
-
-        return predict, info
-    if framework == "tensorflow":
-        from kftrain.trainers.tf_model_io import load_tf_predictor
-
-        return load_tf_predictor(model_uri), info
-    raise KftrainError(f"{model_uri}: unknown model framework {framework!r} in {MODEL_INFO}")
+__all__ = ["MODEL_INFO", "Predictor", "load_predictor", "model_info"]

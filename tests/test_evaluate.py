@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kftrain.evaluate import EvalReport, markdown_report, quality_gate, score
+from kftrain.steps.evaluate import EvalReport, markdown_report, quality_gate, score
 
 
 def report(accuracy: float, split: str = "test", rows: int = 100) -> EvalReport:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from kftrain.backends import LocalBackend, LocalConfig
-from kftrain.data.prep import prepare_dataset
-from kftrain.evaluate import evaluate_classifier
-from kftrain.export import export_model
 from kftrain.job import load_manifest
+from kftrain.steps.evaluate import evaluate_classifier
+from kftrain.steps.export import export_model
+from kftrain.steps.prep import prepare_dataset
 
 pytestmark = pytest.mark.slow
 

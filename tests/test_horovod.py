@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import yaml
 
-from kftrain.data.prep import load_split, prepare_dataset
+from kftrain.data.dataset import load_split
+from kftrain.steps.prep import prepare_dataset
 from tests.conftest import mpijob_v1, mpijob_v2, replica
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,7 +95,7 @@ def test_horovod_torch_trains_checkpoints_and_resumes(tmp_path, dataset):
 
     import torch
 
-    from kftrain.trainers.torch_ddp import load_model
+    from kftrain.models.pytorch import load_model
 
     model, info = load_model(str(model_dir / "b"))
     assert info["framework"] == "pytorch" and info["metrics"]["ranks"] == 2
@@ -119,7 +120,7 @@ def test_horovod_keras_trains_checkpoints_and_resumes(tmp_path, dataset):
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert "resumed from checkpoint" in second.stdout and "(epoch 2)" in second.stdout
 
-    from kftrain.predictors import load_predictor
+    from kftrain.models import load_predictor
 
     predict, info = load_predictor(str(model_dir / "b"))
     assert info["framework"] == "tensorflow" and info["strategy"] == "horovod"

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from kftrain import storage
-from kftrain.data.prep import load_split
-from kftrain.trainers.torch_ddp import load_model
+from kftrain.data.dataset import load_split
+from kftrain.models.pytorch import load_model
 
 try:
     from pipeline_harness import executor_output, run_pipeline

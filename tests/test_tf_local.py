@@ -49,7 +49,7 @@ def run_local(job, artifacts: Artifacts | None = None, timeout: float = 240, **o
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> str:
-    from kftrain.data.prep import prepare_dataset
+    from kftrain.steps.prep import prepare_dataset
 
     uri = str(tmp_path_factory.mktemp("tfdata") / "dataset")
     prepare_dataset(uri, seed=42)
@@ -148,8 +148,8 @@ def test_multi_worker_mirrored_job_trains_in_sync_and_writes_the_model_once(mwms
 
 @pytest.mark.slow
 def test_saved_model_export_round_trip(mwms_run, dataset, tmp_path):
-    from kftrain.export import export_model
-    from kftrain.predictors import load_predictor
+    from kftrain.models import load_predictor
+    from kftrain.steps.export import export_model
 
     result, log, root = mwms_run
     assert result.succeeded, log[-4000:]
@@ -161,7 +161,7 @@ def test_saved_model_export_round_trip(mwms_run, dataset, tmp_path):
 
     import tensorflow as tf
 
-    from kftrain.data.prep import load_split
+    from kftrain.data.dataset import load_split
 
     loaded = tf.saved_model.load(str(version))
     serve = loaded.signatures["serving_default"]

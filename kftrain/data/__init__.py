@@ -1,1 +1,1 @@
-"""Data preparation."""
+"""The prepared-dataset format (Parquet shards per split plus ``dataset.json``) and its reader."""

@@ -8,7 +8,7 @@ Keras integration wraps ``tf.keras`` optimizers and callbacks and predates Keras
 
 Only rank 0 writes checkpoints (a ``tf.train.Checkpoint`` of model and optimizer, every
 ``--checkpoint-every-steps`` steps and every epoch, published atomically under ``ckpt-<step>``) and the model
-(a SavedModel with ``model.json``, as :mod:`kftrain.trainers.tf_model_io` writes it, so evaluation and export
+(a SavedModel with ``model.json``, as :mod:`kftrain.models.tensorflow` writes it, so evaluation and export
 work unchanged). A restarted job resumes from the newest complete checkpoint.
 
     mpirun -n 2 python -m kftrain.trainers.horovod_tf --dataset URI --model-dir URI [--checkpoint-dir URI]
@@ -32,9 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from kftrain import checkpoint, storage
-from kftrain.data.prep import load_split, read_info
-from kftrain.trainers import tf_model_io
+from kftrain import storage
+from kftrain.data.dataset import DatasetInfo, load_split, read_info
+from kftrain.models import tensorflow as tf_models
+from kftrain.trainers import checkpoint
 from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
 
 log = logging.getLogger("kftrain.trainer")
@@ -118,7 +119,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
         .repeat()
         .batch(args.batch_size)
     )
-    model = tf_model_io.build_model(info.num_features, info.num_classes, hidden, dropout=0.0)
+    model = tf_models.build_model(info.num_features, info.num_classes, hidden, dropout=0.0)
     # Legacy optimizer: Horovod 0.28.1's DistributedOptimizer targets the Keras 2 optimizer API.
     # hvd.DistributedOptimizer builds a new optimizer from this one's config: checkpoint and count steps with it.
     opt = hvd.DistributedOptimizer(keras.optimizers.legacy.SGD(learning_rate=args.lr * size, momentum=0.9))
@@ -213,27 +214,16 @@ def _checkpoint_callback(keras: Any, args: argparse.Namespace, ckpt: Any, opt: A
 
 
 def _publish(
-    args: argparse.Namespace, model: Any, info: Any, hidden: tuple[int, ...], metrics: dict[str, float]
+    args: argparse.Namespace, model: Any, info: DatasetInfo, hidden: tuple[int, ...], metrics: dict[str, float]
 ) -> None:
     staging = Path(tempfile.mkdtemp(prefix="kftrain-hvd-tf-model-"))
     try:
-        plain = tf_model_io.build_model(info.num_features, info.num_classes, hidden, dropout=0.0)
+        plain = tf_models.build_model(info.num_features, info.num_classes, hidden, dropout=0.0)
         plain.set_weights(model.get_weights())  # without Horovod's optimizer wrapper
-        tf_model_io.save_savedmodel(plain, staging / "model")
-        model_info = {
-            "classes": info.classes,
-            "feature_names": info.feature_names,
-            "num_features": info.num_features,
-            "num_classes": info.num_classes,
-            "hidden": list(hidden),
-            "input_name": tf_model_io.INPUT_NAME,
-            "output_name": tf_model_io.OUTPUT_NAME,
-            "signature": tf_model_io.SIGNATURE,
-            "strategy": "horovod",
-            "keras": "tf_keras",
-            "metrics": {k: (None if v != v else v) for k, v in metrics.items()},
-        }
-        tf_model_io.publish_model(args.model_dir, staging / "model", model_info)
+        tf_models.save_savedmodel(plain, staging / "model")
+        tf_models.publish_model(
+            args.model_dir, staging / "model", tf_models.model_json(info, hidden, "horovod", metrics)
+        )
         log.info("model written to %s", args.model_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

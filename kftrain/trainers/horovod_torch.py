@@ -1,12 +1,13 @@
 """Horovod PyTorch trainer: one process per MPI rank (``mpirun -n N python -m kftrain.trainers.horovod_torch``),
 as an MPIJob's Launcher starts it, or ``horovodrun``.
 
-It mirrors :mod:`kftrain.trainers.torch_ddp` with Horovod in place of DDP: gradients are averaged by
-``hvd.DistributedOptimizer``, rank 0's initial (or restored) weights and optimizer state reach every rank
-by ``broadcast_parameters`` / ``broadcast_optimizer_state``, the learning rate is scaled by ``hvd.size()``.
-Only rank 0 writes checkpoints (every ``--checkpoint-every-steps`` steps and every epoch) and the model,
-in the same format as the DDP trainer (:func:`kftrain.trainers.torch_ddp.write_model`), so evaluation and
-export work unchanged. A restarted job resumes from the newest complete checkpoint.
+It mirrors :mod:`kftrain.trainers.torch_ddp` with Horovod in place of DDP (what the two share is in
+:mod:`kftrain.trainers.torch_common`): gradients are averaged by ``hvd.DistributedOptimizer``, rank 0's
+initial (or restored) weights and optimizer state reach every rank by ``broadcast_parameters`` /
+``broadcast_optimizer_state``, the learning rate is scaled by ``hvd.size()``. Only rank 0 writes
+checkpoints (every ``--checkpoint-every-steps`` steps and every epoch) and the model, in the same format
+as the DDP trainer (:func:`kftrain.models.pytorch.write_model`), so evaluation and export work unchanged.
+A restarted job resumes from the newest complete checkpoint.
 
     mpirun -n 2 python -m kftrain.trainers.horovod_torch --dataset URI --model-dir URI [--checkpoint-dir URI]
 """
@@ -17,19 +18,16 @@ import argparse
 import logging
 import sys
 import time
-from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from kftrain import checkpoint
-from kftrain.data.prep import load_split, read_info
+from kftrain.data.dataset import load_split, read_info
+from kftrain.models.pytorch import MLP, MLPConfig, write_model
+from kftrain.trainers import checkpoint, faults
 from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
-from kftrain.trainers.torch_ddp import accuracy, load_checkpoint, save_checkpoint, write_model
-from kftrain.trainers.torch_model import MLP, MLPConfig
+from kftrain.trainers.torch_common import accuracy, restore_latest, save_checkpoint, train_loader, train_split
 
 log = logging.getLogger("kftrain.trainer")
 
@@ -51,17 +49,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _loader(x: np.ndarray, y: np.ndarray, batch: int, rank: int, size: int, seed: int, sharded: bool) -> DataLoader:
-    data = TensorDataset(torch.from_numpy(x), torch.from_numpy(y))
-    if size > 1 and not sharded:
-        sampler: DistributedSampler[Any] = DistributedSampler(
-            data, num_replicas=size, rank=rank, shuffle=True, seed=seed
-        )
-        return DataLoader(data, batch_size=batch, sampler=sampler)
-    gen = torch.Generator().manual_seed(seed + rank)
-    return DataLoader(data, batch_size=batch, shuffle=True, generator=gen)
-
-
 def train(args: argparse.Namespace) -> dict[str, float]:
     import horovod.torch as hvd
 
@@ -70,24 +57,13 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     info = read_info(args.dataset)
-    sharded = size > 1 and len(info.shards["train"]) % size == 0
-    x, y = load_split(
-        args.dataset, "train", shard_index=rank if sharded else None, num_shards=size if sharded else None
-    )
+    x, y, sharded = train_split(args.dataset, info, rank, size)
     xv, yv = load_split(args.dataset, "validation")
     config = MLPConfig(info.num_features, info.num_classes, tuple(int(h) for h in args.hidden.split(",")))
     model: nn.Module = MLP(config)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr * size, momentum=0.9)
 
-    step, start_epoch = 0, 0
-    if args.checkpoint_dir and rank == 0:
-        found = checkpoint.latest_checkpoint(args.checkpoint_dir)
-        if found is not None:
-            state = load_checkpoint(found[1])
-            model.load_state_dict(state["model"])
-            opt.load_state_dict(state["optimizer"])
-            step, start_epoch = int(state["step"]), int(state["epoch"]) + 1
-            log.info("resumed from checkpoint %s at step %d (epoch %d)", found[1], step, start_epoch)
+    step, start_epoch = restore_latest(args.checkpoint_dir, model, opt) if rank == 0 else (0, 0)
     # Rank 0's weights, optimizer state and position (fresh or restored) become every rank's.
     step, start_epoch = hvd.broadcast_object((step, start_epoch), root_rank=0, name="resume_position")
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
@@ -95,7 +71,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
     dopt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(), compression=compression)
 
-    loader = _loader(x, y, args.batch_size, rank, size, args.seed, sharded)
+    loader = train_loader(x, y, args.batch_size, rank, size, args.seed, sharded)
     # Every rank must take the same number of steps (each step is an allreduce): the fewest batches any rank has.
     batches_per_epoch = int(hvd.allreduce(torch.tensor(len(loader)), op=hvd.Min, name="batches_per_epoch").item())
     policy = checkpoint.CheckpointPolicy(args.checkpoint_every_steps, 0.0, keep=args.keep_checkpoints)
@@ -125,7 +101,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
             dopt.step()
             step += 1
             batches += 1
-            checkpoint.maybe_inject_fault(step, rank)
+            faults.maybe_inject_fault(step, rank)
             total += float(loss.detach())
             if args.checkpoint_dir and rank == 0 and policy.due(step):
                 # A mid-epoch checkpoint resumes at the start of this epoch.

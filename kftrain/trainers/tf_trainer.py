@@ -45,9 +45,10 @@ from typing import Any
 
 import numpy as np
 
-from kftrain import checkpoint, storage
-from kftrain.data.prep import load_split, read_info
-from kftrain.trainers import tf_model_io
+from kftrain import storage
+from kftrain.data.dataset import DatasetInfo, load_split, read_info
+from kftrain.models import tensorflow as tf_models
+from kftrain.trainers import faults
 from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
 
 log = logging.getLogger("kftrain.trainer")
@@ -220,12 +221,12 @@ class _ResumeLogger:
 
 
 def _fault_injector(rank: int) -> Any:
-    """Keras callback for the fault-injection hook (``KFTRAIN_FAULT_AT_STEP``, see kftrain.checkpoint)."""
+    """Keras callback for the fault-injection hook (``KFTRAIN_FAULT_AT_STEP``, see kftrain.trainers.faults)."""
     import tf_keras as keras
 
     class FaultInjector(keras.callbacks.Callback):
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            checkpoint.maybe_inject_fault(int(self.model.optimizer.iterations.numpy()), rank)
+            faults.maybe_inject_fault(int(self.model.optimizer.iterations.numpy()), rank)
 
     return FaultInjector()
 
@@ -320,7 +321,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
         steps_per_epoch, epochs = steps_per_data_epoch, args.epochs
         data = _train_dataset(x, y, args.batch_size * workers, args.seed)
     with strategy.scope():
-        model = tf_model_io.build_model(info.num_features, info.num_classes, hidden)
+        model = tf_models.build_model(info.num_features, info.num_classes, hidden)
         model.compile(
             optimizer=keras.optimizers.Adam(learning_rate=args.lr),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -336,7 +337,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
         if ckpt.remote and role.is_chief:
             callbacks.append(_sync_callback(ckpt, every, per_epoch=role.mode == PS))
     callbacks.append(_ResumeLogger.make(role.label, steps_per_epoch))
-    if os.environ.get(checkpoint.FAULT_AT_STEP) and role.mode != PS:  # PS strategy allows no batch callbacks
+    if os.environ.get(faults.FAULT_AT_STEP) and role.mode != PS:  # PS strategy allows no batch callbacks
         callbacks.append(_fault_injector(role.task_index or 0))
     log.info(
         "%s: %d training rows, %d worker(s), %d epochs x %d steps (checkpoint every %d steps)",
@@ -352,7 +353,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     elapsed = time.monotonic() - started
     losses = [float(v) for v in history.history.get("loss", [])]
     step = int(model.optimizer.iterations.numpy())
-    plain = tf_model_io.build_model(info.num_features, info.num_classes, hidden)
+    plain = tf_models.build_model(info.num_features, info.num_classes, hidden)
     plain.set_weights(model.get_weights())
     val_acc = _accuracy(plain, xv, yv)
     metrics = {
@@ -374,29 +375,21 @@ def train(args: argparse.Namespace) -> dict[str, float]:
 
 
 def save_model(
-    args: argparse.Namespace, role: Role, model: Any, info: Any, hidden: tuple[int, ...], metrics: dict[str, float]
+    args: argparse.Namespace,
+    role: Role,
+    model: Any,
+    info: DatasetInfo,
+    hidden: tuple[int, ...],
+    metrics: dict[str, float],
 ) -> None:
     """The chief publishes the SavedModel; other MultiWorkerMirrored workers save to a temp folder and delete it."""
     staging = Path(tempfile.mkdtemp(prefix="kftrain-tf-model-"))
     try:
         path = staging / "model" if role.is_chief else staging / f"workertemp_{role.task_index}" / "model"
-        tf_model_io.save_savedmodel(model, path)
+        tf_models.save_savedmodel(model, path)
         if not role.is_chief:
             return  # the finally below deletes the temporary copy
-        model_info = {
-            "classes": info.classes,
-            "feature_names": info.feature_names,
-            "num_features": info.num_features,
-            "num_classes": info.num_classes,
-            "hidden": list(hidden),
-            "input_name": tf_model_io.INPUT_NAME,
-            "output_name": tf_model_io.OUTPUT_NAME,
-            "signature": tf_model_io.SIGNATURE,
-            "strategy": role.mode,
-            "keras": "tf_keras",
-            "metrics": {k: (None if v != v else v) for k, v in metrics.items()},
-        }
-        tf_model_io.publish_model(args.model_dir, path, model_info)
+        tf_models.publish_model(args.model_dir, path, tf_models.model_json(info, hidden, role.mode, metrics))
         log.info("%s: model written to %s", role.label, args.model_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -415,7 +408,7 @@ def evaluate_checkpoints(args: argparse.Namespace, role: Role) -> dict[str, floa
     info = read_info(args.dataset)
     xv, yv = load_split(args.dataset, "validation")
     hidden = tuple(int(h) for h in args.hidden.split(",") if h)
-    model = tf_model_io.build_model(info.num_features, info.num_classes, hidden)
+    model = tf_models.build_model(info.num_features, info.num_classes, hidden)
     started = time.monotonic()
     seen: str | None = None
     metrics: dict[str, float] = {}

@@ -12,31 +12,25 @@ a restarted job resumes from the newest complete checkpoint.
 from __future__ import annotations
 
 import argparse
-import io
 import logging
 import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from kftrain import checkpoint, storage
-from kftrain.data.prep import load_split, read_info
+from kftrain.data.dataset import load_split, read_info
+from kftrain.models.pytorch import MLP, MLPConfig, write_model
+from kftrain.trainers import checkpoint, faults
 from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
-from kftrain.trainers.torch_model import MLP, MLPConfig
+from kftrain.trainers.torch_common import accuracy, restore_latest, save_checkpoint, train_loader, train_split
 
 log = logging.getLogger("kftrain.trainer")
-
-MODEL_FILE = "model.pt"
-MODEL_INFO = "model.json"
 
 
 @dataclass
@@ -83,64 +77,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _loader(x: np.ndarray, y: np.ndarray, batch: int, ctx: DistContext, seed: int, sharded: bool) -> DataLoader:
-    data = TensorDataset(torch.from_numpy(x), torch.from_numpy(y))
-    if ctx.world_size > 1 and not sharded:
-        sampler: DistributedSampler[Any] = DistributedSampler(
-            data, num_replicas=ctx.world_size, rank=ctx.rank, shuffle=True, seed=seed
-        )
-        return DataLoader(data, batch_size=batch, sampler=sampler)
-    gen = torch.Generator().manual_seed(seed + ctx.rank)
-    return DataLoader(data, batch_size=batch, shuffle=True, generator=gen)
-
-
-def accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray) -> float:
-    if len(y) == 0:
-        return float("nan")
-    model.eval()
-    with torch.no_grad():
-        pred = model(torch.from_numpy(x)).argmax(dim=1).numpy()
-    model.train()
-    return float((pred == y).mean())
-
-
-def save_checkpoint(root: str, step: int, epoch: int, model: nn.Module, opt: torch.optim.Optimizer) -> None:
-    buf = io.BytesIO()
-    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step, "epoch": epoch}, buf)
-    with storage.ArtifactWriter(checkpoint.checkpoint_uri(root, step), metadata={"step": step, "epoch": epoch}) as w:
-        w.write_bytes("state.pt", buf.getvalue())
-
-
-def load_checkpoint(uri: str) -> dict[str, Any]:
-    storage.require_complete(uri)
-    return torch.load(io.BytesIO(storage.read_bytes(storage.join(uri, "state.pt"))), weights_only=True)
-
-
 def train(args: argparse.Namespace) -> dict[str, float]:
     torch.set_num_threads(args.threads)
     ctx = init_distributed(args.backend)
     torch.manual_seed(args.seed)
     info = read_info(args.dataset)
-    shards = len(info.shards["train"])
-    sharded = ctx.world_size > 1 and shards % ctx.world_size == 0
-    x, y = load_split(
-        args.dataset, "train", shard_index=ctx.rank if sharded else None, num_shards=ctx.world_size if sharded else None
-    )
+    x, y, sharded = train_split(args.dataset, info, ctx.rank, ctx.world_size)
     xv, yv = load_split(args.dataset, "validation")
     config = MLPConfig(info.num_features, info.num_classes, tuple(int(h) for h in args.hidden.split(",")))
     model: nn.Module = MLP(config).to(ctx.device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr * ctx.world_size, momentum=0.9)
-    step, start_epoch = 0, 0
-    if args.checkpoint_dir:
-        found = checkpoint.latest_checkpoint(args.checkpoint_dir)
-        if found is not None:
-            state = load_checkpoint(found[1])
-            model.load_state_dict(state["model"])
-            opt.load_state_dict(state["optimizer"])
-            step, start_epoch = int(state["step"]), int(state["epoch"]) + 1
-            log.info("resumed from checkpoint %s at step %d (epoch %d)", found[1], step, start_epoch)
+    step, start_epoch = restore_latest(args.checkpoint_dir, model, opt)
     ddp = DistributedDataParallel(model) if ctx.world_size > 1 else model
-    loader = _loader(x, y, args.batch_size, ctx, args.seed, sharded)
+    loader = train_loader(x, y, args.batch_size, ctx.rank, ctx.world_size, args.seed, sharded)
     policy = checkpoint.CheckpointPolicy(args.checkpoint_every_steps, args.checkpoint_every_seconds)
     loss_fn = nn.CrossEntropyLoss()
     log.info(
@@ -165,7 +114,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
             step += 1
             total += float(loss.detach())
             batches += 1
-            checkpoint.maybe_inject_fault(step, ctx.rank)
+            faults.maybe_inject_fault(step, ctx.rank)
             if args.checkpoint_dir and ctx.is_chief and policy.due(step):
                 save_checkpoint(args.checkpoint_dir, step, epoch - 1 if batches < len(loader) else epoch, model, opt)
                 policy.saved()
@@ -192,36 +141,6 @@ def train(args: argparse.Namespace) -> dict[str, float]:
         dist.barrier()
         dist.destroy_process_group()
     return metrics
-
-
-def write_model(
-    uri: str, model: nn.Module, config: MLPConfig, classes: list[int], features: list[str], metrics: dict[str, float]
-) -> None:
-    buf = io.BytesIO()
-    torch.save(model.state_dict(), buf)
-    with storage.ArtifactWriter(uri, metadata={"framework": "pytorch"}) as w:
-        w.write_bytes(MODEL_FILE, buf.getvalue())
-        w.write_json(
-            MODEL_INFO,
-            {
-                "framework": "pytorch",
-                "architecture": "mlp",
-                "config": config.to_json(),
-                "classes": classes,
-                "feature_names": features,
-                "metrics": metrics,
-            },
-        )
-
-
-def load_model(uri: str) -> tuple[nn.Module, dict[str, Any]]:
-    storage.require_complete(uri)
-    info = storage.read_json(storage.join(uri, MODEL_INFO))
-    model = MLP(MLPConfig.from_json(info["config"]))
-    state = torch.load(io.BytesIO(storage.read_bytes(storage.join(uri, MODEL_FILE))), weights_only=True)
-    model.load_state_dict(state)
-    model.eval()
-    return model, info
 
 
 def main(argv: list[str] | None = None) -> int:

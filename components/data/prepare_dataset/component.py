@@ -28,7 +28,7 @@ def prepare_dataset(
     """
     import logging
 
-    from kftrain.data.prep import prepare_dataset as prepare
+    from kftrain.steps.prep import prepare_dataset as prepare
     from kftrain.storage import output_uri
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")

@@ -36,8 +36,8 @@ def evaluate_classifier(
     """
     import logging
 
-    from kftrain.evaluate import evaluate_classifier as evaluate
-    from kftrain.evaluate import markdown_report, quality_gate
+    from kftrain.steps.evaluate import evaluate_classifier as evaluate
+    from kftrain.steps.evaluate import markdown_report, quality_gate
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     result = evaluate(model.uri, dataset.uri, split)

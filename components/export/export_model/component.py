@@ -24,7 +24,7 @@ def export_model(
     """
     import logging
 
-    from kftrain.export import export_model as export
+    from kftrain.steps.export import export_model as export
     from kftrain.storage import output_uri
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")

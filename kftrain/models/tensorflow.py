@@ -1,4 +1,4 @@
-"""The TensorFlow trainer's model: built with Keras 2 (``tf_keras``), stored as a SavedModel by URI.
+"""TensorFlow models: built with Keras 2 (``tf_keras``), stored as a SavedModel by URI.
 
 A model folder holds a SavedModel at its root (``saved_model.pb``, ``variables/``...) and
 ``model.json`` (``{"framework": "tensorflow", "classes": [...], "feature_names": [...], ...}``),
@@ -6,7 +6,7 @@ published atomically by :class:`kftrain.storage.ArtifactWriter`. Its ``serving_d
 takes ``input`` (float32 ``[None, num_features]``) and returns ``logits`` (float32
 ``[None, num_classes]``): the layout TF Serving and KServe's TensorFlow runtime load.
 
-TensorFlow is imported lazily, so importing this module (e.g. from :mod:`kftrain.export`) is cheap.
+TensorFlow is imported lazily, so importing this module (e.g. from :mod:`kftrain.steps.export`) is cheap.
 ``TF_USE_LEGACY_KERAS=1`` is set before TensorFlow is first imported: Keras 3's ``model.fit`` fails
 under MultiWorkerMirroredStrategy, Keras 2 (``tf_keras``) works.
 """
@@ -20,7 +20,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ INFO/WARN
 
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,8 +28,10 @@ from typing import Any
 import numpy as np
 
 from kftrain import storage
+from kftrain.data.dataset import DatasetInfo
+from kftrain.models import MODEL_INFO, Predictor
 
-MODEL_INFO = "model.json"
+FRAMEWORK = "tensorflow"
 INPUT_NAME = "input"
 OUTPUT_NAME = "logits"
 SIGNATURE = "serving_default"
@@ -56,15 +58,34 @@ def save_savedmodel(model: Any, path: str | os.PathLike[str]) -> None:
     model.save(os.fspath(path), save_format="tf", include_optimizer=False)
 
 
+def model_json(
+    dataset: DatasetInfo, hidden: tuple[int, ...], strategy: str, metrics: dict[str, float]
+) -> dict[str, Any]:
+    """What a trainer records in ``model.json`` besides the framework and format."""
+    return {
+        "classes": dataset.classes,
+        "feature_names": dataset.feature_names,
+        "num_features": dataset.num_features,
+        "num_classes": dataset.num_classes,
+        "hidden": list(hidden),
+        "input_name": INPUT_NAME,
+        "output_name": OUTPUT_NAME,
+        "signature": SIGNATURE,
+        "strategy": strategy,
+        "keras": "tf_keras",
+        "metrics": {k: (None if v != v else v) for k, v in metrics.items()},  # NaN -> null: JSON has no NaN
+    }
+
+
 def publish_model(uri: str, saved_dir: str | os.PathLike[str], info: dict[str, Any]) -> None:
     """Publish the SavedModel in local folder ``saved_dir`` plus ``model.json`` as one complete artifact."""
     root = Path(saved_dir)
-    with storage.ArtifactWriter(uri, metadata={"framework": "tensorflow", "format": "savedmodel"}) as writer:
+    with storage.ArtifactWriter(uri, metadata={"framework": FRAMEWORK, "format": "savedmodel"}) as writer:
         for path in sorted(p for p in root.rglob("*") if p.is_file()):
             rel = path.relative_to(root).as_posix()
             with writer.open(rel) as handle, open(path, "rb") as src:
                 shutil.copyfileobj(src, handle, storage.CHUNK)
-        writer.write_json(MODEL_INFO, {"framework": "tensorflow", "format": "savedmodel", **info})
+        writer.write_json(MODEL_INFO, {"framework": FRAMEWORK, "format": "savedmodel", **info})
 
 
 @contextmanager
@@ -81,7 +102,7 @@ def local_copy(uri: str) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def signature_predictor(saved_dir: str | os.PathLike[str]) -> tuple[Callable[[np.ndarray], np.ndarray], Any]:
+def signature_predictor(saved_dir: str | os.PathLike[str]) -> tuple[Predictor, Any]:
     """``predict(x) -> logits`` through the SavedModel's serving signature, and that signature."""
     import tensorflow as tf
 
@@ -113,28 +134,9 @@ def check_signature(fn: Any, num_features: int) -> None:
         )
 
 
-def load_tf_predictor(model_uri: str) -> Callable[[np.ndarray], np.ndarray]:
+def predictor(model_uri: str) -> Predictor:
     """The model at ``model_uri`` as ``predict(x) -> logits`` (used by evaluation and export)."""
     storage.require_complete(model_uri)
     with local_copy(model_uri) as path:
         predict, _ = signature_predictor(path)  # the variables are read into memory while loading
     return predict
-
-
-def export_savedmodel(
-    model_uri: str, info: dict[str, Any], name: str, writer: storage.ArtifactWriter, x: np.ndarray
-) -> tuple[str, np.ndarray]:
-    """Copy the SavedModel to ``<name>/1/`` (TF Serving / KServe layout), reload it, predict ``x``."""
-    version_dir = f"{name}/1"
-    with local_copy(model_uri) as src:
-        for path in sorted(p for p in src.rglob("*") if p.is_file()):
-            rel = path.relative_to(src).as_posix()
-            if rel in NOT_SAVEDMODEL:
-                continue
-            with writer.open(f"{version_dir}/{rel}") as handle, open(path, "rb") as f:
-                shutil.copyfileobj(f, handle, storage.CHUNK)
-    with local_copy(writer.path_for(version_dir)) as exported:
-        predict, fn = signature_predictor(exported)
-        check_signature(fn, int(info.get("num_features") or x.shape[1]))
-        got = predict(x)
-    return f"{version_dir}/saved_model.pb", got

@@ -1,7 +1,8 @@
-"""Data prep: ingest a tabular classification dataset, validate it, split it, shard it, write Parquet.
+"""The data-prep step: ingest a tabular classification dataset, validate it, split it, shard it, write Parquet.
 
 Sources: ``builtin:digits`` (scikit-learn's bundled 8x8 digits, 1,797 images, no download) or a
-Parquet/CSV file by URI with a label column. The output is one folder per split
+Parquet/CSV file by URI with a label column. The output is a prepared dataset in the format
+:mod:`kftrain.data.dataset` describes and reads: one folder per split
 (``train/part-00000-of-00002.parquet`` ...) plus ``dataset.json`` (schema, row counts, classes),
 published atomically with a checksum manifest.
 """
@@ -12,8 +13,7 @@ import logging
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict
 
 import numpy as np
 import pyarrow as pa
@@ -21,44 +21,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from kftrain import storage
-from kftrain.errors import KftrainError
+from kftrain.data.dataset import DATASET_INFO, LABEL, SPLITS, DatasetInfo, DataValidationError
 from kftrain.progress import Progress
 
 log = logging.getLogger(__name__)
 
-SPLITS = ("train", "validation", "test")
-LABEL = "label"
-DATASET_INFO = "dataset.json"
 BUILTIN_DIGITS = "builtin:digits"
-
-
-class DataValidationError(KftrainError):
-    """The input data cannot be used: the message says which column or row."""
-
-
-@dataclass
-class DatasetInfo:
-    source: str
-    num_features: int
-    num_classes: int
-    feature_names: list[str]
-    classes: list[int]
-    rows: dict[str, int]
-    shards: dict[str, list[str]]
-    seed: int
-    schema: dict[str, str] = field(default_factory=dict)
-
-    def to_metadata(self) -> dict[str, Any]:
-        """What goes into the KFP Dataset artifact's metadata (shown in the UI)."""
-        return {
-            "source": self.source,
-            "num_features": self.num_features,
-            "num_classes": self.num_classes,
-            "rows": self.rows,
-            "schema": self.schema,
-            "format": "parquet",
-            "seed": self.seed,
-        }
 
 
 def load_source(source: str, label_column: str = LABEL) -> pa.Table:
@@ -112,6 +80,7 @@ def normalize_table(table: pa.Table, label_column: str, source: str) -> pa.Table
 
 
 def validate(table: pa.Table, source: str) -> None:
+    """Enough rows to split, and labels usable as class indices."""
     if len(table) < 10:
         raise DataValidationError(f"{source}: only {len(table)} rows; need at least 10 to split")
     low = pc.min(table.column(LABEL)).as_py()
@@ -225,32 +194,3 @@ def _write_parquet(writer: storage.ArtifactWriter, rel: str, table: pa.Table) ->
         return
     with writer.open(rel) as handle:
         pq.write_table(table, handle, compression="zstd", use_dictionary=[LABEL])
-
-
-def read_info(dataset_uri: str) -> DatasetInfo:
-    storage.require_complete(dataset_uri)
-    return DatasetInfo(**storage.read_json(storage.join(dataset_uri, DATASET_INFO)))
-
-
-def load_split(
-    dataset_uri: str, split: str, *, shard_index: int | None = None, num_shards: int | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Features and labels of ``split``; with ``shard_index``/``num_shards`` only every num_shards-th file."""
-    info = read_info(dataset_uri)
-    if split not in info.shards:
-        raise DataValidationError(f"{dataset_uri}: no split {split!r} (have {', '.join(info.shards)})")
-    files = info.shards[split]
-    if shard_index is not None and num_shards:
-        files = files[shard_index::num_shards]
-    tables = []
-    for rel in files:
-        with storage.open_uri(storage.join(dataset_uri, rel), "rb") as handle:
-            tables.append(pq.read_table(handle))
-    table = (
-        pa.concat_tables(tables)
-        if tables
-        else _table(np.zeros((0, info.num_features), np.float32), np.zeros(0, np.int64), info.feature_names)
-    )
-    x = np.column_stack([table.column(n).to_numpy() for n in info.feature_names]).astype(np.float32)
-    y = table.column(LABEL).to_numpy().astype(np.int64)
-    return x, y

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kftrain.data.prep import load_split
-from kftrain.predictors import load_predictor
+from kftrain.data.dataset import load_split
+from kftrain.models import load_predictor
 
 log = logging.getLogger(__name__)
 

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import io
 import logging
+import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from kftrain import storage
-from kftrain.data.prep import load_split
+from kftrain.data.dataset import load_split
 from kftrain.errors import KftrainError
-from kftrain.predictors import load_predictor, model_info
+from kftrain.models import load_predictor, model_info
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +116,7 @@ def export_model(
 
 
 def _torch_model(model_uri: str) -> Any:
-    from kftrain.trainers.torch_ddp import load_model
+    from kftrain.models.pytorch import load_model  # PyTorch only when a PyTorch model is exported
 
     model, _ = load_model(model_uri)
     return model
@@ -176,24 +178,31 @@ def _export_onnx(
     return rel, np.asarray(session.run(["logits"], {"input": x.astype(np.float32)})[0])
 
 
-_EXPORTERS = {
-    ("pytorch", TORCHSCRIPT): _export_torchscript,
-    ("pytorch", ONNX): _export_onnx,
-}
-
-
-def register_exporter(framework: str, fmt: str, fn: Any) -> None:
-    """Let a framework module (e.g. TensorFlow's) add its formats without this module importing it."""
-    _EXPORTERS[(framework, fmt)] = fn
-
-
 def _export_savedmodel(
     model_uri: str, info: dict[str, Any], name: str, writer: storage.ArtifactWriter, x: np.ndarray
 ) -> tuple[str, np.ndarray]:
-    """TensorFlow SavedModel in the TF Serving / KServe layout ``<name>/1/saved_model.pb`` + ``variables/``."""
-    from kftrain.trainers.tf_model_io import export_savedmodel  # TensorFlow only when a TF model is exported
+    """Copy the SavedModel to ``<name>/1/`` (TF Serving / KServe layout), reload it, predict ``x``."""
+    from kftrain.models import tensorflow as tf_models  # TensorFlow only when a TF model is exported
 
-    return export_savedmodel(model_uri, info, name, writer, x)
+    version_dir = f"{name}/1"
+    with tf_models.local_copy(model_uri) as src:
+        for path in sorted(p for p in src.rglob("*") if p.is_file()):
+            rel = path.relative_to(src).as_posix()
+            if rel in tf_models.NOT_SAVEDMODEL:
+                continue
+            with writer.open(f"{version_dir}/{rel}") as handle, open(path, "rb") as f:
+                shutil.copyfileobj(f, handle, storage.CHUNK)
+    with tf_models.local_copy(writer.path_for(version_dir)) as exported:
+        predict, fn = tf_models.signature_predictor(exported)
+        tf_models.check_signature(fn, int(info.get("num_features") or x.shape[1]))
+        got = predict(x)
+    return f"{version_dir}/saved_model.pb", got
 
 
-register_exporter("tensorflow", SAVEDMODEL, _export_savedmodel)
+# (framework, format) -> exporter: writes the format with the writer, returns its path and its predictions on x.
+Exporter = Callable[[str, dict[str, Any], str, storage.ArtifactWriter, np.ndarray], tuple[str, np.ndarray]]
+_EXPORTERS: dict[tuple[str, str], Exporter] = {
+    ("pytorch", TORCHSCRIPT): _export_torchscript,
+    ("pytorch", ONNX): _export_onnx,
+    ("tensorflow", SAVEDMODEL): _export_savedmodel,
+}

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-import os
 import re
-import signal
 import time
 from dataclasses import dataclass
 
@@ -35,6 +33,7 @@ def complete_checkpoints(root: str) -> list[tuple[int, str]]:
 
 
 def latest_checkpoint(root: str) -> tuple[int, str] | None:
+    """(step, uri) of the newest complete checkpoint under ``root``; None when there is none."""
     found = complete_checkpoints(root)
     return found[-1] if found else None
 
@@ -61,36 +60,10 @@ class CheckpointPolicy:
 
 
 def prune(root: str, keep: int) -> None:
+    """Remove all but the newest ``keep`` complete checkpoints under ``root`` (none when ``keep`` <= 0)."""
     found = complete_checkpoints(root)
     fs, _ = storage.filesystem(root)
     for _, uri in found[:-keep] if keep > 0 else []:
         _, path = storage.filesystem(uri)
         fs.rm(path, recursive=True)
         log.debug("removed old checkpoint %s", uri)
-
-
-FAULT_AT_STEP = "KFTRAIN_FAULT_AT_STEP"
-FAULT_RANK = "KFTRAIN_FAULT_RANK"
-FAULT_MARKER = "KFTRAIN_FAULT_MARKER"
-
-
-def maybe_inject_fault(step: int, rank: int) -> None:
-    """Fault injection for crash-resume tests and drills: SIGKILL this replica at a known step.
-
-    ``KFTRAIN_FAULT_AT_STEP=N`` kills the process of rank ``KFTRAIN_FAULT_RANK`` (default 1) when it
-    reaches step N, as an OOM kill or a node loss would (exit code 137). With
-    ``KFTRAIN_FAULT_MARKER=<path>`` it happens once (the marker is created first); without, every
-    time the step is reached, which is how a crash loop looks.
-    """
-    at = os.environ.get(FAULT_AT_STEP)
-    if not at or step != int(at) or rank != int(os.environ.get(FAULT_RANK, "1")):
-        return
-    marker = os.environ.get(FAULT_MARKER)
-    if marker:
-        if os.path.exists(marker):
-            return
-        with open(marker, "w") as handle:
-            handle.write(f"killed at step {step}\n")
-    log.warning("fault injection: killing rank %d at step %d", rank, step)
-    logging.shutdown()
-    os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,42 @@
+"""Trained models by URI: how each framework saves and loads one, and the dispatch between them.
+
+A model folder holds the framework's files next to ``model.json`` (:data:`MODEL_INFO`), whose
+``framework`` key says which module of this package reads it: :mod:`kftrain.models.pytorch` or
+:mod:`kftrain.models.tensorflow`. Trainers write models through those modules; evaluation and export
+load them through :func:`load_predictor`, which imports only the framework the model uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from kftrain import storage
+from kftrain.errors import KftrainError
+
+MODEL_INFO = "model.json"
+Predictor = Callable[[np.ndarray], np.ndarray]
+
+
+def model_info(model_uri: str) -> dict[str, Any]:
+    """The ``model.json`` of the complete model at ``model_uri``."""
+    storage.require_complete(model_uri)
+    info: dict[str, Any] = storage.read_json(storage.join(model_uri, MODEL_INFO))
+    return info
+
+
+def load_predictor(model_uri: str) -> tuple[Predictor, dict[str, Any]]:
+    """The model at ``model_uri`` as ``predict(x) -> scores``, and its ``model.json``."""
+    info = model_info(model_uri)
+    framework = info.get("framework")
+    if framework == "pytorch":
+        from kftrain.models import pytorch
+
+        return pytorch.predictor(model_uri), info
+    if framework == "tensorflow":
+        from kftrain.models import tensorflow
+
+        return tensorflow.predictor(model_uri), info
+    raise KftrainError(f"{model_uri}: unknown model framework {framework!r} in {MODEL_INFO}")

@@ -1,0 +1,108 @@
+"""PyTorch models: the MLP classifier the PyTorch trainers train, and its folder by URI.
+
+A model folder holds ``model.pt`` (the ``state_dict``) and ``model.json`` (``{"framework": "pytorch",
+"architecture": "mlp", "config": {...}, "classes": [...], "feature_names": [...], "metrics": {...}}``),
+published atomically by :class:`kftrain.storage.ArtifactWriter`; the model is rebuilt from ``config``.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from kftrain import storage
+from kftrain.models import MODEL_INFO, Predictor
+
+FRAMEWORK = "pytorch"
+MODEL_FILE = "model.pt"
+
+
+@dataclass
+class MLPConfig:
+    """The MLP's shape, stored as ``config`` in ``model.json`` to rebuild the model when it is loaded."""
+
+    num_features: int
+    num_classes: int
+    hidden: tuple[int, ...] = (128, 64)
+    dropout: float = 0.1
+
+    def to_json(self) -> dict[str, object]:
+        d = asdict(self)
+        d["hidden"] = list(self.hidden)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, object]) -> MLPConfig:
+        hidden = d.get("hidden", (128, 64))
+        assert isinstance(hidden, list | tuple)
+        return cls(
+            num_features=int(str(d["num_features"])),
+            num_classes=int(str(d["num_classes"])),
+            hidden=tuple(int(h) for h in hidden),
+            dropout=float(str(d.get("dropout", 0.1))),
+        )
+
+
+class MLP(nn.Module):
+    """Linear + ReLU + dropout per hidden layer, then a linear layer to the class logits."""
+
+    def __init__(self, config: MLPConfig) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        width = config.num_features
+        for h in config.hidden:
+            layers += [nn.Linear(width, h), nn.ReLU(), nn.Dropout(config.dropout)]
+            width = h
+        layers.append(nn.Linear(width, config.num_classes))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def write_model(
+    uri: str, model: nn.Module, config: MLPConfig, classes: list[int], features: list[str], metrics: dict[str, float]
+) -> None:
+    """Publish ``model``'s weights and ``model.json`` at ``uri`` as one complete artifact."""
+    buf = io.BytesIO()
+    torch.save(model.state_dict(), buf)
+    with storage.ArtifactWriter(uri, metadata={"framework": FRAMEWORK}) as w:
+        w.write_bytes(MODEL_FILE, buf.getvalue())
+        w.write_json(
+            MODEL_INFO,
+            {
+                "framework": FRAMEWORK,
+                "architecture": "mlp",
+                "config": config.to_json(),
+                "classes": classes,
+                "feature_names": features,
+                "metrics": metrics,
+            },
+        )
+
+
+def load_model(uri: str) -> tuple[nn.Module, dict[str, Any]]:
+    """The model at ``uri`` in eval mode, and its ``model.json``."""
+    storage.require_complete(uri)
+    info = storage.read_json(storage.join(uri, MODEL_INFO))
+    model = MLP(MLPConfig.from_json(info["config"]))
+    state = torch.load(io.BytesIO(storage.read_bytes(storage.join(uri, MODEL_FILE))), weights_only=True)
+    model.load_state_dict(state)
+    model.eval()
+    return model, info
+
+
+def predictor(uri: str) -> Predictor:
+    """The model at ``uri`` as ``predict(x) -> logits`` on numpy arrays."""
+    model, _ = load_model(uri)
+
+    def predict(x: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return model(torch.from_numpy(np.asarray(x, dtype=np.float32))).numpy()
+
+    return predict
