@@ -8,10 +8,11 @@ from pathlib import Path
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
-    from kftrain.backends import LocalOptions
+    from kftrain.backends import KubernetesConfig, LocalConfig, resolve_backend_name
+    from kftrain.backends.base import BackendConfig
     from kftrain.backends.local import parse_command_overrides
     from kftrain.job import load_manifest_file, render_yaml
-    from kftrain.launch import run_job
+    from kftrain.launch.step import run_job
 
     job = load_manifest_file(args.file)
     if args.name:
@@ -19,14 +20,16 @@ def cmd_launch(args: argparse.Namespace) -> int:
     if args.dry_run:
         sys.stdout.write(render_yaml(job))
         return 0
-    backend = "local" if args.local else args.backend
-    options = LocalOptions(
-        commands=parse_command_overrides(args.command or []),
-        workdir=Path(args.workdir) if args.workdir else None,
-    )
-    result = run_job(
-        job, backend=backend, timeout=args.timeout, local_options=options, identity_path=args.identity_file
-    )
+    config: BackendConfig
+    if args.local or resolve_backend_name(args.backend) == "local":
+        config = LocalConfig(
+            identity_path=args.identity_file,
+            commands=parse_command_overrides(args.command or []),
+            workdir=Path(args.workdir) if args.workdir else None,
+        )
+    else:
+        config = KubernetesConfig(identity_path=args.identity_file)
+    result = run_job(job, config, timeout=args.timeout)
     print(f"[kftrain] {result.describe()}")
     return 0
 
