@@ -19,7 +19,7 @@ from kftrain.errors import KftrainError
 from kftrain.job import JobKind, PodSettings, TrainingJob, kind_of
 from kftrain.launch.request import OPTIONS_OF_KIND, LaunchRequest
 from kftrain.launch.step import Artifacts, backend_config, job_from_manifest, prepare_job, run_job
-from kftrain.predictors import model_info
+from kftrain.models import model_info
 from kftrain.storage import output_uri
 
 # The trainer image a kind's replicas run when the step is given none.
