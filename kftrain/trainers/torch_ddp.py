@@ -107,8 +107,10 @@ def accuracy(model: nn.Module, x: np.ndarray, y: np.ndarray) -> float:
 def save_checkpoint(root: str, step: int, epoch: int, model: nn.Module, opt: torch.optim.Optimizer) -> None:
     buf = io.BytesIO()
     torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step, "epoch": epoch}, buf)
-    with storage.ArtifactWriter(checkpoint.checkpoint_uri(root, step), metadata={"step": step, "epoch": epoch}) as w:
+    uri = checkpoint.checkpoint_uri(root, step)
+    with storage.ArtifactWriter(uri, metadata={"step": step, "epoch": epoch}) as w:
         w.write_bytes("state.pt", buf.getvalue())
+    log.info("checkpoint complete at step %d: %s", step, uri)
 
 
 def load_checkpoint(uri: str) -> dict[str, Any]:
