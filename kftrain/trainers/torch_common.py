@@ -72,8 +72,10 @@ def save_checkpoint(root: str, step: int, epoch: int, model: nn.Module, opt: tor
     """Publish ``ckpt-<step>`` under ``root``; ``epoch`` is the last finished one (a resume starts after it)."""
     buf = io.BytesIO()
     torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step, "epoch": epoch}, buf)
-    with storage.ArtifactWriter(checkpoint.checkpoint_uri(root, step), metadata={"step": step, "epoch": epoch}) as w:
+    uri = checkpoint.checkpoint_uri(root, step)
+    with storage.ArtifactWriter(uri, metadata={"step": step, "epoch": epoch}) as w:
         w.write_bytes(STATE_FILE, buf.getvalue())
+    log.info("checkpoint complete at step %d: %s", step, uri)
 
 
 def load_checkpoint(uri: str) -> dict[str, Any]:
