@@ -174,7 +174,7 @@ def test_build_job_exact_manifest(crd_schemas):
     ("kind", "api_version", "replicas", "container_name", "replica_key"),
     [
         ("TFJob", None, {"Worker": 2, "PS": 1, "Chief": 1}, "tensorflow", "tfReplicaSpecs"),
-        ("MPIJob", None, {"Worker": 2, "Launcher": 1}, "mpijob", "mpiReplicaSpecs"),
+        ("MPIJob", None, {"Worker": 2, "Launcher": 1}, "mpi", "mpiReplicaSpecs"),
         ("MPIJob", "kubeflow.org/v1", {"Worker": 2, "Launcher": 1}, "mpi", "mpiReplicaSpecs"),
     ],
 )
@@ -465,7 +465,7 @@ BAD_INPUT = [
     (
         "mpi-v1-main-container",
         mpijob_v1({"Launcher": 1, "Worker": 1}, mainContainer="trainer"),
-        f"{MPI}.Launcher.template.spec.containers",
+        f"{MPI}.Worker.template.spec.containers",  # kubectl exec runs the ranks in the workers' mainContainer
         "'trainer'",
     ),
     (

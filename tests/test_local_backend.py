@@ -231,7 +231,7 @@ def test_pytorch_replicas_see_exactly_the_contract(tmp_path, out_dir):
     assert 1024 <= int(port) <= 65535
     for pod, rank in (("pt-master-0", "0"), ("pt-worker-0", "1"), ("pt-worker-1", "2")):
         assert contract(seen[pod]["env"]) == {
-            "PYTHONUNBUFFERED": "0",
+            "PYTHONUNBUFFERED": "1",  # training-operator v1.9.0 pkg/controller.v1/pytorch/envvar.go
             "MASTER_PORT": port,
             "PET_MASTER_PORT": port,
             "MASTER_ADDR": "localhost",

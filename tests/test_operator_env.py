@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kftrain.errors import JobSpecError
 from kftrain.job import RestartPolicy, TrainingJob, kind_of, load_manifest
 from kftrain.job.kinds.base import is_retryable_exit_code
 from kftrain.job.kinds.mpijob import hostfile as mpi_hostfile
@@ -29,7 +30,7 @@ def replica_env(job: TrainingJob, replica: ReplicaId, topology: Topology) -> lis
 
 
 def replica_files(job: TrainingJob, topology: Topology) -> dict[str, str]:
-    return kind_of(job).operator_files(job, topology)
+    return {path: mounted.content for path, mounted in kind_of(job).operator_files(job, topology).items()}
 
 
 def replicas_needing_ports(job: TrainingJob) -> list[ReplicaId]:
@@ -130,17 +131,21 @@ def test_single_replica_tfjob_has_no_tf_config(replicas):
 # --- PyTorchJob ----------------------------------------------------------------------------------
 
 
+# training-operator v1.9.0, pkg/controller.v1/pytorch/envvar.go (setPodEnv): PYTHONUNBUFFERED=1 first; with a
+# Master the master variables, WORLD_SIZE, RANK and PET_NODE_RANK; then PET_NPROC_PER_NODE whenever nprocPerNode
+# is set (the defaulter in pkg/apis/kubeflow.org/v1/pytorch_defaults.go sets "auto"); then elastic.go's
+# variables or PET_NNODES.
 def pt_env(port: int, world: int, rank: int, nnodes: int, nproc: str = "auto") -> list[tuple[str, str]]:
     return [
-        ("PYTHONUNBUFFERED", "0"),
+        ("PYTHONUNBUFFERED", "1"),
         ("MASTER_PORT", str(port)),
         ("PET_MASTER_PORT", str(port)),
         ("MASTER_ADDR", "localhost"),
         ("PET_MASTER_ADDR", "localhost"),
         ("WORLD_SIZE", str(world)),
         ("RANK", str(rank)),
-        ("PET_NPROC_PER_NODE", nproc),
         ("PET_NODE_RANK", str(rank)),
+        ("PET_NPROC_PER_NODE", nproc),
         ("PET_NNODES", str(nnodes)),
     ]
 
@@ -215,7 +220,10 @@ ELASTIC_FULL = {
 def test_pytorch_elastic_env_without_master(elastic, expected_tail, rid):
     job = load_manifest(pytorchjob({"Worker": 2}, elasticPolicy=elastic))
     assert replicas_needing_ports(job) == [W0]
-    assert replica_env(job, rid, topo({W0: 29400})) == [("PYTHONUNBUFFERED", "0"), *expected_tail]
+    # Without a Master there are no master variables, but nprocPerNode (defaulted to "auto" unless the
+    # elasticPolicy sets nProcPerNode) is still given.
+    nproc = [] if "nProcPerNode" in elastic else [("PET_NPROC_PER_NODE", "auto")]
+    assert replica_env(job, rid, topo({W0: 29400})) == [("PYTHONUNBUFFERED", "1"), *nproc, *expected_tail]
 
 
 def test_pytorch_elastic_env_with_master():
@@ -335,12 +343,43 @@ def test_mpi_local_hostfile_is_merged(impl, as_worker, expected_line, slots):
     assert total_mpi_slots(job) == slots
 
 
+# training-operator v1.9.0, pkg/controller.v1/mpi/mpijob_controller.go (newLauncher): the launcher's first
+# container gets the kubexec rsh agent and the hostfile, the emptied NVIDIA variables (no GPU asked for), and
+# Intel MPI's bootstrap variables unless it sets them itself; workers get nothing.
 def test_mpi_v1_env():
     job = load_manifest(mpijob_v1({"Launcher": 1, "Worker": 2}, name="tm", slotsPerWorker=3))
     t = topo({}, "/w")
-    assert replica_env(job, L0, t) == [("OMPI_MCA_orte_default_hostfile", "/w/etc/mpi/hostfile")]
+    assert replica_env(job, L0, t) == [
+        ("OMPI_MCA_plm_rsh_agent", "/w/etc/mpi/kubexec.sh"),
+        ("OMPI_MCA_orte_default_hostfile", "/w/etc/mpi/hostfile"),
+        ("NVIDIA_VISIBLE_DEVICES", ""),
+        ("NVIDIA_DRIVER_CAPABILITIES", ""),
+        ("I_MPI_HYDRA_BOOTSTRAP", "rsh"),
+        ("I_MPI_HYDRA_BOOTSTRAP_EXEC", "/w/etc/mpi/kubexec.sh"),
+    ]
     assert replica_env(job, W0, t) == []
-    assert replica_files(job, t) == {"/etc/mpi/hostfile": "localhost slots=6\n"}
+    files = replica_files(job, t)
+    assert files["/etc/mpi/hostfile"] == "localhost slots=6\n"
+    assert files["/etc/mpi/kubexec.sh"].startswith("#!/bin/sh")
+
+
+def test_mpi_v1_env_keeps_the_users_intel_bootstrap_and_a_gpu_launcher():
+    launcher = replica(1, "mpi-launcher", env=[{"name": "I_MPI_HYDRA_BOOTSTRAP", "value": "ssh"}])
+    launcher["template"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 1}}
+    job = load_manifest(mpijob_v1({"Launcher": launcher, "Worker": 1}, name="g"))
+    names = [name for name, _ in replica_env(job, L0, topo({}, "/w"))]
+    assert names == ["OMPI_MCA_plm_rsh_agent", "OMPI_MCA_orte_default_hostfile", "I_MPI_HYDRA_BOOTSTRAP_EXEC"]
+    assert mpi_hostfile(job).splitlines()[0] == "g-launcher slots=1"  # a GPU launcher hosts ranks too
+
+
+def test_mpi_v1_containers_need_no_particular_name():
+    """The controller uses the launcher's first container; mainContainer only names the worker container that
+    `kubectl exec` runs ranks in, and must exist there."""
+    m = mpijob_v1({"Launcher": replica(1, "mpi-launcher"), "Worker": replica(2, "mpi-worker")}, name="e")
+    load_manifest(m)
+    load_manifest({**m, "spec": {**m["spec"], "mainContainer": "mpi-worker"}})
+    with pytest.raises(JobSpecError, match=r"Worker\.template\.spec\.containers: no container named 'trainer'"):
+        load_manifest({**m, "spec": {**m["spec"], "mainContainer": "trainer"}})
 
 
 def test_mpi_v1_hostfile_uses_pod_names():

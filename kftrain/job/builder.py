@@ -54,8 +54,7 @@ def build_job(
     credentials from secrets) are applied afterwards by :func:`kftrain.job.pods.apply_pod_settings`.
     """
     kspec = kind_for(kind, api_version).spec
-    container_name = (spec.main_container if spec and spec.main_container else None) or kspec.default_container
-    container_name = container_name or kspec.kind.value.lower()
+    container_name = (spec.main_container if spec and spec.main_container else None) or kspec.container_name
     shared_env = [EnvVar(name=k, value=v) for k, v in (env or {}).items()]
     replica_specs: dict[str, ReplicaSpec] = {}
     for rtype in kspec.replica_types:  # render in the operator's canonical order

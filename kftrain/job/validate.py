@@ -74,11 +74,11 @@ def _validate_containers(kind: Kind, job: TrainingJob, rtype: str, path: str) ->
         for j, env in enumerate(container.env or []):
             if not env.name:
                 raise JobSpecError(f"{cpath}[{i}].env[{j}].name", "missing")
-    main = kind.main_container_name(job)
+    main = kind.main_container_name(job, rtype)
     if main is not None and main not in names:
         raise JobSpecError(
             cpath,
-            f"no container named {main!r}; {kind.spec.kind.value} injects its environment into the container "
+            f"no container named {main!r}; {kind.spec.kind.value} runs the replica's program in the container "
             f"of that name (found: {', '.join(names)})",
         )
 

@@ -86,10 +86,11 @@ class LocalBackend(Backend):
             if owns:
                 shutil.rmtree(workdir, ignore_errors=True)
             raise
-        for absolute, content in kind.operator_files(job, topology).items():
+        for absolute, mounted in kind.operator_files(job, topology).items():
             path = topology.file(absolute)
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(content)
+            path.write_text(mounted.content)
+            path.chmod(mounted.mode)
         state = _LocalJob(
             job=job,
             workdir=workdir,

@@ -45,7 +45,7 @@ def kind_of(job: TrainingJob) -> Kind:
 def main_container(job: TrainingJob, replica_type: str) -> Container | None:
     """The container of ``replica_type`` the operator treats as its program (by name, else the first)."""
     containers = job.replica_specs[replica_type].template.spec.containers
-    name = kind_of(job).main_container_name(job)
+    name = kind_of(job).main_container_name(job, replica_type)
     return next((c for c in containers if c.name == name), containers[0] if containers else None)
 
 

@@ -34,6 +34,8 @@ class KindSpec:
     singletons: frozenset[str]
     # The container the operator injects its contract into; None means "the first one".
     default_container: str | None
+    # The name a job built from inputs gives its one container (the operator's conventional name).
+    container_name: str
     # The attribute names of JobSpec this kind accepts (see kftrain.job.model.JobSpec).
     spec_fields: frozenset[str]
     # Replica types the launch inputs always create, one each (the PyTorchJob Master, the MPIJob Launcher).
@@ -44,6 +46,14 @@ class KindSpec:
     @property
     def version(self) -> str:
         return self.api_version.split("/", 1)[1]
+
+
+@dataclass(frozen=True)
+class MountedFile:
+    """A file the operator mounts into a replica's pod (from a ConfigMap), with its mode."""
+
+    content: str
+    mode: int = 0o444
 
 
 def is_retryable_exit_code(code: int) -> bool:
@@ -63,8 +73,8 @@ class Kind:
 
     # -- the manifest ------------------------------------------------------------------------------
 
-    def main_container_name(self, job: TrainingJob) -> str | None:
-        """The container the operator treats as the replica's program; None: the first one."""
+    def main_container_name(self, job: TrainingJob, replica_type: str) -> str | None:
+        """The container of ``replica_type`` that runs the replica's program; None: the first one."""
         return self.spec.default_container
 
     def validate(self, job: TrainingJob) -> None:
@@ -89,7 +99,7 @@ class Kind:
         """The variables the operator appends to the replica's main container, in the operator's order."""
         raise NotImplementedError
 
-    def operator_files(self, job: TrainingJob, topology: Topology) -> dict[str, str]:
+    def operator_files(self, job: TrainingJob, topology: Topology) -> dict[str, MountedFile]:
         """Files the operator mounts into the pods, by absolute path (the MPI hostfile)."""
         return {}
 

@@ -2,9 +2,9 @@
 
 Only the Launcher runs a program (``mpirun ...``); Workers host the ranks mpirun starts (over ssh in
 v2beta1, ``kubectl exec`` in v1). The operator mounts a hostfile listing each worker with its slots
-(``host slots=N`` for OpenMPI, ``host:N`` for Intel MPI and MPICH) and gives the launcher the variables
-that point its MPI at it; v2beta1 also sets ``K_MPI_JOB_ROLE`` on every pod and hides GPUs from a
-launcher that is not also a worker. Success: the Launcher succeeds.
+(``host slots=N`` for OpenMPI, ``host:N`` for Intel MPI and MPICH) and gives the launcher's first container
+the variables that point its MPI at it; both hide GPUs from a launcher that does not host ranks, and
+v2beta1 also sets ``K_MPI_JOB_ROLE`` on every pod. Success: the Launcher succeeds.
 
 Locally every host is ``localhost``, so the hostfile collapses to one line holding all the slots.
 """
@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Iterable
 
 from kftrain.errors import JobSpecError
-from kftrain.job.kinds.base import GROUP, Kind, KindSpec
+from kftrain.job.kinds.base import GROUP, Kind, KindSpec, MountedFile
 from kftrain.job.model import (
     JobKind,
     LauncherCreationPolicy,
@@ -30,8 +30,16 @@ from kftrain.job.topology import ReplicaId, Topology
 
 V2BETA1 = f"{GROUP}/v2beta1"
 V1 = f"{GROUP}/v1"
-V1_CONTAINER = "mpi"
 HOSTFILE = "/etc/mpi/hostfile"
+# training-operator v1: mpirun's remote shell, `kubectl exec` into the worker pod (locally: a shell here).
+KUBEXEC = "/etc/mpi/kubexec.sh"
+I_MPI_DEFAULT_BOOTSTRAP = "rsh"
+_LOCAL_KUBEXEC = """#!/bin/sh
+# On a cluster: kubectl exec ${POD_NAME} [--container MAIN] -- /bin/sh -c "$*". Here every pod is this machine.
+POD_NAME=$1
+shift
+exec /bin/sh -c "$*"
+"""
 LAUNCHER = ReplicaId("Launcher", 0)
 
 _COMMON_FIELDS = frozenset({"run_policy", "slots_per_worker"})
@@ -43,6 +51,7 @@ SPEC_V2BETA1 = KindSpec(
     replica_types=("Launcher", "Worker"),
     singletons=frozenset({"Launcher"}),
     default_container=None,
+    container_name="mpi",
     spec_fields=_COMMON_FIELDS
     | {"ssh_auth_mount_path", "launcher_creation_policy", "run_launcher_as_worker", "mpi_implementation"},
     fixed_replicas=("Launcher",),
@@ -55,7 +64,10 @@ SPEC_V1 = KindSpec(
     replica_key="mpiReplicaSpecs",
     replica_types=("Launcher", "Worker"),
     singletons=frozenset({"Launcher"}),
-    default_container=V1_CONTAINER,
+    # The controller injects into the launcher's first container; mainContainer names the worker container
+    # that `kubectl exec` runs the ranks in (pkg/controller.v1/mpi/mpijob_controller.go, newLauncher, newConfigMap).
+    default_container=None,
+    container_name="mpi",
     spec_fields=_COMMON_FIELDS | {"main_container", "clean_pod_policy"},
     fixed_replicas=("Launcher",),
     workers_run_program=False,
@@ -145,8 +157,8 @@ class MPIJobV2Beta1Kind(Kind):
             env += [("NVIDIA_VISIBLE_DEVICES", ""), ("NVIDIA_DRIVER_CAPABILITIES", "")]
         return env
 
-    def operator_files(self, job: TrainingJob, topology: Topology) -> dict[str, str]:
-        return {HOSTFILE: hostfile(job, topology.host, merge_hosts=True)}
+    def operator_files(self, job: TrainingJob, topology: Topology) -> dict[str, MountedFile]:
+        return {HOSTFILE: MountedFile(hostfile(job, topology.host, merge_hosts=True))}
 
     def default_restart_policy(self, job: TrainingJob, replica_type: str) -> RestartPolicy:
         return RestartPolicy.ON_FAILURE if replica_type == "Launcher" else RestartPolicy.NEVER
@@ -184,15 +196,35 @@ class MPIJobV2Beta1Kind(Kind):
 
 
 class MPIJobV1Kind(MPIJobV2Beta1Kind):
-    """training-operator v1: the main container by name (``mainContainer``, default ``mpi``), no K_MPI_JOB_ROLE,
-    the launcher's hostfile variable only, restart policy Never by default."""
+    """training-operator v1.9.0 (``pkg/controller.v1/mpi/mpijob_controller.go``, ``newLauncher``): the launcher's
+    first container gets ``OMPI_MCA_plm_rsh_agent`` (kubexec.sh) and ``OMPI_MCA_orte_default_hostfile``, the
+    emptied ``NVIDIA_*`` variables unless the launcher asks for a GPU, and Intel MPI's ``I_MPI_HYDRA_BOOTSTRAP``
+    and ``I_MPI_HYDRA_BOOTSTRAP_EXEC`` unless that container sets them; Workers get nothing; no
+    ``K_MPI_JOB_ROLE``; restart policy Never by default."""
 
-    def main_container_name(self, job: TrainingJob) -> str | None:
-        return job.spec.main_container or V1_CONTAINER
+    def main_container_name(self, job: TrainingJob, replica_type: str) -> str | None:
+        return job.spec.main_container if replica_type == "Worker" else None
 
     def operator_env(self, job: TrainingJob, replica: ReplicaId, topology: Topology) -> list[tuple[str, str]]:
-        # training-operator v1 reaches workers by `kubectl exec`; locally they are this machine.
-        return [("OMPI_MCA_orte_default_hostfile", str(topology.file(HOSTFILE)))] if replica == LAUNCHER else []
+        if replica != LAUNCHER:
+            return []
+        kubexec = str(topology.file(KUBEXEC))
+        env = [
+            ("OMPI_MCA_plm_rsh_agent", kubexec),
+            ("OMPI_MCA_orte_default_hostfile", str(topology.file(HOSTFILE))),
+        ]
+        if not _launcher_asks_for_gpu(job):
+            env += [("NVIDIA_VISIBLE_DEVICES", ""), ("NVIDIA_DRIVER_CAPABILITIES", "")]
+        containers = job.replica_specs["Launcher"].template.spec.containers
+        own = {e.name for e in (containers[0].env or [])} if containers else set()
+        if "I_MPI_HYDRA_BOOTSTRAP" not in own:
+            env.append(("I_MPI_HYDRA_BOOTSTRAP", I_MPI_DEFAULT_BOOTSTRAP))
+        if "I_MPI_HYDRA_BOOTSTRAP_EXEC" not in own:
+            env.append(("I_MPI_HYDRA_BOOTSTRAP_EXEC", kubexec))
+        return env
+
+    def operator_files(self, job: TrainingJob, topology: Topology) -> dict[str, MountedFile]:
+        return {**super().operator_files(job, topology), KUBEXEC: MountedFile(_LOCAL_KUBEXEC, 0o555)}
 
     def default_restart_policy(self, job: TrainingJob, replica_type: str) -> RestartPolicy:
         return RestartPolicy.NEVER
@@ -205,9 +237,8 @@ MPIJOB_V1 = MPIJobV1Kind(SPEC_V1)
 def to_v1(job: TrainingJob) -> TrainingJob:
     """A v2beta1 MPIJob (mpi-operator) as a kubeflow.org/v1 MPIJob (training-operator).
 
-    v1 has no sshAuthMountPath, launcherCreationPolicy, runLauncherAsWorker or mpiImplementation; it
-    injects its environment into the container named ``mpi``. Fields whose non-default value would change
-    what runs are refused rather than silently dropped.
+    v1 has no sshAuthMountPath, launcherCreationPolicy, runLauncherAsWorker or mpiImplementation. Fields
+    whose non-default value would change what runs are refused rather than silently dropped.
     """
     out = copy.deepcopy(job)
     spec = out.spec
@@ -225,21 +256,19 @@ def to_v1(job: TrainingJob) -> TrainingJob:
     spec.launcher_creation_policy = None
     spec.run_launcher_as_worker = None
     spec.mpi_implementation = None
-    for rspec in out.replica_specs.values():
-        containers = rspec.template.spec.containers
-        if containers and not any(c.name == V1_CONTAINER for c in containers):
-            containers[0].name = V1_CONTAINER  # v2beta1 uses the first container; v1 looks the main one up by name
-    out.api_version = V1
+    out.api_version = V1  # both put the launcher's contract in its first container; the workers' first runs the ranks
     return out
 
 
 def to_v2beta1(job: TrainingJob) -> TrainingJob:
-    """A kubeflow.org/v1 MPIJob as a v2beta1 one: mainContainer first, spec.cleanPodPolicy into runPolicy."""
+    """A kubeflow.org/v1 MPIJob as a v2beta1 one: the workers' mainContainer first, spec.cleanPodPolicy into
+    runPolicy."""
     out = copy.deepcopy(job)
-    main = MPIJOB_V1.main_container_name(out)
-    for rspec in out.replica_specs.values():
-        containers = rspec.template.spec.containers
-        # v2beta1 has no mainContainer: the operator injects into containers[0].
+    main = out.spec.main_container
+    workers = out.replica_specs.get("Worker")
+    if main and workers is not None:
+        # v2beta1 has no mainContainer: mpirun reaches the workers' first container.
+        containers = workers.template.spec.containers
         idx = next((i for i, c in enumerate(containers) if c.name == main), 0)
         containers.insert(0, containers.pop(idx))
     if out.spec.clean_pod_policy is not None:

@@ -1,12 +1,21 @@
 """PyTorchJob (training-operator v1.9): a Master and Workers, optionally elastic under torchrun.
 
-The operator's contract (``pkg/controller.v1/pytorch/envvar.go``, ``elastic.go``): every container gets
-``PYTHONUNBUFFERED`` (the operator sets "0"; Python treats any non-empty value as "unbuffered"); when the
-job has a Master, ``MASTER_PORT``, ``PET_MASTER_PORT``, ``MASTER_ADDR``, ``PET_MASTER_ADDR`` (the master's
-address, for the master too), ``WORLD_SIZE`` = replicas x nprocPerNode (auto/cpu/gpu count as 1), ``RANK``
-(Master 0, Worker i -> i+1), ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``; then either the elastic variables
-(``PET_RDZV_*``, ``PET_NNODES=min:max``, ...) or ``PET_NNODES`` = total replicas. The webhook requires a
-Master unless the job is elastic. Success: the Master succeeds; without one, every Worker (elastic: any).
+The operator's contract, from training-operator v1.9.0's ``pkg/controller.v1/pytorch/envvar.go`` (``setPodEnv``),
+``master.go`` and ``elastic.go``, after the defaulting of ``pkg/apis/kubeflow.org/v1/pytorch_defaults.go``
+(``nprocPerNode`` becomes ``auto`` unless the elasticPolicy sets ``nProcPerNode``), in this order on every
+container:
+
+* ``PYTHONUNBUFFERED=1``;
+* when the job has a Master: ``MASTER_PORT``, ``PET_MASTER_PORT``, ``MASTER_ADDR``, ``PET_MASTER_ADDR`` (the
+  master's address, for the master too), ``WORLD_SIZE`` = replicas x nprocPerNode (a word counts as 1),
+  ``RANK`` (Master 0, Worker i -> i+1), ``PET_NODE_RANK`` (= RANK);
+* ``PET_NPROC_PER_NODE`` = nprocPerNode when it is set (after defaulting), with or without a Master;
+* the elastic variables (``PET_RDZV_ENDPOINT``, ``PET_RDZV_BACKEND``, ``PET_NNODES=min:max``,
+  ``PET_MAX_RESTARTS``, ``PET_NPROC_PER_NODE``, ``PET_RDZV_ID``, ``PET_RDZV_CONF``, ``PET_STANDALONE``), else
+  ``PET_NNODES`` = total replicas.
+
+The webhook requires a Master unless the job is elastic. Success: the Master succeeds; without one, every
+Worker (elastic: any).
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from kftrain.job.topology import ReplicaId, Topology, total_replicas
 MASTER = ReplicaId("Master", 0)
 FIRST_WORKER = ReplicaId("Worker", 0)
 _NPROC_WORDS = {"auto", "cpu", "gpu"}
+DEFAULT_NPROC_PER_NODE = "auto"
 
 SPEC = KindSpec(
     kind=JobKind.PYTORCHJOB,
@@ -28,14 +38,23 @@ SPEC = KindSpec(
     replica_types=("Master", "Worker"),
     singletons=frozenset({"Master"}),
     default_container="pytorch",
+    container_name="pytorch",
     spec_fields=frozenset({"run_policy", "elastic_policy", "nproc_per_node"}),
     fixed_replicas=("Master",),
 )
 
 
+def defaulted_nproc_per_node(job: TrainingJob) -> str | None:
+    """``spec.nprocPerNode`` after the operator's defaulting: ``auto`` unless the elasticPolicy sets its own."""
+    if job.spec.nproc_per_node is not None:
+        return job.spec.nproc_per_node
+    elastic = job.spec.elastic_policy
+    return None if elastic is not None and elastic.n_proc_per_node is not None else DEFAULT_NPROC_PER_NODE
+
+
 def nproc_per_node(job: TrainingJob) -> int:
     """Processes per replica as WORLD_SIZE counts them: a number, or 1 for auto/cpu/gpu."""
-    value = job.spec.nproc_per_node
+    value = defaulted_nproc_per_node(job)
     return int(value) if value is not None and value.isdigit() else 1
 
 
@@ -69,7 +88,7 @@ class PyTorchJobKind(Kind):
             raise JobSpecError("spec.elasticPolicy.maxRestarts", f"must be >= 0, got {elastic.max_restarts}")
 
     def operator_env(self, job: TrainingJob, replica: ReplicaId, topology: Topology) -> list[tuple[str, str]]:
-        env = [("PYTHONUNBUFFERED", "0")]
+        env = [("PYTHONUNBUFFERED", "1")]
         total = total_replicas(job)
         if "Master" in job.replica_specs:
             port = str(topology.ports[MASTER])
@@ -81,9 +100,11 @@ class PyTorchJobKind(Kind):
                 ("PET_MASTER_ADDR", topology.host),
                 ("WORLD_SIZE", str(total * nproc_per_node(job))),
                 ("RANK", str(rank)),
-                ("PET_NPROC_PER_NODE", job.spec.nproc_per_node or "auto"),
                 ("PET_NODE_RANK", str(rank)),
             ]
+        nproc = defaulted_nproc_per_node(job)
+        if nproc is not None:
+            env.append(("PET_NPROC_PER_NODE", nproc))
         elastic = job.spec.elastic_policy
         if elastic is None:
             env.append(("PET_NNODES", str(total)))

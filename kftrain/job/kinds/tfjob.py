@@ -24,6 +24,7 @@ SPEC = KindSpec(
     replica_types=("Chief", "Master", "PS", "Worker", "Evaluator"),
     singletons=frozenset({"Chief", "Master"}),
     default_container="tensorflow",
+    container_name="tensorflow",
     spec_fields=frozenset({"run_policy", "success_policy", "enable_dynamic_worker"}),
 )
 
