@@ -37,30 +37,28 @@ class Input:
     doc: str
 
 
-TRAINER_ARGS = [
-    "--dataset",
-    "$(KFTRAIN_DATASET_URI)",
-    "--model-dir",
-    "$(KFTRAIN_MODEL_URI)",
-    "--checkpoint-dir",
-    "$(KFTRAIN_CHECKPOINT_URI)",
-]
-
 # The artifacts every launch component reads and writes, first in every signature.
 ARTIFACTS = (
-    ("dataset", "dsl.Input[dsl.Dataset]", "Prepared dataset; its URI reaches every replica as $(KFTRAIN_DATASET_URI)."),
-    ("model", "dsl.Output[dsl.Model]", "Where the trainer writes the model ($(KFTRAIN_MODEL_URI))."),
+    (
+        "dataset",
+        "dsl.Input[dsl.Dataset] = None",
+        "Prepared dataset (optional); its URI reaches every replica as $KFTRAIN_DATASET_URI.",
+    ),
+    ("model", "dsl.Output[dsl.Model]", "Where the program writes the model: $KFTRAIN_MODEL_URI in every replica."),
     ("job", "dsl.OutputPath(str)", "Identity of the created job (JSON), written before waiting."),
 )
 
 # What to run: before the kind's replica inputs.
 PROGRAM = (
-    Input("run_id", str, None, "The KFP run id (pass dsl.PIPELINE_JOB_ID_PLACEHOLDER); names the job."),
-    Input("task_id", str, None, "The KFP task id (pass dsl.PIPELINE_TASK_ID_PLACEHOLDER); names the job."),
     Input("image", str, "", "Image of every replica; empty: this release's trainer image for the kind."),
-    Input("command", list, [], "Program of every replica."),
-    Input("args", list, TRAINER_ARGS, "Arguments of the program; $(VAR) references are expanded."),
-    Input("trainer_args", list, [], "More arguments appended to args (epochs, learning rate...)."),
+    Input(
+        "command",
+        list,
+        [],
+        "Program of every replica; empty: this release's trainer for the kind, given --dataset, --model-dir and "
+        "--checkpoint-dir.",
+    ),
+    Input("args", list, [], "Arguments of the program; $(VAR) references are expanded."),
 )
 
 # The run policy: after the kind's replica inputs.
@@ -69,18 +67,47 @@ RUN_POLICY = (
     Input("backoff_limit", int, 3, "Restarts allowed across the job before it fails."),
     Input("active_deadline_seconds", int, 0, "Fail the job after this many seconds (0: no limit)."),
     Input("clean_pod_policy", str, "Running", "All, Running or None: which pods to delete when the job ends."),
+    Input("ttl_seconds_after_finished", int, -1, "Delete the finished job after this long (-1: never)."),
 )
 
-# The platform's settings and the step's own: last in every signature.
+# What a platform sets on every replica: after the kind's own options.
 PLATFORM = (
-    Input("env", dict, {}, "Extra environment variables of every replica."),
+    Input("env", dict, {}, "Extra environment variables of every replica (literal values)."),
+    Input("secret_env", dict, {}, 'Variables read from secrets: {"ENV_NAME": "secret-name/key"}, never literal.'),
+    Input(
+        "storage_secret",
+        str,
+        "",
+        "Secret with the object store's accesskey/secretkey (KFP's mlpipeline-minio-artifact layout); empty: none.",
+    ),
     Input("cpu", str, "", 'CPU request and limit of each replica (e.g. "2"); empty: none.'),
     Input("memory", str, "", 'Memory request and limit of each replica (e.g. "4Gi"); empty: none.'),
-    Input("gpus", int, 0, "nvidia.com/gpu limit of each replica (never the MPI launcher's)."),
-    Input("manifest", str, "", "A full job YAML of this kind; when given it replaces the typed inputs above."),
-    Input("checkpoint_uri", str, "", "Checkpoint root; empty: next to the model."),
-    Input("backend", str, "auto", "auto (kubernetes in a pod, else local), local or kubernetes."),
+    Input("gpus", int, 0, "nvidia.com/gpu limit of each training replica (never the MPI launcher's)."),
+    Input("shm_size", str, "", "Size of a memory-backed /dev/shm on each training replica; empty: none."),
+    Input("node_selector", dict, {}, "Node labels every replica's pod must match."),
+    Input("tolerations", list, [], "Kubernetes tolerations of every replica's pod."),
+    Input("service_account", str, "", "Service account of every replica's pod; empty: the namespace's default."),
+    Input("image_pull_secrets", list, [], "Names of the secrets to pull the images with."),
+    Input("pvc_mounts", dict, {}, 'PersistentVolumeClaims to mount: {"/mount/path": "claim-name"}.'),
+    Input("priority_class", str, "", "PriorityClass of every replica's pod; empty: none."),
+    Input("queue_name", str, "", "Kueue LocalQueue to admit the job through (kueue.x-k8s.io/queue-name)."),
+    Input("scheduling", dict, {}, "The operator's schedulingPolicy (Volcano: queue, minAvailable, priorityClass...)."),
+)
+
+# The step's own inputs: last in every signature.
+STEP = (
+    Input("manifest", str, "", "A full job YAML of this kind; it replaces the typed inputs above (its own settings win)."),
+    Input("checkpoint_uri", str, "", "Checkpoint root ($KFTRAIN_CHECKPOINT_URI); empty: next to the model."),
+    Input("backend", str, "auto", "auto (kubernetes when run as a KFP task in a pod, else local), local or kubernetes."),
     Input("timeout_seconds", int, 0, "Fail and delete the job after this many seconds (0: no limit)."),
+    Input(
+        "pending_timeout_seconds",
+        int,
+        600,
+        "Fail a job whose pods stay unschedulable this long (queued and scaling-up jobs wait; 0: no limit).",
+    ),
+    Input("run_id", str, "", "The KFP run id; empty: read from the step's output URI."),
+    Input("task_id", str, "", "The KFP task id; empty: read from the step's output URI."),
 )
 
 
@@ -101,7 +128,7 @@ def launch_component(
     (after the run policy); ``overrides`` replace the default and description of shared inputs by name.
     """
     replaced = {i.name: i for i in overrides}
-    inputs = [replaced.get(i.name, i) for i in (*PROGRAM, *replicas, *RUN_POLICY, *options, *PLATFORM)]
+    inputs = [replaced.get(i.name, i) for i in (*PROGRAM, *replicas, *RUN_POLICY, *options, *PLATFORM, *STEP)]
     source = _function_source(kind, name, summary, details, inputs)
     filename = f"<kftrain launch component {module}.{name}>"
     # inspect.getsource (which KFP uses to embed the function) reads generated code through linecache.
@@ -113,8 +140,10 @@ def launch_component(
 
 
 def _function_source(kind: str, name: str, summary: str, details: str, inputs: Sequence[Input]) -> str:
-    params = [f"    {n}: {annotation}," for n, annotation, _ in ARTIFACTS]
+    params = [f"    {n}: {annotation}," for n, annotation, _ in ARTIFACTS if "=" not in annotation]
     params += [f"    {i.name}: {i.type.__name__}{'' if i.default is None else f' = {i.default!r}'}," for i in inputs]
+    # Inputs with a default come after those without: the optional dataset goes last.
+    params += [f"    {n}: {annotation}," for n, annotation, _ in ARTIFACTS if "=" in annotation]
     docs = [(n, doc) for n, _, doc in ARTIFACTS] + [(i.name, i.doc) for i in inputs]
     args_doc = "\n".join(f"        {n}: {doc}" for n, doc in docs)
     body_details = f"\n\n{textwrap.indent(details.strip(), '    ')}" if details.strip() else ""

@@ -18,13 +18,24 @@ from kftrain.errors import KftrainError
 BACKEND_NAMES = ("auto", "local", "kubernetes")
 
 
-def resolve_backend_name(name: str = "auto") -> str:
-    """``auto`` means kubernetes inside a pod (the service host is set there), local anywhere else."""
+def choose_backend(name: str = "auto") -> tuple[str, str]:
+    """The backend ``name`` selects, and why.
+
+    ``auto`` is kubernetes only for a KFP task running in a pod (KFP gives its task pods ``KFP_POD_NAME``, and
+    Kubernetes every pod ``KUBERNETES_SERVICE_HOST``); anywhere else, a notebook's pod included, it is local,
+    so an interactive run never creates cluster jobs pointing at files that only exist where it runs.
+    """
     if name not in BACKEND_NAMES:
         raise KftrainError(f"backend: {name!r} is not one of {', '.join(BACKEND_NAMES)}")
-    if name == "auto":
-        return "kubernetes" if os.environ.get("KUBERNETES_SERVICE_HOST") else "local"
-    return name
+    if name != "auto":
+        return name, "asked for"
+    in_pod = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    kfp_pod = os.environ.get("KFP_POD_NAME")
+    if in_pod and kfp_pod:
+        return "kubernetes", f"auto: running as a KFP task in pod {kfp_pod}"
+    if in_pod:
+        return "local", "auto: in a pod, but not a KFP task's (no KFP_POD_NAME)"
+    return "local", "auto: not in a Kubernetes pod"
 
 
 def make_backend(config: BackendConfig) -> Backend:
@@ -50,5 +61,5 @@ __all__ = [
     "LocalConfig",
     "load_identity",
     "make_backend",
-    "resolve_backend_name",
+    "choose_backend",
 ]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
-    from kftrain.backends import KubernetesConfig, LocalConfig, resolve_backend_name
+    from kftrain.backends import KubernetesConfig, LocalConfig, choose_backend
     from kftrain.backends.base import BackendConfig
     from kftrain.backends.local import parse_command_overrides
     from kftrain.job import load_manifest_file, render_yaml
@@ -21,7 +21,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
         sys.stdout.write(render_yaml(job))
         return 0
     config: BackendConfig
-    if args.local or resolve_backend_name(args.backend) == "local":
+    if args.local or choose_backend(args.backend)[0] == "local":
         config = LocalConfig(
             identity_path=args.identity_file,
             commands=parse_command_overrides(args.command or []),

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from kftrain.backends import KubernetesConfig, LocalConfig, make_backend, resolve_backend_name
+from kftrain.backends import KubernetesConfig, LocalConfig, choose_backend, make_backend
 from kftrain.backends.base import BackendConfig, JobResult
 from kftrain.errors import JobFailedError, JobSpecError
 from kftrain.job import EnvVar, JobKind, PodSettings, TrainingJob, apply_pod_settings, load_manifest, main_container
@@ -77,11 +77,14 @@ def prepare_job(
     return job
 
 
-def backend_config(backend: str, *, identity_path: str | Path | None = None) -> BackendConfig:
-    """The config of the backend ``backend`` names (``auto``: kubernetes inside a pod, else local)."""
-    name = resolve_backend_name(backend)
+def backend_config(
+    backend: str, *, identity_path: str | Path | None = None, pending_timeout_s: float | None = 600.0
+) -> BackendConfig:
+    """The config of the backend ``backend`` names (``auto``: kubernetes for a KFP task in a pod, else local)."""
+    name, why = choose_backend(backend)
+    log.info("backend %s (%s)", name, why)
     if name == "kubernetes":
-        return KubernetesConfig(identity_path=identity_path)
+        return KubernetesConfig(identity_path=identity_path, pending_timeout_s=pending_timeout_s)
     return LocalConfig(identity_path=identity_path)
 
 

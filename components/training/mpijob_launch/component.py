@@ -6,8 +6,7 @@ mpijob_launch = launch_component(
     kind="MPIJob",
     name="mpijob_launch",
     module=__name__,
-    summary="Launch an MPIJob: one Launcher running `command` + `args` + `trainer_args` (mpirun ...), and `workers` "
-    "Workers.",
+    summary="Launch an MPIJob: one Launcher running `command` + `args` (mpirun ...), and `workers` Workers.",
     replicas=[
         Input("workers", int, 2, "Number of Worker replicas (each hosts slots_per_worker ranks)."),
         Input("slots_per_worker", int, 1, "MPI slots (ranks) per Worker, written to the hostfile."),
@@ -23,9 +22,9 @@ mpijob_launch = launch_component(
         Input(
             "command",
             list,
-            ["mpirun", "--bind-to", "none", "--map-by", "slot", "python", "-m", "kftrain.trainers.horovod_torch"],
-            "Launcher program, normally mpirun and the trainer (mpirun without -n starts one rank per slot).",
+            [],
+            "Launcher program (mpirun ...); empty: mpirun of this release's Horovod trainer, one rank per slot.",
         ),
-        Input("image", str, "", "Image of the Launcher and Workers; empty: the Horovod image of this release."),
+        Input("shm_size", str, "2Gi", "Size of a memory-backed /dev/shm on each Worker (never the Launcher's)."),
     ],
 )

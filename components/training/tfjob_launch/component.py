@@ -6,7 +6,7 @@ tfjob_launch = launch_component(
     kind="TFJob",
     name="tfjob_launch",
     module=__name__,
-    summary="Launch a TFJob running `command` + `args` + `trainer_args` in every replica; the operator sets TF_CONFIG.",
+    summary="Launch a TFJob running `command` + `args` in every replica; the operator sets TF_CONFIG.",
     details="""
 Workers only (the default): MultiWorkerMirroredStrategy. With `ps` parameter servers and a
 `chief`: ParameterServerStrategy, the chief coordinating. An `evaluator` evaluates checkpoints
@@ -17,9 +17,5 @@ beside the training.
         Input("ps", int, 0, "Parameter server replicas (0: no ParameterServerStrategy)."),
         Input("workers", int, 2, "Worker replicas."),
         Input("evaluator", int, 0, "Evaluator replicas: 0 or 1."),
-    ],
-    overrides=[
-        Input("command", list, ["python", "-m", "kftrain.trainers.tf_trainer"], "Program of every replica."),
-        Input("image", str, "", "Trainer image of every replica; empty: the TensorFlow trainer image of this release."),
     ],
 )

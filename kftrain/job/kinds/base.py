@@ -119,8 +119,9 @@ class Kind:
         """Whether the job goes on when ``replica`` has failed for good and ``workers_left`` Workers still run."""
         return False
 
-    def gpus_allowed(self, job: TrainingJob, replica_type: str) -> bool:
-        """Whether replicas of this type may be given GPUs (an MPI launcher that only runs mpirun may not)."""
+    def hosts_training(self, job: TrainingJob, replica_type: str) -> bool:
+        """Whether replicas of this type run training processes, and so get GPUs and a large /dev/shm (an MPI
+        launcher that only runs mpirun does not)."""
         return True
 
     # -- running the replicas on one machine ------------------------------------------------------

@@ -166,7 +166,7 @@ class MPIJobV2Beta1Kind(Kind):
     def succeeded(self, job: TrainingJob, done: set[ReplicaId]) -> bool:
         return LAUNCHER in done
 
-    def gpus_allowed(self, job: TrainingJob, replica_type: str) -> bool:
+    def hosts_training(self, job: TrainingJob, replica_type: str) -> bool:
         return replica_type != "Launcher" or bool(job.spec.run_launcher_as_worker)
 
     def process_replicas(self, job: TrainingJob) -> list[ReplicaId]:
