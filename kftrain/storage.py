@@ -27,10 +27,8 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import logging
 import os
 import posixpath
-import random
 import shutil
 import time
 import uuid
@@ -45,8 +43,7 @@ import fsspec
 
 from kftrain import s3_transfer
 from kftrain.errors import KftrainError
-
-log = logging.getLogger(__name__)
+from kftrain.retry import RetryPolicy, call_with_retry, exception_chain
 
 COMPLETE_MARKER = "_COMPLETE.json"
 CHUNK = 8 * 1024 * 1024  # the read size, the upload part size and the memory bound per stream
@@ -59,10 +56,8 @@ def _part_size() -> int:
 
 # Our retry layer sits above botocore's (per request) and s3fs's (SlowDown, dropped connections); it covers
 # what those give up on, e.g. a server that is down for a few seconds while it restarts. Bounded: at most
-# RETRY_ATTEMPTS tries per chunk or object, sleeping RETRY_BASE_DELAY * 2**n (capped, jittered) between.
-RETRY_ATTEMPTS = 6
-RETRY_BASE_DELAY = 0.25
-RETRY_MAX_DELAY = 5.0
+# 6 tries per chunk or object, waiting 0.25 s * 2**n (capped at 5 s, jittered) between them.
+RETRY_POLICY = RetryPolicy(attempts=6, initial_s=0.25, max_s=5.0, jitter=True)
 
 
 def _botocore_config() -> dict[str, Any]:
@@ -118,9 +113,6 @@ class FileDigest:
 
     def as_dict(self) -> dict[str, Any]:
         return {"size": self.size, "sha256": self.sha256}
-
-
-_Entry = FileDigest  # the name ArtifactWriter used before FileDigest was public
 
 
 # --------------------------------------------------------------------------------------------------
@@ -235,10 +227,7 @@ def join(uri: str, *parts: str) -> str:
 
 def _error_code(exc: BaseException) -> str | None:
     """The S3 error code (``NoSuchBucket``, ``SlowDown``, ``503``...) somewhere in ``exc``'s chain."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in exception_chain(exc):
         response = getattr(current, "response", None)
         if isinstance(response, dict):
             code = response.get("Error", {}).get("Code")
@@ -247,11 +236,11 @@ def _error_code(exc: BaseException) -> str | None:
             status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if status:
                 return str(status)
-        current = current.__cause__ or current.__context__
     return None
 
 
-def _is_transient(exc: BaseException) -> bool:
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` may go away on a retry (throttling, a server error, a dropped connection)."""
     code = _error_code(exc)
     if code == "NoSuchUpload":
         return True  # s3fs reports it as FileNotFoundError, but a fresh upload can succeed
@@ -279,23 +268,14 @@ def _is_transient(exc: BaseException) -> bool:
     return bool(names & transient_names) or isinstance(exc, ConnectionError | TimeoutError)
 
 
-def _sleep(seconds: float) -> None:
-    time.sleep(seconds)  # a seam for tests (they restart the server while we back off)
+def sleep(seconds: float) -> None:
+    """The wait between retries. A seam: tests replace it (they restart the server while storage backs off)."""
+    time.sleep(seconds)
 
 
-def _retry(what: str, operation: Callable[[], T], *, attempts: int | None = None) -> T:
-    """``operation()``, retried on transient errors with capped exponential backoff and jitter."""
-    attempts = attempts or RETRY_ATTEMPTS
-    for attempt in range(1, attempts + 1):
-        try:
-            return operation()
-        except Exception as exc:
-            if attempt == attempts or not _is_transient(exc):
-                raise
-            delay = min(RETRY_MAX_DELAY, RETRY_BASE_DELAY * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
-            log.warning("%s: %s (%s); retry %d/%d in %.2fs", what, type(exc).__name__, exc, attempt, attempts, delay)
-            _sleep(delay)
-    raise AssertionError("unreachable")
+def with_retry(what: str, operation: Callable[[], T]) -> T:
+    """``operation()``, retried under :data:`RETRY_POLICY` while it fails with an :func:`is_transient` error."""
+    return call_with_retry(operation, policy=RETRY_POLICY, is_transient=is_transient, what=what, sleep=sleep)
 
 
 def _bucket_problem(fs: fsspec.AbstractFileSystem, path: str) -> str | None:
@@ -366,7 +346,7 @@ def _errors(uri: str, fs: fsspec.AbstractFileSystem | None = None) -> Iterator[N
 def exists(uri: str) -> bool:
     fs, path = filesystem(uri)
     with _errors(uri, fs):
-        return bool(_retry(f"exists {uri}", lambda: fs.exists(path)))
+        return bool(with_retry(f"exists {uri}", lambda: fs.exists(path)))
 
 
 @contextmanager
@@ -388,13 +368,10 @@ def open_uri(uri: str, mode: str = "rb") -> Iterator[IO[Any]]:
 
 def _unreachable(exc: BaseException | None) -> bool:
     """Whether ``exc`` says the server could not be reached at all (refused, down)."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, ConnectionRefusedError) or type(exc).__name__ == "EndpointConnectionError":
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
+    return any(
+        isinstance(e, ConnectionRefusedError) or type(e).__name__ == "EndpointConnectionError"
+        for e in exception_chain(exc)
+    )
 
 
 def _discard(handle: IO[Any], reason: BaseException | None = None) -> None:
@@ -419,7 +396,7 @@ def _discard(handle: IO[Any], reason: BaseException | None = None) -> None:
 def read_bytes(uri: str) -> bytes:
     fs, path = filesystem(uri)
     with _errors(uri, fs):
-        return bytes(_retry(f"read {uri}", lambda: fs.cat_file(path)))
+        return bytes(with_retry(f"read {uri}", lambda: fs.cat_file(path)))
 
 
 def read_json(uri: str) -> Any:
@@ -431,7 +408,7 @@ def list_files(uri: str) -> list[str]:
     fs, path = filesystem(uri)
     base = path.rstrip("/")
     with _errors(uri, fs):
-        found = _retry(f"list {uri}", lambda: fs.find(base))
+        found = with_retry(f"list {uri}", lambda: fs.find(base))
     return sorted(posixpath.relpath(p, base) if fs.protocol != "file" else os.path.relpath(p, base) for p in found)
 
 
@@ -450,13 +427,13 @@ def iter_chunks(uri: str, *, progress: Progress | None = None) -> Iterator[bytes
                 yield chunk
         return
     with _errors(uri, fs):
-        size = int(_retry(f"stat {uri}", lambda: fs.info(path)["size"]))
+        size = int(with_retry(f"stat {uri}", lambda: fs.info(path)["size"]))
     spans = ((start, min(start + CHUNK, size)) for start in range(0, size, CHUNK))
     # Several ranges are fetched ahead (s3_transfer.ranged_reads); chunks still come out in order, and a
     # range whose prefetch failed is re-read on its own under the usual retry policy.
     for (start, end), prefetched in s3_transfer.ranged_reads(fs, path, spans):
         with _errors(uri, fs):
-            chunk = _retry(
+            chunk = with_retry(
                 f"read {uri} [{start}:{end}]",
                 _first_then(prefetched.result, partial(fs.cat_file, path, start=start, end=end)),
             )
@@ -469,7 +446,7 @@ def iter_chunks(uri: str, *, progress: Progress | None = None) -> Iterator[bytes
 
 
 def _first_then(first: Callable[[], T], again: Callable[[], T]) -> Callable[[], T]:
-    """An operation for :func:`_retry` whose first attempt is ``first`` and every retry ``again``."""
+    """An operation for :func:`with_retry` whose first attempt is ``first`` and every retry ``again``."""
     calls = 0
 
     def attempt() -> T:
@@ -548,11 +525,12 @@ def _write_once(chunks: Iterator[bytes], dst_uri: str) -> FileDigest:
     return hashed.file_digest()
 
 
-def _copy_file(src_uri: str, dst_uri: str, progress: Progress | None) -> FileDigest:
+def copy_file(src_uri: str, dst_uri: str, progress: Progress | None = None) -> FileDigest:
+    """Copy one file from ``src_uri`` to ``dst_uri``, streaming; its size and SHA-256 as copied."""
     # Reads are retried per chunk inside iter_chunks; a write that still fails is restarted from the
     # source, which is always re-readable here (a file or an object), so the result is byte-identical.
     with _errors(dst_uri, filesystem(dst_uri)[0]):
-        return _retry(
+        return with_retry(
             f"copy {src_uri} -> {dst_uri}", lambda: _write_once(iter_chunks(src_uri, progress=progress), dst_uri)
         )
 
@@ -560,7 +538,7 @@ def _copy_file(src_uri: str, dst_uri: str, progress: Progress | None) -> FileDig
 def _is_dir(uri: str) -> bool:
     fs, path = filesystem(uri)
     with _errors(uri, fs):
-        return bool(_retry(f"isdir {uri}", lambda: fs.isdir(path)))
+        return bool(with_retry(f"isdir {uri}", lambda: fs.isdir(path)))
 
 
 def copy(src_uri: str, dst_uri: str, *, progress: Progress | None = None) -> dict[str, FileDigest]:
@@ -574,7 +552,7 @@ def copy(src_uri: str, dst_uri: str, *, progress: Progress | None = None) -> dic
         if not exists(src_uri):
             fs, _ = filesystem(src_uri)
             raise _storage_error(src_uri, FileNotFoundError(errno.ENOENT, "not found", src_uri), fs)
-        return {"": _copy_file(src_uri, dst_uri, progress)}
+        return {"": copy_file(src_uri, dst_uri, progress)}
     files = list_files(src_uri)
     if not files:
         raise StorageError(f"{src_uri}: empty folder, nothing to copy")
@@ -585,7 +563,7 @@ def copy(src_uri: str, dst_uri: str, *, progress: Progress | None = None) -> dic
     copied: dict[str, FileDigest] = {}
     for rel in files:
         rel_posix = rel.replace(os.sep, "/")
-        digest = _copy_file(join(src_uri, *rel_posix.split("/")), join(dst_uri, *rel_posix.split("/")), progress)
+        digest = copy_file(join(src_uri, *rel_posix.split("/")), join(dst_uri, *rel_posix.split("/")), progress)
         expected = (manifest or {}).get("files", {}).get(rel_posix)
         if expected and expected["sha256"] != digest.sha256:
             raise StorageError(
@@ -593,7 +571,7 @@ def copy(src_uri: str, dst_uri: str, *, progress: Progress | None = None) -> dic
             )
         copied[rel_posix] = digest
     if manifest is not None:
-        copied[COMPLETE_MARKER] = _copy_file(join(src_uri, COMPLETE_MARKER), join(dst_uri, COMPLETE_MARKER), None)
+        copied[COMPLETE_MARKER] = copy_file(join(src_uri, COMPLETE_MARKER), join(dst_uri, COMPLETE_MARKER), None)
     return copied
 
 
@@ -714,7 +692,7 @@ class ArtifactWriter:
             "metadata": self.metadata,
         }
         marker = join(self._staging, COMPLETE_MARKER)
-        _retry(
+        with_retry(
             f"write {marker}",
             lambda: _write_once(iter([json.dumps(manifest, indent=2, sort_keys=True).encode()]), marker),
         )

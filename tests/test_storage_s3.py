@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -283,7 +284,7 @@ def test_transient_faults_end_with_identical_bytes(
     kind: str,
     times: int,
 ) -> None:
-    monkeypatch.setattr(storage, "RETRY_BASE_DELAY", 0.05)
+    monkeypatch.setattr(storage, "RETRY_POLICY", dataclasses.replace(storage.RETRY_POLICY, initial_s=0.05))
     base, proxy = proxied
     src = tmp_path / "src.bin"
     digest = _random_file(src, 11 * MiB + 123)  # three 5 MiB parts, eleven 1 MiB ranged reads
@@ -323,8 +324,7 @@ def test_parts_and_ranges_go_out_concurrently_within_the_limit(
 def test_failed_part_aborts_the_upload_and_leaves_no_object(
     proxied: tuple[str, FaultProxy], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto: MotoServer
 ) -> None:
-    monkeypatch.setattr(storage, "RETRY_ATTEMPTS", 2)
-    monkeypatch.setattr(storage, "RETRY_BASE_DELAY", 0.05)
+    monkeypatch.setattr(storage, "RETRY_POLICY", dataclasses.replace(storage.RETRY_POLICY, attempts=2, initial_s=0.05))
     base, proxy = proxied
     src = tmp_path / "src.bin"
     _random_file(src, 16 * MiB)
@@ -382,7 +382,7 @@ def _restart_on_first_backoff(monkeypatch: pytest.MonkeyPatch, server: MotoServe
         slept.append(seconds)
         time.sleep(min(seconds, 0.05))
 
-    monkeypatch.setattr(storage, "_sleep", sleep)
+    monkeypatch.setattr(storage, "sleep", sleep)
     return slept
 
 
