@@ -1,4 +1,4 @@
-"""The pieces of kftrain.s3_transfer that need no server: the concurrency setting and part regrouping.
+"""The pieces of kftrain.storage.s3_transfer that need no server: the concurrency setting and part regrouping.
 
 Transfers themselves are tested against a real S3 server in test_storage_s3.py.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from kftrain import s3_transfer
+from kftrain.storage import s3_transfer
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@
 s3fs's file handle (``fs.open(path, "wb")``) uploads one part at a time, and a read loop fetches one range
 at a time; on a fast store the client then waits on round trips, not on bandwidth. Here the caller still
 produces and consumes chunks in order (so hashing, progress callbacks and the retry layer in
-:mod:`kftrain.storage` see the same sequence), but up to ``concurrency`` requests run at once on s3fs's
+:mod:`kftrain.storage.io` see the same sequence), but up to ``concurrency`` requests run at once on s3fs's
 event loop. Memory stays bounded: at most ``concurrency`` parts (or ranges) are held, plus the one being
 filled.
 
