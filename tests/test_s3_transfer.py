@@ -43,11 +43,11 @@ def test_bad_concurrency_setting_is_named(monkeypatch: pytest.MonkeyPatch, raw: 
     ],
 )
 def test_chunks_regroup_into_parts(chunks: list[bytes], part_size: int, parts: list[bytes]) -> None:
-    assert list(s3_transfer._parts(iter(chunks), part_size)) == parts
+    assert list(s3_transfer.regroup_into_parts(iter(chunks), part_size)) == parts
 
 
 def test_part_size_doubles_every_grow_every_parts() -> None:
-    parts = list(s3_transfer._parts(iter([b"x"] * 40), 1, grow_every=2))
+    parts = list(s3_transfer.regroup_into_parts(iter([b"x"] * 40), 1, grow_every=2))
     assert [len(p) for p in parts] == [1, 1, 2, 2, 4, 4, 8, 8, 10]  # the last part takes what is left
 
 

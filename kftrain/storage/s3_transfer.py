@@ -63,7 +63,7 @@ GROW_EVERY = 2_000  # parts per part size: the size doubles after each such run,
 # 2,000 × (1 + 2 + 4 + 8 + 16) = 62,000 base parts (≈ 484 GiB at 8 MiB) while small objects keep small parts
 
 
-def _parts(chunks: Iterable[bytes], part_size: int, grow_every: int = GROW_EVERY) -> Iterator[bytes]:
+def regroup_into_parts(chunks: Iterable[bytes], part_size: int, grow_every: int = GROW_EVERY) -> Iterator[bytes]:
     """Regroup ``chunks`` into parts of at least the current part size (the last one may be smaller).
 
     The part size is ``part_size`` for the first ``grow_every`` parts and doubles after every further
@@ -102,7 +102,7 @@ class MultipartUpload:
         self.checksum_field: str | None = None
 
     def run(self, chunks: Iterable[bytes]) -> None:
-        parts = _parts(chunks, self.part_size)
+        parts = regroup_into_parts(chunks, self.part_size)
         first = next(parts, b"")
         second = next(parts, None)
         if second is None:  # everything fits in one part: a plain PUT, as s3fs does for small files
