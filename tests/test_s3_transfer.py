@@ -1,4 +1,4 @@
-"""The pieces of kftrain.s3_transfer that need no server: the concurrency setting and part regrouping.
+"""The pieces of kftrain.storage.s3_transfer that need no server: the concurrency setting and part regrouping.
 
 Transfers themselves are tested against a real S3 server in test_storage_s3.py.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from kftrain import s3_transfer
+from kftrain.storage import s3_transfer
 
 
 @pytest.mark.parametrize(
@@ -43,11 +43,11 @@ def test_bad_concurrency_setting_is_named(monkeypatch: pytest.MonkeyPatch, raw: 
     ],
 )
 def test_chunks_regroup_into_parts(chunks: list[bytes], part_size: int, parts: list[bytes]) -> None:
-    assert list(s3_transfer._parts(iter(chunks), part_size)) == parts
+    assert list(s3_transfer.regroup_into_parts(iter(chunks), part_size)) == parts
 
 
 def test_part_size_doubles_every_grow_every_parts() -> None:
-    parts = list(s3_transfer._parts(iter([b"x"] * 40), 1, grow_every=2))
+    parts = list(s3_transfer.regroup_into_parts(iter([b"x"] * 40), 1, grow_every=2))
     assert [len(p) for p in parts] == [1, 1, 2, 2, 4, 4, 8, 8, 10]  # the last part takes what is left
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from kftrain import storage
+from kftrain.storage import artifact as storage_artifact
+from kftrain.storage import errors as storage_errors
 
 S3_ENV = (
     "AWS_ENDPOINT_URL",
@@ -121,8 +123,10 @@ def test_copy_artifact_checks_marker_and_writes_it_last(tmp_path: Path, monkeypa
         writer.write_bytes("a.bin", b"a" * 100)
         writer.write_bytes("z.bin", b"z" * 100)
     order: list[str] = []
-    real = storage._copy_file
-    monkeypatch.setattr(storage, "_copy_file", lambda s, d, p: order.append(os.path.basename(d)) or real(s, d, p))
+    real = storage_artifact.copy_file
+    monkeypatch.setattr(
+        storage_artifact, "copy_file", lambda s, d, p: order.append(os.path.basename(d)) or real(s, d, p)
+    )
     storage.copy(src, str(tmp_path / "copy"))
     assert order[-1] == storage.COMPLETE_MARKER
     storage.require_complete(str(tmp_path / "copy"), verify=True)
@@ -227,12 +231,15 @@ class _ClientError(Exception):
     ],
 )
 def test_transient_classification(exc: Exception, transient: bool) -> None:
-    assert storage._is_transient(exc) is transient
+    assert storage.is_transient(exc) is transient
 
 
 def test_retry_is_bounded_with_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The numbers storage has always used: 6 tries, 0.25 s doubling up to 5 s, jittered.
+    policy = storage_errors.RETRY_POLICY
+    assert (policy.attempts, policy.initial_s, policy.max_s, policy.jitter) == (6, 0.25, 5.0, True)
     sleeps: list[float] = []
-    monkeypatch.setattr(storage, "_sleep", sleeps.append)
+    monkeypatch.setattr(storage_errors, "sleep", sleeps.append)
     calls = []
 
     def flaky() -> str:
@@ -241,7 +248,7 @@ def test_retry_is_bounded_with_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
             raise ConnectionResetError("reset by peer")
         return "ok"
 
-    assert storage._retry("op", flaky) == "ok"
+    assert storage_errors.with_retry("op", flaky) == "ok"
     assert len(sleeps) == 2 and sleeps[0] < sleeps[1] * 2
 
     def always() -> None:
@@ -251,13 +258,13 @@ def test_retry_is_bounded_with_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     calls.clear()
     sleeps.clear()
     with pytest.raises(_ClientError):
-        storage._retry("op", always)
-    assert len(calls) == storage.RETRY_ATTEMPTS
-    assert max(sleeps) <= storage.RETRY_MAX_DELAY
+        storage_errors.with_retry("op", always)
+    assert len(calls) == storage_errors.RETRY_POLICY.attempts
+    assert max(sleeps) <= storage_errors.RETRY_POLICY.max_s
 
     calls.clear()
     with pytest.raises(_ClientError):
-        storage._retry("op", lambda: (calls.append(1), (_ for _ in ()).throw(_ClientError("NoSuchKey"))))
+        storage_errors.with_retry("op", lambda: (calls.append(1), (_ for _ in ()).throw(_ClientError("NoSuchKey"))))
     assert len(calls) == 1  # permanent errors are not retried
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -16,7 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from kftrain import s3_transfer, storage
+from kftrain import storage
+from kftrain.storage import errors as storage_errors
+from kftrain.storage import io as storage_io
+from kftrain.storage import s3_transfer
 
 try:
     from s3_server import FaultProxy, MotoServer, boto3_client, moto, s3_env, set_s3_env
@@ -29,8 +33,8 @@ MiB = 1024 * 1024
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> int:
     """1 MiB chunks: many ranged reads from little data (upload parts stay at S3's 5 MiB minimum)."""
-    monkeypatch.setattr(storage, "CHUNK", 1 * MiB)
-    return storage.CHUNK
+    monkeypatch.setattr(storage_io, "CHUNK", 1 * MiB)
+    return storage_io.CHUNK
 
 
 def _random_file(path: Path, size: int) -> str:
@@ -98,7 +102,7 @@ def test_failed_stream_is_not_committed(s3_env: str) -> None:
 
 def test_directory_upload_download_and_copy(s3_env: str, tmp_path: Path, small_chunks: int) -> None:
     src = tmp_path / "src"
-    expected = {"a.txt": b"a", "sub/b.bin": os.urandom(storage.CHUNK * 2 + 5), "sub/c/empty": b""}
+    expected = {"a.txt": b"a", "sub/b.bin": os.urandom(storage_io.CHUNK * 2 + 5), "sub/c/empty": b""}
     for rel, data in expected.items():
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         (src / rel).write_bytes(data)
@@ -116,7 +120,7 @@ def test_directory_upload_download_and_copy(s3_env: str, tmp_path: Path, small_c
 def test_artifact_copy_between_stores(s3_env: str, tmp_path: Path, small_chunks: int) -> None:
     local = str(tmp_path / "art")
     with storage.ArtifactWriter(local) as writer:
-        writer.write_bytes("w.bin", os.urandom(storage.CHUNK + 3))
+        writer.write_bytes("w.bin", os.urandom(storage_io.CHUNK + 3))
     remote = storage.join(s3_env, "published")
     storage.upload(local, remote)
     assert storage.require_complete(remote, verify=True) == storage.require_complete(local)
@@ -206,13 +210,14 @@ _KILLED_WRITER = textwrap.dedent(
     """
     import os, sys
     from kftrain import storage
+    from kftrain.storage import io as storage_io
     src, uri = sys.argv[1], sys.argv[2]
-    storage.CHUNK = 1024 * 1024  # many chunks from little data; parts are 5 MiB
+    storage_io.CHUNK = 1024 * 1024  # many chunks from little data; parts are 5 MiB
     moved = 0
     def progress(n):
         global moved
         moved += n
-        if moved >= 12 * storage.CHUNK:  # two 5 MiB parts are up
+        if moved >= 12 * storage_io.CHUNK:  # two 5 MiB parts are up
             print("uploading", flush=True)
     with storage.ArtifactWriter(uri, metadata={"step": 1}) as writer:
         writer.write_json("info.json", {"step": 1})
@@ -283,7 +288,9 @@ def test_transient_faults_end_with_identical_bytes(
     kind: str,
     times: int,
 ) -> None:
-    monkeypatch.setattr(storage, "RETRY_BASE_DELAY", 0.05)
+    monkeypatch.setattr(
+        storage_errors, "RETRY_POLICY", dataclasses.replace(storage_errors.RETRY_POLICY, initial_s=0.05)
+    )
     base, proxy = proxied
     src = tmp_path / "src.bin"
     digest = _random_file(src, 11 * MiB + 123)  # three 5 MiB parts, eleven 1 MiB ranged reads
@@ -323,8 +330,9 @@ def test_parts_and_ranges_go_out_concurrently_within_the_limit(
 def test_failed_part_aborts_the_upload_and_leaves_no_object(
     proxied: tuple[str, FaultProxy], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto: MotoServer
 ) -> None:
-    monkeypatch.setattr(storage, "RETRY_ATTEMPTS", 2)
-    monkeypatch.setattr(storage, "RETRY_BASE_DELAY", 0.05)
+    monkeypatch.setattr(
+        storage_errors, "RETRY_POLICY", dataclasses.replace(storage_errors.RETRY_POLICY, attempts=2, initial_s=0.05)
+    )
     base, proxy = proxied
     src = tmp_path / "src.bin"
     _random_file(src, 16 * MiB)
@@ -382,13 +390,13 @@ def _restart_on_first_backoff(monkeypatch: pytest.MonkeyPatch, server: MotoServe
         slept.append(seconds)
         time.sleep(min(seconds, 0.05))
 
-    monkeypatch.setattr(storage, "_sleep", sleep)
+    monkeypatch.setattr(storage_errors, "sleep", sleep)
     return slept
 
 
 def test_server_restart_mid_download(own_moto: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = tmp_path / "obj.bin"
-    digest = _random_file(src, 12 * storage.CHUNK + 1)
+    digest = _random_file(src, 12 * storage_io.CHUNK + 1)
     boto3_client(own_moto.endpoint).upload_file(str(src), "restart", "obj.bin")
     # Two ranges read ahead: when the server stops after chunk 2, at most chunks 3-5 can already be on
     # their way; the other eight must be fetched from the restarted server.

@@ -3,7 +3,7 @@
 s3fs's file handle (``fs.open(path, "wb")``) uploads one part at a time, and a read loop fetches one range
 at a time; on a fast store the client then waits on round trips, not on bandwidth. Here the caller still
 produces and consumes chunks in order (so hashing, progress callbacks and the retry layer in
-:mod:`kftrain.storage` see the same sequence), but up to ``concurrency`` requests run at once on s3fs's
+:mod:`kftrain.storage.io` see the same sequence), but up to ``concurrency`` requests run at once on s3fs's
 event loop. Memory stays bounded: at most ``concurrency`` parts (or ranges) are held, plus the one being
 filled.
 
@@ -63,7 +63,7 @@ GROW_EVERY = 2_000  # parts per part size: the size doubles after each such run,
 # 2,000 × (1 + 2 + 4 + 8 + 16) = 62,000 base parts (≈ 484 GiB at 8 MiB) while small objects keep small parts
 
 
-def _parts(chunks: Iterable[bytes], part_size: int, grow_every: int = GROW_EVERY) -> Iterator[bytes]:
+def regroup_into_parts(chunks: Iterable[bytes], part_size: int, grow_every: int = GROW_EVERY) -> Iterator[bytes]:
     """Regroup ``chunks`` into parts of at least the current part size (the last one may be smaller).
 
     The part size is ``part_size`` for the first ``grow_every`` parts and doubles after every further
@@ -102,7 +102,7 @@ class MultipartUpload:
         self.checksum_field: str | None = None
 
     def run(self, chunks: Iterable[bytes]) -> None:
-        parts = _parts(chunks, self.part_size)
+        parts = regroup_into_parts(chunks, self.part_size)
         first = next(parts, b"")
         second = next(parts, None)
         if second is None:  # everything fits in one part: a plain PUT, as s3fs does for small files

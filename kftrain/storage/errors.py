@@ -1,0 +1,198 @@
+"""What went wrong with a URI, and whether trying again can help.
+
+Every storage call raises :class:`StorageError` naming the URI and the cause, with the S3 error code
+when there is one (``NoSuchBucket``, ``AccessDenied``, ``SlowDown``...) and a hint for the common ones,
+so a failed step's log says which artifact and why without a traceback through s3fs and botocore.
+
+Transient faults (throttling, server errors, dropped connections, a server restarting) are retried
+through :mod:`kftrain.retry` under one policy, :data:`RETRY_POLICY`; :func:`is_transient` tells them
+from errors that never get better (not found, forbidden). This layer sits above botocore's per-request
+retries and s3fs's own: it covers what those give up on.
+
+This module is the bottom of the package: it imports nothing else from it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import TypeVar
+
+import fsspec
+
+from kftrain.errors import KftrainError
+from kftrain.retry import RetryPolicy, call_with_retry, exception_chain
+
+T = TypeVar("T")
+
+
+class StorageError(KftrainError):
+    """A URI that cannot be read or written, named in the message."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Retries
+
+# Bounded: at most 6 tries per chunk or object, waiting 0.25 s * 2**n (capped at 5 s) between them,
+# jittered so that replicas that failed together do not come back together. Tests replace this
+# module's RETRY_POLICY and sleep (monkeypatch on kftrain.storage.errors): with_retry reads both per call.
+RETRY_POLICY = RetryPolicy(attempts=6, initial_s=0.25, max_s=5.0, jitter=True)
+
+# S3 error codes that mean "try again", as opposed to NoSuchKey/AccessDenied which never get better.
+_TRANSIENT_CODES = frozenset(
+    {
+        "InternalError",
+        "ServiceUnavailable",
+        "SlowDown",
+        "RequestTimeout",
+        "RequestTimeTooSkewed",
+        "Throttling",
+        "ThrottlingException",
+        "500",
+        "502",
+        "503",
+        "504",
+        # The server forgot an in-progress multipart upload (restarted without persisting it): the
+        # object-level retry starts a new upload from the source.
+        "NoSuchUpload",
+    }
+)
+
+# A dropped/refused connection or a timeout without an S3 code: botocore, aiohttp and the OS all name
+# these differently; their common ground is the class name (or OSError/TimeoutError, checked apart).
+_TRANSIENT_CLASS_NAMES = frozenset(
+    {
+        "ConnectionError",
+        "EndpointConnectionError",
+        "HTTPClientError",
+        "ConnectionClosedError",
+        "ReadTimeoutError",
+        "ConnectTimeoutError",
+        "ClientPayloadError",
+        "ClientOSError",
+        "ServerDisconnectedError",
+        "IncompleteRead",
+        "ResponseParserError",
+        "FSTimeoutError",
+    }
+)
+
+
+def error_code(exc: BaseException) -> str | None:
+    """The S3 error code (``NoSuchBucket``, ``SlowDown``, ``503``...) somewhere in ``exc``'s chain."""
+    for current in exception_chain(exc):
+        response = getattr(current, "response", None)
+        if isinstance(response, dict):
+            code = response.get("Error", {}).get("Code")
+            if code:
+                return str(code)
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if status:
+                return str(status)
+    return None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` may go away on a retry (throttling, a server error, a dropped connection)."""
+    code = error_code(exc)
+    if code == "NoSuchUpload":
+        return True  # s3fs reports it as FileNotFoundError, but a fresh upload can succeed
+    if isinstance(exc, StorageError | FileNotFoundError | PermissionError | IsADirectoryError | NotADirectoryError):
+        return False
+    if code is not None:
+        return code in _TRANSIENT_CODES
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(names & _TRANSIENT_CLASS_NAMES) or isinstance(exc, ConnectionError | TimeoutError)
+
+
+def sleep(seconds: float) -> None:
+    """The wait between retries. A seam: tests replace it (they restart the server while storage backs off)."""
+    time.sleep(seconds)
+
+
+def with_retry(what: str, operation: Callable[[], T]) -> T:
+    """``operation()``, retried under :data:`RETRY_POLICY` while it fails with an :func:`is_transient` error."""
+    return call_with_retry(operation, policy=RETRY_POLICY, is_transient=is_transient, what=what, sleep=sleep)
+
+
+def unreachable(exc: BaseException | None) -> bool:
+    """Whether ``exc`` says the server could not be reached at all (refused, down).
+
+    Cleaning up after such a failure (aborting an upload) would only wait through another round of
+    retries, so callers skip it.
+    """
+    return any(
+        isinstance(e, ConnectionRefusedError) or type(e).__name__ == "EndpointConnectionError"
+        for e in exception_chain(exc)
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Naming the URI and the cause
+
+
+def is_s3(fs: fsspec.AbstractFileSystem) -> bool:
+    """Whether ``fs`` is an S3 filesystem (s3fs): its errors carry S3 codes and it can be asked about a bucket."""
+    protocol = getattr(fs, "protocol", None)
+    return protocol is not None and "s3" in (protocol if isinstance(protocol, tuple | list) else (protocol,))
+
+
+def _bucket_problem(fs: fsspec.AbstractFileSystem, path: str) -> str | None:
+    """Why the bucket of ``path`` cannot be used (NoSuchBucket, AccessDenied, ...), or None if it can.
+
+    HEAD requests (what ``info``/``open`` use) carry no error body, so a 404/403 alone cannot tell a
+    missing bucket from a missing key, or a bad key id from a missing permission; a listing call can.
+    """
+    bucket = path.split("/", 1)[0]
+    prefix = path.split("/", 1)[1] if "/" in path else ""
+    try:
+        fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, MaxKeys=1)
+    except Exception as exc:
+        return error_code(exc) or type(exc).__name__
+    return None
+
+
+_HINTS = {
+    "NoSuchBucket": "the bucket does not exist",
+    "NoSuchKey": "no such object",
+    "AccessDenied": "the credentials are not allowed to do this",
+    "InvalidAccessKeyId": "the access key id is unknown to the server; check AWS_ACCESS_KEY_ID",
+    "SignatureDoesNotMatch": "the secret key is wrong; check AWS_SECRET_ACCESS_KEY",
+}
+
+
+def storage_error(uri: str, exc: BaseException, fs: fsspec.AbstractFileSystem | None = None) -> StorageError:
+    """A StorageError naming ``uri`` and the cause (the S3 error code when there is one)."""
+    if isinstance(exc, StorageError):
+        return exc
+    code = error_code(exc)
+    detail = str(exc) or type(exc).__name__
+    if (
+        fs is not None
+        and is_s3(fs)
+        and isinstance(exc, FileNotFoundError | PermissionError)
+        and code in (None, "404", "403")
+    ):
+        with suppress(Exception):
+            # An S3 URI always has a scheme (s3://, minio://, s3a://); what follows it is bucket/key.
+            path = uri.split("://", 1)[1]
+            code = _bucket_problem(fs, path) or ("NoSuchKey" if isinstance(exc, FileNotFoundError) else code)
+    if code is None:
+        if isinstance(exc, FileNotFoundError):
+            return StorageError(f"{uri}: not found ({detail})")
+        if isinstance(exc, PermissionError):
+            return StorageError(f"{uri}: permission denied ({detail})")
+        return StorageError(f"{uri}: {type(exc).__name__}: {detail}")
+    return StorageError(f"{uri}: {code}: {_HINTS.get(code, detail)}")
+
+
+@contextmanager
+def errors(uri: str, fs: fsspec.AbstractFileSystem | None = None) -> Iterator[None]:
+    """Raise whatever goes wrong inside as a :class:`StorageError` naming ``uri`` (chained to the cause)."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except Exception as exc:
+        raise storage_error(uri, exc, fs) from exc

@@ -1,0 +1,152 @@
+"""URIs and the filesystems behind them: local paths, ``file://``, ``s3://``, ``minio://``, ``gs://``.
+
+fsspec does the I/O (s3fs for ``s3://``/``minio://``, gcsfs for ``gs://``); there is no S3 client of our own.
+``minio://bucket/key`` (what KFP's default pipeline root uses) is S3 with the endpoint taken from the
+environment: ``MINIO_ENDPOINT``, ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``, or KFP's in-cluster service
+variables ``MINIO_SERVICE_SERVICE_HOST``/``MINIO_SERVICE_SERVICE_PORT``. Credentials never travel as
+arguments (they would end up in pipeline specs and logs): they come from
+``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``, else from a mounted secret folder
+named by ``KFTRAIN_S3_CREDENTIALS_DIR`` (files ``accesskey``/``secretkey``, the layout of KFP's
+``mlpipeline-minio-artifact`` secret), else from botocore's own environment-driven chain (web identity /
+pod identity).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from pathlib import Path
+from typing import Any
+
+import fsspec
+
+from kftrain.storage.errors import StorageError
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    """``(scheme, path)`` with the scheme normalised: ``file`` for local paths, ``s3`` for minio:// and s3a://."""
+    if "://" not in uri:
+        return "file", os.path.abspath(uri)
+    scheme, rest = uri.split("://", 1)
+    if scheme in ("file", "local"):
+        return "file", rest
+    if scheme in ("minio", "s3a"):
+        return "s3", rest
+    return scheme, rest
+
+
+def is_local(uri: str) -> bool:
+    """Whether ``uri`` is on the local filesystem (a path, ``file://`` or ``local://``)."""
+    return split_uri(uri)[0] == "file"
+
+
+def join(uri: str, *parts: str) -> str:
+    """``uri`` with ``parts`` appended: ``/`` for URIs with a scheme, the OS separator for local paths."""
+    if "://" in uri:
+        scheme, rest = uri.split("://", 1)
+        return f"{scheme}://{posixpath.join(rest, *parts)}"
+    return os.path.join(uri, *parts)
+
+
+def local_path(uri: str) -> Path:
+    """The local path of a local URI (for libraries that only take paths)."""
+    scheme, path = split_uri(uri)
+    if scheme != "file":
+        raise StorageError(f"{uri}: not a local path")
+    return Path(path)
+
+
+def _with_scheme(endpoint: str) -> str:
+    # In-cluster MinIO (KFP's default) is plain HTTP; endpoints from env often come without a scheme.
+    return endpoint if "://" in endpoint else "http://" + endpoint
+
+
+def s3_endpoint(uri: str) -> str | None:
+    """The S3 endpoint URL that ``uri`` resolves to, or None for AWS's default.
+
+    ``s3://`` honours ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL`` and ``MINIO_ENDPOINT``; ``minio://``
+    prefers ``MINIO_ENDPOINT`` and falls back to KFP's service variables, and has no AWS default.
+    """
+    env = os.environ
+    scheme = uri.split("://", 1)[0] if "://" in uri else "file"
+    if scheme == "minio":
+        candidates = [env.get("MINIO_ENDPOINT"), env.get("AWS_ENDPOINT_URL_S3"), env.get("AWS_ENDPOINT_URL")]
+        host = env.get("MINIO_SERVICE_SERVICE_HOST")
+        if host:
+            candidates.append(f"{host}:{env.get('MINIO_SERVICE_SERVICE_PORT') or '9000'}")
+        for candidate in candidates:
+            if candidate:
+                return _with_scheme(candidate)
+        raise StorageError(
+            f"{uri}: no MinIO endpoint; set MINIO_ENDPOINT (or AWS_ENDPOINT_URL, or "
+            "MINIO_SERVICE_SERVICE_HOST/MINIO_SERVICE_SERVICE_PORT as KFP does in-cluster)"
+        )
+    for candidate in (env.get("AWS_ENDPOINT_URL_S3"), env.get("AWS_ENDPOINT_URL"), env.get("MINIO_ENDPOINT")):
+        if candidate:
+            return _with_scheme(candidate)
+    return None
+
+
+def _s3_credentials(uri: str) -> dict[str, str]:
+    """key/secret/token for s3fs, from the environment or a mounted secret; empty means botocore's chain."""
+    env = os.environ
+    if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
+        creds = {"key": env["AWS_ACCESS_KEY_ID"], "secret": env["AWS_SECRET_ACCESS_KEY"]}
+        if env.get("AWS_SESSION_TOKEN"):
+            creds["token"] = env["AWS_SESSION_TOKEN"]
+        return creds
+    secret_dir = env.get("KFTRAIN_S3_CREDENTIALS_DIR")
+    if secret_dir:
+        files = {"key": "accesskey", "secret": "secretkey", "token": "sessiontoken"}
+        creds = {}
+        for option, name in files.items():
+            path = os.path.join(secret_dir, name)
+            if os.path.isfile(path):
+                with open(path, encoding="utf-8") as handle:
+                    creds[option] = handle.read().strip()  # secrets mounted from YAML often end in a newline
+        if "key" not in creds or "secret" not in creds:
+            raise StorageError(
+                f"{uri}: KFTRAIN_S3_CREDENTIALS_DIR={secret_dir} must contain the files accesskey and secretkey"
+            )
+        return creds
+    return {}
+
+
+def _botocore_config() -> dict[str, Any]:
+    """botocore's own per-request retries: "standard" mode retries 500/503/SlowDown and connection errors.
+
+    The standard AWS_MAX_ATTEMPTS/AWS_RETRY_MODE variables still apply (an explicit Config would otherwise
+    override them), so operators and tests can tune the inner layer without code changes.
+    """
+    return {
+        "retries": {
+            "max_attempts": int(os.environ.get("AWS_MAX_ATTEMPTS") or 3),
+            "mode": os.environ.get("AWS_RETRY_MODE") or "standard",
+        },
+        "connect_timeout": 10,
+        "read_timeout": 120,
+    }
+
+
+def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
+    """The filesystem and in-filesystem path for ``uri``."""
+    scheme, path = split_uri(uri)
+    options: dict[str, Any] = {}
+    if scheme == "s3":
+        endpoint = s3_endpoint(uri)
+        if endpoint:
+            options["client_kwargs"] = {"endpoint_url": endpoint}
+        options.update(_s3_credentials(uri))
+        options["config_kwargs"] = _botocore_config()
+        # Markers are written by other processes (other pods); a cached listing would hide them.
+        options["use_listings_cache"] = False
+    elif scheme == "gs":
+        try:
+            import gcsfs  # noqa: F401  # only to turn a missing package into a clear message
+        except ImportError:
+            raise StorageError(f"{uri}: gs:// needs the gcsfs package (pip install gcsfs)") from None
+    try:
+        fs = fsspec.filesystem(scheme, **options)
+    except (ImportError, ValueError) as exc:
+        raise StorageError(f"{uri}: no filesystem for {scheme}:// ({exc})") from None
+    return fs, path
