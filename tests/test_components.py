@@ -59,7 +59,7 @@ def test_component_yaml_loads_and_documents_every_input(target):
     assert component.component_spec.description
     assert component.component_spec.inputs
     # The loaded spec drops per-input descriptions; the YAML the UI reads must have them.
-    spec = yaml.safe_load(target.output.read_text())
+    spec = next(yaml.safe_load_all(target.output.read_text()))  # then the platform spec, if any
     (definition,) = spec["components"].values()
     inputs = {
         **definition["inputDefinitions"].get("parameters", {}),
@@ -74,7 +74,7 @@ def test_component_yaml_loads_and_documents_every_input(target):
 def test_pipeline_parameters_have_defaults_and_descriptions(target):
     import yaml
 
-    spec = yaml.safe_load(target.output.read_text())
+    spec = next(yaml.safe_load_all(target.output.read_text()))  # then the platform spec, if any
     params = spec["root"]["inputDefinitions"]["parameters"]
     for name, p in params.items():
         assert "defaultValue" in p, f"{name} has no default"

@@ -528,7 +528,7 @@ def test_resolve_package_reads_name_and_parameters() -> None:
     package = resolve_package("pytorch-digits")
     assert package.path == DIGITS_YAML
     assert package.name == "pytorch-digits"
-    spec = yaml.safe_load(DIGITS_YAML.read_text())
+    spec = next(yaml.safe_load_all(DIGITS_YAML.read_text()))
     assert package.parameters == set(spec["root"]["inputDefinitions"]["parameters"])
     assert {"epochs", "workers", "learning_rate"} <= package.parameters
 

@@ -14,9 +14,10 @@ import pytest
 from kftrain import storage
 from kftrain.backends import LocalConfig
 from kftrain.backends.local import LocalBackend
+from kftrain.contract import CHECKPOINT_ENV, DATASET_ENV, MODEL_ENV
 from kftrain.job import JobKind
 from kftrain.launch.request import LaunchRequest, TFJobOptions
-from kftrain.launch.step import CHECKPOINT_ENV, DATASET_ENV, MODEL_ENV, Artifacts, inject_artifact_env
+from kftrain.launch.step import Artifacts, inject_artifact_env
 
 pytest.importorskip("tf_keras", reason="the TensorFlow trainer needs tensorflow + tf_keras")
 

@@ -96,9 +96,13 @@ PLATFORM = (
 
 # The step's own inputs: last in every signature.
 STEP = (
-    Input("manifest", str, "", "A full job YAML of this kind; it replaces the typed inputs above (its own settings win)."),
+    Input(
+        "manifest", str, "", "A full job YAML of this kind; it replaces the typed inputs above (its own settings win)."
+    ),
     Input("checkpoint_uri", str, "", "Checkpoint root ($KFTRAIN_CHECKPOINT_URI); empty: next to the model."),
-    Input("backend", str, "auto", "auto (kubernetes when run as a KFP task in a pod, else local), local or kubernetes."),
+    Input(
+        "backend", str, "auto", "auto (kubernetes when run as a KFP task in a pod, else local), local or kubernetes."
+    ),
     Input("timeout_seconds", int, 0, "Fail and delete the job after this many seconds (0: no limit)."),
     Input(
         "pending_timeout_seconds",

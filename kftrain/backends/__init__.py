@@ -59,7 +59,7 @@ __all__ = [
     "KubernetesConfig",
     "LocalBackend",
     "LocalConfig",
+    "choose_backend",
     "load_identity",
     "make_backend",
-    "choose_backend",
 ]

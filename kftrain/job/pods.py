@@ -13,7 +13,7 @@ a job, typed or from a manifest, the same way on every backend:
 * node selector, tolerations, service account, image pull secrets and priority class on every pod;
 * ``secret_env`` as ``valueFrom.secretKeyRef``; ``storage_secret`` (a secret with the keys ``accesskey`` and
   ``secretkey``, the layout of KFP's ``mlpipeline-minio-artifact``) as ``AWS_ACCESS_KEY_ID`` and
-  ``AWS_SECRET_ACCESS_KEY`` by secretKeyRef and, mounted, at :data:`STORAGE_CREDENTIALS_DIR` (processes that do
+  ``AWS_SECRET_ACCESS_KEY`` by secretKeyRef and, mounted, at :data:`MOUNTED_CREDENTIALS_DIR` (processes that do
   not inherit the container's environment, such as MPI ranks started over ssh, read it there): a credential
   never appears as a literal value;
 * ``pvc_mounts`` (mount path -> claim) on every replica's main container;
@@ -32,13 +32,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kftrain.contract import MOUNTED_CREDENTIALS_DIR
 from kftrain.job.kinds import kind_of, main_container
 from kftrain.job.model import Container, EnvVar, PodSpec, RunPolicy, SchedulingPolicy, TrainingJob
 
 GPU_RESOURCE = "nvidia.com/gpu"
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
-# Where a storage secret is mounted in every replica (kftrain.storage reads credentials from here too).
-STORAGE_CREDENTIALS_DIR = "/var/run/secrets/kftrain/object-store"
 STORAGE_SECRET_KEYS = {"AWS_ACCESS_KEY_ID": "accesskey", "AWS_SECRET_ACCESS_KEY": "secretkey"}
 _SHM_VOLUME = "kftrain-shm"
 _STORAGE_VOLUME = "kftrain-object-store"
@@ -64,10 +63,15 @@ class PodSettings:
     scheduling: SchedulingPolicy | None = None
     ttl_seconds_after_finished: int | None = None
 
-    def all_secret_env(self) -> dict[str, tuple[str, str]]:
-        """Every variable read from a secret: ``secret_env`` and the storage secret's credentials."""
-        env = {name: (self.storage_secret, key) for name, key in STORAGE_SECRET_KEYS.items() if self.storage_secret}
-        return {**env, **self.secret_env}
+    def secret_refs(self) -> dict[str, dict[str, Any]]:
+        """Every variable read from a secret, as its ``secretKeyRef``: ``secret_env``, and the storage secret's
+        credentials (optional: a platform may grant object-store access another way, such as a pod identity)."""
+        refs = {
+            name: {"name": self.storage_secret, "key": key, "optional": True}
+            for name, key in STORAGE_SECRET_KEYS.items()
+            if self.storage_secret
+        }
+        return {**refs, **{name: {"name": secret, "key": key} for name, (secret, key) in self.secret_env.items()}}
 
 
 def apply_pod_settings(job: TrainingJob, settings: PodSettings) -> TrainingJob:
@@ -89,8 +93,8 @@ def apply_pod_settings(job: TrainingJob, settings: PodSettings) -> TrainingJob:
         container.env = [
             *(container.env or []),
             *(
-                EnvVar(name=name, value_from={"secretKeyRef": {"name": secret, "key": key}})
-                for name, (secret, key) in settings.all_secret_env().items()
+                EnvVar(name=name, value_from={"secretKeyRef": ref})
+                for name, ref in settings.secret_refs().items()
                 if name not in defined
             ),
         ] or None
@@ -140,7 +144,7 @@ def _volume_sources(settings: PodSettings, *, shm: bool) -> dict[str, dict[str, 
     if shm and settings.shm_size:
         sources[_SHM_VOLUME] = {"emptyDir": {"medium": "Memory", "sizeLimit": settings.shm_size}}
     if settings.storage_secret:
-        sources[_STORAGE_VOLUME] = {"secret": {"secretName": settings.storage_secret}}
+        sources[_STORAGE_VOLUME] = {"secret": {"secretName": settings.storage_secret, "optional": True}}
     for claim in dict.fromkeys(settings.pvc_mounts.values()):
         sources[pvc_volume_name(claim)] = {"persistentVolumeClaim": {"claimName": claim}}
     return sources
@@ -152,7 +156,7 @@ def _volumes(settings: PodSettings, *, shm: bool) -> dict[str, str]:
     if shm and settings.shm_size:
         mounts[_SHM_VOLUME] = "/dev/shm"
     if settings.storage_secret:
-        mounts[_STORAGE_VOLUME] = STORAGE_CREDENTIALS_DIR
+        mounts[_STORAGE_VOLUME] = MOUNTED_CREDENTIALS_DIR
     for path, claim in settings.pvc_mounts.items():
         mounts[pvc_volume_name(claim)] = path
     return mounts
@@ -169,7 +173,7 @@ def _add_mounts(container: Container, mounts: Mapping[str, str]) -> None:
     existing = list(container.extra.get("volumeMounts") or [])
     taken = {m.get("mountPath") for m in existing}
     added = [
-        {"name": name, "mountPath": path, **({"readOnly": True} if path == STORAGE_CREDENTIALS_DIR else {})}
+        {"name": name, "mountPath": path, **({"readOnly": True} if path == MOUNTED_CREDENTIALS_DIR else {})}
         for path, name in mounts.items()
         if path not in taken
     ]

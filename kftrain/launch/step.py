@@ -15,6 +15,7 @@ from pathlib import Path
 
 from kftrain.backends import KubernetesConfig, LocalConfig, choose_backend, make_backend
 from kftrain.backends.base import BackendConfig, JobResult
+from kftrain.contract import CHECKPOINT_ENV, DATASET_ENV, MODEL_ENV
 from kftrain.errors import JobFailedError, JobSpecError
 from kftrain.job import EnvVar, JobKind, PodSettings, TrainingJob, apply_pod_settings, load_manifest, main_container
 from kftrain.job.naming import stamp_run_identity
@@ -22,9 +23,6 @@ from kftrain.job.validate import validate_job
 
 log = logging.getLogger(__name__)
 
-DATASET_ENV = "KFTRAIN_DATASET_URI"
-MODEL_ENV = "KFTRAIN_MODEL_URI"
-CHECKPOINT_ENV = "KFTRAIN_CHECKPOINT_URI"
 # Where the object store is: every replica must reach the same one as the step.
 _STORE_ENDPOINT_VARS = ("AWS_ENDPOINT_URL", "MINIO_ENDPOINT", "AWS_REGION")
 
@@ -51,10 +49,28 @@ def job_from_manifest(text: str, kind: JobKind) -> TrainingJob:
     return job
 
 
+def store_endpoint_env(uri: str) -> dict[str, str]:
+    """The object store's endpoint as this step resolves it for ``uri``, for replicas to reach the same store.
+
+    The step may know it from variables its own pod has and the replicas' pods lack (KFP's in-cluster MinIO
+    service variables exist only in KFP's namespace), so the resolved URL is passed on explicitly.
+    """
+    values = {k: os.environ[k] for k in _STORE_ENDPOINT_VARS if k in os.environ}
+    if uri.startswith(("s3://", "minio://", "s3a://")) and "AWS_ENDPOINT_URL" not in values:
+        from kftrain import storage
+
+        try:
+            endpoint = storage.s3_endpoint(uri)
+        except storage.StorageError:
+            endpoint = None
+        if endpoint:
+            values["AWS_ENDPOINT_URL"] = endpoint
+    return values
+
+
 def inject_artifact_env(job: TrainingJob, artifacts: Artifacts) -> None:
     """Put the artifact URIs (and the object store's endpoint) into every replica's main container."""
-    passthrough = {k: os.environ[k] for k in _STORE_ENDPOINT_VARS if k in os.environ}
-    values = {**passthrough, **artifacts.env()}
+    values = {**store_endpoint_env(artifacts.model_uri), **artifacts.env()}
     for rtype in job.replica_specs:
         target = main_container(job, rtype)
         if target is None:

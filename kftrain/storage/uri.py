@@ -20,6 +20,7 @@ from typing import Any
 
 import fsspec
 
+from kftrain.contract import CREDENTIALS_DIR_ENV, MOUNTED_CREDENTIALS_DIR
 from kftrain.storage.errors import StorageError
 
 
@@ -95,7 +96,9 @@ def _s3_credentials(uri: str) -> dict[str, str]:
         if env.get("AWS_SESSION_TOKEN"):
             creds["token"] = env["AWS_SESSION_TOKEN"]
         return creds
-    secret_dir = env.get("KFTRAIN_S3_CREDENTIALS_DIR")
+    secret_dir = env.get(CREDENTIALS_DIR_ENV) or (
+        MOUNTED_CREDENTIALS_DIR if os.path.isfile(os.path.join(MOUNTED_CREDENTIALS_DIR, "accesskey")) else None
+    )
     if secret_dir:
         files = {"key": "accesskey", "secret": "secretkey", "token": "sessiontoken"}
         creds = {}
@@ -106,7 +109,7 @@ def _s3_credentials(uri: str) -> dict[str, str]:
                     creds[option] = handle.read().strip()  # secrets mounted from YAML often end in a newline
         if "key" not in creds or "secret" not in creds:
             raise StorageError(
-                f"{uri}: KFTRAIN_S3_CREDENTIALS_DIR={secret_dir} must contain the files accesskey and secretkey"
+                f"{uri}: the credentials folder {secret_dir} must contain the files accesskey and secretkey"
             )
         return creds
     return {}

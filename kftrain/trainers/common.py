@@ -38,6 +38,34 @@ def trainer_parser(
     return p
 
 
+def trainer_flags(
+    *,
+    epochs: int = 0,
+    batch_size: int = 0,
+    lr: float = 0.0,
+    seed: int = -1,
+    checkpoint_every_steps: int = 0,
+    extra: list[Any] | None = None,
+) -> list[str]:
+    """The command line that sets these of :func:`trainer_parser`'s flags; a zero (a negative seed) sets none.
+
+    Values that travelled as pipeline parameters may be floats (``20.0``); whole ones are written as ints.
+    """
+    wanted = {
+        "--epochs": epochs,
+        "--batch-size": batch_size,
+        "--lr": lr,
+        "--seed": seed if seed >= 0 else None,
+        "--checkpoint-every-steps": checkpoint_every_steps,
+    }
+    flags: list[str] = []
+    for flag, value in wanted.items():
+        if value is None or (flag != "--seed" and not value):
+            continue
+        flags += [flag, str(int(value)) if float(value).is_integer() and flag != "--lr" else str(value)]
+    return flags + [str(a) for a in extra or []]
+
+
 def setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout)
 

@@ -91,7 +91,9 @@ def prepare_replica(
     pod_name = f"{job.name}-{rid.label}"
     for var in container.env or []:
         if var.value_from is not None:
-            env[var.name] = _resolve_value_from(var.name, var.value_from, pod_name, job, f"{path}.env")
+            value = _resolve_value_from(var.name, var.value_from, pod_name, job, f"{path}.env")
+            if value is not None:
+                env[var.name] = value
         else:
             env[var.name] = expand_k8s_vars(var.value or "", env)
     env.update(kind.operator_env(job, rid, topology))
@@ -122,8 +124,12 @@ def prepare_replica(
     )
 
 
-def _resolve_value_from(name: str, source: Mapping[str, Any], pod_name: str, job: TrainingJob, path: str) -> str:
-    """A ``valueFrom`` as this machine can answer it: the pod's own fields, else this process's ``name``."""
+def _resolve_value_from(name: str, source: Mapping[str, Any], pod_name: str, job: TrainingJob, path: str) -> str | None:
+    """A ``valueFrom`` as this machine can answer it: the pod's own fields, else this process's ``name``.
+
+    An optional reference this machine cannot answer leaves the variable unset, as a missing optional secret
+    does in a pod; a required one is an error naming the variable.
+    """
     field_ref = source.get("fieldRef")
     if isinstance(field_ref, Mapping):
         fields = {
@@ -137,6 +143,8 @@ def _resolve_value_from(name: str, source: Mapping[str, Any], pod_name: str, job
             return fields[key]
     if name in os.environ:
         return os.environ[name]
+    if any(isinstance(ref, Mapping) and ref.get("optional") for ref in source.values()):
+        return None
     kind = next(iter(source), "valueFrom")
     raise JobSpecError(
         f"{path}[{name}]",

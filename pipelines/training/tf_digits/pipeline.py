@@ -1,61 +1,23 @@
-"""Data prep -> TFJob (MultiWorkerMirroredStrategy) -> evaluation -> quality gate -> SavedModel export."""
+"""Data prep -> TFJob (MultiWorkerMirroredStrategy) -> evaluation -> quality gate -> export, on the digits dataset."""
 
-from kfp import dsl
-
-from kftrain_components.data.prepare_dataset.component import prepare_dataset
 from kftrain_components.images import TENSORFLOW_IMAGE
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
-from kftrain_pipelines.stages import evaluate_gate_and_export, trainer_flags
+from kftrain_pipelines.stages import Param, training_pipeline
 
-
-@dsl.pipeline(
+tf_digits = training_pipeline(
     name="tf-digits",
+    module=__name__,
     description="Prepare the digits dataset, train an MLP with Keras under MultiWorkerMirroredStrategy as a "
-    "TFJob, evaluate it, and export a SavedModel (TF Serving / KServe layout) when it meets the accuracy bar.",
+    "TFJob, evaluate it, and export a SavedModel when it meets the accuracy bar.",
+    summary="Train and export a digits classifier with TensorFlow.",
+    training=[
+        Param("workers", int, 2, "TFJob Worker replicas (MultiWorkerMirroredStrategy; worker 0 writes the model)."),
+        Param("epochs", int, 8, "Training epochs."),
+        Param("batch_size", int, 32, "Per-worker batch size (the global batch is batch_size x workers)."),
+        Param("learning_rate", float, 0.003, "Adam learning rate."),
+        Param("checkpoint_every_steps", int, 50, "Checkpoint every this many steps; a restarted job resumes."),
+    ],
+    launch=lambda p, dataset, args, platform: tfjob_launch(
+        dataset=dataset, image=TENSORFLOW_IMAGE, workers=p.workers, args=args, **platform
+    ),
 )
-def tf_digits(
-    source: str = "builtin:digits",
-    seed: int = 42,
-    workers: int = 2,
-    epochs: int = 8,
-    batch_size: int = 32,
-    learning_rate: float = 0.003,
-    checkpoint_every_steps: int = 50,
-    min_accuracy: float = 0.9,
-    baseline_model_uri: str = "",
-    backend: str = "auto",
-    timeout_seconds: int = 3600,
-):
-    """Train and export a digits classifier with TensorFlow.
-
-    Args:
-        source: Dataset: builtin:digits or a Parquet/CSV URI with a label column.
-        seed: Seed of the data split and of the model's initialization.
-        workers: TFJob Worker replicas (MultiWorkerMirroredStrategy; worker 0 writes the model).
-        epochs: Training epochs.
-        batch_size: Per-worker batch size (the global batch is batch_size x workers).
-        learning_rate: Adam learning rate.
-        checkpoint_every_steps: Checkpoint (BackupAndRestore) every this many steps; a restarted job resumes.
-        min_accuracy: Test accuracy the model needs to be exported.
-        baseline_model_uri: URI of the model in production (optional): export only if not worse on the test split.
-        backend: Where the TFJob runs: auto, local or kubernetes.
-        timeout_seconds: Fail and delete the training job after this long.
-    """
-    prep = prepare_dataset(source=source, seed=seed)
-    train = tfjob_launch(
-        dataset=prep.outputs["dataset"],
-        run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-        task_id=dsl.PIPELINE_TASK_ID_PLACEHOLDER,
-        image=TENSORFLOW_IMAGE,
-        workers=workers,
-        trainer_args=trainer_flags(
-            epochs=epochs,
-            batch_size=batch_size,
-            lr=learning_rate,
-            seed=seed,
-            checkpoint_every_steps=checkpoint_every_steps,
-        ),
-        backend=backend,
-        timeout_seconds=timeout_seconds,
-    )
-    evaluate_gate_and_export(train, prep, min_accuracy, baseline_model_uri)

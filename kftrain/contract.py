@@ -1,0 +1,15 @@
+"""What a launch step and the programs it runs agree on, whichever backend runs them: the environment variables
+that carry the artifact URIs and the place where mounted object-store credentials are found.
+
+Standard library only: the trainers, the launch step and storage all import it.
+"""
+
+from __future__ import annotations
+
+DATASET_ENV = "KFTRAIN_DATASET_URI"
+MODEL_ENV = "KFTRAIN_MODEL_URI"
+CHECKPOINT_ENV = "KFTRAIN_CHECKPOINT_URI"
+# A storage secret (keys accesskey/secretkey, KFP's mlpipeline-minio-artifact layout) is mounted here in every
+# replica; processes that do not inherit the container's environment (MPI ranks started over ssh) read it here.
+MOUNTED_CREDENTIALS_DIR = "/var/run/secrets/kftrain/object-store"
+CREDENTIALS_DIR_ENV = "KFTRAIN_S3_CREDENTIALS_DIR"
