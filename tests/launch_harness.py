@@ -31,13 +31,15 @@ class Rendered:
 def render_launch(component: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **inputs: Any) -> Rendered:
     """Call ``component``'s Python function as a pipeline would; only the job's run is replaced by a record of it."""
     seen: dict[str, Any] = {}
+    model = SimpleNamespace(uri=str(tmp_path / "model"), metadata={})
 
     def record(job: TrainingJob, config: BackendConfig, *, timeout: float | None = None) -> JobResult:
         seen["manifest"], seen["kind"], seen["config"] = render_manifest(job), job.kind.value, config
+        (Path(model.uri) / "model.bin").parent.mkdir(parents=True, exist_ok=True)
+        (Path(model.uri) / "model.bin").write_bytes(b"weights")  # what a succeeding trainer leaves behind
         return JobResult(JobPhase.SUCCEEDED)
 
     monkeypatch.setattr(kftrain.launch.component, "run_job", record)
-    model = SimpleNamespace(uri=str(tmp_path / "model"), metadata={})
     component.python_func(
         dataset=SimpleNamespace(uri="/data/ds"),
         model=model,

@@ -32,7 +32,7 @@ def _container(manifest: dict[str, Any], rtype: str) -> dict[str, Any]:
 
 
 def test_default_is_two_workers_running_the_tf_trainer(monkeypatch, tmp_path, crd_schemas):
-    m = render(monkeypatch, tmp_path, trainer_args=["--epochs", 5.0])
+    m = render(monkeypatch, tmp_path, args=["--epochs", 5.0])
     assert m["kind"] == "TFJob" and m["apiVersion"] == "kubeflow.org/v1"
     assert crd_schemas.errors(m) == []
     assert list(m["spec"]["tfReplicaSpecs"]) == ["Worker"]
@@ -101,3 +101,12 @@ spec:
     m = render(monkeypatch, tmp_path, manifest=text, workers=1)
     assert m["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 4
     assert crd_schemas.errors(m) == []
+
+
+def test_a_program_of_the_users_own_gets_only_its_own_args(monkeypatch, tmp_path):
+    """With a command of its own, a replica runs exactly command + args; the URIs reach it as environment only."""
+    m = render(monkeypatch, tmp_path, command=["python", "my_train.py"], args=["--strict"])
+    worker = _container(m, "Worker")
+    assert worker["command"] == ["python", "my_train.py"] and worker["args"] == ["--strict"]
+    env = {e["name"]: e.get("value") for e in worker["env"]}
+    assert env["KFTRAIN_MODEL_URI"] == str(tmp_path / "model") and env["KFTRAIN_DATASET_URI"] == "/data/ds"
