@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 import yaml
 from kubernetes import client
 
@@ -34,7 +35,7 @@ from kftrain.job.kinds.mpijob import to_v1, to_v2beta1
 from kftrain.job.model import JobKind, MPIImplementation, TrainingJob
 from kftrain.job.naming import RUN_ID_LABEL, TASK_ID_LABEL, job_name_for, label_value, stamp_run_identity
 from kftrain.retry import RetryPolicy, call_with_retry
-from tests.fake_k8s import FakeKube, JobSim, OperatorSim
+from tests.fake_k8s import FakeKube, Fault, JobSim, OperatorSim
 from tests.fake_k8s.server import load_crd_schemas
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -493,6 +494,35 @@ def test_cancel_is_idempotent(kube: FakeKube) -> None:
     other, _ = make_backend(kube)
     other.cancel(handle)  # already gone: 404 is fine
     assert kube.jobs_of("pytorchjobs") == []
+
+
+def _job_lists(kube: FakeKube) -> list[str]:
+    return [p for m, p in kube.requests if m == "GET" and "/pytorchjobs?" in p and "watch=" not in p]
+
+
+def _break_watches(kube: FakeKube, times: int) -> None:
+    """Reset the connection of the next ``times`` watch requests (the client's own pool retries some of them)."""
+    kube.faults.append(Fault(action="reset", path=r"/pytorchjobs$", method="GET", query="watch=", times=times))
+
+
+def test_broken_watch_streams_are_retried_from_a_fresh_list(kube: FakeKube, operator: OperatorSim) -> None:
+    operator.scenario = s_success
+    _break_watches(kube, times=8)  # more than one try of the watch: the client retries a reset 3 times itself
+    backend, out = make_backend(kube)
+    result = backend.run(pytorch_job(), timeout=20)
+    assert result.succeeded, (result.describe(), out.getvalue())
+    assert "[master-0] hello from master-0" in out.getvalue()
+    assert len(_job_lists(kube)) >= 3  # the first list, and one before each try after a broken stream
+
+
+def test_watch_broken_every_time_gives_up_after_the_retry_policy(kube: FakeKube, operator: OperatorSim) -> None:
+    operator.scenario = s_forever
+    _break_watches(kube, times=1000)
+    backend, _ = make_backend(kube)
+    with pytest.raises(urllib3.exceptions.HTTPError):
+        backend.run(pytorch_job(), timeout=20)
+    assert len(_job_lists(kube)) == FAST_RETRY.attempts  # the first list, and one before each of the retries
+    assert kube.jobs_of("pytorchjobs") == []  # Backend.run cancels the job it cannot follow
 
 
 SIGTERM_SCRIPT = textwrap.dedent(
