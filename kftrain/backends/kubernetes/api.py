@@ -18,6 +18,7 @@ import contextlib
 import functools
 import http.client
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,17 +95,19 @@ class JobRef:
 
 
 def load_client() -> tuple[client.ApiClient, str | None]:
-    """A client for the cluster this runs in (its service account), else the kubeconfig's current context,
-    and that context's namespace (None in a pod, or when the context names none)."""
+    """A client for the cluster this runs in (its service account), else the current context of the kubeconfig
+    (``KUBECONFIG``, else ~/.kube/config), and that context's namespace (None in a pod, or when it names none)."""
     cfg = client.Configuration()
     try:
         config.load_incluster_config(client_configuration=cfg)
         return client.ApiClient(cfg), None
     except ConfigException:
         pass
+    # KUBECONFIG as it is now: the client library reads it once, when it is imported.
+    kubeconfig = os.environ.get("KUBECONFIG") or None
     try:
-        config.load_kube_config(client_configuration=cfg)
-        _, active = config.list_kube_config_contexts()
+        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        _, active = config.list_kube_config_contexts(config_file=kubeconfig)
     except (ConfigException, OSError) as exc:
         raise KftrainError(
             f"kubernetes backend: no cluster configuration (not in a pod, and no usable kubeconfig): {exc}"
