@@ -394,7 +394,7 @@ def test_identity_written_before_waiting(
     assert backend.run(job, timeout=20).succeeded
     (handle,) = seen
     assert handle.backend == "kubernetes" and handle.namespace == "default" and handle.kind == "PyTorchJob"
-    assert handle.uid == kube.created[0]["metadata"]["uid"]
+    assert handle.uid == kube.jobs_of("pytorchjobs")[0]["metadata"]["uid"]
     assert json.loads(identity.read_text())["name"] == handle.name == job.name
 
 
