@@ -20,26 +20,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 import yaml
 from kubernetes import client
 
-from kftrain.backends.base import JobHandle, JobPhase, JobResult
-from kftrain.backends.k8s_support import (
-    RUN_ID_LABEL,
-    TASK_ID_LABEL,
-    RetryPolicy,
-    call_with_retry,
-    job_name_for,
-    label_value,
-    mpijob_to_v1,
-    mpijob_to_v2beta1,
-    replica_label,
-)
-from kftrain.backends.kubernetes import KubernetesBackend, KubernetesOptions, apply_pod_settings, load_handle
+from kftrain.backends.base import JobHandle, JobPhase, JobResult, load_identity
+from kftrain.backends.kubernetes import KubernetesConfig
+from kftrain.backends.kubernetes.api import is_transient
+from kftrain.backends.kubernetes.backend import KubernetesBackend
+from kftrain.backends.kubernetes.pods import replica_label
 from kftrain.errors import KftrainError
-from kftrain.job import ReplicaInput, build_job, render_manifest
+from kftrain.job import PodSettings, ReplicaInput, apply_pod_settings, build_job, render_manifest
+from kftrain.job.kinds.mpijob import to_v1, to_v2beta1
 from kftrain.job.model import JobKind, MPIImplementation, TrainingJob
-from tests.fake_k8s import FakeKube, JobSim, OperatorSim
+from kftrain.job.naming import RUN_ID_LABEL, TASK_ID_LABEL, job_name_for, label_value, stamp_run_identity
+from kftrain.retry import RetryPolicy, call_with_retry
+from tests.fake_k8s import FakeKube, Fault, JobSim, OperatorSim
 from tests.fake_k8s.server import load_crd_schemas
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +45,7 @@ RBAC_DIR = REPO_ROOT / "deploy/rbac"
 FAST_RETRY = RetryPolicy(attempts=6, initial_s=0.02, max_s=0.1)
 
 
-def _fast_options(**overrides: Any) -> KubernetesOptions:
+def _fast_config(**overrides: Any) -> KubernetesConfig:
     """Short intervals everywhere so the whole suite stays well under a minute."""
     values: dict[str, Any] = dict(
         namespace="default",
@@ -62,7 +58,7 @@ def _fast_options(**overrides: Any) -> KubernetesOptions:
         owner_pod_uid="",
     )
     values.update(overrides)
-    return KubernetesOptions(**values)
+    return KubernetesConfig(**values)
 
 
 @pytest.fixture
@@ -90,7 +86,13 @@ def api_client(kube: FakeKube) -> client.ApiClient:
 
 def make_backend(kube: FakeKube, **overrides: Any) -> tuple[KubernetesBackend, io.StringIO]:
     out = io.StringIO()
-    return KubernetesBackend(_fast_options(out=out, **overrides), api_client(kube)), out
+    return KubernetesBackend(_fast_config(out=out, **overrides), api_client(kube)), out
+
+
+def stamped(job: TrainingJob, run_id: str, task_id: str) -> TrainingJob:
+    """``job`` named and labelled from its run and task, as the launch step submits it."""
+    stamp_run_identity(job, run_id, task_id)
+    return job
 
 
 def pytorch_job(workers: int = 1, name: str = "digits") -> TrainingJob:
@@ -232,6 +234,8 @@ class Case:
     phase: JobPhase
     reason: str
     options: dict[str, Any] = field(default_factory=dict)
+    # (run id, task id) the job is stamped with before it is submitted; None: a job outside a pipeline.
+    ids: tuple[str, str] | None = None
     faults: list[dict[str, Any]] = field(default_factory=list)
     timeout: float | None = 20.0
     deleted_by_backend: bool = False
@@ -269,7 +273,7 @@ CASES = [
         JobPhase.SUCCEEDED,
         "PyTorchJobSucceeded",
         output_has=("[master-0] hello from master-0", "[worker-1] epoch 1 loss 0.5", ": Running: PyTorchJob"),
-        options={"run_id": "run-1", "task_id": "task-1"},
+        ids=("run-1", "task-1"),
     ),
     Case("replica failure", s_replica_failure, JobPhase.FAILED, "PyTorchJobFailed", check=_check_failure),
     Case(
@@ -352,7 +356,10 @@ def test_scenario(case: Case, kube: FakeKube, operator: OperatorSim) -> None:
     for fault in case.faults:
         kube.fault(**fault)
     backend, out = make_backend(kube, **case.options)
-    result = backend.run(pytorch_job(workers=2), timeout=case.timeout)
+    job = pytorch_job(workers=2)
+    if case.ids is not None:
+        stamp_run_identity(job, *case.ids)
+    result = backend.run(job, timeout=case.timeout)
     text = out.getvalue()
     assert (result.phase, result.reason) == (case.phase, case.reason), (result.describe(), text)
     for expected in case.output_has:
@@ -367,35 +374,34 @@ def test_scenario(case: Case, kube: FakeKube, operator: OperatorSim) -> None:
 # -- lifecycle around the wait ----------------------------------------------------------------------
 
 
-def test_identity_written_before_waiting(kube: FakeKube, operator: OperatorSim, tmp_path: Path) -> None:
+def test_identity_written_before_waiting(
+    kube: FakeKube, operator: OperatorSim, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     operator.scenario = s_success
     seen: list[JobHandle] = []
     identity = tmp_path / "out" / "job.json"
+    backend, _ = make_backend(kube, identity_path=identity)
+    wait = backend.wait
 
-    def on_submitted(handle: JobHandle) -> None:
-        assert load_handle(identity) == handle  # written first, then the callback
+    def wait_after_checking(handle: JobHandle, timeout: float | None = None) -> JobResult:
+        assert load_identity(identity) == handle  # written first, then the wait
         assert not kube.deletions and kube.jobs_of("pytorchjobs")  # and the job exists
         seen.append(handle)
+        return wait(handle, timeout)
 
-    backend, _ = make_backend(
-        kube,
-        run_id="4f1c9a6e-2b1d-4c8e-9f00-abcdef012345",
-        task_id="task-7",
-        identity_path=identity,
-        on_submitted=on_submitted,
-    )
-    handle = backend.submit(pytorch_job())
-    assert seen == [handle]
+    monkeypatch.setattr(backend, "wait", wait_after_checking)
+    job = stamped(pytorch_job(), "4f1c9a6e-2b1d-4c8e-9f00-abcdef012345", "task-7")
+    assert backend.run(job, timeout=20).succeeded
+    (handle,) = seen
     assert handle.backend == "kubernetes" and handle.namespace == "default" and handle.kind == "PyTorchJob"
     assert handle.uid == kube.jobs_of("pytorchjobs")[0]["metadata"]["uid"]
-    assert json.loads(identity.read_text())["name"] == handle.name
-    assert backend.wait(handle, timeout=20).succeeded
+    assert json.loads(identity.read_text())["name"] == handle.name == job.name
 
 
 def test_name_and_labels_from_run_and_task(kube: FakeKube) -> None:
     run_id, task_id = "4f1c9a6e-2b1d-4c8e-9f00-abcdef012345", "9a8b7c6d-0000-1111-2222-333344445555"
-    backend, _ = make_backend(kube, run_id=run_id, task_id=task_id)
-    handle = backend.submit(pytorch_job())
+    backend, _ = make_backend(kube)
+    handle = backend.submit(stamped(pytorch_job(), run_id, task_id))
     assert handle.name == job_name_for(run_id, task_id, base="digits")
     obj = kube.jobs_of("pytorchjobs")[0]
     assert obj["metadata"]["labels"][RUN_ID_LABEL] == run_id
@@ -410,11 +416,10 @@ def test_launcher_restarted_reattaches(kube: FakeKube, operator: OperatorSim) ->
         s_success(sim)
 
     operator.scenario = slow_success
-    ids = {"run_id": "run-42", "task_id": "train"}
-    first, _ = make_backend(kube, owner_pod_name="launcher-a", owner_pod_uid="uid-a", **ids)
-    h1 = first.submit(pytorch_job())  # ... and the launcher pod dies before waiting
-    second, out = make_backend(kube, owner_pod_name="launcher-b", owner_pod_uid="uid-b", **ids)
-    h2 = second.submit(pytorch_job())
+    first, _ = make_backend(kube, owner_pod_name="launcher-a", owner_pod_uid="uid-a")
+    h1 = first.submit(stamped(pytorch_job(), "run-42", "train"))  # ... and the launcher pod dies before waiting
+    second, out = make_backend(kube, owner_pod_name="launcher-b", owner_pod_uid="uid-b")
+    h2 = second.submit(stamped(pytorch_job(), "run-42", "train"))
     assert h2 == h1
     result = second.wait(h2, timeout=20)
     assert result.succeeded, result.describe()
@@ -425,16 +430,15 @@ def test_launcher_restarted_reattaches(kube: FakeKube, operator: OperatorSim) ->
 
 
 def test_existing_job_of_another_task_is_not_adopted(kube: FakeKube) -> None:
-    ids = {"run_id": "run-42", "task_id": "train"}
-    backend, _ = make_backend(kube, **ids)
-    job = backend.prepare(pytorch_job())
+    backend, _ = make_backend(kube)
+    job = backend.prepare(stamped(pytorch_job(), "run-42", "train"))
     manifest = render_manifest(job)
     manifest["metadata"]["labels"][TASK_ID_LABEL] = "some-other-task"
     client.CustomObjectsApi(api_client(kube)).create_namespaced_custom_object(
         "kubeflow.org", "v1", "default", "pytorchjobs", manifest
     )
     with pytest.raises(KftrainError, match="not created by this task"):
-        backend.submit(pytorch_job())
+        backend.submit(stamped(pytorch_job(), "run-42", "train"))
     assert len(kube.created) == 1
 
 
@@ -492,19 +496,50 @@ def test_cancel_is_idempotent(kube: FakeKube) -> None:
     assert kube.jobs_of("pytorchjobs") == []
 
 
+def _job_lists(kube: FakeKube) -> list[str]:
+    return [p for m, p in kube.requests if m == "GET" and "/pytorchjobs?" in p and "watch=" not in p]
+
+
+def _break_watches(kube: FakeKube, times: int) -> None:
+    """Reset the connection of the next ``times`` watch requests (the client's own pool retries some of them)."""
+    kube.faults.append(Fault(action="reset", path=r"/pytorchjobs$", method="GET", query="watch=", times=times))
+
+
+def test_broken_watch_streams_are_retried_from_a_fresh_list(kube: FakeKube, operator: OperatorSim) -> None:
+    operator.scenario = s_success
+    _break_watches(kube, times=8)  # more than one try of the watch: the client retries a reset 3 times itself
+    backend, out = make_backend(kube)
+    result = backend.run(pytorch_job(), timeout=20)
+    assert result.succeeded, (result.describe(), out.getvalue())
+    assert "[master-0] hello from master-0" in out.getvalue()
+    assert len(_job_lists(kube)) >= 3  # the first list, and one before each try after a broken stream
+
+
+def test_watch_broken_every_time_gives_up_after_the_retry_policy(kube: FakeKube, operator: OperatorSim) -> None:
+    operator.scenario = s_forever
+    _break_watches(kube, times=1000)
+    backend, _ = make_backend(kube)
+    with pytest.raises(urllib3.exceptions.HTTPError):
+        backend.run(pytorch_job(), timeout=20)
+    assert len(_job_lists(kube)) == FAST_RETRY.attempts  # the first list, and one before each of the retries
+    assert kube.jobs_of("pytorchjobs") == []  # Backend.run cancels the job it cannot follow
+
+
 SIGTERM_SCRIPT = textwrap.dedent(
     """
     import sys
     from kubernetes import client
-    from kftrain.backends.k8s_support import RetryPolicy
-    from kftrain.backends.kubernetes import KubernetesBackend, KubernetesOptions
+    from kftrain.backends.kubernetes import KubernetesConfig
+    from kftrain.backends.kubernetes.backend import KubernetesBackend
     from kftrain.job import ReplicaInput, build_job
-    from kftrain.signals import Terminated, terminate_raises
+    from kftrain.job.naming import stamp_run_identity
+    from kftrain.retry import RetryPolicy
+    from kftrain.signals import Terminated
 
     cfg = client.Configuration()
     cfg.host = sys.argv[1]
-    options = KubernetesOptions(
-        namespace="default", run_id="run-sig", task_id="train", identity_path=sys.argv[2],
+    config = KubernetesConfig(
+        namespace="default", identity_path=sys.argv[2],
         poll_interval_s=0.05, watch_window_s=1, log_drain_s=0.5,
         retry=RetryPolicy(attempts=4, initial_s=0.02, max_s=0.1),
     )
@@ -513,9 +548,9 @@ SIGTERM_SCRIPT = textwrap.dedent(
         {"Master": ReplicaInput(1, command=["python", "t.py"]), "Worker": ReplicaInput(1, command=["python", "t.py"])},
         image="example.com/train:1",
     )
+    stamp_run_identity(job, "run-sig", "train")
     try:
-        with terminate_raises():
-            result = KubernetesBackend(options, client.ApiClient(cfg)).run(job)
+        result = KubernetesBackend(config, client.ApiClient(cfg)).run(job)  # SIGTERM raises Terminated in run
     except Terminated as exc:
         print("terminated", flush=True)
         sys.exit(exc.exit_code)
@@ -557,7 +592,7 @@ def test_sigterm_deletes_the_job(kube: FakeKube, operator: OperatorSim, tmp_path
     output = proc.stdout.read() if proc.stdout else ""
     assert rc == 143, output
     assert "terminated" in output and "[master-0] step" in output
-    assert [d[2] for d in kube.deletions] == [load_handle(identity).name]
+    assert [d[2] for d in kube.deletions] == [load_identity(identity).name]
 
 
 # -- MPIJob versions ---------------------------------------------------------------------------------
@@ -604,10 +639,10 @@ def test_no_mpijob_served(kube: FakeKube) -> None:
 def test_mpijob_conversion_round_trip() -> None:
     schemas = load_crd_schemas(CRD_DIR) if CRD_DIR.is_dir() else None
     v2 = mpi_job()
-    v1 = mpijob_to_v1(v2)
+    v1 = to_v1(v2)
     assert v1.api_version == "kubeflow.org/v1"
     assert all(r.template.spec.containers[0].name == "mpi" for r in v1.replica_specs.values())
-    back = mpijob_to_v2beta1(v1)
+    back = to_v2beta1(v1)
     assert render_manifest(back) == render_manifest(v2) | {"spec": render_manifest(back)["spec"]}
     assert back.api_version == "kubeflow.org/v2beta1"
     assert back.spec.main_container is None
@@ -616,15 +651,14 @@ def test_mpijob_conversion_round_trip() -> None:
         assert schemas.errors(render_manifest(back)) == []
     v2.spec.run_launcher_as_worker = True
     with pytest.raises(KftrainError, match="runLauncherAsWorker"):
-        mpijob_to_v1(v2)
+        to_v1(v2)
 
 
 # -- pod settings ------------------------------------------------------------------------------------
 
 
 def test_pod_settings_in_created_job(kube: FakeKube) -> None:
-    job = apply_pod_settings(
-        pytorch_job(),
+    settings = PodSettings(
         gpus=2,
         cpu="4",
         memory="16Gi",
@@ -634,6 +668,7 @@ def test_pod_settings_in_created_job(kube: FakeKube) -> None:
         image_pull_secrets=["regcred"],
         secret_env={"WANDB_API_KEY": ("wandb", "api-key")},
     )
+    job = apply_pod_settings(pytorch_job(), settings)
     backend, _ = make_backend(kube)
     backend.submit(job)
     (created,) = kube.created
@@ -644,9 +679,9 @@ def test_pod_settings_in_created_job(kube: FakeKube) -> None:
         assert pod["serviceAccountName"] == "trainer"
         assert pod["imagePullSecrets"] == [{"name": "regcred"}]
         (container,) = pod["containers"]
-        assert container["resources"] == {
+        assert container["resources"] == {  # requests = limits for cpu and memory (Guaranteed); GPUs a limit
             "requests": {"cpu": "4", "memory": "16Gi"},
-            "limits": {"nvidia.com/gpu": "2", "memory": "16Gi"},
+            "limits": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": 2},
         }
         secret_env = [e for e in container["env"] if e["name"] == "WANDB_API_KEY"]
         assert secret_env == [
@@ -655,11 +690,11 @@ def test_pod_settings_in_created_job(kube: FakeKube) -> None:
 
 
 def test_mpi_launcher_gets_no_gpu() -> None:
-    job = apply_pod_settings(mpi_job(), gpus=1)
+    job = apply_pod_settings(mpi_job(), PodSettings(gpus=1))
     launcher = job.replica_specs["Launcher"].template.spec.containers[0]
     worker = job.replica_specs["Worker"].template.spec.containers[0]
     assert launcher.resources is None
-    assert worker.resources == {"limits": {"nvidia.com/gpu": "1"}}
+    assert worker.resources == {"limits": {"nvidia.com/gpu": 1}}
 
 
 # -- helpers -----------------------------------------------------------------------------------------
@@ -700,7 +735,7 @@ def test_retry_helper_bounds() -> None:
         return "ok"
 
     policy = RetryPolicy(attempts=5, initial_s=0.1, max_s=0.15)
-    assert call_with_retry(flaky, policy, "flaky", sleep=sleeps.append) == "ok"
+    assert call_with_retry(flaky, policy=policy, is_transient=is_transient, what="flaky", sleep=sleeps.append) == "ok"
     assert sleeps == [0.1, 0.15]
 
     def forbidden() -> None:
@@ -709,7 +744,7 @@ def test_retry_helper_bounds() -> None:
 
     calls.clear()
     with pytest.raises(ApiException):
-        call_with_retry(forbidden, policy, "forbidden", sleep=sleeps.append)
+        call_with_retry(forbidden, policy=policy, is_transient=is_transient, what="forbidden", sleep=sleeps.append)
     assert len(calls) == 1  # not retried: a 403 will not fix itself
 
     def broken() -> None:
@@ -718,7 +753,7 @@ def test_retry_helper_bounds() -> None:
 
     calls.clear()
     with pytest.raises(ConnectionResetError):
-        call_with_retry(broken, policy, "broken", sleep=lambda s: None)
+        call_with_retry(broken, policy=policy, is_transient=is_transient, what="broken", sleep=lambda s: None)
     assert len(calls) == 5
 
 

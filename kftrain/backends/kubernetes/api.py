@@ -1,12 +1,43 @@
-"""What the backend needs to know about the Kubernetes API's errors: which are worth retrying, and their message."""
+"""The backend's one way to the Kubernetes API: where the cluster is, which calls it makes, and how they are retried.
+
+:class:`KubeApi` configures the client (the pod's service account inside a cluster, else the kubeconfig),
+resolves the namespace a job goes to, asks discovery which MPIJob version the cluster serves, and makes
+every request the backend needs, each one through :func:`kftrain.retry.call_with_retry` with
+:func:`is_transient` as its classifier: throttling, server errors and dropped connections are retried,
+errors that say the request is wrong are not. The list and watch of the job are the requests not made
+here: a broken watch is retried by re-listing in between, which :mod:`kftrain.backends.kubernetes.watch`
+does with the same :func:`kftrain.retry.call_with_retry` and classifier.
+
+Everything else in this package reaches the API through a :class:`KubeApi`, never through the client
+directly, so the retry policy and the error classifier are decided in one place.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import http.client
 import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
 
 import urllib3.exceptions
+from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from kftrain.backends.base import JobHandle
+from kftrain.backends.kubernetes.config import SERVICE_ACCOUNT_NAMESPACE
+from kftrain.backends.kubernetes.pods import JOB_NAME_LABEL
+from kftrain.errors import KftrainError
+from kftrain.job.kinds import GROUP, kind_for
+from kftrain.job.model import JobKind
+from kftrain.retry import RetryPolicy, call_with_retry
+
+T = TypeVar("T")
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 
@@ -31,3 +62,213 @@ def api_message(exc: ApiException) -> str:
         return str(json.loads(exc.body or "{}").get("message") or exc.reason)
     except (ValueError, AttributeError):
         return str(exc.reason)
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """Where one job lives in the API: its name, namespace and resource, and the container its program runs in."""
+
+    name: str
+    namespace: str
+    kind: str
+    api_version: str
+    plural: str
+    version: str
+    # The container the operator runs the replica's program in; None: the first one (mpi-operator).
+    main_container: str | None
+
+    @classmethod
+    def make(cls, kind: JobKind | str, api_version: str | None, name: str, namespace: str) -> JobRef:
+        kspec = kind_for(kind, api_version).spec
+        return cls(
+            name, namespace, kspec.kind.value, kspec.api_version, kspec.plural, kspec.version, kspec.default_container
+        )
+
+    @classmethod
+    def of(cls, handle: JobHandle) -> JobRef:
+        if not handle.kind or not handle.namespace:
+            raise KftrainError(f"kubernetes backend: handle {handle} lacks kind or namespace")
+        return cls.make(handle.kind, handle.api_version, handle.name, handle.namespace)
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+def load_client() -> tuple[client.ApiClient, str | None]:
+    """A client for the cluster this runs in (its service account), else the current context of the kubeconfig
+    (``KUBECONFIG``, else ~/.kube/config), and that context's namespace (None in a pod, or when it names none)."""
+    cfg = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=cfg)
+        return client.ApiClient(cfg), None
+    except ConfigException:
+        pass
+    # KUBECONFIG as it is now: the client library reads it once, when it is imported.
+    kubeconfig = os.environ.get("KUBECONFIG") or None
+    try:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        _, active = config.list_kube_config_contexts(config_file=kubeconfig)
+    except (ConfigException, OSError) as exc:
+        raise KftrainError(
+            f"kubernetes backend: no cluster configuration (not in a pod, and no usable kubeconfig): {exc}"
+        ) from None
+    return client.ApiClient(cfg), (active or {}).get("context", {}).get("namespace")
+
+
+class KubeApi:
+    """The requests the backend makes, each retried by ``retry`` while its error is transient.
+
+    The client is configured on first use (``api_client`` given: that one), so making a backend costs nothing.
+    """
+
+    def __init__(
+        self,
+        retry: RetryPolicy,
+        api_client: client.ApiClient | None = None,
+        namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE,
+    ) -> None:
+        self.retry = retry
+        self._client = api_client
+        self._kubeconfig_namespace: str | None = None
+        self._namespace_file = namespace_file
+
+    @property
+    def api_client(self) -> client.ApiClient:
+        if self._client is None:
+            self._client, self._kubeconfig_namespace = load_client()
+        return self._client
+
+    @property
+    def custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.api_client)
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api_client)
+
+    def call(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn()``, retried while it fails transiently; ``what`` names it in the retry's log line."""
+        return call_with_retry(fn, policy=self.retry, is_transient=is_transient, what=what, describe=describe)
+
+    # -- where -----------------------------------------------------------------------------------
+
+    def resolve_namespace(self, *preferred: str | None) -> str:
+        """The first of ``preferred`` that is set, else this pod's namespace, else the kubeconfig's, else default."""
+        for namespace in preferred:
+            if namespace:
+                return namespace
+        with contextlib.suppress(OSError):
+            namespace = self._namespace_file.read_text().strip()
+            if namespace:
+                return namespace
+        _ = self.api_client  # loading the kubeconfig is what tells its namespace
+        return self._kubeconfig_namespace or "default"
+
+    def served_mpijob_versions(self) -> list[str]:
+        """Versions of kubeflow.org that serve ``mpijobs``, from discovery (/apis/kubeflow.org)."""
+        try:
+            group: dict[str, Any] = self.call(
+                f"discovery of {GROUP}",
+                lambda: self.api_client.call_api(
+                    f"/apis/{GROUP}",
+                    "GET",
+                    header_params={"Accept": "application/json"},
+                    response_type="object",
+                    auth_settings=["BearerToken"],
+                    _return_http_data_only=True,
+                ),
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return []
+            raise
+        served = []
+        for entry in (group or {}).get("versions", []):
+            version = entry.get("version")
+            resources = self.call(
+                f"discovery of {GROUP}/{version}",
+                functools.partial(self.custom.get_api_resources, GROUP, version),
+            )
+            if any(r.name == "mpijobs" for r in resources.resources or []):
+                served.append(version)
+        return served
+
+    # -- the job ---------------------------------------------------------------------------------
+
+    def create_job(self, job: JobRef, manifest: dict[str, Any]) -> dict[str, Any]:
+        return self.call(
+            f"create {job}",
+            lambda: self.custom.create_namespaced_custom_object(
+                GROUP, job.version, job.namespace, job.plural, manifest
+            ),
+        )
+
+    def get_job(self, job: JobRef) -> dict[str, Any]:
+        return self.call(
+            f"get {job}",
+            lambda: self.custom.get_namespaced_custom_object(GROUP, job.version, job.namespace, job.plural, job.name),
+        )
+
+    def patch_job(self, job: JobRef, patch: dict[str, Any]) -> dict[str, Any]:
+        return self.call(
+            f"patch {job}",
+            lambda: self.custom.patch_namespaced_custom_object(
+                GROUP, job.version, job.namespace, job.plural, job.name, patch
+            ),
+        )
+
+    def delete_job(self, job: JobRef, propagation_policy: str) -> bool:
+        """Delete the job; False when it was already gone."""
+        body = client.V1DeleteOptions(propagation_policy=propagation_policy)
+        try:
+            self.call(
+                f"delete {job}",
+                lambda: self.custom.delete_namespaced_custom_object(
+                    GROUP, job.version, job.namespace, job.plural, job.name, body=body
+                ),
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return False
+        return True
+
+    # -- its pods and events ---------------------------------------------------------------------
+
+    def job_pods(self, job: JobRef) -> list[client.V1Pod]:
+        """The job's replica pods, found by the operators' job-name label."""
+        listed = self.call(
+            f"list pods of {job.name}",
+            lambda: self.core.list_namespaced_pod(job.namespace, label_selector=f"{JOB_NAME_LABEL}={job.name}"),
+        )
+        return list(listed.items or [])
+
+    def read_pod(self, namespace: str, name: str) -> client.V1Pod:
+        return self.call(f"get pod {name}", lambda: self.core.read_namespaced_pod(name, namespace))
+
+    def pod_log(self, namespace: str, name: str, container: str | None, *, tail_lines: int, previous: bool) -> str:
+        """The last ``tail_lines`` lines of the container's current run (or its previous one)."""
+        text = self.call(
+            f"log of {name}",
+            lambda: self.core.read_namespaced_pod_log(
+                name, namespace, container=container, tail_lines=tail_lines, previous=previous
+            ),
+        )
+        return str(text)
+
+    def follow_pod_log(self, namespace: str, name: str, container: str | None) -> Any:
+        """The open HTTP response that streams the container's log as it is written (the caller releases it)."""
+        return self.call(
+            f"log of {name}",
+            lambda: self.core.read_namespaced_pod_log(
+                name, namespace, container=container, follow=True, _preload_content=False
+            ),
+        )
+
+    def events_of(self, namespace: str, name: str) -> list[client.CoreV1Event]:
+        """The events about the object called ``name`` (a pod, or the job), oldest first as the server lists them."""
+        listed = self.call(
+            f"events of {name}",
+            lambda: self.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}"),
+        )
+        return list(listed.items or [])
