@@ -125,8 +125,9 @@ def _wait_for(log: io.StringIO, pattern: str, after: int = 0, timeout: float = 1
 def test_elastic_job_survives_a_lost_worker_and_admits_a_new_one(dataset, tmp_path):
     # Long enough (~20 s at 2 workers) to re-form the group at 2 and then admit a third worker.
     args = [*trainer_args(dataset, tmp_path, epochs=400), "--checkpoint-every-steps", "50"]
-    # A fresh worker store per rendezvous round: agents whose restart counts diverged after the loss
-    # otherwise meet stale rank addresses in the shared store and never converge.
+    # One process per replica: without nProcPerNode the operator defaults nprocPerNode to "auto", and torchrun
+    # then starts one process per CPU core. A fresh worker store per rendezvous round: agents whose restart
+    # counts diverged after the loss otherwise meet stale rank addresses in the shared store and never converge.
     env = {"PET_MONITOR_INTERVAL": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
     worker = _replica(["torchrun", "--module", "kftrain.trainers.torch_ddp"], args, env, "Never")
     worker["replicas"] = 3
@@ -137,7 +138,7 @@ def test_elastic_job_survives_a_lost_worker_and_admits_a_new_one(dataset, tmp_pa
             "metadata": {"name": "elastic"},
             "spec": {
                 "elasticPolicy": {
-                    "minReplicas": 2, "maxReplicas": 4, "rdzvBackend": "c10d", "maxRestarts": 10,
+                    "minReplicas": 2, "maxReplicas": 4, "rdzvBackend": "c10d", "maxRestarts": 10, "nProcPerNode": 1,
                     "rdzvConf": [{"key": "last_call_timeout", "value": "1"}],
                 },
                 "pytorchReplicaSpecs": {"Worker": worker},

@@ -788,13 +788,17 @@ def test_rbac_role_grants_exactly_what_the_backend_uses() -> None:
     assert "*" not in text
 
 
-def test_rbac_binding_targets_pipeline_runner() -> None:
+def test_rbac_bindings_target_the_accounts_kfp_runs_steps_as() -> None:
+    """Single-user KFP runs steps as pipeline-runner; multi-user Kubeflow runs them in each profile's
+    namespace as default-editor. Each binding grants exactly the launcher Role."""
     docs = _rbac_docs()
     (role,) = [d for d in docs if d["kind"] == "Role"]
-    (binding,) = [d for d in docs if d["kind"] == "RoleBinding"]
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "Role",
-        "name": role["metadata"]["name"],
-    }
-    assert [(s["kind"], s["name"]) for s in binding["subjects"]] == [("ServiceAccount", "pipeline-runner")]
+    bindings = [d for d in docs if d["kind"] == "RoleBinding"]
+    for binding in bindings:
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": role["metadata"]["name"],
+        }
+    subjects = sorted((s["kind"], s["name"]) for b in bindings for s in b["subjects"])
+    assert subjects == [("ServiceAccount", "default-editor"), ("ServiceAccount", "pipeline-runner")]

@@ -526,7 +526,7 @@ def test_version_name_is_package_version_and_git_sha(tmp_path: Path, monkeypatch
 
 def test_resolve_package_reads_name_and_parameters() -> None:
     package = resolve_package("pytorch-digits")
-    assert package.path == DIGITS_YAML
+    assert package.path.resolve() == DIGITS_YAML.resolve()
     assert package.name == "pytorch-digits"
     spec = next(yaml.safe_load_all(DIGITS_YAML.read_text()))
     assert package.parameters == set(spec["root"]["inputDefinitions"]["parameters"])

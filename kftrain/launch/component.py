@@ -33,6 +33,7 @@ from kftrain.launch.step import (
     run_job,
 )
 from kftrain.models import model_info
+from kftrain.signals import Terminated
 from kftrain.storage import output_uri
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,8 @@ def launch_component(
         require_model_written(model.uri)
     except KftrainError as exc:
         fail_step(str(exc), getattr(exc, "exit_code", 2))
+    except Terminated:
+        fail_step("terminated (run cancelled or pod evicted): the job was stopped", Terminated.exit_code)
     model.metadata.update(_model_metadata(training_job, model.uri, result))
     return result
 

@@ -202,9 +202,15 @@ class KubernetesBackend(Backend):
                         self._delete(job)
                         return stuck
                 obj = watch.next(until=min(next_check, deadline) if deadline is not None else next_check)
+        except BaseException:
+            # Interrupted (SIGTERM, Ctrl-C, an API error): the caller deletes the job next; waiting for its
+            # log streams to drain would only delay that.
+            if logs is not None:
+                logs.finish(0.0)
+            raise
         finally:
             if logs is not None:
-                logs.finish(cfg.log_drain_s)
+                logs.finish(cfg.log_drain_s)  # a no-op once finished
 
     def _explain_failure(self, job: JobRef, result: JobResult, logs: LogFollower | None) -> None:
         """Add to ``result`` which replica failed, its exit code, its last log lines and the recent events."""
