@@ -13,9 +13,10 @@ compiled file for placeholders inside constants).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import sys
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -24,22 +25,20 @@ from kfp import dsl, kubernetes
 from kftrain_components.data.prepare_dataset.component import prepare_dataset
 from kftrain_components.evaluation.evaluate_classifier.component import evaluate_classifier
 from kftrain_components.export.export_model.component import export_model
+from kftrain_components.training import launch_inputs
+from kftrain_components.training.launch_inputs import Input as Param
 from kftrain_components.training.trainer_args.component import trainer_args
-
-
-@dataclass(frozen=True)
-class Param:
-    """A pipeline parameter: name, Python type (str, int, float, list, dict), default and description."""
-
-    name: str
-    type: type
-    default: Any
-    doc: str
-
 
 DATA = (
     Param("source", str, "builtin:digits", "Dataset: builtin:digits or a Parquet/CSV URI with a label column."),
     Param("seed", int, 42, "Seed of the data split and of the model's initialization."),
+)
+# The trainers' flags (kftrain_components.training.trainer_args); each pipeline gives its own defaults.
+TRAINING = (
+    Param("epochs", int, 20, "Passes over the training data."),
+    Param("batch_size", int, 32, "Batch size of each process (the global batch is this times the processes)."),
+    Param("learning_rate", float, 0.05, "Learning rate."),
+    Param("checkpoint_every_steps", int, 0, "Also checkpoint every this many steps (0: the trainer's default)."),
 )
 QUALITY = (
     Param("min_accuracy", float, 0.9, "Test accuracy the model needs to be exported."),
@@ -50,64 +49,67 @@ QUALITY = (
         "URI of the model in production (optional): export only if not worse on the test split.",
     ),
 )
-# Where and how the training job runs: what a platform engineer sets for a cluster.
-PLATFORM = (
-    Param("backend", str, "auto", "Where the job runs: auto (kubernetes when run by KFP in a pod), local, kubernetes."),
-    Param("timeout_seconds", int, 3600, "Fail and delete the training job after this long."),
-    Param("pending_timeout_seconds", int, 600, "Fail a job whose pods stay unschedulable this long (0: no limit)."),
-    Param(
+# The launch inputs a platform engineer sets for a cluster, exposed as pipeline parameters under the same
+# names and descriptions (taken from the launch components' own table), with the pipelines' defaults.
+_PLATFORM_DEFAULTS = {"timeout_seconds": 3600, "storage_secret": "mlpipeline-minio-artifact"}
+PLATFORM = tuple(
+    dataclasses.replace(i, default=_PLATFORM_DEFAULTS.get(i.name, i.default))
+    for i in (*launch_inputs.PLATFORM, *launch_inputs.STEP)
+    if i.name
+    in {
+        "backend",
+        "timeout_seconds",
+        "pending_timeout_seconds",
         "storage_secret",
-        str,
-        "mlpipeline-minio-artifact",
-        "Secret with the object store's accesskey/secretkey, given to every step and replica (optional).",
-    ),
-    Param("service_account", str, "", "Service account of the training pods; empty: the namespace's default."),
-    Param("queue_name", str, "", "Kueue LocalQueue that admits the training job; empty: none."),
-    Param("priority_class", str, "", "PriorityClass of the training pods; empty: none."),
-    Param("node_selector", dict, {}, "Node labels the training pods must match."),
-    Param("tolerations", list, [], "Kubernetes tolerations of the training pods."),
-    Param("image_pull_secrets", list, [], "Secrets to pull the trainer image with."),
-    Param("cpu", str, "", "CPU request and limit of each training replica; empty: none."),
-    Param("memory", str, "", "Memory request and limit of each training replica; empty: none."),
-    Param("gpus", int, 0, "GPUs of each training replica."),
+        "service_account",
+        "queue_name",
+        "priority_class",
+        "node_selector",
+        "tolerations",
+        "image_pull_secrets",
+        "cpu",
+        "memory",
+        "gpus",
+    }
 )
-# The launch inputs the PLATFORM parameters feed, under the same names.
-_LAUNCH_PLATFORM_INPUTS = tuple(p.name for p in PLATFORM)
 # KFP's MinIO secret keys, as the AWS variables storage reads.
 _STORAGE_SECRET_ENV = {"accesskey": "AWS_ACCESS_KEY_ID", "secretkey": "AWS_SECRET_ACCESS_KEY"}
 
 Launch = Callable[[SimpleNamespace, Any, Any, dict[str, Any]], dsl.PipelineTask]
 
 
-def training_pipeline(
-    *,
-    name: str,
-    module: str,
-    description: str,
-    summary: str,
-    training: Sequence[Param],
-    launch: Launch,
-) -> Any:
-    """The pipeline ``name`` (defined in ``module``): ``training`` are its training parameters (epochs...),
-    ``launch(params, dataset, trainer_args, platform_inputs)`` creates its launch task."""
-    params = [*DATA, *training, *QUALITY, *PLATFORM]
+def training_pipeline(module: str, launch: Launch, *params: Param, **training_defaults: Any) -> Any:
+    """The pipeline defined in ``module`` (``pipelines/<category>/<name>/pipeline.py``).
+
+    Its name is its folder's (dashes for underscores), its description the module's docstring.
+    ``launch(params, dataset, trainer_args, platform_inputs)`` creates its launch task; ``params`` are its
+    own parameters (replicas...), ``training_defaults`` its defaults for the TRAINING parameters.
+    """
+    name = module.rsplit(".", 2)[-2].replace("_", "-")
+    description = " ".join((sys.modules[module].__doc__ or name).split())
+    training = [
+        dataclasses.replace(p, default=training_defaults.pop(p.name)) if p.name in training_defaults else p
+        for p in TRAINING
+    ]
+    if training_defaults:
+        raise TypeError(f"{name}: no training parameter named {', '.join(sorted(training_defaults))}")
+    every = [*DATA, *params, *training, *QUALITY, *PLATFORM]
     signature = inspect.Signature(
         [
             inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=p.default, annotation=p.type)
-            for p in params
+            for p in every
         ]
     )
 
     def body(*args: Any, **kwargs: Any) -> None:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        p = SimpleNamespace(**bound.arguments)
-        wire(p, launch)
+        wire(SimpleNamespace(**bound.arguments), launch)
 
     body.__signature__ = signature  # type: ignore[attr-defined]
     body.__name__ = body.__qualname__ = name.replace("-", "_")
     body.__module__ = module
-    body.__doc__ = f"{summary}\n\nArgs:\n" + "\n".join(f"    {p.name}: {p.doc}" for p in params)
+    body.__doc__ = f"{description}\n\nArgs:\n" + "\n".join(f"    {p.name}: {p.doc}" for p in every)
     return dsl.pipeline(name=name, description=description)(body)
 
 
@@ -121,9 +123,9 @@ def wire(p: SimpleNamespace, launch: Launch) -> None:
         batch_size=p.batch_size,
         learning_rate=p.learning_rate,
         seed=p.seed,
-        checkpoint_every_steps=getattr(p, "checkpoint_every_steps", 0),
+        checkpoint_every_steps=p.checkpoint_every_steps,
     )
-    platform = {name: getattr(p, name) for name in _LAUNCH_PLATFORM_INPUTS}
+    platform = {param.name: getattr(p, param.name) for param in PLATFORM}
     train = launch(p, prep.outputs["dataset"], flags.output, platform)
     train.set_caching_options(False)  # a training job is never replayed from cache
     evaluation = evaluate_classifier(

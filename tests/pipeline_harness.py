@@ -40,3 +40,26 @@ def executor_output(step_dir: Path) -> dict[str, Any]:
     """What KFP recorded for one step: its output artifacts (URIs, metadata) and parameters."""
     result: dict[str, Any] = json.loads((step_dir / "executor_output.json").read_text())
     return result
+
+
+SHIPPED_STEPS = ("prepare-dataset", "trainer-args", "evaluate-classifier", "export-model")
+
+
+def assert_steps_ran(run_dir: Path, launch_step: str) -> None:
+    """Every step of a shipped pipeline wrote its executor output: prep, flags, launch, evaluation, export."""
+    for step in (*SHIPPED_STEPS, launch_step):
+        assert (run_dir / step / "executor_output.json").exists(), step
+
+
+def accuracy_passed(run_dir: Path) -> float:
+    """The test accuracy the evaluation step reported; the quality gate must have passed on it."""
+    out = executor_output(run_dir / "evaluate-classifier")
+    assert out["parameterValues"]["Output"] is True, out["parameterValues"]
+    accuracy: float = out["artifacts"]["metrics"]["artifacts"][0]["metadata"]["accuracy"]
+    return accuracy
+
+
+def model_metadata(run_dir: Path, launch_step: str) -> dict[str, Any]:
+    """What the launch step recorded on its Model output."""
+    meta: dict[str, Any] = executor_output(run_dir / launch_step)["artifacts"]["model"]["artifacts"][0]["metadata"]
+    return meta

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,23 +59,6 @@ def _fast_config(**overrides: Any) -> KubernetesConfig:
     )
     values.update(overrides)
     return KubernetesConfig(**values)
-
-
-@pytest.fixture
-def kube() -> Iterator[FakeKube]:
-    if not CRD_DIR.is_dir():
-        pytest.skip(f"the operators' CRDs are needed to validate jobs like the API server; {CRD_DIR} is missing")
-    fake = FakeKube(CRD_DIR).start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def operator(kube: FakeKube) -> Iterator[OperatorSim]:
-    sim = OperatorSim(kube)
-    yield sim
-    sim.join()
-    assert not sim.errors, "\n".join(sim.errors)
 
 
 def api_client(kube: FakeKube) -> client.ApiClient:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -74,23 +74,6 @@ KINDS = [
 
 
 # -- the cluster, as the step finds it -------------------------------------------------------------
-
-
-@pytest.fixture
-def kube() -> Iterator[FakeKube]:
-    if not CRD_DIR.is_dir():
-        pytest.skip(f"the operators' CRDs are needed to validate jobs like the API server; {CRD_DIR} is missing")
-    fake = FakeKube(CRD_DIR).start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def operator(kube: FakeKube) -> Iterator[OperatorSim]:
-    sim = OperatorSim(kube)
-    yield sim
-    sim.join()
-    assert not sim.errors, "\n".join(sim.errors)
 
 
 @pytest.fixture

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-try:
-    from pipeline_harness import executor_output, run_pipeline
-except ImportError:  # tests/ imported as a package
-    from tests.pipeline_harness import executor_output, run_pipeline
+from tests.pipeline_harness import executor_output, run_pipeline
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,9 @@ Module scope imports only kfp and the standard library.
 
 from __future__ import annotations
 
+import dataclasses
 import linecache
+import sys
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -115,25 +117,29 @@ STEP = (
 )
 
 
-def launch_component(
-    *,
-    kind: str,
-    name: str,
-    module: str,
-    summary: str,
-    replicas: Sequence[Input],
-    options: Sequence[Input] = (),
-    overrides: Sequence[Input] = (),
-    details: str = "",
-) -> Any:
-    """The KFP component ``name`` (defined in ``module``) that launches a ``kind``.
+# The job kind each launch component runs, by the name of its folder (``<kind>_launch``).
+KINDS = {"pytorchjob": "PyTorchJob", "tfjob": "TFJob", "mpijob": "MPIJob"}
 
-    ``replicas`` are the kind's replica-count inputs (placed after the program), ``options`` its other inputs
-    (after the run policy); ``overrides`` replace the default and description of shared inputs by name.
+
+def launch_component(module: str, *kind_inputs: Input, **defaults: Any) -> Any:
+    """The launch component defined in ``module`` (``components/training/<kind>_launch/component.py``).
+
+    Its name is its folder's; the kind is the folder's prefix; its description is the module's docstring.
+    ``kind_inputs`` are the kind's own inputs (placed after the program); ``defaults`` give shared inputs
+    another default for this kind (``shm_size="2Gi"``).
     """
-    replaced = {i.name: i for i in overrides}
-    inputs = [replaced.get(i.name, i) for i in (*PROGRAM, *replicas, *RUN_POLICY, *options, *PLATFORM, *STEP)]
-    source = _function_source(kind, name, summary, details, inputs)
+    name = module.rsplit(".", 2)[-2]
+    kind = KINDS[name.removesuffix("_launch")]
+    unknown = set(defaults) - {i.name for i in (*PROGRAM, *RUN_POLICY, *PLATFORM, *STEP)}
+    if unknown:
+        raise TypeError(f"{name}: no shared input named {', '.join(sorted(unknown))}")
+
+    def with_default(shared: Input) -> Input:
+        return dataclasses.replace(shared, default=defaults[shared.name]) if shared.name in defaults else shared
+
+    inputs = [*map(with_default, PROGRAM), *kind_inputs, *map(with_default, (*RUN_POLICY, *PLATFORM, *STEP))]
+    summary, _, details = (sys.modules[module].__doc__ or name).partition("\n\n")
+    source = _function_source(kind, name, summary.strip(), details, inputs)
     filename = f"<kftrain launch component {module}.{name}>"
     # inspect.getsource (which KFP uses to embed the function) reads generated code through linecache.
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)

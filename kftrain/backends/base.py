@@ -75,6 +75,8 @@ class BackendConfig:
     identity_path: str | Path | None = None
     # Where the launcher's messages and the replicas' log lines go; None: standard output.
     out: IO[str] | None = None
+    # How many of the failing replica's last log lines a failed job's message carries.
+    log_tail_lines: int = 30
 
 
 def publish_identity(handle: JobHandle, path: str | Path | None) -> None:

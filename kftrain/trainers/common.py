@@ -15,27 +15,38 @@ from typing import Any
 
 
 def trainer_parser(
-    doc: str | None,
-    *,
-    replica: str,
-    model_writer: str,
-    epochs: int,
-    lr: float,
-    lr_help: str,
-    threads_help: str,
+    doc: str | None, *, epochs: int, lr: float, checkpoint_every_steps: int = 0, checkpoint_every_epochs: int | None = 1
 ) -> argparse.ArgumentParser:
-    """A parser with the common trainer flags; ``replica`` names one process ("rank", "worker", ...)."""
+    """A parser with the flags every trainer takes, with this trainer's defaults.
+
+    ``checkpoint_every_epochs`` None leaves out ``--checkpoint-every-epochs``, for trainers that checkpoint by
+    steps only.
+    """
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", required=True, help="URI of the prepared dataset")
-    p.add_argument("--model-dir", required=True, help=f"URI the final model is written to ({model_writer})")
+    p.add_argument("--model-dir", required=True, help="URI the final model is written to (by one process only)")
     p.add_argument("--checkpoint-dir", default="", help="URI of checkpoints; a restarted job resumes from the newest")
     p.add_argument("--epochs", type=int, default=epochs)
-    p.add_argument("--batch-size", type=int, default=32, help=f"per-{replica} batch size")
-    p.add_argument("--lr", type=float, default=lr, help=lr_help)
+    p.add_argument("--batch-size", type=int, default=32, help="batch size of each process")
+    p.add_argument("--lr", type=float, default=lr, help="learning rate (data-parallel SGD scales it by the processes)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1, help=threads_help)
-    p.add_argument("--hidden", default="128,64", help="hidden layer widths")
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads of each process")
+    p.add_argument("--hidden", type=_widths, default=(128, 64), help="hidden layer widths, comma-separated")
+    p.add_argument("--checkpoint-every-steps", type=int, default=checkpoint_every_steps, help="0: not by steps")
+    if checkpoint_every_epochs is not None:
+        p.add_argument("--checkpoint-every-epochs", type=int, default=checkpoint_every_epochs, help="0: not by epochs")
+    p.add_argument("--keep-checkpoints", type=int, default=3, help="how many of the newest checkpoints to keep")
     return p
+
+
+def _widths(text: str) -> tuple[int, ...]:
+    try:
+        widths = tuple(int(w) for w in text.split(",") if w.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+    if not widths or min(widths) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give at least one positive width")
+    return widths
 
 
 def trainer_flags(

@@ -45,17 +45,7 @@ CKPT_STATE = "state.json"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = trainer_parser(
-        __doc__,
-        replica="rank",
-        model_writer="rank 0",
-        epochs=20,
-        lr=0.05,
-        lr_help="SGD learning rate, scaled by the number of ranks",
-        threads_help="TensorFlow intra-op threads per rank",
-    )
-    p.add_argument("--checkpoint-every-steps", type=int, default=0, help="also checkpoint every N steps (0: off)")
-    p.add_argument("--keep-checkpoints", type=int, default=3)
+    p = trainer_parser(__doc__, epochs=20, lr=0.05, checkpoint_every_epochs=None)
     return p.parse_args(argv)
 
 
@@ -110,7 +100,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     info = read_info(args.dataset)
     x, y = _rank_data(args.dataset, rank, size, len(info.shards["train"]))
     xv, yv = load_split(args.dataset, "validation")
-    hidden = tuple(int(h) for h in args.hidden.split(",") if h)
+    hidden = args.hidden
     # Every rank takes the same number of steps per epoch (each step is an allreduce).
     steps_per_epoch = max(1, info.rows["train"] // (args.batch_size * size))
     data = (

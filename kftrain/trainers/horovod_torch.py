@@ -33,18 +33,7 @@ log = logging.getLogger("kftrain.trainer")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = trainer_parser(
-        __doc__,
-        replica="rank",
-        model_writer="rank 0",
-        epochs=20,
-        lr=0.05,
-        lr_help="learning rate, scaled by the number of ranks",
-        threads_help="torch intra-op threads per rank",
-    )
-    p.add_argument("--checkpoint-every-steps", type=int, default=0, help="also checkpoint every N steps (0: off)")
-    p.add_argument("--checkpoint-every-epochs", type=int, default=1)
-    p.add_argument("--keep-checkpoints", type=int, default=3)
+    p = trainer_parser(__doc__, epochs=20, lr=0.05)
     p.add_argument("--fp16-allreduce", action="store_true", help="compress gradients to fp16 for the allreduce")
     return p.parse_args(argv)
 
@@ -59,7 +48,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     info = read_info(args.dataset)
     x, y, sharded = train_split(args.dataset, info, rank, size)
     xv, yv = load_split(args.dataset, "validation")
-    config = MLPConfig(info.num_features, info.num_classes, tuple(int(h) for h in args.hidden.split(",")))
+    config = MLPConfig(info.num_features, info.num_classes, args.hidden)
     model: nn.Module = MLP(config)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr * size, momentum=0.9)
 

@@ -100,16 +100,7 @@ class Role:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = trainer_parser(
-        __doc__,
-        replica="worker",
-        model_writer="chief only",
-        epochs=15,
-        lr=0.003,
-        lr_help="Adam learning rate",
-        threads_help="TensorFlow intra/inter-op threads per process",
-    )
-    p.add_argument("--checkpoint-every-steps", type=int, default=50, help="checkpoint frequency in steps")
+    p = trainer_parser(__doc__, epochs=15, lr=0.003, checkpoint_every_steps=50, checkpoint_every_epochs=None)
     p.add_argument("--eval-poll-seconds", type=float, default=1.0, help="evaluator: checkpoint polling interval")
     p.add_argument("--eval-timeout-seconds", type=float, default=0.0, help="evaluator: give up after (0: never)")
     return p.parse_args(argv)
@@ -303,7 +294,6 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     info = read_info(args.dataset)
     x, y = load_split(args.dataset, "train")
     xv, yv = load_split(args.dataset, "validation")
-    hidden = tuple(int(h) for h in args.hidden.split(",") if h)
     strategy = make_strategy(role)
     workers = role.num_workers
     steps_per_data_epoch = max(1, math.ceil(len(y) / (args.batch_size * (workers if role.mode == MWMS else 1))))
@@ -321,7 +311,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
         steps_per_epoch, epochs = steps_per_data_epoch, args.epochs
         data = _train_dataset(x, y, args.batch_size * workers, args.seed)
     with strategy.scope():
-        model = tf_models.build_model(info.num_features, info.num_classes, hidden)
+        model = tf_models.build_model(info.num_features, info.num_classes, args.hidden)
         model.compile(
             optimizer=keras.optimizers.Adam(learning_rate=args.lr),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -353,7 +343,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     elapsed = time.monotonic() - started
     losses = [float(v) for v in history.history.get("loss", [])]
     step = int(model.optimizer.iterations.numpy())
-    plain = tf_models.build_model(info.num_features, info.num_classes, hidden)
+    plain = tf_models.build_model(info.num_features, info.num_classes, args.hidden)
     plain.set_weights(model.get_weights())
     val_acc = _accuracy(plain, xv, yv)
     metrics = {
@@ -364,7 +354,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
         "final_loss": losses[-1] if losses else float("nan"),
     }
     log.info("%s: trained to step %d in %.1fs, val_accuracy %.4f", role.label, step, elapsed, val_acc)
-    save_model(args, role, model if role.mode == MWMS else plain, info, hidden, metrics)
+    save_model(args, role, model if role.mode == MWMS else plain, info, args.hidden, metrics)
     if ckpt is not None:
         ckpt.sync()
         if role.is_chief:
@@ -407,8 +397,7 @@ def evaluate_checkpoints(args: argparse.Namespace, role: Role) -> dict[str, floa
         return {}
     info = read_info(args.dataset)
     xv, yv = load_split(args.dataset, "validation")
-    hidden = tuple(int(h) for h in args.hidden.split(",") if h)
-    model = tf_models.build_model(info.num_features, info.num_classes, hidden)
+    model = tf_models.build_model(info.num_features, info.num_classes, args.hidden)
     started = time.monotonic()
     seen: str | None = None
     metrics: dict[str, float] = {}

@@ -61,18 +61,8 @@ def init_distributed(backend: str | None = None) -> DistContext:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = trainer_parser(
-        __doc__,
-        replica="process",
-        model_writer="rank 0",
-        epochs=20,
-        lr=0.05,
-        lr_help="learning rate, scaled by the world size",
-        threads_help="torch intra-op threads per process",
-    )
-    p.add_argument("--checkpoint-every-steps", type=int, default=0)
+    p = trainer_parser(__doc__, epochs=20, lr=0.05)
     p.add_argument("--checkpoint-every-seconds", type=float, default=0.0)
-    p.add_argument("--checkpoint-every-epochs", type=int, default=1)
     p.add_argument("--backend", default=None, choices=["gloo", "nccl"], help="default: nccl on GPU, else gloo")
     return p.parse_args(argv)
 
@@ -84,13 +74,15 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     info = read_info(args.dataset)
     x, y, sharded = train_split(args.dataset, info, ctx.rank, ctx.world_size)
     xv, yv = load_split(args.dataset, "validation")
-    config = MLPConfig(info.num_features, info.num_classes, tuple(int(h) for h in args.hidden.split(",")))
+    config = MLPConfig(info.num_features, info.num_classes, args.hidden)
     model: nn.Module = MLP(config).to(ctx.device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr * ctx.world_size, momentum=0.9)
     step, start_epoch = restore_latest(args.checkpoint_dir, model, opt)
     ddp = DistributedDataParallel(model) if ctx.world_size > 1 else model
     loader = train_loader(x, y, args.batch_size, ctx.rank, ctx.world_size, args.seed, sharded)
-    policy = checkpoint.CheckpointPolicy(args.checkpoint_every_steps, args.checkpoint_every_seconds)
+    policy = checkpoint.CheckpointPolicy(
+        args.checkpoint_every_steps, args.checkpoint_every_seconds, keep=args.keep_checkpoints
+    )
     loss_fn = nn.CrossEntropyLoss()
     log.info(
         "rank %d/%d: %d training rows (%s), %d epochs",

@@ -28,7 +28,6 @@ class KubernetesConfig(BackendConfig):
     # One watch request lasts this long (server side): how often deadlines and pending pods are checked.
     watch_window_s: int = 10
     poll_interval_s: float = 2.0
-    log_tail_lines: int = 30
     event_lines: int = 10
     # How long to let log streams finish once the job has ended.
     log_drain_s: float = 5.0

@@ -27,7 +27,6 @@ class LocalConfig(BackendConfig):
     # SIGTERM, then SIGKILL after this long, as the kubelet does.
     grace_period_s: float = 5.0
     poll_interval_s: float = 0.05
-    log_tail_lines: int = 30
     restart_backoff_s: float = 0.5
     max_restart_backoff_s: float = 10.0
 

@@ -12,6 +12,7 @@ Locally every host is ``localhost``, so the hostfile collapses to one line holdi
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import shutil
 from collections.abc import Iterable
@@ -57,20 +58,12 @@ SPEC_V2BETA1 = KindSpec(
     fixed_replicas=("Launcher",),
     workers_run_program=False,
 )
-SPEC_V1 = KindSpec(
-    kind=JobKind.MPIJOB,
+SPEC_V1 = dataclasses.replace(
+    SPEC_V2BETA1,
     api_version=V1,
-    plural="mpijobs",
-    replica_key="mpiReplicaSpecs",
-    replica_types=("Launcher", "Worker"),
-    singletons=frozenset({"Launcher"}),
     # The controller injects into the launcher's first container; mainContainer names the worker container
     # that `kubectl exec` runs the ranks in (pkg/controller.v1/mpi/mpijob_controller.go, newLauncher, newConfigMap).
-    default_container=None,
-    container_name="mpi",
     spec_fields=_COMMON_FIELDS | {"main_container", "clean_pod_policy"},
-    fixed_replicas=("Launcher",),
-    workers_run_program=False,
 )
 
 
