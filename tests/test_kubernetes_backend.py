@@ -182,8 +182,9 @@ def s_image_pull(sim: JobSim) -> None:
 
 
 def s_unschedulable(sim: JobSim) -> None:
-    sim.create_pods()
+    sim.create_pods(scheduled=False)
     sim.condition("Created")
+    sim.schedule(*(label for label in sim.labels() if label != "worker-0"))
     sim.unschedulable("worker-0")
     sim.wait_deleted()
 

@@ -172,11 +172,9 @@ def failing(label: str) -> Callable[[JobSim], None]:
         sim.exit(label, 3)
         # cleanPodPolicy Running (the step's default): the operator deletes the pods still running.
         with sim.kube.cond:
-            for key, pod in list(sim.kube.pods.items()):
-                if pod["metadata"]["name"] in sim.pod_names.values() and pod["status"]["phase"] == "Running":
-                    del sim.kube.pods[key]
-            sim.kube.bump()
-            sim.kube.cond.notify_all()
+            for (ns, name), pod in list(sim.kube.pods.items()):
+                if name in sim.pod_names.values() and pod["status"]["phase"] == "Running":
+                    sim.kube.delete_pod(ns, name)
         sim.condition("Failed", reason=f"{sim.obj['kind']}Failed", message=f"{label} failed with exit code 3")
 
     return scenario

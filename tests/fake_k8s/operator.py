@@ -23,6 +23,18 @@ OPERATOR_NAMES = {"tfjobs": "tfjob-controller", "pytorchjobs": "pytorchjob-contr
 MASTER_ROLES = {"Master", "Chief", "Launcher"}
 
 
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+def kueue_webhook(plural: str, obj: dict[str, Any]) -> None:
+    """What Kueue's webhook does to a job created with its queue-name label: suspend it until Kueue admits it.
+
+    Install it with ``kube.admission.append(kueue_webhook)``; :meth:`JobSim.admit_from_queue` admits.
+    """
+    if KUEUE_QUEUE_LABEL in ((obj.get("metadata") or {}).get("labels") or {}):
+        obj.setdefault("spec", {}).setdefault("runPolicy", {})["suspend"] = True
+
+
 class JobGone(Exception):
     """The job was deleted: the scenario ends."""
 
@@ -104,11 +116,15 @@ class JobSim:
 
     # -- pods ------------------------------------------------------------------------------------
 
-    def create_pods(self) -> list[str]:
-        """One Pending pod per replica, labelled as the operator serving this version labels them."""
+    def create_pods(self, *, scheduled: bool = True) -> list[str]:
+        """One Pending pod per replica, labelled as the operator serving this version labels them.
+
+        ``scheduled``: the scheduler binds each to a node at once (the kubelet is creating its containers);
+        else the pods wait for a scheduler (:meth:`unschedulable`, :meth:`schedule`).
+        """
         self.check()
         spec = self.obj["spec"]
-        mpi_operator = self.plural == "mpijobs" and self.api_version.endswith("/v2beta1")
+        mpi_operator = self._mpi_operator
         labels_out = []
         for rtype, rspec in spec[REPLICA_KEYS[self.plural]].items():
             count = 1 if rspec.get("replicas") is None else int(rspec["replicas"])
@@ -134,10 +150,15 @@ class JobSim:
                 self.pod_names[label] = pod_name
                 labels_out.append(label)
                 self._new_pod(pod_name, labels, template.get("spec") or {})
+        if scheduled:
+            self.schedule(*labels_out)
         return labels_out
 
     def _new_pod(self, pod_name: str, labels: dict[str, str], spec: dict[str, Any]) -> None:
         containers = [{"name": c["name"], "image": c.get("image") or "busybox"} for c in spec.get("containers") or []]
+        pod_spec = {"containers": containers, "restartPolicy": "Never"}
+        if spec.get("schedulerName"):
+            pod_spec["schedulerName"] = spec["schedulerName"]
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -151,35 +172,38 @@ class JobSim:
                     {"apiVersion": self.api_version, "kind": self.obj["kind"], "name": self.name, "uid": self.uid}
                 ],
             },
-            "spec": {"containers": containers, "restartPolicy": "Never"},
-            "status": {
-                "phase": "Pending",
-                "conditions": [{"type": "PodScheduled", "status": "True"}],
-                "containerStatuses": [
+            "spec": pod_spec,
+            "status": {"phase": "Pending", "qosClass": "BestEffort"},  # what a pod is before any scheduler sees it
+        }
+        self.kube.add_pod(pod)
+
+    def schedule(self, *labels: str) -> None:
+        """The scheduler binds the pods to a node; the kubelet starts creating their containers."""
+        for label in labels or self.labels():
+
+            def bind(pod: dict[str, Any]) -> None:
+                pod["spec"]["nodeName"] = "node-0"
+                pod["status"]["conditions"] = [
+                    {"type": "PodScheduled", "status": "True", "lastTransitionTime": now_iso()}
+                ]
+                pod["status"]["containerStatuses"] = [
                     {
                         "name": c["name"],
                         "image": c["image"],
                         "imageID": "",
                         "ready": False,
                         "restartCount": 0,
+                        "started": False,
                         "state": {"waiting": {"reason": "ContainerCreating"}},
                     }
-                    for c in containers
-                ],
-            },
-        }
-        with self.kube.cond:
-            self.kube.pods[(self.namespace, pod_name)] = pod
-            self.kube.bump()
-            self.kube.cond.notify_all()
+                    for c in pod["spec"]["containers"]
+                ]
+
+            self._change_pod(label, bind)
 
     def _change_pod(self, label: str, change: Callable[[dict[str, Any]], None]) -> None:
         self.check()
-        with self.kube.cond:
-            pod = self.kube.pods[(self.namespace, self.pod_names[label])]
-            change(pod)
-            pod["metadata"]["resourceVersion"] = self.kube.bump()
-            self.kube.cond.notify_all()
+        self.kube.change_pod(self.namespace, self.pod_names[label], change)
 
     def labels(self) -> list[str]:
         return list(self.pod_names)
@@ -234,28 +258,92 @@ class JobSim:
             self.namespace, "Pod", self.pod_names[label], "BackOff", "Back-off restarting failed container"
         )
 
-    def image_pull_backoff(self, label: str, image: str = "registry.invalid/nope:1") -> None:
-        def stuck(pod: dict[str, Any]) -> None:
-            for cs in pod["status"]["containerStatuses"]:
-                cs["state"] = {
-                    "waiting": {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}
-                }
+    def image_pull_backoff(self, label: str) -> None:
+        """The kubelet cannot pull the pod's image: ErrImagePull, then ImagePullBackOff, as it reports them."""
+        name = self.pod_names[label]
+        image = self.kube.pods[(self.namespace, name)]["spec"]["containers"][0]["image"]
+        for reason, message in (
+            ("ErrImagePull", f'failed to pull and unpack image "{image}": not found'),
+            ("ImagePullBackOff", f'Back-off pulling image "{image}"'),
+        ):
 
-        self._change_pod(label, stuck)
-        self.kube.add_event(
-            self.namespace, "Pod", self.pod_names[label], "Failed", f'Failed to pull image "{image}": ErrImagePull'
-        )
+            def stuck(pod: dict[str, Any], reason: str = reason, message: str = message) -> None:
+                for cs in pod["status"]["containerStatuses"]:
+                    cs["state"] = {"waiting": {"reason": reason, "message": message}}
 
-    def unschedulable(self, label: str) -> None:
-        message = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+            self._change_pod(label, stuck)
+        self.kube.add_event(self.namespace, "Pod", name, "Failed", f'Failed to pull image "{image}": not found')
+        self.kube.add_event(self.namespace, "Pod", name, "Failed", "Error: ImagePullBackOff")
+
+    def unschedulable(
+        self, label: str, message: str = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    ) -> None:
+        """The scheduler finds no node for the pod: PodScheduled False (Unschedulable) and a FailedScheduling event,
+        as kube-scheduler and Volcano write them (Volcano's message for a gang still gathering starts with
+        "pod group is not ready")."""
 
         def stuck(pod: dict[str, Any]) -> None:
             pod["status"]["conditions"] = [
-                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": message,
+                    "lastTransitionTime": now_iso(),
+                }
             ]
 
         self._change_pod(label, stuck)
         self.kube.add_event(self.namespace, "Pod", self.pod_names[label], "FailedScheduling", message)
+
+    def autoscaler(self, label: str, *, triggered: bool) -> None:
+        """The cluster autoscaler's verdict on the unschedulable pod, as an event (it does not change the pod)."""
+        if triggered:
+            reason, message = "TriggeredScaleUp", "pod triggered scale-up: [{gpu-pool 0->1 (max: 4)}]"
+        else:
+            reason, message = "NotTriggerScaleUp", "pod didn't trigger scale-up: 1 max node group size reached"
+        self.check()
+        self.kube.add_event(self.namespace, "Pod", self.pod_names[label], reason, message, type_="Normal")
+
+    # -- queues ----------------------------------------------------------------------------------
+
+    @property
+    def suspended(self) -> bool:
+        """``spec.runPolicy.suspend`` of the job as stored (a queue such as Kueue sets and clears it)."""
+        with self.kube.cond:
+            obj = self.kube.jobs.get((self.plural, self.namespace, self.name)) or {}
+            return bool(((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend"))
+
+    def report_suspended(self) -> None:
+        """The Suspended condition as the serving operator writes it for a suspended job."""
+        if self._mpi_operator:
+            self.condition("Suspended", reason="MPIJobSuspended", message="MPIJob suspended")
+        else:
+            kind = self.obj["kind"]
+            self.condition("Suspended", reason=f"{kind}Suspended", message=f"{kind} {self.name} is suspended.")
+
+    def admit_from_queue(self) -> None:
+        """Kueue admits the job: it clears ``spec.runPolicy.suspend``."""
+
+        def admit(obj: dict[str, Any]) -> None:
+            obj["spec"].setdefault("runPolicy", {})["suspend"] = False
+
+        self.check()
+        self.kube.modify_job(self.plural, self.namespace, self.name, admit)
+
+    def report_resumed(self) -> None:
+        """The operator sees the job resumed: Suspended goes False, as the serving operator writes it."""
+        if self._mpi_operator:
+            self.condition("Suspended", status="False", reason="MPIJobResumed", message="MPIJob resumed")
+        else:
+            kind = self.obj["kind"]
+            self.condition(
+                "Suspended", status="False", reason=f"{kind}Resumed", message=f"{kind} {self.name} is resumed."
+            )
+
+    @property
+    def _mpi_operator(self) -> bool:
+        return self.plural == "mpijobs" and self.api_version.endswith("/v2beta1")
 
 
 class OperatorSim:

@@ -162,6 +162,8 @@ class FakeKube:
         self.created: list[dict[str, Any]] = []
         self.stopping = False
         self.on_job_created: Callable[[str, dict[str, Any]], None] | None = None
+        # Mutating admission webhooks: each may change a custom resource being created, before it is validated.
+        self.admission: list[Callable[[str, dict[str, Any]], None]] = []
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -175,7 +177,11 @@ class FakeKube:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-k8s", daemon=True)
+        # A short poll: stop() (each test's teardown) waits for the serving loop to notice.
+        httpd = self._httpd
+        self._thread = threading.Thread(
+            target=lambda: httpd.serve_forever(poll_interval=0.02), name="fake-k8s", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -220,10 +226,32 @@ class FakeKube:
                 return False
             self.deletions.append((plural, namespace, name, policy))
             self.record(plural, namespace, "DELETED", obj)
-            for key, pod in list(self.pods.items()):
-                if key[0] == namespace and (pod["metadata"].get("labels") or {}).get(JOB_NAME_LABEL) == name:
-                    del self.pods[key]
+            for (ns, pod_name), pod in list(self.pods.items()):
+                if ns == namespace and (pod["metadata"].get("labels") or {}).get(JOB_NAME_LABEL) == name:
+                    self.delete_pod(ns, pod_name)
             self.cond.notify_all()
+            return True
+
+    # Pods change through these, so that their watch sees every change, as the API server's does.
+
+    def add_pod(self, pod: dict[str, Any]) -> None:
+        with self.cond:
+            meta = pod["metadata"]
+            self.pods[(meta["namespace"], meta["name"])] = pod
+            self.record("pods", meta["namespace"], "ADDED", pod)
+
+    def change_pod(self, namespace: str, name: str, change: Callable[[dict[str, Any]], None]) -> None:
+        with self.cond:
+            pod = self.pods[(namespace, name)]
+            change(pod)
+            self.record("pods", namespace, "MODIFIED", pod)
+
+    def delete_pod(self, namespace: str, name: str) -> bool:
+        with self.cond:
+            pod = self.pods.pop((namespace, name), None)
+            if pod is None:
+                return False
+            self.record("pods", namespace, "DELETED", pod)
             return True
 
     def expire_watches(self) -> None:
@@ -450,6 +478,8 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("apiVersion") != f"{GROUP}/{version}" or body.get("kind") != KINDS[plural]:
             self._status(400, "BadRequest", f"expected {GROUP}/{version} {KINDS[plural]}")
             return
+        for webhook in kube.admission:
+            webhook(plural, body)
         errors = kube.schemas.errors(body)
         if errors:
             causes = [{"field": e.partition(": ")[0], "message": e.partition(": ")[2]} for e in errors]
@@ -509,7 +539,10 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if start_rv in (None, "", "0"):
                 # No version: the current state as ADDED events, then what follows.
-                initial = [o for (p, n, _), o in kube.jobs.items() if p == plural and n == ns]
+                if plural == "pods":
+                    initial = [o for (n, _), o in kube.pods.items() if n == ns]
+                else:
+                    initial = [o for (p, n, _), o in kube.jobs.items() if p == plural and n == ns]
                 pending = [("ADDED", copy.deepcopy(o)) for o in initial if matches(o, labels, fields)]
                 cursor = kube.rv
             else:
@@ -583,6 +616,9 @@ class _Handler(BaseHTTPRequestHandler):
     # -- pods and events -------------------------------------------------------------------------
 
     def pods(self, method: str, query: dict[str, str], body: Any, ns: str) -> None:
+        if query.get("watch", "").lower() in ("true", "1"):
+            self._watch("v1", ns, "pods", query)
+            return
         labels, fields = parse_selector(query.get("labelSelector")), parse_selector(query.get("fieldSelector"))
         with self.kube.cond:
             items = [copy.deepcopy(p) for (n, _), p in self.kube.pods.items() if n == ns]

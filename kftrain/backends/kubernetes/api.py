@@ -4,9 +4,10 @@
 resolves the namespace a job goes to, asks discovery which MPIJob version the cluster serves, and makes
 every request the backend needs, each one through :func:`kftrain.retry.call_with_retry` with
 :func:`is_transient` as its classifier: throttling, server errors and dropped connections are retried,
-errors that say the request is wrong are not. The list and watch of the job are the requests not made
-here: a broken watch is retried by re-listing in between, which :mod:`kftrain.backends.kubernetes.watch`
-does with the same :func:`kftrain.retry.call_with_retry` and classifier.
+errors that say the request is wrong are not. The watches of the job and of its pods are the requests
+retried elsewhere: a broken watch is retried by re-listing in between, which
+:class:`kftrain.backends.kubernetes.watch.Watcher` does with the same :func:`kftrain.retry.call_with_retry`
+and classifier (:meth:`KubeApi.job_collection` and :meth:`KubeApi.pod_collection` give it the requests).
 
 Everything else in this package reaches the API through a :class:`KubeApi`, never through the client
 directly, so the retry policy and the error classifier are decided in one place.
@@ -19,6 +20,7 @@ import functools
 import http.client
 import json
 import os
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -233,27 +235,43 @@ class KubeApi:
             return False
         return True
 
+    def job_collection(self, job: JobRef) -> Callable[..., Any]:
+        """The request that lists (or, with ``watch=True``, watches) the job alone, for :class:`.watch.Watcher`."""
+        return functools.partial(
+            self.custom.list_namespaced_custom_object,
+            GROUP,
+            job.version,
+            job.namespace,
+            job.plural,
+            field_selector=f"metadata.name={job.name}",
+        )
+
     # -- its pods and events ---------------------------------------------------------------------
 
-    def job_pods(self, job: JobRef) -> list[client.V1Pod]:
-        """The job's replica pods, found by the operators' job-name label."""
-        listed = self.call(
-            f"list pods of {job.name}",
-            lambda: self.core.list_namespaced_pod(job.namespace, label_selector=f"{JOB_NAME_LABEL}={job.name}"),
+    def pod_collection(self, job: JobRef) -> Callable[..., Any]:
+        """The request that lists (or watches) the job's replica pods, found by the operators' job-name label."""
+        return functools.partial(
+            self.core.list_namespaced_pod, job.namespace, label_selector=f"{JOB_NAME_LABEL}={job.name}"
         )
-        return list(listed.items or [])
 
-    def read_pod(self, namespace: str, name: str) -> client.V1Pod:
-        return self.call(f"get pod {name}", lambda: self.core.read_namespaced_pod(name, namespace))
+    def job_pods(self, job: JobRef) -> list[dict[str, Any]]:
+        """The job's replica pods as they stand, as the API's JSON objects."""
+        listed = self.call(f"list pods of {job.name}", lambda: read_json(self.pod_collection(job)))
+        return list(listed.get("items") or [])
 
-    def pod_log(self, namespace: str, name: str, container: str | None, *, tail_lines: int, previous: bool) -> str:
-        """The last ``tail_lines`` lines of the container's current run (or its previous one)."""
-        text = self.call(
-            f"log of {name}",
-            lambda: self.core.read_namespaced_pod_log(
-                name, namespace, container=container, tail_lines=tail_lines, previous=previous
-            ),
+    def read_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.call(
+            f"get pod {name}", lambda: read_json(functools.partial(self.core.read_namespaced_pod, name, namespace))
         )
+
+    def pod_log(
+        self, namespace: str, name: str, container: str | None, *, tail_lines: int | None, previous: bool
+    ) -> str:
+        """The container's current run's log (or its previous run's): its last ``tail_lines`` lines, None: all."""
+        params: dict[str, Any] = {"container": container, "previous": previous}
+        if tail_lines is not None:
+            params["tail_lines"] = tail_lines
+        text = self.call(f"log of {name}", lambda: self.core.read_namespaced_pod_log(name, namespace, **params))
         return str(text)
 
     def follow_pod_log(self, namespace: str, name: str, container: str | None) -> Any:
@@ -272,3 +290,36 @@ class KubeApi:
             lambda: self.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}"),
         )
         return list(listed.items or [])
+
+    def pod_events_with_reason(self, namespace: str, reason: str) -> list[client.CoreV1Event]:
+        """The events of reason ``reason`` about pods of ``namespace`` (one request, whatever the number of pods)."""
+        listed = self.call(
+            f"{reason} events",
+            lambda: self.core.list_namespaced_event(
+                namespace, field_selector=f"involvedObject.kind=Pod,reason={reason}"
+            ),
+        )
+        return list(listed.items or [])
+
+
+def cut(response: Any) -> None:
+    """Unblock a thread reading a streamed response (a watch, a followed log).
+
+    ``response.close()`` from another thread would wait for the reader's buffer lock (the reader holds it
+    while blocked in recv); shutting the socket down makes that recv return instead.
+    """
+    sock = getattr(getattr(response, "connection", None), "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def read_json(request: Callable[..., Any], **params: Any) -> dict[str, Any]:
+    """Make ``request`` and return its body as JSON: pods stay the API's objects rather than client models."""
+    resp = request(_preload_content=False, **params)
+    try:
+        body: dict[str, Any] = json.loads(resp.data)
+    finally:
+        with contextlib.suppress(Exception):
+            resp.release_conn()
+    return body

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import copy
 import os
+import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
@@ -32,8 +34,9 @@ from kftrain.backends.console import Console
 from kftrain.backends.kubernetes.api import JobRef, KubeApi, api_message
 from kftrain.backends.kubernetes.config import KubernetesConfig
 from kftrain.backends.kubernetes.logs import LogFollower
-from kftrain.backends.kubernetes.pods import PendingTracker, diagnose_failure
-from kftrain.backends.kubernetes.watch import JobWatch, StatusPrinter, is_suspended, result_of
+from kftrain.backends.kubernetes.pending import PendingTracker, SuspensionTracker
+from kftrain.backends.kubernetes.pods import diagnose_failure
+from kftrain.backends.kubernetes.watch import StatusPrinter, Watcher, result_of
 from kftrain.errors import KftrainError
 from kftrain.job.kinds import kind_of
 from kftrain.job.kinds.mpijob import served_version
@@ -150,72 +153,63 @@ class KubernetesBackend(Backend):
         return result
 
     def _wait(self, job: JobRef, timeout: float | None, started: float) -> JobResult:
+        """Follow the job and its pods, each by a watch in a thread of its own, and decide whenever either
+        changes or a deadline comes."""
         cfg = self.config
-        deadline = started + timeout if timeout is not None else None
-        logs = (
-            LogFollower(self.api, self.console, job, poll_interval_s=cfg.poll_interval_s, tail_lines=cfg.log_tail_lines)
-            if cfg.stream_logs
-            else None
-        )
-        pending = PendingTracker(self.api, job, cfg.pending_timeout_s)
-        printer = StatusPrinter(self.console, job.name)
-        watch = JobWatch(self.api, self.console, job, retry=cfg.retry, window_s=cfg.watch_window_s)
+        changed = threading.Event()  # set by either watch on every change
+        watch_options: dict[str, Any] = {"retry": cfg.retry, "window_s": cfg.watch_window_s, "changed": changed}
+        jobs = Watcher(self.api, self.console, str(job), self.api.job_collection(job), **watch_options)
+        pods = Watcher(self.api, self.console, f"pods of {job}", self.api.pod_collection(job), **watch_options)
+        logs = LogFollower(self.api, self.console, job, tail_lines=cfg.log_tail_lines) if cfg.stream_logs else None
         if logs is not None:
-            logs.start()
+            pods.add_listener(logs.update)
+        watching = _Watching(
+            job=job,
+            deadline=started + timeout if timeout is not None else None,
+            printer=StatusPrinter(self.console, job.name),
+            queue=SuspensionTracker(self.console, job.name, cfg.suspended_timeout_s),
+            pending=PendingTracker(self.api, self.console, job, cfg.pending_timeout_s, recheck_s=cfg.poll_interval_s),
+        )
+        jobs.start()
+        pods.start()
         try:
-            obj = watch.list()
-            suspended_since: float | None = None
-            next_check = 0.0
             while True:
-                if obj is None:
+                changed.clear()  # before reading: a change from now on wakes the wait below
+                jobs.raise_error()
+                pods.raise_error()
+                now = time.monotonic()
+                obj = jobs.items().get(job.name) if jobs.listed else None
+                if jobs.listed and obj is None:
                     if (job.namespace, job.name) in self._deleted:
                         return JobResult(JobPhase.FAILED, reason="Cancelled", message="job deleted by this launcher")
                     return JobResult(JobPhase.FAILED, reason="Deleted", message=f"{job} was deleted while running")
-                result = result_of(job.name, obj)
-                if result is not None:
-                    if not result.succeeded:
-                        self._explain_failure(job, result, logs)
-                    return result
-                printer.show(obj)
-                now = time.monotonic()
-                suspended_since = (suspended_since or now) if is_suspended(obj) else None
-                if deadline is not None and now >= deadline:
+                ended = result_of(job.name, obj) if obj is not None else None
+                if ended is not None:
+                    if logs is not None:
+                        logs.finish(cfg.log_drain_s, collect=True)  # every replica's log before the verdict
+                    if not ended.succeeded:
+                        self._explain_failure(job, ended, logs)
+                    return ended
+                give_up = watching.check(obj, pods.items() if pods.listed else None, now)
+                if give_up is not None:
                     self._delete(job)
-                    return JobResult(
-                        JobPhase.FAILED, reason="Timeout", message=f"job ran longer than {timeout:g}s; deleted it"
-                    )
-                if (
-                    suspended_since is not None
-                    and cfg.suspended_timeout_s is not None
-                    and now - suspended_since >= cfg.suspended_timeout_s
-                ):
-                    self._delete(job)
-                    return JobResult(
-                        JobPhase.FAILED,
-                        reason="Suspended",
-                        message=f"job stayed suspended for {cfg.suspended_timeout_s:g}s; deleted it",
-                    )
-                if now >= next_check:
-                    next_check = now + cfg.poll_interval_s
-                    stuck = pending.check() if cfg.pending_timeout_s is not None else None
-                    if stuck is not None:
-                        self._delete(job)
-                        return stuck
-                obj = watch.next(until=min(next_check, deadline) if deadline is not None else next_check)
+                    give_up.message += "; deleted the job"
+                    return give_up
+                changed.wait(watching.sleep_s(now))
         except BaseException:
             # Interrupted (SIGTERM, Ctrl-C, an API error): the caller deletes the job next; waiting for its
             # log streams to drain would only delay that.
             if logs is not None:
-                logs.finish(0.0)
+                logs.finish(0.0, collect=False)
             raise
         finally:
+            jobs.stop()
+            pods.stop()
             if logs is not None:
-                logs.finish(cfg.log_drain_s)  # a no-op once finished
+                logs.finish(cfg.log_drain_s, collect=False)  # a no-op once finished
 
     def _explain_failure(self, job: JobRef, result: JobResult, logs: LogFollower | None) -> None:
         """Add to ``result`` which replica failed, its exit code, its last log lines and the recent events."""
-        if logs is not None:
-            logs.finish(self.config.log_drain_s)  # the streamed output ends before the verdict is printed
         found = diagnose_failure(
             api=self.api, job=job, log_lines=self.config.log_tail_lines, event_lines=self.config.event_lines
         )
@@ -241,3 +235,37 @@ class KubernetesBackend(Backend):
     def _delete(self, job: JobRef) -> None:
         self.api.delete_job(job, self.config.propagation_policy)  # already gone is what we wanted
         self._deleted.add((job.namespace, job.name))
+
+
+@dataclass
+class _Watching:
+    """What the wait decides from, besides the job ending: its deadline, its queue, its pending pods."""
+
+    job: JobRef
+    deadline: float | None
+    printer: StatusPrinter
+    queue: SuspensionTracker
+    pending: PendingTracker
+
+    def check(self, obj: dict[str, Any] | None, pods: dict[str, Any] | None, now: float) -> JobResult | None:
+        """The failure to end a job still running with (it is then deleted), or None to go on waiting.
+
+        ``obj`` is the job, ``pods`` its pods by name; None for what has not been listed yet.
+        """
+        if obj is not None:
+            self.printer.show(obj)
+            if self.queue.update(obj, now):
+                return JobResult(JobPhase.FAILED, reason="Suspended", message=self.queue.gave_up)
+        if self.deadline is not None and now >= self.deadline:
+            waiting = self.queue.describe() or self.pending.describe()
+            return JobResult(
+                JobPhase.FAILED,
+                reason="Timeout",
+                message="job did not end within the step's timeout" + (f" (it was {waiting})" if waiting else ""),
+            )
+        return self.pending.update(pods.values(), now) if pods is not None else None
+
+    def sleep_s(self, now: float) -> float | None:
+        """How long nothing needs a look unless the job or a pod changes; None: until one does."""
+        wake = [t for t in (self.deadline, self.pending.next_check, self.queue.next_check) if t is not None]
+        return max(0.0, min(wake) - now) if wake else None

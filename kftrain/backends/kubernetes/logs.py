@@ -1,29 +1,32 @@
-"""Every replica's log in the step's own output while the job runs, each line prefixed ``[worker-1]``.
+"""Every replica's log in the step's own output, each line prefixed ``[worker-1]``, however short the job.
 
 A pipeline step's log is the one place its user looks, so :class:`LogFollower` streams the main container
-of every replica pod there, one thread per pod, as the local backend prints its processes. It also keeps
-each replica's last lines, which a failed job's message repeats when the pods themselves are gone.
+of every replica pod there while the job runs, one thread per pod, as the local backend prints its
+processes. It learns of pods from the pod watch (:meth:`LogFollower.update`), so a pod is followed as soon
+as its container starts. When the job has ended, :meth:`LogFollower.finish` lists the pods once more and
+prints, whole, the log of every container run no stream printed (a job can end before its pods were ever
+seen running), and the last lines of a run before a restart in place that nobody saw (the API keeps the
+one previous run: ``previous=True``). Each run of each pod is printed once. The last lines of each replica
+are kept, which a failed job's message repeats when the pods themselves are gone.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
 
 from kftrain.backends.console import Console
-from kftrain.backends.kubernetes.pods import replica_label
+from kftrain.backends.kubernetes.api import cut
+from kftrain.backends.kubernetes.pods import Pod, main_container, pod_label, pod_name, pod_phase, pod_uid
 
 if TYPE_CHECKING:
-    from kubernetes import client
-
     from kftrain.backends.kubernetes.api import JobRef, KubeApi
 
 _TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
@@ -32,32 +35,27 @@ _TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
 class LogFollower:
     """Streams the log of every replica pod, one thread per pod, each line prefixed ``[worker-1] ``.
 
-    Pods are found by the operator's job-name label (both operators set it) and polled for every
-    ``poll_interval_s``, so pods created later (restarts, a launcher created once workers are ready) are
-    picked up. A Pending pod is waited on rather than skipped; a container restarted in place is followed
-    again. The last ``tail_lines`` lines of each replica are kept.
+    A Pending pod is waited on rather than skipped; a container restarted in place is followed again. The
+    last ``tail_lines`` lines of each replica are kept; a previous run nobody streamed is shown by its last
+    ``tail_lines`` lines.
     """
 
-    def __init__(self, api: KubeApi, console: Console, job: JobRef, *, poll_interval_s: float, tail_lines: int) -> None:
+    def __init__(self, api: KubeApi, console: Console, job: JobRef, *, tail_lines: int) -> None:
         self._api = api
         self._console = console
         self._job = job
-        self._poll_interval_s = poll_interval_s
         self._tail_lines = tail_lines
-        self._stop = threading.Event()
+        self._cond = threading.Condition()
+        self._pods: dict[str, Pod] = {}  # uid -> the pod as last seen; gone pods are dropped
         self._threads: dict[str, threading.Thread] = {}
+        self._printed: set[tuple[str, int]] = set()  # (pod uid, container run) whose log is (being) printed
+        self._finishing = False
         self._responses: set[Any] = set()
-        self._lock = threading.Lock()
         self._tails: dict[str, collections.deque[str]] = {}
         self._failed: list[str] = []
-        self._discoverer = threading.Thread(target=self._discover, name=f"logs-{job.name}", daemon=True)
-        self._finished = False
-
-    def start(self) -> None:
-        self._discoverer.start()
 
     def tail(self, label: str) -> list[str]:
-        """The last lines streamed from replica ``label``."""
+        """The last lines printed from replica ``label``."""
         return list(self._tails.get(label, ()))
 
     def last_failed_tail(self) -> tuple[str | None, list[str]]:
@@ -65,114 +63,140 @@ class LogFollower:
         label = self._failed[-1] if self._failed else None
         return label, self.tail(label) if label else []
 
-    def finish(self, grace_s: float) -> None:
-        """Let streams of ended pods deliver their last lines, then cut the rest."""
-        if self._finished:
-            return
-        self._finished = True
-        end = time.monotonic() + grace_s
-        for thread in list(self._threads.values()):
-            thread.join(max(0.0, end - time.monotonic()))
-        self._stop.set()
-        with self._lock:
-            responses = list(self._responses)
-        for resp in responses:
-            _cut(resp)
-
-    def _discover(self) -> None:
-        while not self._stop.is_set():
-            try:
-                pods = self._api.job_pods(self._job)
-            except Exception:  # a broken discovery must not end the job; the next poll tries again
-                pods = []
-            for pod in pods:
-                uid = pod.metadata.uid or pod.metadata.name
-                if uid not in self._threads and not self._stop.is_set():
-                    thread = threading.Thread(
-                        target=self._follow_safely, args=(pod,), name=f"log-{pod.metadata.name}", daemon=True
-                    )
+    def update(self, pods: Mapping[str, Pod]) -> None:
+        """The job's pods as the pod watch sees them now: follow new ones, wake those waiting to start."""
+        with self._cond:
+            if self._finishing:
+                return
+            self._pods = {pod_uid(p): p for p in pods.values()}
+            for uid in self._pods:
+                if uid not in self._threads:
+                    thread = threading.Thread(target=self._follow_safely, args=(uid,), name=f"log {uid}", daemon=True)
                     self._threads[uid] = thread
                     thread.start()
-            self._stop.wait(self._poll_interval_s)
+            self._cond.notify_all()
 
-    def _follow_safely(self, pod: client.V1Pod) -> None:
-        with contextlib.suppress(Exception):
-            self._follow(pod)
+    def finish(self, grace_s: float, *, collect: bool) -> None:
+        """Stop following: let streams of ended containers deliver their last lines (``grace_s`` at most), cut
+        the rest, then, with ``collect``, print every container run no stream printed."""
+        with self._cond:
+            if self._finishing:
+                return
+            self._finishing = True  # no stream starts from now on: the runs printed so far are final
+            self._cond.notify_all()
+        pods = self._list() if collect else None
+        # A container still running will not end its stream: waiting for it would only delay the verdict.
+        running = {pod_uid(p) for p in pods or [] if main_container(p, self._job.main_container).running}
+        end = time.monotonic() + grace_s
+        for uid, thread in list(self._threads.items()):
+            if uid not in running:
+                thread.join(max(0.0, end - time.monotonic()))
+        with self._cond:
+            responses = list(self._responses)
+        for response in responses:
+            cut(response)
+        if pods is not None:
+            self._collect(pods)
 
-    def _follow(self, pod: client.V1Pod) -> None:
-        ns, name = self._job.namespace, pod.metadata.name
-        label = replica_label(pod.metadata.labels)
-        tail = self._tails.setdefault(label, collections.deque(maxlen=self._tail_lines))
-        streamed_instance = -1
-        while not self._stop.is_set():
-            try:
-                current = self._api.read_pod(ns, name)
-            except ApiException as exc:
-                if exc.status == 404:
+    # -- while the job runs ----------------------------------------------------------------------
+
+    def _follow_safely(self, uid: str) -> None:
+        with contextlib.suppress(Exception):  # a log stream must never end the job
+            self._follow(uid)
+
+    def _follow(self, uid: str) -> None:
+        while True:
+            with self._cond:
+                pod = self._next_run(uid)
+                if pod is None:
                     return
-                raise
-            if current.metadata.uid != pod.metadata.uid:
-                return  # recreated under the same name: the discoverer starts a thread for the new one
-            phase = current.status.phase if current.status else None
-            container, instance, running = _main_container_state(current, self._job.main_container)
-            if phase == "Pending" and not running:
-                self._stop.wait(self._poll_interval_s)  # not started yet: wait, do not skip
-                continue
-            if instance == streamed_instance:
-                if phase in _TERMINAL_POD_PHASES:
-                    return
-                self._stop.wait(self._poll_interval_s)  # same run, already streamed: wait for a restart
-                continue
-            streamed_instance = instance
-            for line in self._stream(name, container):
-                tail.append(line)
-                if not self._stop.is_set():
-                    self._console.replica_line(label, line)
-            if self._exit_code(name, container) not in (None, 0):
-                self._failed.append(label)
+                run = main_container(pod, self._job.main_container).run
+                earlier = run > 0 and (uid, run - 1) not in self._printed
+                self._printed.update({(uid, run), (uid, run - 1)} if earlier else {(uid, run)})
+            if earlier:
+                self._print_previous(pod)
+            self._stream(pod)
 
-    def _stream(self, pod_name: str, container: str | None) -> Iterator[str]:
-        resp = self._api.follow_pod_log(self._job.namespace, pod_name, container)
-        with self._lock:
-            self._responses.add(resp)
-        try:
-            yield from watch.watch.iter_resp_lines(resp)
-        finally:
-            with self._lock:
-                self._responses.discard(resp)
-            with contextlib.suppress(Exception):
-                resp.release_conn()
-
-    def _exit_code(self, pod_name: str, container: str | None) -> int | None:
-        """Exit code of the container's last run, None while it runs or if the pod is gone."""
-        try:
-            fresh = self._api.read_pod(self._job.namespace, pod_name)
-        except Exception:
-            return None
-        for cs in (fresh.status.container_statuses if fresh.status else None) or []:
-            if cs.name == container and cs.state is not None and cs.state.terminated is not None:
-                return int(cs.state.terminated.exit_code)
+    def _next_run(self, uid: str) -> Pod | None:
+        """(Under the lock) the pod once it has a started run not printed yet; None when there is none to wait for."""
+        while not self._finishing:
+            pod = self._pods.get(uid)
+            if pod is None:
+                return None  # deleted: what it printed is all a stream will get
+            main = main_container(pod, self._job.main_container)
+            if main.started and (uid, main.run) not in self._printed:
+                return pod
+            if pod_phase(pod) in _TERMINAL_POD_PHASES:
+                return None  # ended, and its last run is printed
+            self._cond.wait()  # not started yet, or the same run: wait for the watch to show a change
         return None
 
+    def _stream(self, pod: Pod) -> None:
+        name, label = pod_name(pod), pod_label(pod)
+        container = main_container(pod, self._job.main_container).name
+        response = self._api.follow_pod_log(self._job.namespace, name, container)
+        with self._cond:
+            self._responses.add(response)
+        try:
+            for line in iter_resp_lines(response):
+                self._print(label, line)
+        finally:
+            with self._cond:
+                self._responses.discard(response)
+            with contextlib.suppress(Exception):
+                response.release_conn()
+        with contextlib.suppress(Exception):
+            ended = main_container(self._api.read_pod(self._job.namespace, name), container)
+            if ended.exit_code not in (None, 0):
+                self._failed.append(label)
 
-def _cut(resp: Any) -> None:
-    """Unblock a thread reading a follow stream.
+    # -- once the job has ended ------------------------------------------------------------------
 
-    ``resp.close()`` from another thread would wait for the reader's buffer lock (the reader
-    holds it while blocked in recv); shutting the socket down makes that recv return instead.
-    """
-    sock = getattr(getattr(resp, "connection", None), "sock", None)
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
+    def _list(self) -> list[Pod]:
+        """Every pod of the job now, also those the watch never showed; none when they cannot be listed."""
+        try:
+            return self._api.job_pods(self._job)
+        except ApiException:
+            return []
 
+    def _collect(self, pods: list[Pod]) -> None:
+        """Print what no stream printed: every pod's current run whole, and a previous run's last lines."""
+        for pod in sorted(pods, key=pod_label):
+            uid, main = pod_uid(pod), main_container(pod, self._job.main_container)
+            if main.run > 0 and (uid, main.run - 1) not in self._printed:
+                self._printed.add((uid, main.run - 1))
+                self._print_previous(pod)
+            if main.started and (uid, main.run) not in self._printed:
+                self._printed.add((uid, main.run))
+                for line in self._read(pod, tail_lines=None, previous=False):
+                    self._print(pod_label(pod), line)
+                if main.exit_code not in (None, 0):
+                    self._failed.append(pod_label(pod))
 
-def _main_container_state(pod: client.V1Pod, preferred: str | None) -> tuple[str | None, int, bool]:
-    """(name of the main container, its restart count, whether it has started)."""
-    names = [c.name for c in (pod.spec.containers if pod.spec else None) or []]
-    name = preferred if preferred in names else (names[0] if names else None)
-    for cs in (pod.status.container_statuses if pod.status else None) or []:
-        if cs.name == name:
-            started = cs.state is not None and (cs.state.running is not None or cs.state.terminated is not None)
-            return name, int(cs.restart_count or 0), started
-    return name, 0, False
+    def _print_previous(self, pod: Pod) -> None:
+        """The last lines of the run before the current one (restarted in place), while the API keeps them."""
+        main = main_container(pod, self._job.main_container)
+        lines = list(self._read(pod, tail_lines=self._tail_lines, previous=True))
+        if not lines:
+            return
+        ended = f", which ended with exit code {main.previous_exit_code}" if main.previous_exit_code else ""
+        self._console.say(
+            f"{pod_label(pod)} restarted in place ({main.run} restart(s)); the last {len(lines)} log lines "
+            f"of its previous run{ended}:"
+        )
+        for line in lines:
+            self._print(pod_label(pod), line)
+
+    def _read(self, pod: Pod, *, tail_lines: int | None, previous: bool) -> Iterator[str]:
+        container = main_container(pod, self._job.main_container).name
+        try:
+            text = self._api.pod_log(
+                self._job.namespace, pod_name(pod), container, tail_lines=tail_lines, previous=previous
+            )
+        except ApiException:
+            return  # gone, or the API no longer has that run
+        yield from text.splitlines()
+
+    def _print(self, label: str, line: str) -> None:
+        self._tails.setdefault(label, collections.deque(maxlen=self._tail_lines)).append(line)
+        self._console.replica_line(label, line)

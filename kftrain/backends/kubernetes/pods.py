@@ -1,39 +1,34 @@
-"""What the backend reads from a job's replica pods: who they are, whether they are stuck, and why the job failed.
+"""What the backend reads from a job's replica pods: who they are, the state of their main container, and why
+the job failed.
+
+Pods are the API's JSON objects (dicts), as the pod watch and the pod list deliver them.
 
 * The operators label every replica pod (:data:`JOB_NAME_LABEL`, replica type and index);
   :func:`replica_label` turns those labels into the ``worker-1`` that prefixes the replica's log lines.
-* :class:`PendingTracker` notices pods that stay Pending for a reason that will not fix itself (an image
-  that cannot be pulled, a pod no node can take): waiting on them would only burn the step's timeout.
+* :func:`main_container` says which container runs the replica's program, which run of it this is
+  (its restart count) and whether it has started.
 * :func:`diagnose_failure` says which replica made a failed job fail, with its exit code, its last log
   lines and the recent events of it and the job, so the failed step's message shows the cause.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.exceptions import ApiException
 
-from kftrain.backends.base import JobPhase, JobResult
-
 if TYPE_CHECKING:
-    from kubernetes import client
-
     from kftrain.backends.kubernetes.api import JobRef, KubeApi
+
+Pod = dict[str, Any]
 
 # training-operator and mpi-operator share these keys.
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
-
-# Reasons of pods that will not start without someone fixing something: waiting on them is pointless.
-STUCK_WAITING_REASONS = frozenset(
-    {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError"}
-)
 
 
 def replica_label(labels: Mapping[str, str] | None) -> str:
@@ -49,76 +44,70 @@ def replica_label(labels: Mapping[str, str] | None) -> str:
     return f"{rtype.lower()}-{index}"
 
 
-# -- pods stuck Pending ----------------------------------------------------------------------------
+# -- reading a pod ---------------------------------------------------------------------------------
 
 
-class PendingTracker:
-    """Fails the job when one of its pods stays Pending for a stuck reason ``limit_s`` seconds (None: never)."""
-
-    def __init__(self, api: KubeApi, job: JobRef, limit_s: float | None) -> None:
-        self._api = api
-        self._job = job
-        self._limit_s = limit_s
-        self._since: dict[str, float] = {}
-
-    def check(self) -> JobResult | None:
-        """A failed result once a pod has been stuck too long, else None (also when the pods cannot be listed)."""
-        try:
-            pods = self._api.job_pods(self._job)
-        except ApiException:
-            return None
-        now = time.monotonic()
-        stuck_now: set[str] = set()
-        for pod in pods:
-            if pod.status is None or pod.status.phase != "Pending":
-                continue
-            why = stuck_reason(pod) or self._reason_from_events(pod)
-            if why is None:
-                continue
-            uid = pod.metadata.uid or pod.metadata.name
-            stuck_now.add(uid)
-            since = self._since.setdefault(uid, now)
-            if self._limit_s is not None and now - since >= self._limit_s:
-                reason, detail = why
-                label = replica_label(pod.metadata.labels)
-                return JobResult(
-                    JobPhase.FAILED,
-                    reason=reason,
-                    message=f"pod {pod.metadata.name} ({label}) stayed Pending for {now - since:.0f}s: "
-                    f"{reason}: {detail}; deleted the job",
-                    failed_replica=label,
-                    exit_code=1,
-                )
-        self._since = {k: v for k, v in self._since.items() if k in stuck_now}
-        return None
-
-    def _reason_from_events(self, pod: client.V1Pod) -> tuple[str, str] | None:
-        """A stuck reason only the pod's events tell (the scheduler's, or the kubelet's pull errors)."""
-        try:
-            events = self._api.events_of(self._job.namespace, pod.metadata.name)
-        except ApiException:
-            return None
-        for ev in reversed(events):
-            text = f"{ev.reason or ''} {ev.message or ''}"
-            if ev.reason == "FailedScheduling":
-                return "Unschedulable", ev.message or ""
-            for reason in STUCK_WAITING_REASONS:
-                if reason in text:
-                    return reason, ev.message or ""
-        return None
+def pod_name(pod: Pod) -> str:
+    return str(pod["metadata"]["name"])
 
 
-def stuck_reason(pod: client.V1Pod) -> tuple[str, str] | None:
-    """(reason, detail) when the pod's status says it will not start by itself, else None."""
-    status = pod.status
-    for cs in [*(status.init_container_statuses or []), *(status.container_statuses or [])]:
-        waiting = cs.state.waiting if cs.state is not None else None
-        if waiting is not None and waiting.reason in STUCK_WAITING_REASONS:
-            return waiting.reason, waiting.message or f"container {cs.name}, image {cs.image}"
-    for cond in status.conditions or []:
-        if cond.type == "PodScheduled" and cond.status == "False" and cond.reason == "Unschedulable":
-            return "Unschedulable", cond.message or ""
-    return None
+def pod_uid(pod: Pod) -> str:
+    meta = pod["metadata"]
+    return str(meta.get("uid") or meta["name"])
+
+
+def pod_label(pod: Pod) -> str:
+    return replica_label(pod["metadata"].get("labels"))
+
+
+def pod_phase(pod: Pod) -> str | None:
+    return (pod.get("status") or {}).get("phase")
+
+
+def container_statuses(pod: Pod, *, init: bool = False) -> list[dict[str, Any]]:
+    status = pod.get("status") or {}
+    found = list(status.get("containerStatuses") or [])
+    return [*(status.get("initContainerStatuses") or []), *found] if init else found
+
+
+def pod_condition(pod: Pod, ctype: str) -> dict[str, Any] | None:
+    return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == ctype), None)
+
+
+@dataclass(frozen=True)
+class MainContainer:
+    """The replica's program in a pod: its container's name, which run of it this is, and how that run stands."""
+
+    name: str | None
+    run: int  # the container's restart count: 0 for its first run
+    started: bool  # the current run is running or has ended (it has a log)
+    exit_code: int | None  # the current run's exit code once it has ended
+    previous_exit_code: int | None  # the exit code of the run before, when it restarted in place
+
+    @property
+    def running(self) -> bool:
+        return self.started and self.exit_code is None
+
+
+def main_container(pod: Pod, preferred: str | None) -> MainContainer:
+    """The main container of ``pod``: ``preferred`` (the operator's default name) when the pod has it, else the
+    first one."""
+    names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+    name = preferred if preferred in names else (names[0] if names else None)
+    for cs in container_statuses(pod):
+        if cs.get("name") != name:
+            continue
+        state = cs.get("state") or {}
+        ended = state.get("terminated")
+        before = (cs.get("lastState") or {}).get("terminated")
+        return MainContainer(
+            name=name,
+            run=int(cs.get("restartCount") or 0),
+            started="running" in state or ended is not None,
+            exit_code=None if ended is None else int(ended.get("exitCode") or 0),
+            previous_exit_code=None if before is None else int(before.get("exitCode") or 0),
+        )
+    return MainContainer(name=name, run=0, started=False, exit_code=None, previous_exit_code=None)
 
 
 # -- why a job failed ------------------------------------------------------------------------------
@@ -146,11 +135,11 @@ def diagnose_failure(api: KubeApi, job: JobRef, *, log_lines: int, event_lines: 
     failed = failing_pod(pods)
     if failed is not None:
         pod, container, exit_code, previous = failed
-        diagnosis.replica = replica_label(pod.metadata.labels)
+        diagnosis.replica = pod_label(pod)
         diagnosis.exit_code = exit_code or 1
-        involved.insert(0, pod.metadata.name)
+        involved.insert(0, pod_name(pod))
         try:
-            text = api.pod_log(job.namespace, pod.metadata.name, container, tail_lines=log_lines, previous=previous)
+            text = api.pod_log(job.namespace, pod_name(pod), container, tail_lines=log_lines, previous=previous)
             diagnosis.log_tail = text.splitlines()[-log_lines:]
         except ApiException:
             pass
@@ -158,22 +147,22 @@ def diagnose_failure(api: KubeApi, job: JobRef, *, log_lines: int, event_lines: 
     return diagnosis
 
 
-def failing_pod(pods: Iterable[client.V1Pod]) -> tuple[client.V1Pod, str | None, int, bool] | None:
+def failing_pod(pods: Iterable[Pod]) -> tuple[Pod, str | None, int, bool] | None:
     """The pod whose container ended non-zero most recently: (pod, container, exit code, is it a previous run)."""
     pods = list(pods)
-    best: tuple[Any, client.V1Pod, str | None, int, bool] | None = None
+    best: tuple[str, Pod, str | None, int, bool] | None = None
     for pod in pods:
-        for cs in (pod.status.container_statuses if pod.status else None) or []:
-            for state, previous in ((cs.state, False), (cs.last_state, True)):
-                term = state.terminated if state is not None else None
-                if term is None or not term.exit_code:
+        for cs in container_statuses(pod):
+            for state, previous in ((cs.get("state"), False), (cs.get("lastState"), True)):
+                term = (state or {}).get("terminated")
+                if term is None or not term.get("exitCode"):
                     continue
-                when = term.finished_at or pod.metadata.creation_timestamp
-                key = when.timestamp() if when is not None else 0.0
+                # RFC 3339 UTC timestamps sort as strings.
+                key = str(term.get("finishedAt") or pod["metadata"].get("creationTimestamp") or "")
                 if best is None or key > best[0]:
-                    best = (key, pod, cs.name, int(term.exit_code), previous)
+                    best = (key, pod, cs.get("name"), int(term["exitCode"]), previous)
     if best is None:
-        failed = [p for p in pods if p.status is not None and p.status.phase == "Failed"]
+        failed = [p for p in pods if pod_phase(p) == "Failed"]
         return (failed[0], None, 1, False) if failed else None
     return best[1], best[2], best[3], best[4]
 

@@ -1,30 +1,32 @@
-"""Following one job's custom resource until it ends, and what its conditions mean.
+"""Following the job and its pods as they change, and what the job's conditions mean.
 
-:class:`JobWatch` lists the job once and then watches only it (a field selector on its name) from the
-resourceVersion it has seen, so no change between two requests is missed and none is read twice. A
-watch whose history was compacted (410 Gone) is answered by a fresh list; a stream that breaks is
-retried by :func:`kftrain.retry.call_with_retry` with the API's classifier, each try re-listing first
-since events may have been lost, so the list request is made here too rather than by :class:`KubeApi`.
-Each watch request lasts at most until the caller's next check, so deadlines and pending pods are
-looked at on time.
+A :class:`Watcher` keeps one collection (the job alone, by a field selector on its name; or its pods, by the
+operators' job-name label) up to date in a thread of its own: it lists it once, then watches it from the
+resourceVersion it has seen, so no change between two requests is missed and none is read twice. A watch
+whose history was compacted (410 Gone) is answered by a fresh list; a stream that breaks is retried by
+:func:`kftrain.retry.call_with_retry` with the API's classifier, each try re-listing first since events may
+have been lost. Every change sets the ``changed`` event the backend's wait loop sleeps on, so the loop reacts
+to a change when it happens rather than at its next poll.
 
-The operators report a job's state as conditions (Created, Running, Restarting, Suspended, then
-Succeeded or Failed): :func:`result_of` maps the final one to a :class:`JobResult`, and
-:class:`StatusPrinter` prints each one the job reaches once.
+The operators report a job's state as conditions (Created, Running, Restarting, Suspended, then Succeeded
+or Failed): :func:`result_of` maps the final one to a :class:`JobResult`, and :class:`StatusPrinter` prints
+each one the job reaches once.
 """
 
 from __future__ import annotations
 
-import time
+import contextlib
+import json
+import threading
+from collections.abc import Callable
 from typing import Any
 
-from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
 
 from kftrain.backends.base import JobPhase, JobResult
 from kftrain.backends.console import Console
-from kftrain.backends.kubernetes.api import JobRef, KubeApi, describe, is_transient
-from kftrain.job.kinds import GROUP
+from kftrain.backends.kubernetes.api import KubeApi, cut, describe, is_transient, read_json
 from kftrain.retry import RetryPolicy, call_with_retry
 
 
@@ -32,17 +34,20 @@ def conditions(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return list((obj.get("status") or {}).get("conditions") or [])
 
 
-def _true(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+def true_condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
     return next((c for c in conditions(obj) if c.get("type") == ctype and c.get("status") == "True"), None)
 
 
 def terminal_condition(obj: dict[str, Any]) -> dict[str, Any] | None:
     # Failed wins if both are somehow set: reporting success for a failed job is the worse mistake.
-    return _true(obj, "Failed") or _true(obj, "Succeeded")
+    return true_condition(obj, "Failed") or true_condition(obj, "Succeeded")
 
 
 def is_suspended(obj: dict[str, Any]) -> bool:
-    return _true(obj, "Suspended") is not None
+    """Suspended by its spec (a queue such as Kueue sets ``runPolicy.suspend`` until it admits the job), or
+    still reported Suspended by the operator (which has not yet acted on a resume)."""
+    run_policy = (obj.get("spec") or {}).get("runPolicy") or {}
+    return run_policy.get("suspend") is True or true_condition(obj, "Suspended") is not None
 
 
 def result_of(name: str, obj: dict[str, Any]) -> JobResult | None:
@@ -82,107 +87,173 @@ class StatusPrinter:
             self._console.say(f"{self._name}: {cond.get('type')}{': ' + message if message else ''}")
 
 
-class JobWatch:
-    """The job as it changes: :meth:`list` once, then :meth:`next` for each change worth a look.
+Items = dict[str, dict[str, Any]]
 
-    ``window_s`` bounds one watch request; ``retry`` governs broken streams (consecutive failures, the
-    waits between them).
+
+class Watcher:
+    """One collection, listed then watched in a thread of its own; :meth:`items` is it as last seen, by name.
+
+    ``request`` lists the collection (the client's list call with its selectors bound); with ``watch=True``
+    it watches it. ``window_s`` bounds one watch request; ``retry`` governs broken streams (consecutive
+    failures, the waits between them). Each change sets ``changed`` and calls the listeners with the items.
+    When the watch gives up, :meth:`raise_error` raises why in the caller's thread.
     """
 
-    def __init__(self, api: KubeApi, console: Console, job: JobRef, *, retry: RetryPolicy, window_s: int) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        console: Console,
+        what: str,
+        request: Callable[..., Any],
+        *,
+        retry: RetryPolicy,
+        window_s: int,
+        changed: threading.Event,
+    ) -> None:
         self._api = api
         self._console = console
-        self._job = job
+        self._what = what
+        self._request = request
         self._retry = retry
-        self._window_s = window_s
-        self._obj: dict[str, Any] | None = None
+        self._window_s = max(1, int(window_s))
+        self._changed = changed
+        self._listeners: list[Callable[[Items], None]] = []
+        self._lock = threading.Lock()
+        self._items: Items = {}
+        self._listed = False
         self._rv: str | None = None
         self._relist = False
+        self._error: BaseException | None = None
+        self._stopped = threading.Event()
+        self._response: Any = None
+        self._thread = threading.Thread(target=self._run, name=f"watch {what}", daemon=True)
 
-    def list(self) -> dict[str, Any] | None:
-        """The job as it stands (None if it is gone); the watch continues from here."""
-        return self._api.call(f"list {self._job}", self._list)
+    def add_listener(self, listener: Callable[[Items], None]) -> None:
+        """Call ``listener(items)`` after every change (in the watcher's thread)."""
+        self._listeners.append(listener)
 
-    def next(self, until: float | None) -> dict[str, Any] | None:
-        """The job once an event shows it with conditions or ended, else as it stands at ``until`` (a
-        ``time.monotonic()``; None: one whole window); None once it is deleted."""
-        return call_with_retry(
-            lambda: self._attempt(until),
-            policy=self._retry,
-            is_transient=is_transient,
-            what=f"watch of {self._job}",
-            describe=describe,
-        )
+    def start(self) -> None:
+        self._thread.start()
 
-    def _attempt(self, until: float | None) -> dict[str, Any] | None:
-        """One try of :meth:`next`: a list first if the last try broke off, then one watch request."""
-        if self._relist:
-            # The stream broke off: events may have been lost, so start again from a fresh list. Its request
-            # is part of this try (not retried on its own), and the try goes on to watch unless the job is
-            # gone or ended: only a watch that ends normally ends the run of failures.
-            listed = self._list()
-            if listed is None or terminal_condition(listed) is not None:
-                return listed
+    def stop(self) -> None:
+        """Stop watching now: the open stream is cut rather than waited out."""
+        self._stopped.set()
+        with self._lock:
+            response = self._response
+        if response is not None:
+            cut(response)
+
+    @property
+    def listed(self) -> bool:
+        """Whether the first list has been read: until then :meth:`items` knows nothing."""
+        return self._listed
+
+    def items(self) -> Items:
+        with self._lock:
+            return dict(self._items)
+
+    def raise_error(self) -> None:
+        """Raise the error the watch gave up on, if it did."""
+        if self._error is not None:
+            raise self._error
+
+    # -- the thread ------------------------------------------------------------------------------
+
+    def _run(self) -> None:
         try:
-            return self._window(until)
+            self._api.call(f"list {self._what}", self._list)
+            while not self._stopped.is_set():
+                call_with_retry(
+                    self._attempt,
+                    policy=self._retry,
+                    is_transient=is_transient,
+                    what=f"watch of {self._what}",
+                    describe=describe,
+                    sleep=self._pause,
+                )
+        except BaseException as exc:
+            if not self._stopped.is_set():
+                self._error = exc
+        finally:
+            self._changed.set()
+
+    def _pause(self, seconds: float) -> None:
+        """The wait between two tries, cut short by :meth:`stop`."""
+        self._stopped.wait(seconds)
+
+    def _attempt(self) -> None:
+        """One try: a list first if the last try broke off, then one watch request."""
+        if self._stopped.is_set():
+            return
+        try:
+            if self._relist:
+                # The stream broke off: events may have been lost, so start again from a fresh list. Its
+                # request is part of this try (not retried on its own); only a watch that ends normally
+                # ends the run of failures.
+                self._list()
+            self._window()
         except ApiException as exc:
             if exc.status != 410:
-                raise  # the request failed, no event was lost: the next try watches on from the same version
+                self._relist = True
+                raise
             # The history behind our resourceVersion was compacted: start again from a fresh list.
-            self._console.say("watch expired (410 Gone); re-listing")
+            self._console.say(f"watch of {self._what} expired (410 Gone); re-listing")
             self._relist = True
-            return self._list()
         except Exception:
+            if self._stopped.is_set():
+                return  # our own stop() cut the stream
             self._relist = True
             raise
 
-    def _list(self) -> dict[str, Any] | None:
-        job = self._job
-        listed: dict[str, Any] = self._api.custom.list_namespaced_custom_object(
-            GROUP, job.version, job.namespace, job.plural, field_selector=f"metadata.name={job.name}"
-        )
-        items = listed.get("items") or []
-        self._obj = items[0] if items else None
-        self._rv = (listed.get("metadata") or {}).get("resourceVersion")
+    def _list(self) -> None:
+        listed = read_json(self._request)
+        items = {item["metadata"]["name"]: item for item in listed.get("items") or []}
+        with self._lock:
+            self._items = items
+            self._rv = (listed.get("metadata") or {}).get("resourceVersion")
         self._relist = False
-        return self._obj
+        self._listed = True
+        self._notify()
 
-    def _window(self, until: float | None) -> dict[str, Any] | None:
-        """Follow the job's events for one watch request; return as soon as it changes in a way that matters."""
-        job = self._job
-        remaining = self._window_s if until is None else max(0.0, until - time.monotonic()) + 0.5
-        window = max(1, int(min(self._window_s, remaining)))
-        w = watch.Watch()
-        # timeout_seconds also makes Watch hand us 410 instead of retrying once itself from a stale version.
-        stream = w.stream(
-            self._api.custom.list_namespaced_custom_object,
-            GROUP,
-            job.version,
-            job.namespace,
-            job.plural,
-            field_selector=f"metadata.name={job.name}",
+    def _window(self) -> None:
+        """Follow the collection's events for one watch request."""
+        response = self._request(
+            watch=True,
             resource_version=self._rv,
             allow_watch_bookmarks=True,
-            timeout_seconds=window,
-            _request_timeout=(10, window + 10),
+            timeout_seconds=self._window_s,
+            _preload_content=False,
+            _request_timeout=(10, self._window_s + 10),
         )
+        with self._lock:
+            self._response = response
+        if self._stopped.is_set():
+            cut(response)
         try:
-            for event in stream:
-                kind = event.get("type")
-                raw = event.get("raw_object") or {}
-                self._rv = (raw.get("metadata") or {}).get("resourceVersion") or self._rv
-                if kind == "BOOKMARK":
-                    continue
-                if kind == "DELETED":
-                    self._obj = None
-                    return None
-                self._obj = raw
-                # Any event that carries a condition is worth a look by the caller; cheap to evaluate.
-                if conditions(raw) or terminal_condition(raw) is not None:
-                    return raw
-                if until is not None and time.monotonic() >= until:
-                    return raw
+            for line in iter_resp_lines(response):
+                event = json.loads(line)
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    # 410 Gone comes this way when the watch starts from a version already compacted.
+                    raise ApiException(status=obj.get("code"), reason=f"{obj.get('reason')}: {obj.get('message')}")
+                meta = obj.get("metadata") or {}
+                with self._lock:
+                    self._rv = meta.get("resourceVersion") or self._rv
+                    if kind == "BOOKMARK":
+                        continue
+                    if kind == "DELETED":
+                        self._items.pop(str(meta.get("name")), None)
+                    else:
+                        self._items[str(meta.get("name"))] = obj
+                self._notify()
         finally:
-            w.stop()
-            stream.close()
-        return self._obj
+            with self._lock:
+                self._response = None
+            with contextlib.suppress(Exception):
+                response.release_conn()
+
+    def _notify(self) -> None:
+        items = self.items()
+        for listener in self._listeners:
+            listener(items)
+        self._changed.set()
