@@ -35,7 +35,7 @@ from kftrain.job.kinds.mpijob import to_v1, to_v2beta1
 from kftrain.job.model import JobKind, MPIImplementation, TrainingJob
 from kftrain.job.naming import RUN_ID_LABEL, TASK_ID_LABEL, job_name_for, label_value, stamp_run_identity
 from kftrain.retry import RetryPolicy, call_with_retry
-from tests.fake_k8s import FakeKube, Fault, JobSim, OperatorSim
+from tests.fake_k8s import FakeKube, Fault, JobSim, OperatorSim, kueue_webhook
 from tests.fake_k8s.server import load_crd_schemas
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -189,6 +189,31 @@ def s_unschedulable(sim: JobSim) -> None:
     sim.wait_deleted()
 
 
+def s_config_error(sim: JobSim) -> None:
+    sim.create_pods()
+    sim.condition("Created")
+    sim.waiting("worker-0", "CreateContainerConfigError", 'secret "wandb" not found')
+    sim.wait_deleted()
+
+
+def s_scale_up_declined(sim: JobSim) -> None:
+    """A scale-up was triggered, then the autoscaler gave up on the pod: it is unschedulable again."""
+    sim.create_pods(scheduled=False)
+    sim.condition("Created")
+    sim.schedule(*(label for label in sim.labels() if label != "worker-0"))
+    sim.unschedulable("worker-0")
+    sim.autoscaler("worker-0", triggered=True)
+    sim.autoscaler("worker-0", triggered=False)
+    sim.wait_deleted()
+
+
+def s_no_scheduler(sim: JobSim) -> None:
+    """The pods name a scheduler that is not running: nothing ever places them, nothing reports why."""
+    sim.create_pods(scheduled=False)
+    sim.condition("Created")
+    sim.wait_deleted()
+
+
 def s_watch_expiry(sim: JobSim) -> None:
     running(sim)
     sim.sleep(0.2)
@@ -239,6 +264,11 @@ def _check_failure(result: JobResult, out: str, kube: FakeKube) -> None:
 def _check_pending(result: JobResult, out: str, kube: FakeKube) -> None:
     assert result.reason in result.message
     assert result.failed_replica == "worker-0"
+
+
+def _check_no_scheduler(result: JobResult) -> None:
+    assert "no scheduler has placed it yet (schedulerName default-scheduler)" in result.message
+    assert result.failed_replica in ("master-0", "worker-0", "worker-1")
 
 
 def _check_relisted(result: JobResult, out: str, kube: FakeKube) -> None:
@@ -300,6 +330,32 @@ CASES = [
         check=_check_pending,
     ),
     Case(
+        "container config error",
+        s_config_error,
+        JobPhase.FAILED,
+        "CreateContainerConfigError",
+        timeout=None,  # fails at once, whatever the timeouts
+        options={"pending_timeout_s": None},
+        deleted_by_backend=True,
+        check=_check_pending,
+    ),
+    Case(
+        "scale-up declined",
+        s_scale_up_declined,
+        JobPhase.FAILED,
+        "Unschedulable",
+        deleted_by_backend=True,
+        check=_check_pending,
+    ),
+    Case(
+        "no scheduler",
+        s_no_scheduler,
+        JobPhase.FAILED,
+        "NotScheduled",
+        deleted_by_backend=True,
+        check=lambda result, out, kube: _check_no_scheduler(result),
+    ),
+    Case(
         "watch expiry 410",
         s_watch_expiry,
         JobPhase.SUCCEEDED,
@@ -353,6 +409,147 @@ def test_scenario(case: Case, kube: FakeKube, operator: OperatorSim) -> None:
         assert [d[3] for d in kube.deletions] == ["Background"]
     if case.check is not None:
         case.check(result, text, kube)
+
+
+# -- waiting: queues, gangs, what the log says, and every replica's log ----------------------------------
+
+
+def until_said(sim: JobSim, out: io.StringIO, text: str, timeout: float = 20.0) -> None:
+    """Wait (as the simulated cluster) until the backend's output shows ``text``: it has seen what it reports."""
+    end = time.monotonic() + timeout
+    while text not in out.getvalue():
+        assert time.monotonic() < end, f"the backend did not say {text!r} within {timeout}s:\n{out.getvalue()}"
+        sim.sleep(0.02)
+
+
+def test_a_job_held_by_kueue_is_waited_on_until_admitted(kube: FakeKube, operator: OperatorSim) -> None:
+    kube.admission.append(kueue_webhook)
+    backend, out = make_backend(kube, pending_timeout_s=0.5)
+    waiting = "digits: waiting: suspended until Kueue admits it from LocalQueue 'team-a' (no pods until then)"
+
+    def scenario(sim: JobSim) -> None:
+        sim.condition("Created")
+        assert sim.suspended  # Kueue's webhook suspended it at creation
+        sim.report_suspended()
+        until_said(sim, out, waiting)
+        sim.report_suspended()  # the operator's status updates change nothing the backend reports
+        sim.sleep(0.6)  # queued longer than pending_timeout_s: a queue is no pending pod
+        sim.admit_from_queue()
+        sim.report_resumed()
+        until_said(sim, out, "digits: resumed: no longer suspended")
+        running(sim)
+        succeed(sim)
+
+    operator.scenario = scenario
+    result = backend.run(apply_pod_settings(pytorch_job(), PodSettings(queue_name="team-a")), timeout=20)
+    assert result.succeeded, (result.describe(), out.getvalue())
+    assert out.getvalue().count(waiting) == 1
+    assert kube.created[0]["spec"]["runPolicy"]["suspend"] is True
+
+
+def test_a_job_suspended_past_the_timeout_says_what_it_waited_for(kube: FakeKube, operator: OperatorSim) -> None:
+    kube.admission.append(kueue_webhook)
+    operator.scenario = s_suspended_forever
+    backend, _ = make_backend(kube)
+    result = backend.run(apply_pod_settings(pytorch_job(), PodSettings(queue_name="team-a")), timeout=0.5)
+    assert (result.phase, result.reason) == (JobPhase.FAILED, "Timeout")
+    assert "suspended until Kueue admits it from LocalQueue 'team-a'" in result.message
+    assert kube.jobs_of("pytorchjobs") == []
+
+
+def test_a_volcano_gang_still_gathering_is_waited_on(kube: FakeKube, operator: OperatorSim) -> None:
+    """Volcano's words on a gang's members while it cannot place them all: waited on, and said once."""
+    backend, out = make_backend(kube, pending_timeout_s=0.5)
+
+    def scenario(sim: JobSim) -> None:
+        sim.create_pods(scheduled=False)
+        sim.condition("Created")
+        n = len(sim.labels())
+        for label in sim.labels():
+            sim.unschedulable(
+                label, f"pod group is not ready, {n} Pending, {n} minAvailable; Pending: {n} Undetermined"
+            )
+        until_said(sim, out, "waiting for their Volcano gang to be complete")
+        for label in sim.labels():  # the gang forms: Volcano rewrites every member's condition
+            sim.unschedulable(
+                label,
+                f"pod group is not ready, {n} Pending, {n} minAvailable; Pending: 1 Schedulable, {n - 1} Undetermined",
+            )
+        sim.sleep(0.8)  # longer than pending_timeout_s
+        sim.schedule()
+        sim.start()
+        sim.condition("Running")
+        succeed(sim)
+
+    operator.scenario = scenario
+    result = backend.run(pytorch_job(workers=2), timeout=20)
+    assert result.succeeded, (result.describe(), out.getvalue())
+    said = [line for line in out.getvalue().splitlines() if "Volcano gang" in line]
+    assert said == [
+        "[kftrain] master-0, worker-0, worker-1: waiting for their Volcano gang to be complete: pod group is not "
+        "ready, 3 Pending, 3 minAvailable; Pending: 3 Undetermined (the step waits up to its timeout)"
+    ]
+
+
+def test_an_image_that_cannot_be_pulled_fails_at_once_naming_it(kube: FakeKube, operator: OperatorSim) -> None:
+    operator.scenario = s_image_pull
+    backend, _ = make_backend(kube, pending_timeout_s=None)  # no pending limit: a broken image fails anyway
+    result = backend.run(pytorch_job(), timeout=None)
+    assert (result.phase, result.reason) == (JobPhase.FAILED, "ImagePullBackOff")
+    assert "image example.com/train:1" in result.message and "Back-off pulling image" in result.message
+    assert result.failed_replica == "worker-0" and kube.jobs_of("pytorchjobs") == []
+
+
+def s_ends_at_once_with_a_restart(sim: JobSim) -> None:
+    """Every replica logs and the job succeeds at once; worker-0's container had restarted in place before
+    its pod was first seen running (one status update shows it running its second run)."""
+    sim.create_pods()
+    sim.condition("Created")
+    sim.start("master-0", "worker-1")
+    sim.log("worker-0", "worker-0 run 1 line 1", "worker-0 run 1 line 2")
+    sim.restart_in_place("worker-0", 137)
+    for label in sim.labels():
+        sim.log(label, f"{label} line 1", f"{label} line 2")
+    sim.exit_all(0)
+    sim.condition("Succeeded")
+
+
+def _replica_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if not line.startswith("[kftrain]")]
+
+
+def test_every_replicas_log_once_when_the_job_ends_at_once(kube: FakeKube, operator: OperatorSim) -> None:
+    operator.scenario = s_ends_at_once_with_a_restart
+    backend, out = make_backend(kube)
+    assert backend.run(pytorch_job(workers=2), timeout=20).succeeded
+    expected = {f"[{label}] {label} line {i}" for label in ("master-0", "worker-0", "worker-1") for i in (1, 2)}
+    expected |= {"[worker-0] worker-0 run 1 line 1", "[worker-0] worker-0 run 1 line 2"}
+    assert sorted(_replica_lines(out.getvalue())) == sorted(expected)  # each line, once
+
+
+def test_every_replicas_log_when_the_job_ended_before_its_pods_were_seen(kube: FakeKube, operator: OperatorSim) -> None:
+    """The pod watch has not listed the pods when the job is seen ended: the end lists them and prints each
+    replica's log whole, and the run before a restart in place by its last lines (``previous``)."""
+    operator.scenario = s_ends_at_once_with_a_restart
+    backend, out = make_backend(kube)
+    handle = backend.submit(pytorch_job(workers=2))
+    operator.join()  # the job has ended before the wait begins
+    hold = kube.fault("hold", path=r"/pods$", method="GET", query="^(?!.*watch=)")  # the pod watch's first list
+    try:
+        result = backend.wait(handle, timeout=20)
+    finally:
+        hold.released.set()
+    assert result.succeeded, (result.describe(), out.getvalue())
+    assert hold.fired == 1
+    text = out.getvalue()
+    expected = {f"[{label}] {label} line {i}" for label in ("master-0", "worker-0", "worker-1") for i in (1, 2)}
+    expected |= {"[worker-0] worker-0 run 1 line 1", "[worker-0] worker-0 run 1 line 2"}
+    assert sorted(_replica_lines(text)) == sorted(expected)
+    assert (
+        "[kftrain] worker-0 restarted in place (1 restart(s)); the last 2 log lines of its previous run, which "
+        "ended with exit code 137:\n[worker-0] worker-0 run 1 line 1\n[worker-0] worker-0 run 1 line 2\n"
+    ) in text
+    assert text.index("line 2") < text.index("digits succeeded in")  # the logs come before the verdict
 
 
 # -- lifecycle around the wait ----------------------------------------------------------------------

@@ -2,10 +2,16 @@
 
 Each test calls a launch component's own Python function (what KFP runs in the step's container) with the
 inputs a pipeline gives it: the dataset and model artifacts, the path of its ``job`` output, the run and
-task ids, ``backend="kubernetes"``. The step finds the cluster as it would outside a pod, through the
-kubeconfig that ``KUBECONFIG`` names; the cluster is the fake API server (tests/fake_k8s) and a simulated
-operator plays the job. Nothing is configured for the test: the backend runs with its production
-:class:`KubernetesConfig`.
+task ids, the platform settings, ``backend="kubernetes"``, and either the typed inputs or a manifest. The
+step finds the cluster as it would outside a pod, through the kubeconfig that ``KUBECONFIG`` names; the
+cluster is the fake API server (tests/fake_k8s) and a simulated operator plays the job. Nothing is
+configured for the test: the backend runs with its production :class:`KubernetesConfig`.
+
+The table: the three kinds x {typed inputs, manifest} (:data:`LAUNCHES`) x what the cluster does
+(:data:`OUTCOMES`): the job succeeds at once, a replica fails, the image cannot be pulled, Kueue holds the
+job then admits it, the cluster autoscaler adds a node, no node fits past ``pending_timeout_seconds``.
+Every run also checks that a secret value in the launcher's environment reaches no created object and no
+output. A relaunched step and a SIGTERMed one are tested per launch too.
 """
 
 from __future__ import annotations
@@ -16,15 +22,17 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
+from types import FrameType, SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client
 
 import kftrain
 import kftrain_components
@@ -41,7 +49,7 @@ from kftrain.job.naming import (
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
-from tests.fake_k8s import FakeKube, JobSim, OperatorSim
+from tests.fake_k8s import FakeKube, JobSim, OperatorSim, kueue_webhook
 from tests.fake_k8s.server import load_crd_schemas
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -49,28 +57,109 @@ CRD_DIR = REPO_ROOT.parent / "shared/reference/crds"
 KUBECONFIG_NAMESPACE = "kfp-user"
 RUN_ID = "4f1c9a6e-2b1d-4c8e-9f00-abcdef012345"
 TASK_ID = "9a8b7c6d-0000-1111-2222-333344445555"
+IMAGE = "registry.example.com/team/train:1"
+# A secret's value in the launcher's own environment: it must reach no job, no pod and no output.
+CANARY = "canary-7d1e5b-never-print-me"
+
+# Every platform input, as a platform engineer sets them on the pipeline.
+SETTINGS: dict[str, Any] = {
+    "node_selector": {"pool": "gpu"},
+    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    "service_account": "trainer",
+    "image_pull_secrets": ["regcred"],
+    "secret_env": {"WANDB_API_KEY": "wandb/api-key"},
+    "storage_secret": "mlpipeline-minio-artifact",
+    "pvc_mounts": {"/data": "datasets"},
+    "shm_size": "1Gi",
+    "priority_class": "training",
+    "queue_name": "team-a",
+    "scheduling": {"queue": "volcano-a", "minAvailable": 2},
+    "ttl_seconds_after_finished": 600,
+    "cpu": "2",
+    "memory": "4Gi",
+    "gpus": 1,
+}
+
+PYTORCH_MANIFEST = f"""
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {{name: ddp}}
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      template: {{spec: {{containers: [{{name: pytorch, image: "{IMAGE}", command: [python, train.py]}}]}}}}
+    Worker:
+      replicas: 1
+      template: {{spec: {{containers: [{{name: pytorch, image: "{IMAGE}", command: [python, train.py]}}]}}}}
+"""
+TF_MANIFEST = f"""
+apiVersion: kubeflow.org/v1
+kind: TFJob
+metadata: {{name: mwms}}
+spec:
+  tfReplicaSpecs:
+    Worker:
+      replicas: 2
+      template: {{spec: {{containers: [{{name: tensorflow, image: "{IMAGE}", command: [python, train.py]}}]}}}}
+"""
+MPI_MANIFEST = f"""
+apiVersion: kubeflow.org/v2beta1
+kind: MPIJob
+metadata: {{name: allreduce}}
+spec:
+  slotsPerWorker: 1
+  mpiReplicaSpecs:
+    Launcher:
+      replicas: 1
+      template: {{spec: {{containers: [{{name: launcher, image: "{IMAGE}", command: [mpirun, python, train.py]}}]}}}}
+    Worker:
+      replicas: 2
+      template: {{spec: {{containers: [{{name: worker, image: "{IMAGE}"}}]}}}}
+"""
 
 
 @dataclass(frozen=True)
-class KindCase:
+class Launch:
+    """One launch component, given typed inputs or a manifest."""
+
     component: Any
     kind: str
     plural: str
     replica_key: str
+    source: str  # "typed" or "manifest"
+    inputs: dict[str, Any]
     # The replica the failure scenario fails: the one whose exit ends the job for its operator.
     failing: str
-    inputs: dict[str, Any] = field(default_factory=dict)
+    # The replica type that runs no training (the MPI launcher): no GPU and no /dev/shm.
+    not_training: str | None = None
 
     @property
     def id(self) -> str:
-        return self.kind
+        return f"{self.kind}-{self.source}"
+
+    @property
+    def base_name(self) -> str:
+        """The job's name before the run's: the manifest's own, else the kind's."""
+        if self.source == "manifest":
+            return str(yaml.safe_load(self.inputs["manifest"])["metadata"]["name"])
+        return self.kind.lower()
 
 
-KINDS = [
-    KindCase(pytorchjob_launch, "PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", "worker-0", {"workers": 1}),
-    KindCase(tfjob_launch, "TFJob", "tfjobs", "tfReplicaSpecs", "worker-1", {"workers": 2}),
-    KindCase(mpijob_launch, "MPIJob", "mpijobs", "mpiReplicaSpecs", "launcher-0", {"workers": 2}),
-]
+def _launches() -> list[Launch]:
+    kinds = [
+        (pytorchjob_launch, "PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", 1, PYTORCH_MANIFEST, "worker-0", None),
+        (tfjob_launch, "TFJob", "tfjobs", "tfReplicaSpecs", 2, TF_MANIFEST, "worker-1", None),
+        (mpijob_launch, "MPIJob", "mpijobs", "mpiReplicaSpecs", 2, MPI_MANIFEST, "launcher-0", "Launcher"),
+    ]
+    out = []
+    for component, kind, plural, key, workers, manifest, failing, not_training in kinds:
+        for source, inputs in (("typed", {"workers": workers, "image": IMAGE}), ("manifest", {"manifest": manifest})):
+            out.append(Launch(component, kind, plural, key, source, inputs, failing, not_training))
+    return out
+
+
+LAUNCHES = _launches()
 
 
 # -- the cluster, as the step finds it -------------------------------------------------------------
@@ -78,7 +167,11 @@ KINDS = [
 
 @pytest.fixture
 def kubeconfig(kube: FakeKube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A kubeconfig whose current context is the fake cluster, named by ``KUBECONFIG``; not in a pod, in KFP."""
+    """A kubeconfig whose current context is the fake cluster, named by ``KUBECONFIG``; not in a pod, in KFP.
+
+    The launcher's environment also holds a secret's value (:data:`CANARY`) under the names a platform
+    gives secrets, so that a test can show it goes nowhere.
+    """
     path = tmp_path / "kubeconfig"
     path.write_text(
         yaml.safe_dump(
@@ -101,6 +194,8 @@ def kubeconfig(kube: FakeKube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)  # not in a pod: no in-cluster configuration
     monkeypatch.setenv("KFP_POD_NAME", "launch-step-a")
     monkeypatch.setenv("KFP_POD_UID", "uid-a")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", CANARY)
+    monkeypatch.setenv("WANDB_API_KEY", CANARY)
     return path
 
 
@@ -111,8 +206,9 @@ def expected_namespace() -> str:
     return KUBECONFIG_NAMESPACE
 
 
-def step_inputs(case: KindCase, tmp_path: Path, job_output: str = "job") -> dict[str, Any]:
-    """The inputs a pipeline gives the step: artifacts, the ``job`` output path, the run and task ids."""
+def step_inputs(launch: Launch, tmp_path: Path, job_output: str = "job", **extra: Any) -> dict[str, Any]:
+    """The inputs a pipeline gives the step: artifacts, the ``job`` output path, the run and task ids, the
+    platform settings, and the launch's typed inputs or manifest."""
     return {
         "dataset": SimpleNamespace(uri=str(tmp_path / "dataset"), metadata={}),
         "model": SimpleNamespace(uri=str(tmp_path / "model"), metadata={}),
@@ -120,15 +216,37 @@ def step_inputs(case: KindCase, tmp_path: Path, job_output: str = "job") -> dict
         "run_id": RUN_ID,
         "task_id": TASK_ID,
         "backend": "kubernetes",
-        **case.inputs,
+        **SETTINGS,
+        **launch.inputs,
+        **extra,
     }
 
 
-def launch(case: KindCase, inputs: dict[str, Any]) -> None:
-    case.component.python_func(**inputs)
+def read_back(kube: FakeKube, launch: Launch, name: str) -> dict[str, Any]:
+    """The job as the API serves it (GET over HTTP)."""
+    api = client.ApiClient(client.Configuration(host=kube.url))
+    return dict(
+        client.CustomObjectsApi(api).get_namespaced_custom_object(
+            "kubeflow.org", "v1" if launch.kind != "MPIJob" else "v2beta1", expected_namespace(), launch.plural, name
+        )
+    )
 
 
-# -- scenarios -------------------------------------------------------------------------------------
+def step_output() -> str:
+    """What the step has printed so far (the test captures standard output: see ``capsys``)."""
+    getvalue = getattr(sys.stdout, "getvalue", None)
+    return str(getvalue()) if getvalue is not None else ""
+
+
+def until_step_says(sim: JobSim, text: str, timeout: float = 20.0) -> None:
+    """Wait (as the simulated cluster) until the step's output shows ``text``: it has seen what it reports."""
+    end = time.monotonic() + timeout
+    while text not in step_output():
+        assert time.monotonic() < end, f"the step did not say {text!r} within {timeout}s:\n{step_output()}"
+        sim.sleep(0.02)
+
+
+# -- what the cluster does -------------------------------------------------------------------------
 
 
 def start(sim: JobSim) -> None:
@@ -154,39 +272,271 @@ def write_model(sim: JobSim) -> None:
 
 def succeed(sim: JobSim) -> None:
     for label in sim.labels():
-        sim.log(label, f"hello from {label}")
+        sim.log(label, f"hello from {label}", f"{label} done")
     write_model(sim)
     sim.exit_all(0)
     sim.condition("Succeeded")
 
 
-def s_success(sim: JobSim) -> None:
+def s_success(sim: JobSim, launch: Launch) -> None:
+    """The job runs and succeeds at once: the step may never see a pod running."""
     start(sim)
     succeed(sim)
 
 
-def failing(label: str) -> Callable[[JobSim], None]:
-    def scenario(sim: JobSim) -> None:
-        start(sim)
-        sim.log(label, "step 1", "Traceback (most recent call last):", f"RuntimeError: {label} ran out of memory")
-        sim.exit(label, 3)
-        # cleanPodPolicy Running (the step's default): the operator deletes the pods still running.
-        with sim.kube.cond:
-            for (ns, name), pod in list(sim.kube.pods.items()):
-                if name in sim.pod_names.values() and pod["status"]["phase"] == "Running":
-                    sim.kube.delete_pod(ns, name)
-        sim.condition("Failed", reason=f"{sim.obj['kind']}Failed", message=f"{label} failed with exit code 3")
-
-    return scenario
-
-
-def s_forever(sim: JobSim) -> None:
+def s_failure(sim: JobSim, launch: Launch) -> None:
+    label = launch.failing
     start(sim)
-    step = 0
-    while True:
-        step += 1
-        sim.log(sim.labels()[0], f"step {step}")
-        sim.sleep(0.05)
+    sim.log(label, "step 1", "Traceback (most recent call last):", f"RuntimeError: {label} ran out of memory")
+    sim.exit(label, 3)
+    # cleanPodPolicy Running (the step's default): the operator deletes the pods still running.
+    with sim.kube.cond:
+        for (ns, name), pod in list(sim.kube.pods.items()):
+            if name in sim.pod_names.values() and pod["status"]["phase"] == "Running":
+                sim.kube.delete_pod(ns, name)
+    sim.condition("Failed", reason=f"{sim.obj['kind']}Failed", message=f"{label} failed with exit code 3")
+
+
+def s_image_not_found(sim: JobSim, launch: Launch) -> None:
+    sim.create_pods()
+    sim.condition("Created")
+    sim.image_pull_backoff(sim.labels()[-1])
+    sim.wait_deleted()
+
+
+def s_queued_then_admitted(sim: JobSim, launch: Launch) -> None:
+    """Kueue's webhook suspended the job at creation; Kueue admits it once the step says it waits for that."""
+    sim.condition("Created")
+    assert sim.suspended, "Kueue's webhook suspends a job created with its queue-name label"
+    sim.report_suspended()
+    until_step_says(sim, "waiting: suspended until Kueue admits it from LocalQueue 'team-a'")
+    sim.admit_from_queue()
+    sim.report_resumed()
+    start(sim)
+    succeed(sim)
+
+
+def s_scaled_up(sim: JobSim, launch: Launch) -> None:
+    """No node fits the pods until the cluster autoscaler adds one, which takes longer than pending_timeout."""
+    sim.create_pods(scheduled=False)
+    sim.condition("Created")
+    for label in sim.labels():
+        sim.unschedulable(label)
+        sim.autoscaler(label, triggered=True)
+    until_step_says(sim, "waiting for the cluster autoscaler to add a node")
+    sim.sleep(PENDING_TIMEOUT_S + 0.2)  # the new node takes longer than the pending timeout: the step waits on
+    sim.schedule()
+    sim.start()
+    sim.condition("Running")
+    succeed(sim)
+
+
+def s_unschedulable(sim: JobSim, launch: Launch) -> None:
+    sim.create_pods(scheduled=False)
+    sim.condition("Created")
+    for label in sim.labels():
+        sim.unschedulable(label)
+        sim.autoscaler(label, triggered=False)
+    sim.wait_deleted()
+
+
+PENDING_TIMEOUT_S = 1  # the least pending_timeout_seconds (an integer input): pending tests stay short
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the cluster does with the job, and what the step must then do and say."""
+
+    id: str
+    scenario: Callable[[JobSim, Launch], None]
+    exit_code: int | None  # the step's SystemExit code; None: the step returns (the job succeeded)
+    deleted_by_step: bool = False
+    inputs: dict[str, Any] = field(default_factory=dict)
+    kueue: bool = False  # Kueue's webhook is installed
+    # Log lines every replica wrote ({label}: the replica's), expected in the step's output as "[label] line".
+    replica_lines: tuple[str, ...] = ()
+    # Expected in the step's stdout / stderr; {failing} and {image} are filled in.
+    out_has: tuple[str, ...] = ()
+    err_has: tuple[str, ...] = ()
+    check: Callable[[FakeKube, Launch, dict[str, Any]], None] | None = None
+
+
+def check_success(kube: FakeKube, launch: Launch, inputs: dict[str, Any]) -> None:
+    (created,) = kube.created
+    handle = load_identity(inputs["job"])
+    assert handle.name == created["metadata"]["name"] == job_name_for(RUN_ID, TASK_ID, base=launch.base_name)
+    assert (handle.backend, handle.kind, handle.uid) == ("kubernetes", launch.kind, created["metadata"]["uid"])
+    assert handle.namespace == created["metadata"]["namespace"] == expected_namespace()
+    job = read_back(kube, launch, handle.name)
+    assert load_crd_schemas(CRD_DIR).errors(job) == []
+    check_identity(job)
+    check_platform_settings(job, launch)
+    assert inputs["model"].metadata["job"] == handle.name
+
+
+def check_identity(job: dict[str, Any]) -> None:
+    meta = job["metadata"]
+    assert meta["labels"][RUN_ID_LABEL] == label_value(RUN_ID)
+    assert meta["labels"][TASK_ID_LABEL] == label_value(TASK_ID)
+    assert meta["annotations"][RUN_ID_ANNOTATION] == RUN_ID
+    assert meta["annotations"][TASK_ID_ANNOTATION] == TASK_ID
+    assert [o["uid"] for o in meta["ownerReferences"]] == ["uid-a"]  # the launcher pod, from KFP_POD_UID
+
+
+def check_platform_settings(job: dict[str, Any], launch: Launch) -> None:
+    """Every platform input on the job and on every replica's pod template."""
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    run_policy = job["spec"]["runPolicy"]
+    assert run_policy["schedulingPolicy"] == {"queue": "volcano-a", "minAvailable": 2}
+    assert run_policy["ttlSecondsAfterFinished"] == 600
+    for rtype, rspec in job["spec"][launch.replica_key].items():
+        trains = rtype != launch.not_training
+        template = rspec["template"]
+        assert (template["metadata"]["labels"][RUN_ID_LABEL], template["metadata"]["labels"][TASK_ID_LABEL]) == (
+            label_value(RUN_ID),
+            label_value(TASK_ID),
+        )
+        pod = template["spec"]
+        assert pod["serviceAccountName"] == "trainer", rtype
+        assert pod["nodeSelector"] == {"pool": "gpu"}, rtype
+        assert pod["tolerations"] == SETTINGS["tolerations"], rtype
+        assert pod["imagePullSecrets"] == [{"name": "regcred"}], rtype
+        assert pod["priorityClassName"] == "training", rtype
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes["pvc-datasets"]["persistentVolumeClaim"] == {"claimName": "datasets"}, rtype
+        assert volumes["kftrain-object-store"]["secret"]["secretName"] == "mlpipeline-minio-artifact", rtype
+        assert ("kftrain-shm" in volumes) is trains, rtype
+        main = pod["containers"][0]
+        assert main["image"] == IMAGE
+        mounts = {m["mountPath"] for m in main["volumeMounts"]}
+        assert {"/data", "/var/run/secrets/kftrain/object-store"} <= mounts and ("/dev/shm" in mounts) is trains
+        limits = main["resources"]["limits"]
+        assert (limits["cpu"], limits["memory"]) == ("2", "4Gi"), rtype
+        assert ("nvidia.com/gpu" in limits) is trains, rtype
+        env = {e["name"]: e.get("value", e.get("valueFrom")) for e in main["env"]}
+        assert env["WANDB_API_KEY"] == {"secretKeyRef": {"name": "wandb", "key": "api-key"}}, rtype
+        for name, key in (("AWS_ACCESS_KEY_ID", "accesskey"), ("AWS_SECRET_ACCESS_KEY", "secretkey")):
+            ref = {"secretKeyRef": {"name": "mlpipeline-minio-artifact", "key": key, "optional": True}}
+            assert env[name] == ref, (rtype, name)
+
+
+def check_queued(kube: FakeKube, launch: Launch, inputs: dict[str, Any]) -> None:
+    (created,) = kube.created
+    assert created["spec"]["runPolicy"]["suspend"] is True  # as Kueue's webhook left it
+    assert read_back(kube, launch, created["metadata"]["name"])["spec"]["runPolicy"]["suspend"] is False
+
+
+OUTCOMES = [
+    Outcome(
+        "succeeds at once",
+        s_success,
+        exit_code=None,
+        replica_lines=("hello from {label}", "{label} done"),
+        check=check_success,
+    ),
+    Outcome(
+        "replica fails",
+        s_failure,
+        exit_code=3,
+        err_has=(
+            "last 3 log lines of {failing}",
+            "Traceback (most recent call last):",
+            "RuntimeError: {failing} ran out of memory",
+            "{failing} failed with exit code 3",
+        ),
+    ),
+    Outcome(
+        "image not found",
+        s_image_not_found,
+        exit_code=1,
+        deleted_by_step=True,
+        err_has=("cannot start: ", "ImagePullBackOff", "image {image}", f'Back-off pulling image "{IMAGE}"'),
+    ),
+    Outcome(
+        "queued by Kueue, then admitted",
+        s_queued_then_admitted,
+        exit_code=None,
+        kueue=True,
+        out_has=("waiting: suspended until Kueue admits it from LocalQueue 'team-a'",),
+        replica_lines=("hello from {label}",),
+        check=check_queued,
+    ),
+    Outcome(
+        "scaled up past the pending timeout",
+        s_scaled_up,
+        exit_code=None,
+        inputs={"pending_timeout_seconds": PENDING_TIMEOUT_S},
+        out_has=(
+            "waiting for the cluster autoscaler to add a node: pod triggered scale-up: [{gpu-pool 0->1 (max: 4)}]",
+        ),
+        replica_lines=("hello from {label}",),
+    ),
+    Outcome(
+        "unschedulable past the pending timeout",
+        s_unschedulable,
+        exit_code=1,
+        deleted_by_step=True,
+        inputs={"pending_timeout_seconds": PENDING_TIMEOUT_S},
+        out_has=("Unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu.", "fails if this lasts 1s"),
+        err_has=("stayed Pending for", "(pending_timeout_seconds 1): Unschedulable", "deleted the job"),
+    ),
+]
+
+
+def _filled(text: str, launch: Launch) -> str:
+    return text.replace("{failing}", launch.failing).replace("{image}", IMAGE)
+
+
+def assert_no_secret_anywhere(kube: FakeKube, *outputs: str) -> None:
+    with kube.cond:
+        objects = json.dumps([kube.created, list(kube.jobs.values()), list(kube.pods.values())])
+    assert CANARY not in objects
+    for text in outputs:
+        assert CANARY not in text
+
+
+# -- tests -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("outcome", OUTCOMES, ids=[o.id for o in OUTCOMES])
+@pytest.mark.parametrize("launch", LAUNCHES, ids=[launch.id for launch in LAUNCHES])
+def test_step(
+    launch: Launch,
+    outcome: Outcome,
+    kube: FakeKube,
+    operator: OperatorSim,
+    kubeconfig: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    operator.scenario = lambda sim: outcome.scenario(sim, launch)
+    if outcome.kueue:
+        kube.admission.append(kueue_webhook)
+    inputs = step_inputs(launch, tmp_path, **outcome.inputs)
+    if outcome.exit_code is None:
+        launch.component.python_func(**inputs)  # returns: the job succeeded
+    else:
+        with pytest.raises(SystemExit) as ended:
+            launch.component.python_func(**inputs)
+        assert ended.value.code == outcome.exit_code
+    operator.join()
+    out, err = capsys.readouterr()
+    for text in outcome.out_has:
+        assert _filled(text, launch) in out, out
+    for text in outcome.err_has:
+        assert _filled(text, launch) in err, err
+    for label in (label for sim in operator.sims for label in sim.labels()):
+        for line in outcome.replica_lines:
+            assert f"[{label}] {line.replace('{label}', label)}" in out, out  # every replica's log, prefixed
+    (created,) = kube.created
+    name = created["metadata"]["name"]
+    assert [d[2] for d in kube.deletions] == ([name] if outcome.deleted_by_step else [])
+    if outcome.check is not None:
+        outcome.check(kube, launch, inputs)
+    assert_no_secret_anywhere(kube, out, err)
+
+
+# -- a relaunched step, a cancelled one ----------------------------------------------------------------
 
 
 def s_until_a_second_owner(sim: JobSim) -> None:
@@ -206,8 +556,6 @@ def _owners(sim: JobSim) -> list[dict[str, Any]]:
         return list((obj.get("metadata") or {}).get("ownerReferences") or [])
 
 
-# -- the step in a process of its own ----------------------------------------------------------------
-
 STEP_SCRIPT = textwrap.dedent(
     """
     import importlib, json, sys
@@ -222,16 +570,16 @@ STEP_SCRIPT = textwrap.dedent(
 )
 
 
-def start_step_process(case: KindCase, inputs: dict[str, Any], tmp_path: Path) -> subprocess.Popen[str]:
+def start_step_process(launch: Launch, inputs: dict[str, Any], tmp_path: Path) -> subprocess.Popen[str]:
     """The step's function in its own process (the launcher pod), with this process's environment."""
     script = tmp_path / "step.py"
     script.write_text(STEP_SCRIPT)
     args = {k: (v.uri if isinstance(v, SimpleNamespace) else v) for k, v in inputs.items()}
     imported_from = [str(Path(kftrain.__file__).parents[1]), str(Path(kftrain_components.__file__).parents[1])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*imported_from, os.environ.get("PYTHONPATH", "")])}
-    module = case.component.python_func.__module__
+    module = launch.component.python_func.__module__
     return subprocess.Popen(
-        [sys.executable, str(script), module, case.component.python_func.__name__, json.dumps(args)],
+        [sys.executable, str(script), module, launch.component.python_func.__name__, json.dumps(args)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -239,67 +587,9 @@ def start_step_process(case: KindCase, inputs: dict[str, Any], tmp_path: Path) -
     )
 
 
-def wait_until_waiting(proc: subprocess.Popen[str], identity: Path, operator: OperatorSim) -> None:
-    """Until the step has published its job's identity and the job's pods run: the step is in its wait."""
-    end = time.monotonic() + 20
-    while not (identity.exists() and any(s.pod_names for s in operator.sims)):
-        assert proc.poll() is None and time.monotonic() < end, proc.stdout.read() if proc.stdout else ""
-        time.sleep(0.05)
-    time.sleep(0.5)  # well inside wait(), streaming logs
-
-
-# -- tests -----------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("case", KINDS, ids=[c.id for c in KINDS])
-def test_step_runs_its_job_to_success(
-    case: KindCase, kube: FakeKube, operator: OperatorSim, kubeconfig: Path, tmp_path: Path
-) -> None:
-    operator.scenario = s_success
-    inputs = step_inputs(case, tmp_path)
-    launch(case, inputs)  # returns: the job succeeded
-
-    (created,) = kube.created
-    meta = created["metadata"]
-    handle = load_identity(inputs["job"])
-    assert handle.name == meta["name"] == job_name_for(RUN_ID, TASK_ID, base=case.kind.lower())
-    assert (handle.backend, handle.kind, handle.uid) == ("kubernetes", case.kind, meta["uid"])
-    assert handle.namespace == meta["namespace"] == expected_namespace()
-    assert meta["labels"][RUN_ID_LABEL] == label_value(RUN_ID)
-    assert meta["labels"][TASK_ID_LABEL] == label_value(TASK_ID)
-    assert meta["annotations"][RUN_ID_ANNOTATION] == RUN_ID
-    assert meta["annotations"][TASK_ID_ANNOTATION] == TASK_ID
-    assert [o["uid"] for o in meta["ownerReferences"]] == ["uid-a"]  # the launcher pod, from KFP_POD_UID
-    for rspec in created["spec"][case.replica_key].values():
-        pod_labels = rspec["template"]["metadata"]["labels"]
-        assert (pod_labels[RUN_ID_LABEL], pod_labels[TASK_ID_LABEL]) == (label_value(RUN_ID), label_value(TASK_ID))
-    assert load_crd_schemas(CRD_DIR).errors(created) == []
-    assert inputs["model"].metadata["job"] == handle.name
-
-
-@pytest.mark.parametrize("case", KINDS, ids=[c.id for c in KINDS])
-def test_failed_job_fails_the_step_with_the_replicas_exit_code_and_log(
-    case: KindCase,
-    kube: FakeKube,
-    operator: OperatorSim,
-    kubeconfig: Path,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    operator.scenario = failing(case.failing)
-    with pytest.raises(SystemExit) as ended:
-        launch(case, step_inputs(case, tmp_path))
-    assert ended.value.code == 3
-    stderr = capsys.readouterr().err
-    assert f"last 3 log lines of {case.failing}" in stderr, stderr
-    assert "Traceback (most recent call last):" in stderr
-    assert f"RuntimeError: {case.failing} ran out of memory" in stderr
-    assert f"{case.failing} failed with exit code 3" in stderr
-
-
-@pytest.mark.parametrize("case", KINDS, ids=[c.id for c in KINDS])
+@pytest.mark.parametrize("launch", LAUNCHES, ids=[launch.id for launch in LAUNCHES])
 def test_relaunched_step_reattaches_to_its_job(
-    case: KindCase,
+    launch: Launch,
     kube: FakeKube,
     operator: OperatorSim,
     kubeconfig: Path,
@@ -308,51 +598,79 @@ def test_relaunched_step_reattaches_to_its_job(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     operator.scenario = s_until_a_second_owner
-    first = step_inputs(case, tmp_path, job_output="job-attempt-1")
-    proc = start_step_process(case, first, tmp_path)
+    first = step_inputs(launch, tmp_path, job_output="job-attempt-1")
+    proc = start_step_process(launch, first, tmp_path)
     try:
-        wait_until_waiting(proc, Path(first["job"]), operator)
+        end = time.monotonic() + 30
+        while not Path(first["job"]).exists():  # the job is created and the step about to wait for it
+            assert proc.poll() is None and time.monotonic() < end, proc.stdout.read() if proc.stdout else ""
+            time.sleep(0.02)
         proc.kill()  # the launcher pod dies: nothing gets to delete the job
         proc.wait(timeout=10)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert len(kube.jobs_of(case.plural)) == 1
+    assert len(kube.jobs_of(launch.plural)) == 1
 
     monkeypatch.setenv("KFP_POD_NAME", "launch-step-b")  # KFP retries the task in a new pod
     monkeypatch.setenv("KFP_POD_UID", "uid-b")
-    second = step_inputs(case, tmp_path, job_output="job-attempt-2")
-    launch(case, second)  # returns once the job it reattached to succeeds
+    second = step_inputs(launch, tmp_path, job_output="job-attempt-2")
+    launch.component.python_func(**second)  # returns once the job it reattached to succeeds
 
     assert "reattached to" in capsys.readouterr().out
-    assert len(kube.created) == 1
-    (job,) = kube.jobs_of(case.plural)
+    assert len(kube.created) == 1  # exactly one job
+    (job,) = kube.jobs_of(launch.plural)
     assert load_identity(second["job"]) == load_identity(first["job"])
     assert load_identity(second["job"]).name == job["metadata"]["name"]
     assert [o["uid"] for o in job["metadata"]["ownerReferences"]] == ["uid-a", "uid-b"]
 
 
-@pytest.mark.parametrize("case", KINDS, ids=[c.id for c in KINDS])
+@pytest.fixture
+def sigterm_outside_the_step() -> Iterator[list[int]]:
+    """SIGTERM outside the step's wait is recorded instead of ending the test run (the step installs its own)."""
+    received: list[int] = []
+
+    def record(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+
+    previous = signal.signal(signal.SIGTERM, record)
+    yield received
+    signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.mark.parametrize("launch", LAUNCHES, ids=[launch.id for launch in LAUNCHES])
 def test_sigterm_during_the_wait_deletes_the_job(
-    case: KindCase, kube: FakeKube, operator: OperatorSim, kubeconfig: Path, tmp_path: Path
+    launch: Launch,
+    kube: FakeKube,
+    operator: OperatorSim,
+    kubeconfig: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    sigterm_outside_the_step: list[int],
 ) -> None:
-    operator.scenario = s_forever
-    inputs = step_inputs(case, tmp_path)
+    inputs = step_inputs(launch, tmp_path)
     identity = Path(inputs["job"])
-    proc = start_step_process(case, inputs, tmp_path)
-    try:
-        wait_until_waiting(proc, identity, operator)
-        assert kube.jobs_of(case.plural)
-        proc.send_signal(signal.SIGTERM)  # the run is cancelled, or the launcher pod evicted
-        sent = time.monotonic()
-        while kube.jobs_of(case.plural):
-            assert time.monotonic() - sent < 10, "job not deleted within 10 s of SIGTERM"
-            time.sleep(0.05)
-        rc = proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    output = proc.stdout.read() if proc.stdout else ""
-    assert rc == 143, output  # the step reports the signal, as a shell would (128 + 15)
-    assert f"deleted {case.kind} {expected_namespace()}/{load_identity(identity).name}" in output
-    assert [d[2] for d in kube.deletions] == [load_identity(identity).name]
+
+    def run_until_terminated(sim: JobSim) -> None:
+        start(sim)
+        sim.log(sim.labels()[0], "step 1")
+        until_step_says(sim, "step 1")  # the step is in its wait, streaming the log
+        assert identity.exists()
+        os.kill(os.getpid(), signal.SIGTERM)  # the run is cancelled, or the launcher pod evicted
+        n = 1
+        while True:
+            n += 1
+            sim.log(sim.labels()[0], f"step {n}")
+            sim.sleep(0.05)
+
+    operator.scenario = run_until_terminated
+    assert threading.current_thread() is threading.main_thread()  # where the step's SIGTERM handler runs
+    with pytest.raises(SystemExit) as ended:
+        launch.component.python_func(**inputs)
+    assert ended.value.code == 143  # as a shell reports the signal (128 + 15)
+    assert sigterm_outside_the_step == []
+    out, err = capsys.readouterr()
+    name = load_identity(identity).name
+    assert f"deleted {launch.kind} {expected_namespace()}/{name}" in out
+    assert "terminated (run cancelled or pod evicted)" in err
+    assert [d[2] for d in kube.deletions] == [name] and kube.jobs_of(launch.plural) == []

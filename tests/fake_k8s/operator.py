@@ -252,11 +252,23 @@ class JobSim:
             cs["lastState"] = {"terminated": {"exitCode": code, "reason": "Error", "finishedAt": stamp}}
             cs["restartCount"] = int(cs.get("restartCount") or 0) + 1
             cs["state"] = {"running": {"startedAt": stamp}}
+            cs["ready"] = True
+            pod["status"]["phase"] = "Running"
 
         self._change_pod(label, restart)
         self.kube.add_event(
             self.namespace, "Pod", self.pod_names[label], "BackOff", "Back-off restarting failed container"
         )
+
+    def waiting(self, label: str, reason: str, message: str) -> None:
+        """The kubelet cannot start the pod's containers: they wait with ``reason`` (CreateContainerConfigError...)."""
+
+        def stuck(pod: dict[str, Any]) -> None:
+            for cs in pod["status"]["containerStatuses"]:
+                cs["state"] = {"waiting": {"reason": reason, "message": message}}
+
+        self._change_pod(label, stuck)
+        self.kube.add_event(self.namespace, "Pod", self.pod_names[label], "Failed", f"Error: {message}")
 
     def image_pull_backoff(self, label: str) -> None:
         """The kubelet cannot pull the pod's image: ErrImagePull, then ImagePullBackOff, as it reports them."""

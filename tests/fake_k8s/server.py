@@ -102,8 +102,9 @@ def matches(obj: Mapping[str, Any], labels: Mapping[str, str], fields: Mapping[s
 class Fault:
     """Answer the ``nth`` (1-based) request matching ``method`` and ``path`` (a regex) with ``action``.
 
-    ``action`` is an HTTP status (``"500"``, ``"429"``) or ``"reset"`` (drop the connection
-    without answering); ``times`` consecutive matching requests get it.
+    ``action`` is an HTTP status (``"500"``, ``"429"``), ``"reset"`` (drop the connection
+    without answering) or ``"hold"`` (answer only once :attr:`released` is set, as a slow server
+    would); ``times`` consecutive matching requests get it.
     """
 
     action: str
@@ -114,6 +115,7 @@ class Fault:
     query: str = ""
     seen: int = 0
     fired: int = 0
+    released: threading.Event = field(default_factory=threading.Event)
 
     def hit(self, method: str, path: str, query: str) -> bool:
         if self.method and self.method != method:
@@ -194,6 +196,8 @@ class FakeKube:
         with self.cond:
             self.stopping = True
             self.cond.notify_all()
+            for fault in self.faults:
+                fault.released.set()  # a held request is answered, so that its handler ends
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -290,8 +294,10 @@ class FakeKube:
         with self.cond:
             return [copy.deepcopy(o) for (p, ns, _), o in self.jobs.items() if p == plural and ns in (namespace, ns)]
 
-    def fault(self, action: str, path: str = "", method: str | None = None, nth: int = 1, times: int = 1) -> Fault:
-        fault = Fault(action=action, path=path, method=method, nth=nth, times=times)
+    def fault(
+        self, action: str, path: str = "", method: str | None = None, nth: int = 1, times: int = 1, query: str = ""
+    ) -> Fault:
+        fault = Fault(action=action, path=path, method=method, nth=nth, times=times, query=query)
         with self.cond:
             self.faults.append(fault)
         return fault
@@ -359,6 +365,9 @@ class _Handler(BaseHTTPRequestHandler):
             hits = [f for f in kube.faults if f.hit(method, parts.path, parts.query)]
             fired = hits[0] if hits else None
         body = self._body() if method in ("POST", "PATCH", "PUT", "DELETE") else None
+        if fired is not None and fired.action == "hold":
+            fired.released.wait(30)
+            fired = None
         if fired is not None:
             if fired.action == "reset":
                 self._reset()
