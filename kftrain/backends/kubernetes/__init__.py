@@ -6,8 +6,9 @@ from a :class:`KubernetesConfig`.
 
 Modules: ``config`` (what the backend takes), ``backend`` (prepare, submit or reattach, wait, cancel),
 ``api`` (the client, the namespace, discovery, and every request retried), ``watch`` (following the job and
-reading its conditions), ``pods`` (the operators' pod labels, pods stuck Pending, why a job failed) and
-``logs`` (every replica's log in the step's output).
+its pods; the job's conditions), ``pending`` (what a job not running yet waits for: its queue, its gang, a
+scale-up; pods that cannot start), ``pods`` (the operators' pod labels, a pod's main container, why a job
+failed) and ``logs`` (every replica's log in the step's output).
 """
 
 from kftrain.backends.kubernetes.config import KubernetesConfig

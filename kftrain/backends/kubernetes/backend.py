@@ -8,10 +8,14 @@ What the backend does, and why:
 * **submit** creates the custom resource. A launch step names and labels the job from its run and
   task ids (:mod:`kftrain.job.naming`), so a launcher pod that KFP restarts finds its job again: on
   409 AlreadyExists the backend checks those labels and reattaches, adding itself as a further owner.
-* **wait** follows the job (:mod:`.watch`) until a condition says it ended, while streaming every
-  replica's log (:mod:`.logs`), failing a job whose pods stay Pending on an image pull or scheduling
-  problem (:mod:`.pods`), a job suspended too long, and a job past the overall timeout (those three
-  are deleted). A failure carries the failing replica, its exit code, last log lines and recent events.
+* **wait** follows the job and its pods, each by a watch in a thread of its own (:mod:`.watch`), and
+  decides whenever either changes or a deadline comes: a condition says the job ended; a pod cannot
+  start (an image that cannot be pulled, a broken container config) or stayed unscheduled past the
+  pending timeout (:mod:`.pending`; a job held by its queue, a Volcano gang still gathering and a pod
+  the cluster autoscaler adds a node for are waited on); the job ran past the overall timeout. The
+  backend deletes a job it gives up on. Every replica's log is streamed into the step's output, and
+  printed whole at the end for pods the streams missed (:mod:`.logs`). A failure carries the failing
+  replica, its exit code, last log lines and recent events (:mod:`.pods`).
 * **cancel** (what :meth:`Backend.run` calls on SIGTERM or Ctrl-C) deletes the job.
 
 Every request goes through :class:`KubeApi`, which retries it on 429, 5xx and connection errors.
@@ -165,6 +169,7 @@ class KubernetesBackend(Backend):
             pods.add_listener(logs.update)
         watching = _Watching(
             job=job,
+            timeout=timeout,
             deadline=started + timeout if timeout is not None else None,
             printer=StatusPrinter(self.console, job.name),
             queue=SuspensionTracker(self.console, job.name, cfg.suspended_timeout_s),
@@ -242,6 +247,7 @@ class _Watching:
     """What the wait decides from, besides the job ending: its deadline, its queue, its pending pods."""
 
     job: JobRef
+    timeout: float | None
     deadline: float | None
     printer: StatusPrinter
     queue: SuspensionTracker
@@ -261,7 +267,7 @@ class _Watching:
             return JobResult(
                 JobPhase.FAILED,
                 reason="Timeout",
-                message="job did not end within the step's timeout" + (f" (it was {waiting})" if waiting else ""),
+                message=f"job did not end within {self.timeout:g}s" + (f"; it was still {waiting}" if waiting else ""),
             )
         return self.pending.update(pods.values(), now) if pods is not None else None
 

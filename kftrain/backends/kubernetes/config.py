@@ -21,12 +21,15 @@ class KubernetesConfig(BackendConfig):
     # MPIJob version to render; None asks the cluster (discovery) which one is served.
     mpi_api_version: str | None = None
     stream_logs: bool = True
-    # A pod stuck Pending on an image pull or scheduling failure this long fails the job; None: never.
+    # A pod left unscheduled this long fails the job (and is deleted); None: never. A Volcano gang still
+    # gathering and a pod the cluster autoscaler is adding a node for wait instead; an image that cannot
+    # be pulled or a broken container config fails at once (see .pending).
     pending_timeout_s: float | None = 600.0
     # A job Suspended this long fails (and is deleted); None: wait (a queue such as Kueue may resume it).
     suspended_timeout_s: float | None = None
-    # One watch request lasts this long (server side): how often deadlines and pending pods are checked.
+    # One watch request lasts this long (server side) before the next one resumes where it ended.
     watch_window_s: int = 10
+    # How often what no watch shows is read: the autoscaler's events about unscheduled pods.
     poll_interval_s: float = 2.0
     event_lines: int = 10
     # How long to let log streams finish once the job has ended.

@@ -175,7 +175,7 @@ class PendingTracker:
         self._since: dict[str, float] = {}  # pod uid -> when its bounded wait began
         self._scale_ups: dict[str, tuple[str, str]] = {}  # pod name -> latest autoscaler (reason, message)
         self._events_read_at: float | None = None
-        self._shown: set[tuple[Verdict, str]] = set()
+        self._said: dict[tuple[Verdict, str], str] = {}  # each kind of wait going on, as the log said it
         self._next_check: float | None = None
 
     @property
@@ -184,8 +184,8 @@ class PendingTracker:
         return self._next_check
 
     def describe(self) -> str:
-        """What the job's pods wait for now, for a message; empty when nothing."""
-        return "; ".join(f"{reason} ({verdict.value})" for verdict, reason in sorted(self._shown, key=str))
+        """What the job's pods wait for now, as the log said it; empty when nothing."""
+        return "; ".join(self._said.values())
 
     def update(self, pods: Iterable[Pod], now: float) -> JobResult | None:
         """A failed result when a pod cannot start or has waited too long, else None (the wait goes on)."""
@@ -256,17 +256,21 @@ class PendingTracker:
         for pod, wait in waits:
             if wait.verdict != Verdict.FAIL and wait.reason != "NotScheduled":  # not scheduled *yet* is normal
                 groups.setdefault((wait.verdict, wait.reason), []).append((pod, wait))
+        said = {}
         for key, members in sorted(groups.items(), key=lambda kv: str(kv[0])):
-            if key in self._shown:
+            if key in self._said:
+                said[key] = self._said[key]
                 continue
             labels = ", ".join(sorted(pod_label(p) for p, _ in members))
-            detail = members[0][1].detail
-            if key[0] == Verdict.WAIT:
-                self._console.say(f"{labels}: {_WAIT_WORDS[key[1]]}: {detail} (the step waits up to its timeout)")
+            verdict, reason = key
+            what = _WAIT_WORDS[reason] if verdict == Verdict.WAIT else reason
+            said[key] = f"{labels}: {what}: {members[0][1].detail}"
+            if verdict == Verdict.WAIT:
+                self._console.say(f"{said[key]} (the step waits up to its timeout)")
             else:
                 bound = f"{self._limit_s:g}s" if self._limit_s is not None else "no limit"
-                self._console.say(f"{labels}: {key[1]}: {detail} (the step fails if this lasts {bound})")
-        self._shown = set(groups)
+                self._console.say(f"{said[key]} (the step fails if this lasts {bound})")
+        self._said = said
 
     def _schedule(self, waits: list[tuple[Pod, PodWait]], unscheduled: bool) -> None:
         times = []
