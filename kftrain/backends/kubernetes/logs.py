@@ -105,9 +105,10 @@ class LogFollower:
             self._follow(uid)
 
     def _follow(self, uid: str) -> None:
+        refused: Pod | None = None  # the pod as it was when its log could not be opened
         while True:
             with self._cond:
-                pod = self._next_run(uid)
+                pod = self._next_run(uid, refused)
                 if pod is None:
                     return
                 run = main_container(pod, self._job.main_container).run
@@ -115,26 +116,42 @@ class LogFollower:
                 self._printed.update({(uid, run), (uid, run - 1)} if earlier else {(uid, run)})
             if earlier:
                 self._print_previous(pod)
-            self._stream(pod)
+            try:
+                response = self._api.follow_pod_log(self._job.namespace, pod_name(pod), self._container(pod))
+            except ApiException:
+                # Not streamable after all (the watch lagged: the container is waiting again, say): nothing
+                # was printed, so the run is left to the next change of the pod, or to the end.
+                with self._cond:
+                    self._printed.discard((uid, run))
+                refused = pod
+                continue
+            refused = None
+            self._stream(pod, response)
 
-    def _next_run(self, uid: str) -> Pod | None:
-        """(Under the lock) the pod once it has a started run not printed yet; None when there is none to wait for."""
+    def _next_run(self, uid: str, refused: Pod | None) -> Pod | None:
+        """(Under the lock) the pod once it has a started run not printed yet; None when there is none to wait for.
+
+        ``refused`` is the pod as it was when a run's log could not be opened: the run is tried again only
+        once the pod has changed.
+        """
         while not self._finishing:
             pod = self._pods.get(uid)
             if pod is None:
                 return None  # deleted: what it printed is all a stream will get
             main = main_container(pod, self._job.main_container)
-            if main.started and (uid, main.run) not in self._printed:
+            if main.started and (uid, main.run) not in self._printed and pod is not refused:
                 return pod
-            if pod_phase(pod) in _TERMINAL_POD_PHASES:
+            if pod_phase(pod) in _TERMINAL_POD_PHASES and pod is not refused:
                 return None  # ended, and its last run is printed
             self._cond.wait()  # not started yet, or the same run: wait for the watch to show a change
         return None
 
-    def _stream(self, pod: Pod) -> None:
-        name, label = pod_name(pod), pod_label(pod)
-        container = main_container(pod, self._job.main_container).name
-        response = self._api.follow_pod_log(self._job.namespace, name, container)
+    def _container(self, pod: Pod) -> str | None:
+        return main_container(pod, self._job.main_container).name
+
+    def _stream(self, pod: Pod, response: Any) -> None:
+        """Print the lines of an open log stream until it ends; note the replica if its container failed."""
+        name, label, container = pod_name(pod), pod_label(pod), self._container(pod)
         with self._cond:
             self._responses.add(response)
         try:
@@ -188,10 +205,9 @@ class LogFollower:
             self._print(pod_label(pod), line)
 
     def _read(self, pod: Pod, *, tail_lines: int | None, previous: bool) -> Iterator[str]:
-        container = main_container(pod, self._job.main_container).name
         try:
             text = self._api.pod_log(
-                self._job.namespace, pod_name(pod), container, tail_lines=tail_lines, previous=previous
+                self._job.namespace, pod_name(pod), self._container(pod), tail_lines=tail_lines, previous=previous
             )
         except ApiException:
             return  # gone, or the API no longer has that run
