@@ -377,8 +377,8 @@ class OperatorSim:
         sim = JobSim(self.kube, plural, copy.deepcopy(obj))
         self.sims.append(sim)
         thread = threading.Thread(target=self._play, args=(scenario, sim), name=f"operator-{sim.name}", daemon=True)
-        self.threads.append(thread)
         thread.start()
+        self.threads.append(thread)
 
     def _play(self, scenario: Scenario, sim: JobSim) -> None:
         try:

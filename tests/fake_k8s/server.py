@@ -513,9 +513,11 @@ class _Handler(BaseHTTPRequestHandler):
             kube.created.append(copy.deepcopy(body))
             kube.record(plural, ns, "ADDED", body)
             out = copy.deepcopy(body)
-        self._send_json(201, out)
+        # The operator learns of the job before its creator does: a test that waits for the operator
+        # (OperatorSim.join) right after creating a job finds it at work.
         if kube.on_job_created is not None:
-            kube.on_job_created(plural, out)
+            kube.on_job_created(plural, copy.deepcopy(out))
+        self._send_json(201, out)
 
     def _list(self, version: str, ns: str, plural: str, query: dict[str, str]) -> None:
         labels, fields = parse_selector(query.get("labelSelector")), parse_selector(query.get("fieldSelector"))
