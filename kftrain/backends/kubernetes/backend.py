@@ -168,7 +168,6 @@ class KubernetesBackend(Backend):
         if logs is not None:
             pods.add_listener(logs.update)
         watching = _Watching(
-            job=job,
             timeout=timeout,
             deadline=started + timeout if timeout is not None else None,
             printer=StatusPrinter(self.console, job.name),
@@ -246,7 +245,6 @@ class KubernetesBackend(Backend):
 class _Watching:
     """What the wait decides from, besides the job ending: its deadline, its queue, its pending pods."""
 
-    job: JobRef
     timeout: float | None
     deadline: float | None
     printer: StatusPrinter

@@ -43,13 +43,6 @@ def terminal_condition(obj: dict[str, Any]) -> dict[str, Any] | None:
     return true_condition(obj, "Failed") or true_condition(obj, "Succeeded")
 
 
-def is_suspended(obj: dict[str, Any]) -> bool:
-    """Suspended by its spec (a queue such as Kueue sets ``runPolicy.suspend`` until it admits the job), or
-    still reported Suspended by the operator (which has not yet acted on a resume)."""
-    run_policy = (obj.get("spec") or {}).get("runPolicy") or {}
-    return run_policy.get("suspend") is True or true_condition(obj, "Suspended") is not None
-
-
 def result_of(name: str, obj: dict[str, Any]) -> JobResult | None:
     """The job's result once a condition says it ended (a failure still without its details), else None."""
     cond = terminal_condition(obj)
