@@ -23,6 +23,7 @@ S3_ENV = (
     "AWS_SECRET_ACCESS_KEY",
     "AWS_SESSION_TOKEN",
     "KFTRAIN_S3_CREDENTIALS_DIR",
+    "KUBERNETES_SERVICE_HOST",
 )
 
 
@@ -172,6 +173,15 @@ def test_minio_endpoint_mapping(clean_env: pytest.MonkeyPatch) -> None:
     fs, path = storage.filesystem("minio://mlpipeline/v2/artifacts/x")
     assert path == "mlpipeline/v2/artifacts/x"
     assert fs.client_kwargs["endpoint_url"] == "http://minio-service.kubeflow:9000"  # type: ignore[attr-defined]
+
+
+def test_minio_endpoint_in_a_pod_of_another_namespace(clean_env: pytest.MonkeyPatch) -> None:
+    """A multi-user profile's pod has no MINIO_SERVICE_* variables (Kubernetes gives them to pods of the service's
+    own namespace only); KFP's MinIO is reached by its cluster DNS name there."""
+    clean_env.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    assert storage.s3_endpoint("minio://mlpipeline/v2/artifacts/x") == "http://minio-service.kubeflow:9000"
+    clean_env.setenv("MINIO_ENDPOINT", "http://minio.example:9000")  # an explicit endpoint still wins
+    assert storage.s3_endpoint("minio://mlpipeline/v2/artifacts/x") == "http://minio.example:9000"
 
 
 def test_credentials_from_env_then_secret_dir(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -2,8 +2,10 @@
 
 fsspec does the I/O (s3fs for ``s3://``/``minio://``, gcsfs for ``gs://``); there is no S3 client of our own.
 ``minio://bucket/key`` (what KFP's default pipeline root uses) is S3 with the endpoint taken from the
-environment: ``MINIO_ENDPOINT``, ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``, or KFP's in-cluster service
-variables ``MINIO_SERVICE_SERVICE_HOST``/``MINIO_SERVICE_SERVICE_PORT``. Credentials never travel as
+environment: ``MINIO_ENDPOINT``, ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``, KFP's in-cluster service
+variables ``MINIO_SERVICE_SERVICE_HOST``/``MINIO_SERVICE_SERVICE_PORT`` (set only in KFP's own namespace), else,
+inside a pod, KFP's MinIO service by its cluster DNS name (``minio-service.kubeflow:9000``, where a multi-user
+Kubeflow's profile namespaces reach it). Credentials never travel as
 arguments (they would end up in pipeline specs and logs): they come from
 ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``, else from a mounted secret folder
 named by ``KFTRAIN_S3_CREDENTIALS_DIR`` (files ``accesskey``/``secretkey``, the layout of KFP's
@@ -62,6 +64,10 @@ def _with_scheme(endpoint: str) -> str:
     return endpoint if "://" in endpoint else "http://" + endpoint
 
 
+# KFP's MinIO service as pods in other namespaces reach it (the address KFP's own compiler has always used).
+KFP_MINIO_SERVICE = "minio-service.kubeflow:9000"
+
+
 def s3_endpoint(uri: str) -> str | None:
     """The S3 endpoint URL that ``uri`` resolves to, or None for AWS's default.
 
@@ -75,6 +81,8 @@ def s3_endpoint(uri: str) -> str | None:
         host = env.get("MINIO_SERVICE_SERVICE_HOST")
         if host:
             candidates.append(f"{host}:{env.get('MINIO_SERVICE_SERVICE_PORT') or '9000'}")
+        if env.get("KUBERNETES_SERVICE_HOST"):
+            candidates.append(KFP_MINIO_SERVICE)
         for candidate in candidates:
             if candidate:
                 return _with_scheme(candidate)
