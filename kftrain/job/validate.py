@@ -46,6 +46,11 @@ def validate_job(job: TrainingJob) -> None:
         if rtype in kind.spec.singletons and rspec.count > 1:
             raise JobSpecError(f"{path}.replicas", f"a {rtype} must have exactly 1 replica, got {rspec.count}")
         _validate_containers(kind, job, rtype, path)
+        grace = rspec.template.spec.extra.get("terminationGracePeriodSeconds")
+        if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int) or not 0 <= grace < 2**63):
+            raise JobSpecError(
+                f"{path}.template.spec.terminationGracePeriodSeconds", f"expected whole seconds >= 0, got {grace!r}"
+            )
         if rspec.restart_policy == RestartPolicy.EXIT_CODE and job.run_policy.backoff_limit is None:
             raise JobSpecError(
                 "spec.runPolicy.backoffLimit",

@@ -28,7 +28,7 @@ class LocalConfig(BackendConfig):
     clean_env: bool = False
     # The replicas' working directory; None: this process's.
     cwd: Path | None = None
-    # SIGTERM, then SIGKILL after this long, as the kubelet does.
+    # SIGTERM, then SIGKILL after this long, as the kubelet does (a pod's terminationGracePeriodSeconds wins).
     grace_period_s: float = 5.0
     # The most replicas a job may have here: each one is a process (and its supervisor) on this machine.
     max_replicas: int = 64
