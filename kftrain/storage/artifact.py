@@ -96,9 +96,10 @@ class ArtifactWriter:
         """Where to write ``relpath``: a local path to hand to libraries that want one, or a URI."""
         if relpath == COMPLETE_MARKER:
             raise StorageError(f"{self.uri}: {COMPLETE_MARKER} is the artifact's own marker; name the file otherwise")
+        confine(relpath, self.uri)  # named by the output, not by its staging
         if is_local(self._staging):
             return local_target(self._staging, relpath)
-        return join(self._staging, *confine(relpath, self.uri).split("/"))
+        return join(self._staging, *relpath.split("/"))
 
     @contextmanager
     def open(self, relpath: str, mode: str = "wb") -> Iterator[IO[Any]]:
