@@ -78,7 +78,7 @@ CASES = [
         "one-huge-variable",
         _worker_env([{"name": "BIG", "value": "x" * 200_000}]),
         [],
-        "containers[tensorflow].env[BIG]: 200000 characters: more than the 131072 bytes",
+        "containers[tensorflow].env[BIG]: 200005 bytes: more than the 131072 bytes",
     ),
     (
         "var-reference-bomb",

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,6 +31,7 @@ class ReplicaProcess:
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, grace_s: float) -> None:
         watch_r, self._watch_w = os.pipe()  # both ends close-on-exec: no other child inherits kftrain's end
+        self._release_lock = threading.Lock()  # poll() (the waiting thread) and a stop (any thread) both release
         try:
             self.popen = subprocess.Popen(
                 [sys.executable, "-I", "-S", str(SUPERVISOR), repr(float(grace_s)), "--", *argv],
@@ -67,9 +69,10 @@ class ReplicaProcess:
         return process_tree(self.pid)[1:]
 
     def _release(self) -> None:
-        if self._watch_w >= 0:
-            os.close(self._watch_w)
-            self._watch_w = -1
+        with self._release_lock:
+            if self._watch_w >= 0:
+                os.close(self._watch_w)
+                self._watch_w = -1
 
 
 def stop_replicas(procs: Sequence[ReplicaProcess]) -> dict[int, int]:

@@ -204,19 +204,21 @@ def check_exec_size(argv: list[str], env: Mapping[str, str], where: str) -> None
     variable (or the argument) before anything starts.
     """
     for name, value in env.items():
-        if len(name) + len(value) + 2 > MAX_ARG_STRLEN:
+        size = len(f"{name}={value}".encode(errors="surrogateescape")) + 1
+        if size > MAX_ARG_STRLEN:
             raise JobSpecError(
                 f"{where}.env[{name}]",
-                f"{len(value)} characters: more than the {MAX_ARG_STRLEN} bytes the kernel accepts for one variable",
+                f"{size} bytes: more than the {MAX_ARG_STRLEN} bytes the kernel accepts for one variable",
             )
     for k, arg in enumerate(argv):
-        if len(arg) + 1 > MAX_ARG_STRLEN:
+        size = len(arg.encode(errors="surrogateescape")) + 1
+        if size > MAX_ARG_STRLEN:
             raise JobSpecError(
-                f"{where}.command[{k}]", f"{len(arg)} characters: more than the {MAX_ARG_STRLEN} bytes of one argument"
+                f"{where}.command[{k}]", f"{size} bytes: more than the {MAX_ARG_STRLEN} bytes of one argument"
             )
     pointer = 8
-    total = sum(len(a.encode()) + 1 + pointer for a in argv)
-    total += sum(len(k.encode()) + len(v.encode()) + 2 + pointer for k, v in env.items())
+    total = sum(len(a.encode(errors="surrogateescape")) + 1 + pointer for a in argv)
+    total += sum(len(f"{k}={v}".encode(errors="surrogateescape")) + 1 + pointer for k, v in env.items())
     limit = _arg_max() - _EXEC_HEADROOM
     if total > limit:
         raise JobSpecError(
