@@ -25,7 +25,7 @@ from contextlib import suppress
 
 from kftrain.storage import partials
 from kftrain.storage.errors import StorageError, errors, with_retry
-from kftrain.storage.io import exists, list_files, read_bytes, write_once
+from kftrain.storage.io import list_files, read_bytes, write_once
 from kftrain.storage.marker import COMPLETE_MARKER, Manifest, parse, staging_name
 from kftrain.storage.uri import filesystem, join, split_uri
 
@@ -177,7 +177,7 @@ class _ObjectDestination(Destination):
         _, path = split_uri(uri)
         if "/" not in path.strip("/"):
             raise StorageError(f"{uri}: an artifact needs a prefix inside the bucket, not the bucket itself")
-        listing = list_files(uri) if exists(uri) else []
+        listing = list_files(uri)  # an absent prefix lists nothing
         self.previous = _previous_manifest(uri, listing)
         check_replaceable(uri, listing, self.previous)
         self.name = staging_name(uri.rsplit("/", 1)[-1], uuid.uuid4().hex[:12])
