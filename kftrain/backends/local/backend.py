@@ -1,11 +1,13 @@
 """The operator on one machine: the lifecycle of a job whose replicas are local processes.
 
-* one process per replica that runs a program (:meth:`kftrain.job.kinds.Kind.process_replicas`), each in
-  its own session so the whole tree of a replica can be stopped as one;
+* one process per replica that runs a program (:meth:`kftrain.job.kinds.Kind.process_replicas`), each under
+  its own supervisor (:mod:`.processes`), so the whole tree of a replica is stopped as one and none of it
+  outlives kftrain; a submit that fails part-way stops the replicas it had started;
 * ``restartPolicy`` (Never, OnFailure, Always, ExitCode) and ``backoffLimit`` (total restarts across the
   job), ``activeDeadlineSeconds``, and the kind's success rule; when a replica fails for good the others
   are stopped and the job fails with that replica's exit code and its last log lines;
-* each replica's output streamed live with a ``[worker-1]`` prefix and kept in ``<workdir>/logs``;
+* each replica's output streamed live with a ``[worker-1]`` prefix and kept whole in ``<workdir>/logs``
+  (:mod:`.output`);
 * ``scale`` and ``kill_replica``, as ``kubectl scale`` and a lost node would.
 
 Differences from a cluster, on purpose: images are ignored (the program comes from the container's
