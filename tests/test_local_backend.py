@@ -200,6 +200,16 @@ def contract(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k in CONTRACT_NAMES or k.startswith(("PET_", "TORCHELASTIC_"))}
 
 
+# What an image gives a clean-env replica before its spec's env (LocalConfig.clean_env).
+IMAGE_BASE = {"PATH", "HOME", "LANG", "HOSTNAME"} | {k for k in ("LC_ALL", "TMPDIR", "TZ") if k in os.environ}
+
+
+def assert_only_declared(env: dict[str, str], pod: str, *declared: str) -> None:
+    """A clean-env replica sees the image's base, what its spec declares, the contract, and nothing else."""
+    assert set(env) - set(contract(env)) - IMAGE_BASE == set(declared), pod
+    assert env["HOSTNAME"] == pod
+
+
 def alive(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -222,11 +232,13 @@ def test_pytorch_replicas_see_exactly_the_contract(tmp_path, out_dir):
     cmd = program(tmp_path, "dump", DUMP)
     env = pod_env(out_dir, 3, {"name": "RANK", "value": "7"})  # the operator's value is appended, so it wins
     m = pytorchjob({"Master": rep(1, "pytorch", cmd, env), "Worker": rep(2, "pytorch", cmd, env)}, name="pt")
-    opts = options(tmp_path, extra_env={"EXTRA_SETTING": "on"})
+    opts = options(tmp_path, extra_env={"EXTRA_SETTING": "on"}, clean_env=True)
     result = LocalBackend(opts).run(load_manifest(m))
     assert_ok(result, opts)
     seen = dumps(out_dir)
     assert sorted(seen) == ["pt-master-0", "pt-worker-0", "pt-worker-1"]
+    for pod, dump in seen.items():
+        assert_only_declared(dump["env"], pod, "POD_NAME", "OUT_DIR", "EXPECT", "EXTRA_SETTING")
     port = seen["pt-master-0"]["env"]["MASTER_PORT"]
     assert 1024 <= int(port) <= 65535
     for pod, rank in (("pt-master-0", "0"), ("pt-worker-0", "1"), ("pt-worker-1", "2")):
@@ -250,10 +262,12 @@ def test_tf_replicas_see_exactly_the_contract(tmp_path, out_dir):
     env = pod_env(out_dir, 3)
     m = tfjob({"Worker": rep(2, "tensorflow", cmd, env), "PS": rep(1, "tensorflow", cmd, env)}, name="tf")
     job = load_manifest(m)
-    opts = options(tmp_path)
+    opts = options(tmp_path, clean_env=True)
     assert_ok(LocalBackend(opts).run(job), opts)
     seen = dumps(out_dir)
     assert sorted(seen) == ["tf-ps-0", "tf-worker-0", "tf-worker-1"]
+    for pod, dump in seen.items():
+        assert_only_declared(dump["env"], pod, "POD_NAME", "OUT_DIR", "EXPECT")
     cluster = json.loads(seen["tf-worker-0"]["env"]["TF_CONFIG"])["cluster"]
     assert list(cluster) == ["ps", "worker"]
     ports = {
@@ -274,10 +288,11 @@ def test_tf_replicas_see_exactly_the_contract(tmp_path, out_dir):
 
 def test_single_replica_tf_sees_no_contract(tmp_path, out_dir):
     cmd = program(tmp_path, "dump", DUMP)
-    opts = options(tmp_path)
+    opts = options(tmp_path, clean_env=True)
     result = LocalBackend(opts).run(load_manifest(tfjob({"Worker": rep(1, "tensorflow", cmd, pod_env(out_dir))})))
     assert_ok(result, opts)
     assert contract(dumps(out_dir)["job-worker-0"]["env"]) == {}
+    assert_only_declared(dumps(out_dir)["job-worker-0"]["env"], "job-worker-0", "POD_NAME", "OUT_DIR", "EXPECT")
 
 
 @pytest.mark.parametrize(
@@ -304,10 +319,16 @@ def test_mpi_launcher_sees_the_contract_and_hostfile(tmp_path, out_dir, impl, ex
         mpiImplementation=impl,
         runLauncherAsWorker=True,
     )
-    opts = options(tmp_path)
+    opts = options(tmp_path, clean_env=True)
     assert_ok(LocalBackend(opts).run(load_manifest(m)), opts)
     seen = dumps(out_dir)
     assert list(seen) == ["mj-launcher-0"]  # workers only hold slots
+    env = seen["mj-launcher-0"]["env"]
+    # The operator's Intel MPI bootstrap flags, and what the local adaptation adds (as root, without ssh).
+    local = {"I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS"} if impl == "Intel" else set()
+    local |= {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"} if os.geteuid() == 0 else set()
+    local |= {"OMPI_MCA_plm_rsh_agent"} if "OMPI_MCA_plm_rsh_agent" in env else set()
+    assert_only_declared(env, "mj-launcher-0", "POD_NAME", "OUT_DIR", "EXPECT", *local)
     hostfile = tmp_path / "wd" / "etc" / "mpi" / "hostfile"
     var = "OMPI_MCA_orte_default_hostfile" if impl == "OpenMPI" else "I_MPI_HYDRA_HOST_FILE"
     env = seen["mj-launcher-0"]["env"]

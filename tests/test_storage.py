@@ -95,6 +95,9 @@ def test_incomplete_and_tampered_artifacts_are_refused(tmp_path: Path) -> None:
     (out / "x.bin").write_bytes(b"x")
     with pytest.raises(storage.StorageError, match="incomplete artifact"):
         storage.require_complete(str(out))
+    with pytest.raises(storage.StorageError, match="not a kftrain artifact"):
+        storage.ArtifactWriter(str(out))  # an output never replaces files it did not write
+    (out / "x.bin").unlink()
     with storage.ArtifactWriter(str(out)) as writer:
         writer.write_bytes("x.bin", b"original")
     (out / "x.bin").write_bytes(b"tampered")

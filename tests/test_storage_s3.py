@@ -84,12 +84,12 @@ def test_artifact_round_trip_s3(s3_env: str) -> None:
     assert manifest["files"]["weights.bin"]["size"] == 15 * MiB
     assert storage.read_json(storage.join(out, "info.json")) == {"classes": 10}
 
-    # Re-publishing removes the old marker first, and a failed re-publish leaves it incomplete.
+    # A failed re-publish leaves the previous version complete and readable (it was written aside).
     with pytest.raises(RuntimeError), storage.ArtifactWriter(out) as writer:
         writer.write_bytes("info.json", b"{}")
         raise RuntimeError("boom")
-    with pytest.raises(storage.StorageError, match="incomplete artifact"):
-        storage.require_complete(out)
+    assert storage.require_complete(out, verify=True) == manifest
+    assert storage.read_json(storage.join(out, "info.json")) == {"classes": 10}
 
 
 def test_failed_stream_is_not_committed(s3_env: str) -> None:
@@ -242,13 +242,17 @@ def test_writer_killed_mid_upload_leaves_nothing_complete(s3_env: str, tmp_path:
     proc.wait(timeout=10)
     assert proc.returncode == -signal.SIGKILL
 
-    assert storage.exists(storage.join(uri, "info.json"))  # the step did start writing...
-    assert not storage.exists(storage.join(uri, "big.bin"))  # ...but the multipart upload never completed
-    with pytest.raises(storage.StorageError, match="incomplete artifact"):
-        storage.require_complete(uri)
+    # The step writes beside its output (killed.partial-<id>/), never into it.
+    (staging,) = [p for p in storage.list_files(s3_env) if p.startswith("killed.partial-")]
+    staging_uri = storage.join(s3_env, staging.split("/")[0])
+    assert storage.exists(storage.join(staging_uri, "info.json"))  # the step did start writing...
+    assert not storage.exists(storage.join(staging_uri, "big.bin"))  # ...but the multipart upload never completed
+    with pytest.raises(storage.StorageError, match="NoSuchKey"):
+        storage.require_complete(uri)  # nothing at the output itself
     bucket = s3_env.removeprefix("s3://")
     uploads = boto3_client(moto.endpoint).list_multipart_uploads(Bucket=bucket).get("Uploads", [])
-    assert [u["Key"] for u in uploads] == ["killed/big.bin"]  # what a bucket lifecycle rule cleans up
+    # what a bucket lifecycle rule cleans up
+    assert [u["Key"] for u in uploads] == [f"{staging_uri.split('/', 3)[3]}/big.bin"]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 A backend is chosen by the type of its config (:func:`kftrain.backends.make_backend`). :meth:`Backend.run`
 is the one way a job is run to its end: submit, write the job's identity where the caller asked
 (atomically, before any waiting, so whoever restarts the step can find the job), wait, and cancel the job
-on any interruption (SIGTERM from a cancelled run or an evicted pod, Ctrl-C, an error while waiting).
+on any interruption (SIGTERM from a cancelled run or an evicted pod, SIGHUP from a closed terminal, Ctrl-C,
+an error while waiting), shielded from further signals until everything it started has stopped.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from kftrain.job.model import TrainingJob
-from kftrain.signals import terminate_raises
+from kftrain.signals import shielded, terminate_raises
 
 
 class JobPhase(enum.StrEnum):
@@ -126,5 +127,6 @@ class Backend(abc.ABC):
                 return self.wait(handle, timeout)
             except BaseException:
                 if handle is not None:
-                    self.cancel(handle)
+                    with shielded():  # a second signal must not cut the stop short
+                        self.cancel(handle)
                 raise

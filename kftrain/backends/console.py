@@ -1,5 +1,10 @@
 """Where a backend's output goes: its own messages (``[kftrain] ...``) and every replica's log lines
-(``[worker-1] ...``), one whole line at a time from any thread."""
+(``[worker-1] ...``), one whole line at a time from any thread.
+
+A console that goes away (``kftrain launch ... | head`` closed the pipe) stops being written to, and
+nothing else changes: the job runs on, every replica's log file is still written, the end is reported by
+the exit code.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ class Console:
     def __init__(self, out: IO[str] | None = None) -> None:
         self._out = out
         self._lock = threading.Lock()
+        self.closed = False  # the stream refused a write: nothing more is written to it
 
     @property
     def stream(self) -> IO[str]:
@@ -25,5 +31,10 @@ class Console:
 
     def write(self, text: str) -> None:
         with self._lock:
-            self.stream.write(text)
-            self.stream.flush()
+            if self.closed:
+                return
+            try:
+                self.stream.write(text)
+                self.stream.flush()
+            except (OSError, ValueError):  # BrokenPipeError, or a stream closed under us
+                self.closed = True

@@ -7,7 +7,10 @@ error (:class:`KftrainError`, and argparse's own); 143 when terminated; 130 when
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import math
+import os
 import sys
 
 from kftrain import __version__
@@ -17,6 +20,27 @@ from kftrain.cli.launch import cmd_launch, cmd_validate
 from kftrain.cli.run import DEFAULT_PIPELINE, cmd_run
 from kftrain.errors import JobFailedError, KftrainError
 from kftrain.signals import Terminated
+
+
+def seconds(text: str) -> float:
+    """A duration in seconds for argparse: a finite number above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number of seconds above 0")
+    return value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of at least 1")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,11 +60,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="[TYPE=]CMD",
         help="program of replicas (all, or one replica TYPE); replaces the container's command+args",
     )
-    launch.add_argument("--timeout", type=float, default=None, help="fail and stop the job after S seconds")
+    launch.add_argument("--timeout", type=seconds, default=None, help="fail and stop the job after S seconds")
     launch.add_argument("--dry-run", action="store_true", help="print the normalized manifest and exit")
     launch.add_argument("--name", help="override metadata.name")
     launch.add_argument("--workdir", help="local backend: folder for the hostfile and replica logs")
     launch.add_argument("--identity-file", help="write the job's identity (JSON) here before waiting")
+    launch.add_argument(
+        "--clean-env",
+        action="store_true",
+        help="local backend: replicas get an image-like environment (PATH, HOME, LANG...) plus what the "
+        "manifest declares, not this shell's: what works so also works in a pod",
+    )
+    launch.add_argument(
+        "--max-local-replicas",
+        type=positive_int,
+        default=None,
+        help="local backend: the most replicas a job may have on this machine (default 64)",
+    )
     launch.set_defaults(func=cmd_launch)
 
     validate = sub.add_parser("validate", help="validate a job manifest (and against CRD schemas)")
@@ -73,6 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s")
     try:
+        return _run(args)
+    finally:
+        _quiet_if_stdout_closed()
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
         return int(args.func(args))
     except JobFailedError as exc:
         print(f"[kftrain] {exc}", file=sys.stderr)
@@ -80,9 +123,26 @@ def main(argv: list[str] | None = None) -> int:
     except KftrainError as exc:
         print(f"kftrain: error: {exc}", file=sys.stderr)
         return 2
-    except Terminated:
-        print("[kftrain] terminated: the job was stopped", file=sys.stderr)
-        return Terminated.exit_code
+    except BrokenPipeError:
+        return 0  # our reader (``| head``) has all it wanted; the job itself already ended
+    except OSError as exc:
+        # A file or folder given on the command line (--workdir, --identity-file) that cannot be used.
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"kftrain: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except Terminated as exc:
+        print(f"[kftrain] terminated ({exc}): the job was stopped", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         print("[kftrain] interrupted: the job was stopped", file=sys.stderr)
         return 130
+
+
+def _quiet_if_stdout_closed() -> None:
+    """When our reader closed the pipe, point stdout at /dev/null: Python's own flush at exit would complain."""
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())

@@ -11,12 +11,13 @@ def cmd_launch(args: argparse.Namespace) -> int:
     from kftrain.backends import KubernetesConfig, LocalConfig, choose_backend
     from kftrain.backends.base import BackendConfig
     from kftrain.backends.local import parse_command_overrides
-    from kftrain.job import load_manifest_file, render_yaml
+    from kftrain.job import load_manifest_file, render_yaml, validate_job
     from kftrain.launch.step import run_job
 
     job = load_manifest_file(args.file)
-    if args.name:
+    if args.name is not None:
         job.metadata.name = args.name
+        validate_job(job)  # the new name is checked as the manifest's own would be
     if args.dry_run:
         sys.stdout.write(render_yaml(job))
         return 0
@@ -26,7 +27,10 @@ def cmd_launch(args: argparse.Namespace) -> int:
             identity_path=args.identity_file,
             commands=parse_command_overrides(args.command or []),
             workdir=Path(args.workdir) if args.workdir else None,
+            clean_env=args.clean_env,
         )
+        if args.max_local_replicas:
+            config.max_replicas = args.max_local_replicas
     else:
         config = KubernetesConfig(identity_path=args.identity_file)
     result = run_job(job, config, timeout=args.timeout)

@@ -57,15 +57,23 @@ class DatasetInfo:
 
 def read_info(dataset_uri: str) -> DatasetInfo:
     """The ``dataset.json`` of the complete dataset at ``dataset_uri``."""
-    storage.require_complete(dataset_uri)
-    return DatasetInfo(**storage.read_json(storage.join(dataset_uri, DATASET_INFO)))
+    return _info(storage.ArtifactReader(dataset_uri))
+
+
+def _info(dataset: storage.ArtifactReader) -> DatasetInfo:
+    doc = dataset.read_json(DATASET_INFO)
+    try:
+        return DatasetInfo(**doc)
+    except TypeError as exc:  # a missing or unknown key
+        raise DataValidationError(f"{dataset.uri}/{DATASET_INFO}: not a dataset description ({exc})") from None
 
 
 def load_split(
     dataset_uri: str, split: str, *, shard_index: int | None = None, num_shards: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Features and labels of ``split``; with ``shard_index``/``num_shards`` only every num_shards-th file."""
-    info = read_info(dataset_uri)
+    dataset = storage.ArtifactReader(dataset_uri)  # one version, every shard checked against its marker
+    info = _info(dataset)
     if split not in info.shards:
         raise DataValidationError(f"{dataset_uri}: no split {split!r} (have {', '.join(info.shards)})")
     files = info.shards[split]
@@ -73,10 +81,8 @@ def load_split(
         files = files[shard_index::num_shards]
     if not files:  # a shard index past the last file
         return np.zeros((0, info.num_features), np.float32), np.zeros(0, np.int64)
-    tables = []
-    for rel in files:
-        with storage.open_uri(storage.join(dataset_uri, rel), "rb") as handle:
-            tables.append(pq.read_table(handle))
+    # A shard path comes from dataset.json: the reader refuses one its marker does not list (a "../x").
+    tables = [pq.read_table(pa.BufferReader(dataset.read_bytes(rel))) for rel in files]
     table = pa.concat_tables(tables)
     x = np.column_stack([table.column(n).to_numpy() for n in info.feature_names]).astype(np.float32)
     y = table.column(LABEL).to_numpy().astype(np.int64)

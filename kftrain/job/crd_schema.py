@@ -41,26 +41,14 @@ class CRDSchemas:
     def from_dir(cls, crd_dir: str | Path | None = None) -> CRDSchemas:
         folder = Path(crd_dir or os.environ.get("KFTRAIN_CRD_DIR", ""))
         if not str(folder) or not folder.is_dir():
-            raise FileNotFoundError(f"CRD folder not found: {folder!s} (set KFTRAIN_CRD_DIR)")
+            raise JobSpecError("--crd-dir", f"CRD folder not found: {folder!s} (set KFTRAIN_CRD_DIR)")
         versions: list[CRDVersion] = []
         for path in sorted(folder.glob("*.yaml")):
-            # The CRD files are large: libyaml, when PyYAML has it, parses them ten times faster.
-            for doc in yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-                if not doc or doc.get("kind") != "CustomResourceDefinition":
-                    continue
-                spec = doc["spec"]
-                for v in spec["versions"]:
-                    if not v.get("served", True):
-                        continue
-                    versions.append(
-                        CRDVersion(
-                            group=spec["group"],
-                            kind=spec["names"]["kind"],
-                            plural=spec["names"]["plural"],
-                            version=v["name"],
-                            schema=v["schema"]["openAPIV3Schema"],
-                        )
-                    )
+            try:
+                versions.extend(_served_versions(path))
+            except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
+                problem = " ".join(str(exc).split())[:200]
+                raise JobSpecError(str(path), f"not a readable CustomResourceDefinition: {problem}") from None
         return cls(versions)
 
     def get(self, api_version: str, kind: str) -> CRDVersion | None:
@@ -88,3 +76,26 @@ class CRDSchemas:
             field, _, message = first.partition(": ")
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
             raise JobSpecError(field, f"rejected by the CRD schema: {message}{more}")
+
+
+def _served_versions(path: Path) -> list[CRDVersion]:
+    """The served versions of every CustomResourceDefinition in the YAML file at ``path``."""
+    versions: list[CRDVersion] = []
+    # The CRD files are large: libyaml, when PyYAML has it, parses them ten times faster.
+    for doc in yaml.load_all(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        if not isinstance(doc, Mapping) or doc.get("kind") != "CustomResourceDefinition":
+            continue
+        spec = doc["spec"]
+        for v in spec["versions"]:
+            if not v.get("served", True):
+                continue
+            versions.append(
+                CRDVersion(
+                    group=spec["group"],
+                    kind=spec["names"]["kind"],
+                    plural=spec["names"]["plural"],
+                    version=v["name"],
+                    schema=v["schema"]["openAPIV3Schema"],
+                )
+            )
+    return versions

@@ -1,8 +1,11 @@
-"""Load kubectl-style manifests into a :class:`TrainingJob` and render them back."""
+"""Load kubectl-style manifests into a :class:`TrainingJob` and render them back.
+
+The text is parsed by :mod:`kftrain.job.yaml_input`, which bounds what untrusted YAML can cost."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,31 +17,22 @@ from kftrain.job.kinds import KindSpec, kind_for, kind_of
 from kftrain.job.model import JobSpec, ObjectMeta, ReplicaSpec, TrainingJob
 from kftrain.job.serde import from_dict, to_dict
 from kftrain.job.validate import validate_job
+from kftrain.job.yaml_input import MAX_MANIFEST_BYTES, check_size, decode_manifest, parse_yaml
 
 _TOP_LEVEL_KEYS = {"apiVersion", "kind", "metadata", "spec", "status"}
 
 
-def parse_yaml(text: str, source: str = "<manifest>") -> Any:
-    """Parse one YAML document, turning parser errors into a message with the line."""
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise JobSpecError(source, f"malformed YAML{where}: {problem}") from None
-    if len(docs) != 1:
-        raise JobSpecError(source, f"expected exactly one YAML document, found {len(docs)}")
-    return docs[0]
-
-
 def load_manifest_file(path: str | Path) -> TrainingJob:
+    """The job in the manifest file at ``path``: bounded in size, UTF-8, one YAML document."""
     path = Path(path)
     try:
-        text = path.read_text()
+        with open(path, "rb") as handle:
+            check_size(os.fstat(handle.fileno()).st_size, str(path))  # before reading a byte of a huge file
+            data = handle.read(MAX_MANIFEST_BYTES + 1)  # a pipe has no size: never more than the limit
     except OSError as exc:
-        raise JobSpecError(str(path), f"cannot read manifest: {exc.strerror}") from None
-    return load_manifest(parse_yaml(text, str(path)))
+        raise JobSpecError(str(path), f"cannot read manifest: {exc.strerror or exc}") from None
+    source = str(path)
+    return load_manifest(parse_yaml(decode_manifest(data, source), source))
 
 
 def load_manifest(data: Mapping[str, Any] | str, *, validate: bool = True) -> TrainingJob:
@@ -50,7 +44,7 @@ def load_manifest(data: Mapping[str, Any] | str, *, validate: bool = True) -> Tr
     for key in ("apiVersion", "kind"):
         if not data.get(key):
             raise JobSpecError(key, "missing")
-    unknown = sorted(set(data) - _TOP_LEVEL_KEYS)
+    unknown = sorted(set(map(str, data)) - _TOP_LEVEL_KEYS)
     if unknown:
         raise JobSpecError(unknown[0], "unknown top-level field")
     kspec = kind_for(data["kind"], data["apiVersion"]).spec

@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from kftrain.job.serde import extra_field, json_field
+from kftrain.job.serde import INT32, extra_field, json_field
 
 
 class JobKind(enum.StrEnum):
@@ -80,7 +80,7 @@ class PodTemplate:
 
 @dataclass
 class ReplicaSpec:
-    replicas: int | None = json_field("replicas")
+    replicas: int | None = json_field("replicas", bits=INT32)
     restart_policy: RestartPolicy | None = json_field("restartPolicy")
     template: PodTemplate = json_field("template", default_factory=PodTemplate)
 
@@ -92,19 +92,19 @@ class ReplicaSpec:
 
 @dataclass
 class SchedulingPolicy:
-    min_available: int | None = json_field("minAvailable")
+    min_available: int | None = json_field("minAvailable", bits=INT32)
     queue: str | None = json_field("queue")
     min_resources: dict[str, Any] | None = json_field("minResources")
     priority_class: str | None = json_field("priorityClass")
-    schedule_timeout_seconds: int | None = json_field("scheduleTimeoutSeconds")
+    schedule_timeout_seconds: int | None = json_field("scheduleTimeoutSeconds", bits=INT32)
 
 
 @dataclass
 class RunPolicy:
     clean_pod_policy: CleanPodPolicy | None = json_field("cleanPodPolicy")
-    ttl_seconds_after_finished: int | None = json_field("ttlSecondsAfterFinished")
+    ttl_seconds_after_finished: int | None = json_field("ttlSecondsAfterFinished", bits=INT32)
     active_deadline_seconds: int | None = json_field("activeDeadlineSeconds")
-    backoff_limit: int | None = json_field("backoffLimit")
+    backoff_limit: int | None = json_field("backoffLimit", bits=INT32)
     scheduling_policy: SchedulingPolicy | None = json_field("schedulingPolicy")
     suspend: bool | None = json_field("suspend")
     managed_by: str | None = json_field("managedBy")
@@ -118,16 +118,16 @@ class RdzvConf:
 
 @dataclass
 class ElasticPolicy:
-    min_replicas: int | None = json_field("minReplicas")
-    max_replicas: int | None = json_field("maxReplicas")
+    min_replicas: int | None = json_field("minReplicas", bits=INT32)
+    max_replicas: int | None = json_field("maxReplicas", bits=INT32)
     rdzv_backend: str | None = json_field("rdzvBackend")
-    rdzv_port: int | None = json_field("rdzvPort")
+    rdzv_port: int | None = json_field("rdzvPort", bits=INT32)
     rdzv_host: str | None = json_field("rdzvHost")
     rdzv_id: str | None = json_field("rdzvId")
     rdzv_conf: list[RdzvConf] | None = json_field("rdzvConf")
     standalone: bool | None = json_field("standalone")
-    n_proc_per_node: int | None = json_field("nProcPerNode")
-    max_restarts: int | None = json_field("maxRestarts")
+    n_proc_per_node: int | None = json_field("nProcPerNode", bits=INT32)
+    max_restarts: int | None = json_field("maxRestarts", bits=INT32)
     metrics: list[dict[str, Any]] | None = json_field("metrics")
 
 
@@ -146,7 +146,7 @@ class JobSpec:
     success_policy: str | None = json_field("successPolicy")
     enable_dynamic_worker: bool | None = json_field("enableDynamicWorker")
     # MPIJob (v2beta1 and v1)
-    slots_per_worker: int | None = json_field("slotsPerWorker")
+    slots_per_worker: int | None = json_field("slotsPerWorker", bits=INT32)
     ssh_auth_mount_path: str | None = json_field("sshAuthMountPath")
     launcher_creation_policy: LauncherCreationPolicy | None = json_field("launcherCreationPolicy")
     run_launcher_as_worker: bool | None = json_field("runLauncherAsWorker")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
+import functools
 import types
 import typing
 from collections.abc import Mapping
@@ -24,11 +25,20 @@ T = TypeVar("T")
 EXTRA_FIELD = "extra"
 
 
-def json_field(key: str, default: Any = None, **kwargs: Any) -> Any:
-    """A dataclass field serialized under the Kubernetes-style ``key``."""
+INT64 = 64
+INT32 = 32
+
+
+def json_field(key: str, default: Any = None, *, bits: int = INT64, **kwargs: Any) -> Any:
+    """A dataclass field serialized under the Kubernetes-style ``key``.
+
+    ``bits`` is the width of an integer field in the CRD's schema (``format: int32`` or ``int64``): a value
+    outside it is refused by the API server, so it is refused here, naming the field.
+    """
+    metadata = {"json": key, "bits": bits}
     if "default_factory" in kwargs:
-        return dataclasses.field(metadata={"json": key}, **kwargs)
-    return dataclasses.field(default=default, metadata={"json": key}, **kwargs)
+        return dataclasses.field(metadata=metadata, **kwargs)
+    return dataclasses.field(default=default, metadata=metadata, **kwargs)
 
 
 def extra_field() -> Any:
@@ -64,11 +74,17 @@ def _encode(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    # Evaluating annotations compiles each one: once per class, not once per env var of a large manifest.
+    return get_type_hints(cls)
+
+
 def from_dict(cls: type[T], data: Any, path: str) -> T:
     """Build ``cls`` from a dict, with errors that name the dotted ``path`` of the bad field."""
     if not isinstance(data, Mapping):
         raise JobSpecError(path, f"expected a mapping, got {_describe(data)}")
-    hints = get_type_hints(cls)
+    hints = _type_hints(typing.cast(type, cls))
     kwargs: dict[str, Any] = {}
     known_keys: set[str] = set()
     has_extra = False
@@ -79,27 +95,27 @@ def from_dict(cls: type[T], data: Any, path: str) -> T:
         key = f.metadata["json"]
         known_keys.add(key)
         if key in data and data[key] is not None:
-            kwargs[f.name] = _decode(hints[f.name], data[key], f"{path}.{key}")
+            kwargs[f.name] = _decode(hints[f.name], data[key], f"{path}.{key}", f.metadata["bits"])
     unknown = {k: copy.deepcopy(v) for k, v in data.items() if k not in known_keys}
     if unknown:
         if not has_extra:
-            first = sorted(unknown)[0]
+            first = sorted(unknown, key=str)[0]
             allowed = ", ".join(sorted(known_keys))
             raise JobSpecError(f"{path}.{first}", f"unknown field (known fields here: {allowed})")
         kwargs[EXTRA_FIELD] = unknown
     return cls(**kwargs)
 
 
-def _decode(tp: Any, value: Any, path: str) -> Any:
+def _decode(tp: Any, value: Any, path: str, bits: int = INT64) -> Any:
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
         options = [a for a in get_args(tp) if a is not type(None)]
         if len(options) == 1:
-            return _decode(options[0], value, path)
+            return _decode(options[0], value, path, bits)
         errors = []
         for option in options:
             try:
-                return _decode(option, value, path)
+                return _decode(option, value, path, bits)
             except JobSpecError as exc:
                 errors.append(exc.message)
         raise JobSpecError(path, " or ".join(errors))
@@ -130,6 +146,9 @@ def _decode(tp: Any, value: Any, path: str) -> Any:
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise JobSpecError(path, f"expected an integer, got {_describe(value)}")
+        low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        if not low <= value <= high:
+            raise JobSpecError(path, f"{_describe_int(value)} is outside the int{bits} range [{low}, {high}]")
         return value
     if tp is str:
         if not isinstance(value, str):
@@ -138,5 +157,14 @@ def _decode(tp: Any, value: Any, path: str) -> Any:
     raise TypeError(f"serde cannot decode type {tp!r} at {path}")  # a bug in the model, not user input
 
 
+def _describe_int(value: int) -> str:
+    # A huge integer is described by its size: printing it may be long, or refused (over 4300 digits).
+    return str(value) if value.bit_length() <= 128 else f"an integer of {value.bit_length()} bits"
+
+
 def _describe(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"int {_describe_int(value)}"
+    if isinstance(value, str | bytes) and len(value) > 100:
+        value = value[:100]  # the start says enough; never the repr of megabytes
     return f"{type(value).__name__} {value!r}"[:120]

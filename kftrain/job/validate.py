@@ -12,11 +12,17 @@ import re
 
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds import Kind, kind_of
-from kftrain.job.model import RestartPolicy, TrainingJob
+from kftrain.job.model import EnvVar, RestartPolicy, TrainingJob
 
-# RFC 1035 label, as the operators' webhooks require: pod and service names derive from it.
-_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# RFC 1035 label, as the operators' webhooks require: pod and service names derive from it. Matched with
+# fullmatch: "$" would also match before a trailing newline, and let "job\n" through.
+_NAME_RE = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _MAX_NAME = 63
+# generateName is a prefix: the API server appends 5 random characters, so it may end in '-'.
+_GENERATE_NAME_RE = re.compile(r"[a-z][-a-z0-9]*")
+_GENERATED_SUFFIX = 5
+# Kubernetes' IsEnvVarName (apimachinery validation): what the API server accepts as an env name.
+_ENV_NAME_RE = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 
 
 def validate_job(job: TrainingJob) -> None:
@@ -40,6 +46,11 @@ def validate_job(job: TrainingJob) -> None:
         if rtype in kind.spec.singletons and rspec.count > 1:
             raise JobSpecError(f"{path}.replicas", f"a {rtype} must have exactly 1 replica, got {rspec.count}")
         _validate_containers(kind, job, rtype, path)
+        grace = rspec.template.spec.extra.get("terminationGracePeriodSeconds")
+        if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int) or not 0 <= grace < 2**63):
+            raise JobSpecError(
+                f"{path}.template.spec.terminationGracePeriodSeconds", f"expected whole seconds >= 0, got {grace!r}"
+            )
         if rspec.restart_policy == RestartPolicy.EXIT_CODE and job.run_policy.backoff_limit is None:
             raise JobSpecError(
                 "spec.runPolicy.backoffLimit",
@@ -54,12 +65,25 @@ def _validate_metadata(job: TrainingJob) -> None:
     name = job.metadata.name
     if not name and not job.metadata.generate_name:
         raise JobSpecError("metadata.name", "missing (or set metadata.generateName)")
-    if name and (len(name) > _MAX_NAME or not _NAME_RE.match(name)):
+    if name and (len(name) > _MAX_NAME or not _NAME_RE.fullmatch(name)):
         raise JobSpecError(
             "metadata.name",
-            f"{name!r} must be lower-case letters, digits and '-', start with a letter, end alphanumeric, "
+            f"{_shown(name)} must be lower-case letters, digits and '-', start with a letter, end alphanumeric, "
             f"at most {_MAX_NAME} characters (the operator names pods and services after it)",
         )
+    prefix = job.metadata.generate_name
+    if prefix and not name and (len(prefix) > _MAX_NAME - _GENERATED_SUFFIX or not _GENERATE_NAME_RE.fullmatch(prefix)):
+        raise JobSpecError(
+            "metadata.generateName",
+            f"{_shown(prefix)} must be lower-case letters, digits and '-', start with a letter, at most "
+            f"{_MAX_NAME - _GENERATED_SUFFIX} characters (the API server appends {_GENERATED_SUFFIX} random "
+            "characters to make the job's name)",
+        )
+
+
+def _shown(text: str) -> str:
+    """``text`` quoted for a one-line message, shortened when long."""
+    return repr(text if len(text) <= 80 else text[:80] + "...")
 
 
 def _validate_containers(kind: Kind, job: TrainingJob, rtype: str, path: str) -> None:
@@ -71,9 +95,9 @@ def _validate_containers(kind: Kind, job: TrainingJob, rtype: str, path: str) ->
     for i, container in enumerate(containers):
         if not container.name:
             raise JobSpecError(f"{cpath}[{i}].name", "missing")
-        for j, env in enumerate(container.env or []):
-            if not env.name:
-                raise JobSpecError(f"{cpath}[{i}].env[{j}].name", "missing")
+        _validate_program(container.command, f"{cpath}[{i}].command")
+        _validate_program(container.args, f"{cpath}[{i}].args")
+        _validate_env(container.env or [], f"{cpath}[{i}].env")
     main = kind.main_container_name(job, rtype)
     if main is not None and main not in names:
         raise JobSpecError(
@@ -81,6 +105,35 @@ def _validate_containers(kind: Kind, job: TrainingJob, rtype: str, path: str) ->
             f"no container named {main!r}; {kind.spec.kind.value} runs the replica's program in the container "
             f"of that name (found: {', '.join(names)})",
         )
+
+
+def _validate_program(words: list[str] | None, path: str) -> None:
+    for k, word in enumerate(words or []):
+        if "\0" in word:
+            raise JobSpecError(f"{path}[{k}]", "contains a NUL character, which no program argument can hold")
+
+
+def _validate_env(env: list[EnvVar], path: str) -> None:
+    """Names as the API server accepts them, each once (kubelet would silently keep only the last), no NULs."""
+    first: dict[str, int] = {}
+    for j, var in enumerate(env):
+        if not var.name:
+            raise JobSpecError(f"{path}[{j}].name", "missing")
+        if not _ENV_NAME_RE.fullmatch(var.name):
+            raise JobSpecError(
+                f"{path}[{j}].name",
+                f"{_shown(var.name)} is not a valid variable name (letters, digits, '_', '-', '.'; not starting "
+                "with a digit)",
+            )
+        if var.name in first:
+            raise JobSpecError(
+                f"{path}[{j}].name", f"{var.name!r} is already set by {path}[{first[var.name]}]; set it once"
+            )
+        first[var.name] = j
+        if var.value is not None and "\0" in var.value:
+            raise JobSpecError(
+                f"{path}[{j}].value", f"{var.name}: contains a NUL character, which no variable can hold"
+            )
 
 
 def _validate_run_policy(job: TrainingJob) -> None:

@@ -22,8 +22,7 @@ Predictor = Callable[[np.ndarray], np.ndarray]
 
 def model_info(model_uri: str) -> dict[str, Any]:
     """The ``model.json`` of the complete model at ``model_uri``."""
-    storage.require_complete(model_uri)
-    info: dict[str, Any] = storage.read_json(storage.join(model_uri, MODEL_INFO))
+    info: dict[str, Any] = storage.ArtifactReader(model_uri).read_json(MODEL_INFO)
     return info
 
 

@@ -88,10 +88,10 @@ def write_model(
 
 def load_model(uri: str) -> tuple[nn.Module, dict[str, Any]]:
     """The model at ``uri`` in eval mode, and its ``model.json``."""
-    storage.require_complete(uri)
-    info = storage.read_json(storage.join(uri, MODEL_INFO))
+    artifact = storage.ArtifactReader(uri)  # one version, each file checked against its marker
+    info = artifact.read_json(MODEL_INFO)
     model = MLP(MLPConfig.from_json(info["config"]))
-    state = torch.load(io.BytesIO(storage.read_bytes(storage.join(uri, MODEL_FILE))), weights_only=True)
+    state = torch.load(io.BytesIO(artifact.read_bytes(MODEL_FILE)), weights_only=True)
     model.load_state_dict(state)
     model.eval()
     return model, info

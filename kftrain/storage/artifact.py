@@ -1,11 +1,13 @@
 """Atomic artifacts: a folder is complete only once its completion marker says so.
 
-:class:`ArtifactWriter` writes an output's files, then a marker (:data:`COMPLETE_MARKER`) listing each
-file with its size and SHA-256. Readers call :func:`require_complete`, so a writer that died half-way
-(a killed pod, a failed upload) leaves nothing that looks complete. :func:`copy` (and :func:`upload`,
-:func:`download`) keep the rule across stores: a complete artifact is checked against its marker while
-it streams and the marker is copied last, so the copy turns complete only once everything else is there.
-The marker's format is known only to this module.
+:class:`ArtifactWriter` writes an output's files to a staging location, then a marker
+(:data:`COMPLETE_MARKER`) listing each file with its size and SHA-256, then publishes the new version
+(:mod:`kftrain.storage.publish`): a writer that died half-way leaves nothing that looks complete, and
+the previous version of the output readable. Readers go through :class:`~kftrain.storage.reader.ArtifactReader`
+or :func:`require_complete`. :func:`copy` (and :func:`upload`, :func:`download`) keep the rule across
+stores: an artifact is copied as the files its marker lists, each checked against it as it streams, the
+marker last, and published the same way; a listed file that is missing or changed fails the copy before
+anything is published.
 """
 
 from __future__ import annotations
@@ -15,14 +17,13 @@ import hashlib
 import json
 import os
 import posixpath
-import shutil
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from kftrain.storage.errors import StorageError, errors, storage_error, with_retry
+from kftrain.storage import partials
+from kftrain.storage.errors import StorageError, storage_error, with_retry
 from kftrain.storage.io import (
     FileDigest,
     Progress,
@@ -32,13 +33,14 @@ from kftrain.storage.io import (
     is_dir,
     list_files,
     open_uri,
-    read_json,
+    read_bytes,
     write_once,
 )
-from kftrain.storage.uri import filesystem, join, split_uri
-
-COMPLETE_MARKER = "_COMPLETE.json"
-
+from kftrain.storage.marker import COMPLETE_MARKER, Manifest, parse
+from kftrain.storage.paths import confine, local_target
+from kftrain.storage.publish import Destination, open_destination
+from kftrain.storage.reader import ArtifactReader
+from kftrain.storage.uri import filesystem, is_local, join, local_path
 
 # --------------------------------------------------------------------------------------------------
 # Writing and reading artifacts
@@ -76,9 +78,9 @@ class _HashingWriter:
 class ArtifactWriter:
     """Writes the files of one output artifact; publishes them only when everything was written.
 
-    Local outputs are staged in a sibling folder and renamed into place (atomic on one filesystem);
-    object-store outputs are written in place and become visible to readers when the marker is.
-    On an exception the partial output is removed.
+    Made before anything is written, it refuses an output that is not empty and not a previous kftrain
+    artifact (an output never deletes what it did not write). Files go to a staging sibling; on an
+    exception the staging is removed and the previous version, if any, is untouched.
     """
 
     uri: str
@@ -87,22 +89,17 @@ class ArtifactWriter:
     _staging: str = ""
 
     def __post_init__(self) -> None:
-        scheme, path = split_uri(self.uri)
-        self._local = scheme == "file"
-        if self._local:
-            self._staging = f"{path.rstrip('/')}.partial-{uuid.uuid4().hex[:8]}"
-            os.makedirs(self._staging, exist_ok=True)
-        else:
-            self._staging = self.uri.rstrip("/")
-            marker = join(self._staging, COMPLETE_MARKER)
-            if exists(marker):
-                fs, p = filesystem(marker)
-                with errors(marker, fs):
-                    fs.rm(p)  # re-publishing: the old output stops being complete first
+        self._destination: Destination = open_destination(self.uri)
+        self._staging = self._destination.staging_uri
 
     def path_for(self, relpath: str) -> str:
         """Where to write ``relpath``: a local path to hand to libraries that want one, or a URI."""
-        return join(self._staging, relpath)
+        if relpath == COMPLETE_MARKER:
+            raise StorageError(f"{self.uri}: {COMPLETE_MARKER} is the artifact's own marker; name the file otherwise")
+        confine(relpath, self.uri)  # named by the output, not by its staging
+        if is_local(self._staging):
+            return local_target(self._staging, relpath)
+        return join(self._staging, *relpath.split("/"))
 
     @contextmanager
     def open(self, relpath: str, mode: str = "wb") -> Iterator[IO[Any]]:
@@ -130,113 +127,132 @@ class ArtifactWriter:
         self._entries[relpath] = digest_of(self.path_for(relpath))
 
     def add(self, src: str | os.PathLike[str], relpath: str = "", *, progress: Progress | None = None) -> None:
-        """Copy a local file or folder (or any URI) into the artifact at ``relpath``, hashing as it streams."""
-        copied = copy(os.fspath(src), self.path_for(relpath) if relpath else self._staging, progress=progress)
-        for rel, digest in copied.items():
-            if rel == COMPLETE_MARKER and not relpath:
-                continue  # a copied artifact's own marker at our root: commit() overwrites it with ours
-            key = posixpath.join(relpath, rel) if rel else relpath
-            if not key:
+        """Copy a local file or folder (or any URI; an artifact as the files its marker lists, checked) into
+        the artifact at ``relpath``, hashing as it streams."""
+        src = os.fspath(src)
+        if not is_dir(src):
+            if not relpath:
                 raise StorageError(f"{src}: a single file needs a relpath inside {self.uri}")
-            self._entries[key] = digest
+            if not exists(src):
+                raise _not_found(src)
+            self._entries[relpath] = copy_file(src, self.path_for(relpath), progress)
+            return
+        _, sources = _sources(src)
+        for rel, source, expected in sources:
+            key = posixpath.join(relpath, rel) if relpath else rel
+            self._entries[key] = _copy_checked(source, self.path_for(key), expected, progress)
 
     def commit(self) -> dict[str, Any]:
         """Write the marker (every file's size and SHA-256, and the metadata) and publish; the manifest."""
-        manifest = {
-            "files": {k: e.as_dict() for k, e in sorted(self._entries.items())},
-            "metadata": self.metadata,
-        }
+        manifest = Manifest(dict(sorted(self._entries.items())), self.metadata)
         marker = join(self._staging, COMPLETE_MARKER)
-        with_retry(
-            f"write {marker}",
-            lambda: write_once(iter([json.dumps(manifest, indent=2, sort_keys=True).encode()]), marker),
-        )
-        if self._local:
-            _, final = split_uri(self.uri)
-            if os.path.isdir(final):
-                shutil.rmtree(final)  # KFP creates the output folder empty; replace it whole
-            elif os.path.exists(final):
-                os.remove(final)
-            os.makedirs(os.path.dirname(final) or ".", exist_ok=True)
-            os.rename(self._staging, final)
-        return manifest
+        with_retry(f"write {marker}", lambda: write_once(iter([manifest.to_bytes()]), marker))
+        self._destination.promote(manifest)
+        return manifest.public()
 
     def abort(self) -> None:
         """Remove what was written; without a marker it was never readable as complete anyway."""
-        if self._local:
-            shutil.rmtree(self._staging, ignore_errors=True)
-            return
-        fs, path = filesystem(self._staging)
-        for rel in self._entries:
-            with suppress(Exception):  # best effort: without the marker nothing here is readable anyway
-                fs.rm(posixpath.join(path, rel))
+        self._destination.abort()
 
     def __enter__(self) -> ArtifactWriter:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
-            self.commit()
+            try:
+                self.commit()
+            except BaseException:
+                self.abort()
+                raise
         else:
             self.abort()
 
 
 def require_complete(uri: str, *, verify: bool = False) -> dict[str, Any]:
-    """The completion manifest of the artifact at ``uri``; with ``verify`` every size and checksum is checked."""
-    marker = join(uri, COMPLETE_MARKER)
-    if not exists(marker):
-        if not exists(uri):
-            fs, _ = filesystem(uri)
-            raise storage_error(uri, FileNotFoundError(errno.ENOENT, "not found", uri), fs)
-        raise StorageError(f"{uri}: incomplete artifact (no {COMPLETE_MARKER}); the step that wrote it did not finish")
-    manifest: dict[str, Any] = read_json(marker)
+    """The completion manifest of the artifact at ``uri``, its files all there at their listed sizes; with
+    ``verify`` every checksum is checked too. Read the files through :class:`ArtifactReader` to have each
+    one checked as it is read."""
+    reader = ArtifactReader(uri)
     if verify:
-        for rel, entry in manifest["files"].items():
-            target = join(uri, rel)
-            got = digest_of(target)
-            if got.size != entry["size"] or got.sha256 != entry["sha256"]:
-                raise StorageError(
-                    f"{target}: checksum mismatch (expected {entry['size']} bytes sha256 {entry['sha256']}, "
-                    f"got {got.size} bytes sha256 {got.sha256})"
-                )
-    return manifest
+        reader.verify()
+    else:
+        reader.check_sizes()
+    return reader.manifest.public()
 
 
 # --------------------------------------------------------------------------------------------------
 # Copying files and folders
 
 
+def _not_found(uri: str) -> StorageError:
+    fs, _ = filesystem(uri)
+    return storage_error(uri, FileNotFoundError(errno.ENOENT, "not found", uri), fs)
+
+
+Source = tuple[str, str, FileDigest | None]  # (relpath, URI to read, the digest its marker lists)
+
+
+def _sources(src_uri: str) -> tuple[ArtifactReader | None, list[Source]]:
+    """Every file to copy from the folder ``src_uri``: an artifact's listed files (checked for presence
+    and size first, and read from the version its marker names), else every file found."""
+    if exists(join(src_uri, COMPLETE_MARKER)):
+        reader = ArtifactReader(src_uri)
+        reader.check_sizes()  # a missing or truncated file fails here, before anything is written
+        return reader, [(rel, reader.uri_of(rel), digest) for rel, digest in sorted(reader.files.items())]
+    files = list_files(src_uri)
+    if not files:
+        raise StorageError(f"{src_uri}: empty folder, nothing to copy")
+    return None, [(rel, join(src_uri, *rel.split("/")), None) for rel in files]
+
+
+def _copy_checked(src: str, dst: str, expected: FileDigest | None, progress: Progress | None) -> FileDigest:
+    digest = copy_file(src, dst, progress)
+    if expected is not None and digest != expected:
+        raise StorageError(
+            f"{src}: checksum mismatch (expected {expected.size} bytes sha256 {expected.sha256}, got "
+            f"{digest.size} bytes sha256 {digest.sha256})"
+        )
+    return digest
+
+
+def _target(root: str, rel: str) -> str:
+    return local_target(str(local_path(root)), rel) if is_local(root) else join(root, *confine(rel, root).split("/"))
+
+
 def copy(src_uri: str, dst_uri: str, *, progress: Progress | None = None) -> dict[str, FileDigest]:
     """Copy a file or a folder from ``src_uri`` to ``dst_uri`` (any two schemes), streaming in chunks.
 
     Returns the size and SHA-256 of every file copied, keyed by its path relative to ``src_uri`` (``""``
-    for a single file). A folder that is a complete artifact is checked against its marker while it
-    streams, and its marker is copied last, so the copy is complete only once everything else is there.
+    for a single file). A folder that is a complete artifact is copied as the files its marker lists, each
+    checked against it, and published at ``dst_uri`` like a written artifact (so ``dst_uri`` must be new,
+    empty, or a previous artifact); any other folder is copied file by file into ``dst_uri``.
     """
     if not is_dir(src_uri):
         if not exists(src_uri):
-            fs, _ = filesystem(src_uri)
-            raise storage_error(src_uri, FileNotFoundError(errno.ENOENT, "not found", src_uri), fs)
+            raise _not_found(src_uri)
+        if is_local(dst_uri):
+            partials.clean_stale(str(local_path(dst_uri)))
         return {"": copy_file(src_uri, dst_uri, progress)}
-    files = list_files(src_uri)
-    if not files:
-        raise StorageError(f"{src_uri}: empty folder, nothing to copy")
-    manifest: dict[str, Any] | None = None
-    if COMPLETE_MARKER in files:
-        manifest = read_json(join(src_uri, COMPLETE_MARKER))
-        files.remove(COMPLETE_MARKER)
-    copied: dict[str, FileDigest] = {}
-    for rel in files:
-        rel_posix = rel.replace(os.sep, "/")
-        digest = copy_file(join(src_uri, *rel_posix.split("/")), join(dst_uri, *rel_posix.split("/")), progress)
-        expected = (manifest or {}).get("files", {}).get(rel_posix)
-        if expected and expected["sha256"] != digest.sha256:
+    reader, sources = _sources(src_uri)
+    if reader is None:
+        return {rel: _copy_checked(source, _target(dst_uri, rel), None, progress) for rel, source, _ in sources}
+    destination = open_destination(dst_uri)
+    try:
+        copied = {
+            rel: _copy_checked(source, _target(destination.staging_uri, rel), expected, progress)
+            for rel, source, expected in sources
+        }
+        marker = join(destination.staging_uri, COMPLETE_MARKER)
+        copied[COMPLETE_MARKER] = copy_file(join(reader.root, COMPLETE_MARKER), marker, None)
+        manifest = parse(read_bytes(marker), dst_uri)
+        if manifest.files != {rel: d for rel, d in copied.items() if rel != COMPLETE_MARKER}:
             raise StorageError(
-                f"{join(src_uri, rel_posix)}: checksum mismatch (expected {expected['sha256']}, got {digest.sha256})"
+                f"{src_uri}: re-published while being copied (its {COMPLETE_MARKER} changed); copy again"
             )
-        copied[rel_posix] = digest
-    if manifest is not None:
-        copied[COMPLETE_MARKER] = copy_file(join(src_uri, COMPLETE_MARKER), join(dst_uri, COMPLETE_MARKER), None)
+        destination.promote(manifest)
+    except BaseException:
+        destination.abort()
+        raise
     return copied
 
 

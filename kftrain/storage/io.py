@@ -17,15 +17,15 @@ import hashlib
 import json
 import os
 import posixpath
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 from typing import IO, Any, TypeVar
 
-from kftrain.storage import s3_transfer
+from kftrain.storage import partials, s3_transfer
 from kftrain.storage.errors import StorageError, errors, is_s3, unreachable, with_retry
+from kftrain.storage.paths import confine
 from kftrain.storage.uri import filesystem, is_local
 
 T = TypeVar("T")
@@ -111,12 +111,25 @@ def read_json(uri: str) -> Any:
 
 
 def list_files(uri: str) -> list[str]:
-    """Relative paths of every file under ``uri``, sorted."""
+    """Relative POSIX paths of every file under ``uri``, sorted; each confined (:func:`~.paths.confine`).
+
+    Object keys are taken as they are, never normalized: a key ``x/../../name`` is refused, naming it,
+    rather than read or written somewhere else.
+    """
     fs, path = filesystem(uri)
     base = path.rstrip("/")
     with errors(uri, fs):
         found = with_retry(f"list {uri}", lambda: fs.find(base))
-    return sorted(posixpath.relpath(p, base) if fs.protocol != "file" else os.path.relpath(p, base) for p in found)
+    rels = []
+    for full in found:
+        if is_local(uri):
+            rel = os.path.relpath(full, base).replace(os.sep, "/")
+        elif full.startswith(base + "/"):
+            rel = full[len(base) + 1 :]
+        else:
+            continue  # an object at the folder's own key is not inside it
+        rels.append(confine(rel, f"{uri} (listing)"))
+    return sorted(rels)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -201,9 +214,9 @@ def write_once(chunks: Iterator[bytes], dst_uri: str) -> FileDigest:
     hashed = _HashedChunks(chunks)
     if is_local(dst_uri):
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        partial = f"{path}.partial-{uuid.uuid4().hex[:8]}"
+        partial, fd = partials.open_staging_file(path)  # locked while written: see partials.clean_stale
         try:
-            with open(partial, "wb") as out:
+            with open(fd, "wb", closefd=False) as out:
                 for chunk in hashed:
                     out.write(chunk)
             os.replace(partial, path)  # readers see the old file or the whole new one
@@ -211,6 +224,8 @@ def write_once(chunks: Iterator[bytes], dst_uri: str) -> FileDigest:
             with suppress(FileNotFoundError):
                 os.remove(partial)
             raise
+        finally:
+            partials.release(fd)
     elif is_s3(fs):
         # A multipart upload with several parts in flight; it becomes an object only on completion.
         upload = s3_transfer.MultipartUpload(fs, path, part_size=part_size())

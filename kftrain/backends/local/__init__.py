@@ -1,7 +1,9 @@
 """The local backend: every replica a process on this machine with the environment its operator would give it.
 
-config.py (what the caller decides), replica.py (a replica's program and environment here),
-processes.py (stopping a replica's whole process tree), backend.py (the job's lifecycle and restarts).
+config.py (what the caller decides), replica.py (a replica's program and environment here, checked before
+it starts), supervisor.py (the stdlib-only process each replica runs under, tying its tree to kftrain),
+processes.py (starting and stopping replicas under it), output.py (a replica's output: whole in its log,
+bounded lines on the console), backend.py (the job's lifecycle and restarts).
 """
 
 from kftrain.backends.local.backend import LocalBackend

@@ -1,11 +1,13 @@
 """The operator on one machine: the lifecycle of a job whose replicas are local processes.
 
-* one process per replica that runs a program (:meth:`kftrain.job.kinds.Kind.process_replicas`), each in
-  its own session so the whole tree of a replica can be stopped as one;
+* one process per replica that runs a program (:meth:`kftrain.job.kinds.Kind.process_replicas`), each under
+  its own supervisor (:mod:`.processes`), so the whole tree of a replica is stopped as one and none of it
+  outlives kftrain; a submit that fails part-way stops the replicas it had started;
 * ``restartPolicy`` (Never, OnFailure, Always, ExitCode) and ``backoffLimit`` (total restarts across the
   job), ``activeDeadlineSeconds``, and the kind's success rule; when a replica fails for good the others
   are stopped and the job fails with that replica's exit code and its last log lines;
-* each replica's output streamed live with a ``[worker-1]`` prefix and kept in ``<workdir>/logs``;
+* each replica's output streamed live with a ``[worker-1]`` prefix and kept whole in ``<workdir>/logs``
+  (:mod:`.output`);
 * ``scale`` and ``kill_replica``, as ``kubectl scale`` and a lost node would.
 
 Differences from a cluster, on purpose: images are ignored (the program comes from the container's
@@ -17,9 +19,11 @@ same variable name.
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 import shutil
 import signal
-import subprocess
+import string
 import tempfile
 import threading
 import time
@@ -31,14 +35,16 @@ import psutil
 from kftrain.backends.base import Backend, JobHandle, JobPhase, JobResult
 from kftrain.backends.console import Console
 from kftrain.backends.local.config import LocalConfig
-from kftrain.backends.local.processes import kill_quietly, process_tree, shell_exit_code, signal_group, signal_tree
+from kftrain.backends.local.output import pump
+from kftrain.backends.local.processes import ReplicaProcess, shell_exit_code, stop_replicas
 from kftrain.backends.local.replica import LocalReplica, free_port, prepare_replica
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds import kind_of
 from kftrain.job.kinds.base import is_retryable_exit_code
 from kftrain.job.model import RestartPolicy, TrainingJob
-from kftrain.job.topology import ReplicaId, Topology
+from kftrain.job.topology import ReplicaId, Topology, total_replicas
 from kftrain.job.validate import validate_job
+from kftrain.signals import shielded
 
 
 @dataclass
@@ -71,11 +77,16 @@ class LocalBackend(Backend):
 
     def submit(self, job: TrainingJob) -> JobHandle:
         validate_job(job)
+        if not job.metadata.name and job.metadata.generate_name:
+            # As the API server does: the prefix and 5 random characters.
+            alphabet = string.ascii_lowercase + string.digits
+            job.metadata.name = job.metadata.generate_name + "".join(secrets.choice(alphabet) for _ in range(5))
         if job.name in self._jobs and self._jobs[job.name].result is None:
             return self._handle(job)  # same job already running in this process: attach
         if job.run_policy.suspend:
             raise JobSpecError("spec.runPolicy.suspend", "is true: the operator would not start any replica")
         kind = kind_of(job)
+        self._check_replica_count(job, total_replicas(job))
         owns = self.config.workdir is None
         workdir = Path(tempfile.mkdtemp(prefix=f"kftrain-{job.name}-")) if owns else Path(self.config.workdir or ".")
         workdir.mkdir(parents=True, exist_ok=True)
@@ -103,9 +114,31 @@ class LocalBackend(Backend):
         self.console.say(
             f"starting {job.kind.value} {job.name}: {', '.join(r.id.label for r in replicas)} (workdir {workdir})"
         )
-        for replica in replicas:
-            self._start(replica)
+        try:
+            for replica in replicas:
+                self._start(replica)
+        except BaseException:
+            # A replica that could not start fails the submit; those already started must not outlive it.
+            with shielded():
+                self._stop(replicas)
+                del self._jobs[job.name]
+                if owns:
+                    shutil.rmtree(workdir, ignore_errors=True)
+            raise
         return self._handle(job)
+
+    def _check_replica_count(self, job: TrainingJob, count: int) -> None:
+        """Refuse more replicas than :attr:`LocalConfig.max_replicas`, before any is enumerated or started."""
+        limit = self.config.max_replicas
+        if count <= limit:
+            return
+        rtype = max(job.replica_specs, key=lambda t: job.replica_specs[t].count)
+        raise JobSpecError(
+            f"{kind_of(job).replicas_path()}.{rtype}.replicas",
+            f"{job.replica_specs[rtype].count} ({count} replicas in the job): locally every replica is a process "
+            f"on this machine, and more than {limit} is a job for a cluster; raise LocalConfig.max_replicas "
+            "(kftrain launch --max-local-replicas) if this machine can take it",
+        )
 
     def _handle(self, job: TrainingJob) -> JobHandle:
         return JobHandle(backend=self.name, name=job.name, kind=job.kind.value, api_version=job.api_version)
@@ -116,28 +149,17 @@ class LocalBackend(Backend):
         return prepare_replica(job, rid, topology, self.config, logs)
 
     def _start(self, replica: LocalReplica) -> None:
-        replica.proc = subprocess.Popen(
-            replica.argv,
-            env=replica.env,
-            cwd=self.config.cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: stop the replica's whole tree at once
-        )
+        replica.proc = ReplicaProcess(replica.argv, replica.env, self.config.cwd, replica.grace_s)
         replica.restart_at = None
-        replica.reader = threading.Thread(target=self._pump, args=(replica, replica.proc), daemon=True)
-        replica.reader.start()
 
-    def _pump(self, replica: LocalReplica, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None
-        with open(replica.log_path, "a", encoding="utf-8") as log:
-            for raw in iter(proc.stdout.readline, b""):
-                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-                replica.tail.append(line)
-                log.write(line + "\n")
-                self.console.replica_line(replica.id.label, line)
-        proc.stdout.close()
+        def on_line(line: str) -> None:
+            replica.tail.append(line)
+            self.console.replica_line(replica.id.label, line)
+
+        replica.reader = threading.Thread(
+            target=pump, args=(replica.proc.stdout, replica.log_path, on_line), daemon=True
+        )
+        replica.reader.start()
 
     # -- wait ------------------------------------------------------------------------------------
 
@@ -243,6 +265,7 @@ class LocalBackend(Backend):
                 raise JobSpecError("spec.elasticPolicy", f"{replicas} workers is outside [{low}, {high}]")
         current = [r for r in state.replicas if r.id.type == replica_type]
         live = [r for r in current if not r.finished]
+        self._check_replica_count(job, total_replicas(job) - job.replicas_of(replica_type) + replicas)
         next_index = max((r.id.index for r in current), default=-1) + 1
         for _ in range(replicas - len(live)):
             replica = self._prepare(job, ReplicaId(replica_type, next_index), state.topology, state.workdir)
@@ -262,7 +285,9 @@ class LocalBackend(Backend):
         replica = next((r for r in state.replicas if r.id.label == label), None)
         if replica is None or replica.proc is None:
             raise KeyError(f"{label}: no running replica of that name")
-        signal_tree(replica.proc.pid, sig)
+        for proc in replica.proc.program_tree():  # not its supervisor: it sees the program die, and cleans up
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(sig)
 
     def _failure(self, replica: LocalReplica, reason: str, message: str) -> JobResult:
         replica.finished = True
@@ -304,24 +329,14 @@ class LocalBackend(Backend):
         self._stop(state.replicas)
 
     def _stop(self, replicas: list[LocalReplica]) -> None:
-        """SIGTERM each replica's process group, SIGKILL what is left after the grace period."""
+        """SIGTERM each replica's whole tree, SIGKILL what is left after the grace period (its supervisor does both)."""
         running = [r for r in replicas if r.proc is not None]
         if not running:
             return
-        trees: list[psutil.Process] = []
+        codes = stop_replicas([r.proc for r in running if r.proc is not None])
         for replica in running:
-            assert replica.proc is not None
-            trees.extend(process_tree(replica.proc.pid))
-            signal_group(replica.proc.pid, signal.SIGTERM)
-        gone, alive = psutil.wait_procs(trees, timeout=self.config.grace_period_s)
-        # psutil may reap a replica before Popen does; keep the exit status it saw.
-        codes = {p.pid: p.returncode for p in gone if p.returncode is not None}
-        for proc in alive:
-            kill_quietly(proc)
-        for replica in running:
-            assert replica.proc is not None
-            signal_group(replica.proc.pid, signal.SIGKILL)
-            replica.proc.wait()
-            replica.last_exit = codes.get(replica.proc.pid, replica.proc.returncode)
+            if replica.proc is None:
+                continue
+            replica.last_exit = codes.get(replica.proc.pid, replica.last_exit)
             self._drain(replica)
             replica.proc = None

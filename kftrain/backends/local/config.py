@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kftrain.backends.base import BackendConfig
+from kftrain.errors import JobSpecError
 
 # The key of ``LocalConfig.commands`` that applies to every replica type.
 ALL_REPLICA_TYPES = "*"
@@ -22,10 +23,15 @@ class LocalConfig(BackendConfig):
     commands: dict[str, list[str]] = field(default_factory=dict)
     # Extra variables of every replica (below the job's own env and the operator's contract).
     extra_env: dict[str, str] = field(default_factory=dict)
+    # True: a replica starts from an image-like environment (PATH, HOME, LANG, TMPDIR, HOSTNAME...) instead of
+    # this process's, so a job that forgot to declare a variable (a credential) fails here as on a cluster.
+    clean_env: bool = False
     # The replicas' working directory; None: this process's.
     cwd: Path | None = None
-    # SIGTERM, then SIGKILL after this long, as the kubelet does.
+    # SIGTERM, then SIGKILL after this long, as the kubelet does (a pod's terminationGracePeriodSeconds wins).
     grace_period_s: float = 5.0
+    # The most replicas a job may have here: each one is a process (and its supervisor) on this machine.
+    max_replicas: int = 64
     poll_interval_s: float = 0.05
     restart_backoff_s: float = 0.5
     max_restart_backoff_s: float = 10.0
@@ -37,7 +43,20 @@ def parse_command_overrides(values: Sequence[str]) -> dict[str, list[str]]:
     for value in values:
         key, sep, rest = value.partition("=")
         if sep and re.fullmatch(r"[A-Z][A-Za-z]*", key):
-            out[key] = shlex.split(rest)
+            out[key] = _split_command(rest, value)
         else:
-            out[ALL_REPLICA_TYPES] = shlex.split(value)
+            out[ALL_REPLICA_TYPES] = _split_command(value, value)
     return out
+
+
+def _split_command(command: str, given: str) -> list[str]:
+    """``command`` split as a shell would (without running one); a clear error for what cannot be run."""
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:  # "No closing quotation", "No escaped character"
+        raise JobSpecError("--command", f"{given!r}: {str(exc).lower()}") from None
+    if not words:
+        raise JobSpecError("--command", f"{given!r}: no program to run")
+    if any("\0" in word for word in words):
+        raise JobSpecError("--command", f"{given!r}: contains a NUL character")
+    return words

@@ -1,11 +1,14 @@
 """A replica on this machine: the program it runs and the environment it gets, as its pod would.
 
-The environment is built in the kubelet's order: this process's environment without the variables of
-the operators' contracts (a stale ``RANK`` from the launching shell must not leak in), the config's extra
-variables, the container's ``env`` (``$(VAR)`` references expanded, ``valueFrom`` resolved), then the
-operator's contract for this replica (:meth:`kftrain.job.kinds.Kind.operator_env`) and the kind's local
+The environment is built in the kubelet's order: a base (this process's environment without the variables
+of the operators' contracts, so a stale ``RANK`` from the launching shell does not leak in; or, with
+``LocalConfig.clean_env``, only what an image gives: :func:`image_env`), the config's extra variables,
+the container's ``env`` (``$(VAR)`` references expanded, ``valueFrom`` resolved), then the operator's
+contract for this replica (:meth:`kftrain.job.kinds.Kind.operator_env`) and the kind's local
 adjustments. Images are ignored: the container's ``python`` is this interpreter, and the folder of this
-interpreter leads ``PATH`` (so ``torchrun`` or ``mpirun`` installed beside it are found).
+interpreter leads ``PATH`` (so ``torchrun`` or ``mpirun`` installed beside it are found). What would fail
+to start in a pod fails here before any replica starts, naming the field: a missing or non-executable
+program, an environment or arguments over the kernel's limits (E2BIG).
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ import os
 import re
 import shutil
 import socket
-import subprocess
 import sys
 import threading
 from collections.abc import Mapping
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kftrain.backends.local.config import ALL_REPLICA_TYPES, LocalConfig
+from kftrain.backends.local.processes import ReplicaProcess
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds import kind_of, main_container
 from kftrain.job.model import RestartPolicy, TrainingJob
@@ -37,6 +40,13 @@ _CONTRACT_VARS = re.compile(
 )
 _K8S_VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 _PYTHON_NAMES = {"python", "python3", f"python3.{sys.version_info.minor}"}
+# Linux refuses a single argument or variable longer than 32 pages (MAX_ARG_STRLEN) with E2BIG.
+MAX_ARG_STRLEN = 32 * 4096
+# Room for the supervisor's own arguments (the interpreter, its script, the grace period).
+_EXEC_HEADROOM = 4096
+# An image's PATH (the Docker default), and the variables of this process a clean environment keeps.
+_IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_IMAGE_KEEPS = ("LC_ALL", "TMPDIR", "TZ")
 
 
 @dataclass
@@ -49,7 +59,9 @@ class LocalReplica:
     policy: RestartPolicy
     tail: collections.deque[str]
     log_path: Path
-    proc: subprocess.Popen[bytes] | None = None
+    # SIGTERM, then SIGKILL after this long: the pod's terminationGracePeriodSeconds, else the config's.
+    grace_s: float = 5.0
+    proc: ReplicaProcess | None = None
     reader: threading.Thread | None = None
     restarts: int = 0
     restart_at: float | None = None
@@ -58,15 +70,34 @@ class LocalReplica:
     last_exit: int | None = None
 
 
-def expand_k8s_vars(text: str, env: Mapping[str, str]) -> str:
-    """Kubernetes' ``$(VAR)`` expansion in command, args and env values; ``$$`` escapes a ``$``."""
+class ExpansionTooLarge(ValueError):
+    """A ``$(VAR)`` expansion that grew past what a program could be given."""
 
-    def repl(match: re.Match[str]) -> str:
-        if match.group(0) == "$$":
-            return "$"
-        return env.get(match.group(1), match.group(0))
 
-    return _K8S_VAR_REF.sub(repl, text)
+def expand_k8s_vars(text: str, env: Mapping[str, str], limit: int | None = None) -> str:
+    """Kubernetes' ``$(VAR)`` expansion in command, args and env values; ``$$`` escapes a ``$``.
+
+    With ``limit``, an expansion longer than ``limit`` characters raises :class:`ExpansionTooLarge` as soon
+    as it passes it: references to references can otherwise grow a short manifest into gigabytes.
+    """
+    pieces: list[str] = []
+    size = 0
+    last = 0
+    for match in _K8S_VAR_REF.finditer(text):
+        value = "$" if match.group(0) == "$$" else env.get(match.group(1), match.group(0))
+        for piece in (text[last : match.start()], value):
+            size += len(piece)
+            if limit is not None and size > limit:
+                raise ExpansionTooLarge(f"expands to more than {limit} characters")
+            pieces.append(piece)
+        last = match.end()
+    if not pieces:
+        return text  # no reference: a long literal is for check_exec_size to name
+    pieces.append(text[last:])
+    size += len(text) - last
+    if limit is not None and size > limit:
+        raise ExpansionTooLarge(f"expands to more than {limit} characters")
+    return "".join(pieces)
 
 
 def free_port() -> int:
@@ -84,18 +115,19 @@ def prepare_replica(
     path = f"{kind.replicas_path()}.{rid.type}.template.spec.containers"
     if container is None:
         raise JobSpecError(path, "missing: every replica needs a container")
-    env = {k: v for k, v in os.environ.items() if not _CONTRACT_VARS.match(k)}
-    env.update(config.extra_env)
-    # Tools installed beside this Python (torchrun, mpirun from a venv) are the image's tools.
-    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
     pod_name = f"{job.name}-{rid.label}"
-    for var in container.env or []:
+    env = image_env(pod_name) if config.clean_env else inherited_env()
+    env.update(config.extra_env)
+    for j, var in enumerate(container.env or []):
         if var.value_from is not None:
             value = _resolve_value_from(var.name, var.value_from, pod_name, job, f"{path}.env")
             if value is not None:
                 env[var.name] = value
         else:
-            env[var.name] = expand_k8s_vars(var.value or "", env)
+            try:
+                env[var.name] = expand_k8s_vars(var.value or "", env, limit=MAX_ARG_STRLEN)
+            except ExpansionTooLarge as exc:
+                raise JobSpecError(f"{path}[{container.name}].env[{j}].value", f"{var.name}: {exc}") from None
     env.update(kind.operator_env(job, rid, topology))
     kind.adapt_local_env(job, rid, env)
     override = config.commands.get(rid.type) or config.commands.get(ALL_REPLICA_TYPES)
@@ -109,19 +141,98 @@ def prepare_replica(
             f"missing: locally the image's entrypoint is not available; give --command "
             f"(or --command {rid.type}=...) with the program to run",
         )
-    argv = [expand_k8s_vars(a, env) for a in argv]
+    command_path = f"{path}[{container.name}].command"
+    try:
+        argv = [expand_k8s_vars(a, env, limit=MAX_ARG_STRLEN) for a in argv]
+    except ExpansionTooLarge as exc:
+        raise JobSpecError(command_path, f"an argument {exc}") from None
     if argv[0] in _PYTHON_NAMES:
         argv[0] = sys.executable  # the image's python is this environment's python
-    if shutil.which(argv[0], path=env.get("PATH")) is None:
-        raise JobSpecError(f"{path}[{container.name}].command", f"program {argv[0]!r} not found on PATH")
+    _check_program(argv[0], env, command_path)
+    check_exec_size(argv, env, f"{path}[{container.name}]")
+    grace = job.replica_specs[rid.type].template.spec.extra.get("terminationGracePeriodSeconds")
     return LocalReplica(
         id=rid,
         argv=argv,
         env=env,
+        grace_s=float(config.grace_period_s if grace is None else grace),
         policy=kind.restart_policy(job, rid.type),
         tail=collections.deque(maxlen=config.log_tail_lines),
         log_path=logs_dir / f"{rid.label}.log",
     )
+
+
+def inherited_env() -> dict[str, str]:
+    """This process's environment without the operators' contract variables, with this Python's tools first."""
+    env = {k: v for k, v in os.environ.items() if not _CONTRACT_VARS.match(k)}
+    # Tools installed beside this Python (torchrun, mpirun from a venv) are the image's tools.
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
+    return env
+
+
+def image_env(pod_name: str) -> dict[str, str]:
+    """What a container starts with before its spec's env: a standard PATH (this Python's tools first), HOME,
+    a UTF-8 locale, the temporary folder, the time zone, and HOSTNAME set to the pod's name, as Kubernetes
+    sets it. Nothing else of this process's environment: a replica that works so also works in a pod."""
+    env = {
+        "PATH": os.pathsep.join([os.path.dirname(sys.executable), _IMAGE_PATH]),
+        "HOME": os.environ.get("HOME", "/root"),
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+        "HOSTNAME": pod_name,
+    }
+    env.update({k: os.environ[k] for k in _IMAGE_KEEPS if k in os.environ})
+    return env
+
+
+def _check_program(program: str, env: Mapping[str, str], where: str) -> None:
+    """The program exists and can be run, before any replica starts."""
+    if shutil.which(program, path=env.get("PATH")) is not None:
+        return
+    if os.sep in program and os.path.isdir(program):
+        raise JobSpecError(where, f"program {program!r} is a folder, not a program")
+    if os.sep in program and os.path.exists(program):
+        raise JobSpecError(
+            where, f"program {program!r} is not executable (chmod +x it, or run it with its interpreter)"
+        )
+    raise JobSpecError(where, f"program {program!r} not found on PATH")
+
+
+def check_exec_size(argv: list[str], env: Mapping[str, str], where: str) -> None:
+    """Refuse what the kernel would refuse with E2BIG: one string over MAX_ARG_STRLEN, or the lot over ARG_MAX.
+
+    A pod's container runtime hits the same limits when it starts the program; here the error names the
+    variable (or the argument) before anything starts.
+    """
+    for name, value in env.items():
+        size = len(f"{name}={value}".encode(errors="surrogateescape")) + 1
+        if size > MAX_ARG_STRLEN:
+            raise JobSpecError(
+                f"{where}.env[{name}]",
+                f"{size} bytes: more than the {MAX_ARG_STRLEN} bytes the kernel accepts for one variable",
+            )
+    for k, arg in enumerate(argv):
+        size = len(arg.encode(errors="surrogateescape")) + 1
+        if size > MAX_ARG_STRLEN:
+            raise JobSpecError(
+                f"{where}.command[{k}]", f"{size} bytes: more than the {MAX_ARG_STRLEN} bytes of one argument"
+            )
+    pointer = 8
+    total = sum(len(a.encode(errors="surrogateescape")) + 1 + pointer for a in argv)
+    total += sum(len(f"{k}={v}".encode(errors="surrogateescape")) + 1 + pointer for k, v in env.items())
+    limit = _arg_max() - _EXEC_HEADROOM
+    if total > limit:
+        raise JobSpecError(
+            f"{where}.env",
+            f"the program's arguments and environment ({len(env)} variables) take {total} bytes, more than the "
+            f"{limit} bytes the kernel accepts (ARG_MAX); the program could not be started, here or in a pod",
+        )
+
+
+def _arg_max() -> int:
+    try:
+        return int(os.sysconf("SC_ARG_MAX"))
+    except (ValueError, OSError):
+        return 2 * 1024 * 1024
 
 
 def _resolve_value_from(name: str, source: Mapping[str, Any], pod_name: str, job: TrainingJob, path: str) -> str | None:

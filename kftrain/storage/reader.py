@@ -1,0 +1,173 @@
+"""Reading a complete artifact: one version, only the files its marker lists, each checked against it.
+
+:class:`ArtifactReader` resolves the marker once and reads every file through it: a path the marker does
+not list is refused (so a ``dataset.json`` cannot point a reader outside the artifact), each read is
+checked against the listed size, and the first read of each file against its SHA-256 too. A file that
+does not match is an error naming it, unless the marker changed meanwhile: a promotion that moved the
+same version from its staging prefix to the plain paths is followed, and a new version (another writer
+re-published) is an error, so a reader never mixes two versions.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+from typing import Any
+
+from kftrain.storage.errors import StorageError, errors, storage_error, with_retry
+from kftrain.storage.io import FileDigest, digest_of, exists, read_bytes
+from kftrain.storage.marker import COMPLETE_MARKER, Manifest, parse
+from kftrain.storage.paths import confine, local_target
+from kftrain.storage.publish import sibling
+from kftrain.storage.uri import filesystem, is_local, join, local_path
+
+
+def _missing(uri: str) -> StorageError:
+    if not exists(uri):
+        fs, _ = filesystem(uri)
+        return storage_error(uri, FileNotFoundError(errno.ENOENT, "not found", uri), fs)
+    return StorageError(f"{uri}: incomplete artifact (no {COMPLETE_MARKER}); the step that wrote it did not finish")
+
+
+class ArtifactReader:
+    """The complete artifact at ``uri``, pinned to the version its marker names when this is made."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri.rstrip("/") if "://" in uri else uri
+        self._resolve()
+        self._checked: set[str] = set()
+
+    def _resolve(self) -> None:
+        marker = join(self.uri, COMPLETE_MARKER)
+        try:
+            data = read_bytes(marker)
+        except StorageError:
+            if exists(marker):
+                raise
+            raise _missing(self.uri) from None
+        self.manifest: Manifest = parse(data, self.uri)
+        self.root = sibling(self.uri, self.manifest.staged) if self.manifest.staged else self.uri
+
+    @property
+    def files(self) -> dict[str, FileDigest]:
+        return self.manifest.files
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.manifest.metadata
+
+    def uri_of(self, rel: str) -> str:
+        """Where ``rel`` of this version is read from; it must be a file the marker lists."""
+        confine(rel, self.uri)
+        if rel not in self.manifest.files:
+            raise StorageError(
+                f"{self.uri}: {rel!r} is not a file of this artifact (its {COMPLETE_MARKER} does not list it)"
+            )
+        if is_local(self.root):
+            return local_target(str(local_path(self.root)), rel)  # nor leave it through a symbolic link
+        return join(self.root, *rel.split("/"))
+
+    def read_bytes(self, rel: str) -> bytes:
+        """The content of ``rel``, checked against the marker (the SHA-256 on its first read)."""
+        for attempt in (1, 2):
+            target = self.uri_of(rel)
+            expected = self.manifest.files[rel]
+            try:
+                data = read_bytes(target)
+            except StorageError as exc:
+                if attempt == 1 and self._moved_since():
+                    continue  # the same version, now read from where the promotion put it
+                raise exc from None
+            problem = _mismatch(expected, len(data), None if rel in self._checked else _sha256(data))
+            if problem is None:
+                self._checked.add(rel)
+                return data
+            if attempt == 1 and self._moved_since():
+                continue
+            raise StorageError(f"{target}: {problem}")
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def read_json(self, rel: str) -> Any:
+        try:
+            return json.loads(self.read_bytes(rel))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise StorageError(f"{self.uri_of(rel)}: not valid JSON ({exc})") from None
+
+    def check_sizes(self, *, follow: bool = True) -> None:
+        """Every listed file is there with its listed size (one listing, no reads)."""
+        sizes = _sizes(self.root)
+        for rel, digest in sorted(self.manifest.files.items()):
+            got = sizes.get(rel)
+            if got != digest.size:
+                if follow and self._moved_since():
+                    self.check_sizes(follow=False)
+                    return
+                target = join(self.root, *rel.split("/"))
+                what = (
+                    f"listed in its {COMPLETE_MARKER} but missing"
+                    if got is None
+                    else f"checksum mismatch ({got} bytes where its {COMPLETE_MARKER} lists {digest.size})"
+                )
+                raise StorageError(f"{target}: {what}; the artifact was changed after it was published")
+
+    def verify(self) -> None:
+        """Every listed file is there with its listed size and SHA-256."""
+        self.check_sizes()
+        for rel, expected in sorted(self.manifest.files.items()):
+            target = self.uri_of(rel)
+            got = digest_of(target)
+            problem = _mismatch(expected, got.size, got.sha256)
+            if problem is not None:
+                raise StorageError(f"{target}: {problem}")
+            self._checked.add(rel)
+
+    def local_root(self) -> str:
+        """The local folder holding this version (local artifacts only)."""
+        return str(local_path(self.root))
+
+    def _moved_since(self) -> bool:
+        """Re-read the marker: True when it names the same version in another place (follow it); an error
+        when it names another version; False when nothing changed (the file itself is wrong)."""
+        before_files, before_root = self.manifest.files, self.root
+        try:
+            self._resolve()
+        except StorageError:
+            return False
+        if self.manifest.files != before_files:
+            raise StorageError(
+                f"{self.uri}: re-published while being read (its {COMPLETE_MARKER} changed); read it again"
+            )
+        return self.root != before_root
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _mismatch(expected: FileDigest, size: int, sha256: str | None) -> str | None:
+    if size != expected.size:
+        return (
+            f"checksum mismatch ({size} bytes where its {COMPLETE_MARKER} lists {expected.size}): the file was "
+            "changed after it was published"
+        )
+    if sha256 is not None and sha256 != expected.sha256:
+        return (
+            f"checksum mismatch (expected sha256 {expected.sha256}, got {sha256}): the file was changed after it "
+            "was published"
+        )
+    return None
+
+
+def _sizes(root: str) -> dict[str, int]:
+    """Size of every file under ``root`` by relative path, from one listing."""
+    fs, path = filesystem(root)
+    base = path.rstrip("/")
+    with errors(root, fs):
+        found = with_retry(f"list {root}", lambda: fs.find(base, detail=True))
+    sizes: dict[str, int] = {}
+    for full, info in found.items():
+        rel = full[len(base) + 1 :] if full.startswith(base + "/") else None
+        if rel:
+            sizes[rel] = int(info.get("size") or 0)
+    return sizes
