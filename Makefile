@@ -14,6 +14,8 @@ STORAGE ?= local
 PARAMS ?=
 RUN_ROOT ?= runs
 PYTEST_ARGS ?=
+# What the tests need: the tools, and every extra but [gcs] (`pip install kftrain` alone is the authoring install).
+EXTRAS := dev,data,torch,tf,onnx,s3
 
 .PHONY: help install run test test-fast lint format compile check-compiled bench images clean
 
@@ -26,7 +28,7 @@ $(STAMP): pyproject.toml constraints.txt scripts/install_mpi.sh scripts/build_ho
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	./scripts/install_mpi.sh
 	$(PIP) install --quiet --disable-pip-version-check pip==24.3.1
-	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,tf]'
+	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt -e '.[$(EXTRAS)]'
 	VENV=$(VENV) ./scripts/build_horovod.sh
 	@rm -f $(VENV)/.installed-* && touch $@
 
