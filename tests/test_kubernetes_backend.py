@@ -315,10 +315,12 @@ CASES = [
             {"action": "500", "path": r"/pytorchjobs$", "method": "POST"},
             {"action": "reset", "path": r"/pytorchjobs$", "method": "POST", "nth": 2},
             {"action": "429", "path": r"/pytorchjobs$", "method": "GET", "times": 2},
+            # The pods' list, then their watch: a 500, a re-list, a dropped watch, a re-list.
             {"action": "500", "path": r"/pods$", "method": "GET", "nth": 2},
-            {"action": "reset", "path": r"/pods/[^/]+$", "method": "GET", "nth": 2},
+            {"action": "reset", "path": r"/pods$", "method": "GET", "nth": 4},
             {"action": "503", "path": r"/log$", "method": "GET"},
         ],
+        output_has=("[master-0] hello from master-0", "[worker-0] epoch 1 loss 0.5"),
         check=_check_faults,
     ),
     Case(
@@ -506,6 +508,33 @@ def test_watch_broken_every_time_gives_up_after_the_retry_policy(kube: FakeKube,
         backend.run(pytorch_job(), timeout=20)
     assert len(_job_lists(kube)) == FAST_RETRY.attempts  # the first list, and one before each of the retries
     assert kube.jobs_of("pytorchjobs") == []  # Backend.run cancels the job it cannot follow
+
+
+def s_long(sim: JobSim) -> None:
+    running(sim, pending_s=0.3)
+    for step in range(15):
+        for label in sim.labels():
+            sim.log(label, f"step {step}")
+        sim.sleep(0.1)
+    succeed(sim)
+
+
+def test_waiting_makes_no_periodic_request(kube: FakeKube, operator: OperatorSim) -> None:
+    """Checks every 50 ms over 2 s of a running job, with Pending pods first: what the launcher asks of the API
+    server does not grow with the wait. One list and one watch each of the job and of its pods, one log stream
+    per replica, no reads of single pods; the watches' windows (a whole minute here) are never cut short."""
+    operator.scenario = s_long
+    backend, out = make_backend(kube, poll_interval_s=0.05, watch_window_s=60)
+    result = backend.run(pytorch_job(workers=2), timeout=30)
+    assert result.succeeded, (result.describe(), out.getvalue())
+    assert "[worker-1] step 14" in out.getvalue()
+    requests = kube.stats.requests
+    assert requests["create"] == 1
+    assert requests["list"] == 2, kube.requests  # the job, its pods
+    assert requests["watch"] == 2, kube.requests
+    assert requests["log-follow"] == 3  # a stream per replica
+    assert requests["get"] == 0 and requests["log"] == 0, kube.requests
+    assert kube.stats.peak["log-follow"] == 3
 
 
 SIGTERM_SCRIPT = textwrap.dedent(

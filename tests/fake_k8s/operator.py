@@ -170,16 +170,14 @@ class JobSim:
         }
         with self.kube.cond:
             self.kube.pods[(self.namespace, pod_name)] = pod
-            self.kube.bump()
-            self.kube.cond.notify_all()
+            self.kube.record("pods", self.namespace, "ADDED", pod)
 
     def _change_pod(self, label: str, change: Callable[[dict[str, Any]], None]) -> None:
         self.check()
         with self.kube.cond:
             pod = self.kube.pods[(self.namespace, self.pod_names[label])]
             change(pod)
-            pod["metadata"]["resourceVersion"] = self.kube.bump()
-            self.kube.cond.notify_all()
+            self.kube.record("pods", self.namespace, "MODIFIED", pod)
 
     def labels(self) -> list[str]:
         return list(self.pod_names)
@@ -201,7 +199,7 @@ class JobSim:
             pod = self.kube.pods[(self.namespace, self.pod_names[label])]
             run = int(pod["status"]["containerStatuses"][0].get("restartCount") or 0)
             self.kube.logs.setdefault(pod["metadata"]["uid"], {}).setdefault(run, []).extend(lines)
-            self.kube.cond.notify_all()
+            self.kube.pod_changed(pod["metadata"]["uid"])
 
     def exit(self, label: str, code: int = 0) -> None:
         """The pod's containers end with ``code``; the pod Succeeded or Failed (restartPolicy Never)."""

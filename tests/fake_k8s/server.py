@@ -2,7 +2,10 @@
 
 It serves just enough of the API for the Kubernetes backend: discovery, the training
 operators' custom resources (CRUD, merge patch, watch with resourceVersion and 410 Gone),
-pods (list, get, logs with follow) and events. Created custom resources are validated against
+pods (list, get, watch, logs with follow) and events. It counts every request by verb and the
+watches and log streams open at once (:meth:`FakeKube.stats`), for tests and the launcher-cost
+benchmark (P9 in bench/run.py), and wakes a waiting stream only for a change it serves, so a few
+hundred open streams stay cheap. Created custom resources are validated against
 the operators' real CRD schemas (422 when invalid), as the API server does. Faults (an HTTP
 status or a connection reset on the Nth matching request) can be injected. A simulated
 operator (:mod:`tests.fake_k8s.operator`) reacts to created jobs.
@@ -10,6 +13,8 @@ operator (:mod:`tests.fake_k8s.operator`) reacts to created jobs.
 
 from __future__ import annotations
 
+import bisect
+import collections
 import copy
 import functools
 import itertools
@@ -127,6 +132,41 @@ class Fault:
         return False
 
 
+def verb_of(method: str, path: str, query: Mapping[str, str]) -> str:
+    """The request's verb as the API server's metrics name it (get, list, watch, create, patch, delete), with
+    pod logs apart: ``log`` for a read of the last lines, ``log-follow`` for a stream."""
+    if path.endswith("/log"):
+        return "log-follow" if query.get("follow", "").lower() == "true" else "log"
+    if method == "POST":
+        return "create"
+    if method in ("PATCH", "DELETE"):
+        return method.lower()
+    if query.get("watch", "").lower() in ("true", "1"):
+        return "watch"
+    collection = re.search(r"/(pods|events|tfjobs|pytorchjobs|mpijobs)$", path) is not None
+    namespaced = "/namespaces/" in path
+    return "list" if (collection and namespaced) else ("get" if namespaced else "discovery")
+
+
+@dataclass
+class Stats:
+    """What the server has served: requests by verb, and the watches and log streams open now and at most."""
+
+    requests: collections.Counter[str] = field(default_factory=collections.Counter)
+    open: collections.Counter[str] = field(default_factory=collections.Counter)
+    peak: collections.Counter[str] = field(default_factory=collections.Counter)
+
+    def opened(self, what: str) -> None:
+        self.open[what] += 1
+        self.peak[what] = max(self.peak[what], self.open[what])
+
+    def closed(self, what: str) -> None:
+        self.open[what] -= 1
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        return {"requests": dict(self.requests), "open": dict(self.open), "peak": dict(self.peak)}
+
+
 @dataclass
 class _History:
     rv: int
@@ -145,7 +185,11 @@ class FakeKube:
 
     def __post_init__(self) -> None:
         self.schemas = load_crd_schemas(self.crd_dir)
-        self.cond = threading.Condition()
+        # One lock for the state; watches wait on `cond`, each pod's log streams on that pod's own condition.
+        self.lock = threading.RLock()
+        self.cond = threading.Condition(self.lock)
+        self._log_conds: dict[str, threading.Condition] = {}
+        self.stats = Stats()
         self._rv = itertools.count(1000)
         self.rv = next(self._rv)
         self.jobs: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -154,6 +198,7 @@ class FakeKube:
         self.logs: dict[str, dict[int, list[str]]] = {}
         self.events: list[dict[str, Any]] = []
         self.history: list[_History] = []
+        self._history_rvs: list[int] = []  # the rv of each history entry, ascending: watches bisect it
         self.compacted_rv = 0
         self.watch_generation = 0
         self.faults: list[Fault] = []
@@ -188,6 +233,8 @@ class FakeKube:
         with self.cond:
             self.stopping = True
             self.cond.notify_all()
+            for cond in self._log_conds.values():
+                cond.notify_all()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -199,9 +246,35 @@ class FakeKube:
         return str(self.rv)
 
     def record(self, plural: str, namespace: str, kind: str, obj: dict[str, Any]) -> None:
+        """A change of a job (``plural``) or of a pod (``"pods"``), as watches see it."""
         obj["metadata"]["resourceVersion"] = self.bump()
         self.history.append(_History(self.rv, plural, namespace, kind, copy.deepcopy(obj)))
+        self._history_rvs.append(self.rv)
         self.cond.notify_all()
+        if plural == "pods":
+            self.pod_changed(obj["metadata"]["uid"])
+
+    def history_after(self, rv: int) -> list[_History]:
+        """The changes after resourceVersion ``rv`` (call with the lock held)."""
+        return self.history[bisect.bisect_right(self._history_rvs, rv) :]
+
+    def log_cond(self, uid: str) -> threading.Condition:
+        """What the log streams of pod ``uid`` wait on (call with the lock held)."""
+        return self._log_conds.setdefault(uid, threading.Condition(self.lock))
+
+    def pod_changed(self, uid: str) -> None:
+        """Wake the log streams of pod ``uid`` (a new line, or its state changed; call with the lock held)."""
+        cond = self._log_conds.get(uid)
+        if cond is not None:
+            cond.notify_all()
+
+    def stream_opened(self, what: str) -> None:
+        with self.lock:
+            self.stats.opened(what)
+
+    def stream_closed(self, what: str) -> None:
+        with self.lock:
+            self.stats.closed(what)
 
     def modify_job(self, plural: str, namespace: str, name: str, change: Callable[[dict[str, Any]], None]) -> bool:
         with self.cond:
@@ -223,6 +296,7 @@ class FakeKube:
             for key, pod in list(self.pods.items()):
                 if key[0] == namespace and (pod["metadata"].get("labels") or {}).get(JOB_NAME_LABEL) == name:
                     del self.pods[key]
+                    self.record("pods", namespace, "DELETED", pod)
             self.cond.notify_all()
             return True
 
@@ -232,6 +306,8 @@ class FakeKube:
             self.compacted_rv = self.rv
             self.watch_generation += 1
             self.cond.notify_all()
+            for cond in self._log_conds.values():
+                cond.notify_all()
 
     def add_event(
         self, namespace: str, kind: str, name: str, reason: str, message: str, type_: str = "Warning"
@@ -327,6 +403,7 @@ class _Handler(BaseHTTPRequestHandler):
         kube = self.kube
         with kube.cond:
             kube.requests.append((method, self.path))
+            kube.stats.requests[verb_of(method, parts.path, query)] += 1
             # Every fault counts every request it matches, whichever of them answers it.
             hits = [f for f in kube.faults if f.hit(method, parts.path, parts.query)]
             fired = hits[0] if hits else None
@@ -495,6 +572,19 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def _watch(self, version: str, ns: str, plural: str, query: dict[str, str]) -> None:
+        self.kube.stream_opened("watch")
+        try:
+            self._watch_stream(ns, plural, query)
+        finally:
+            self.kube.stream_closed("watch")
+
+    def _current(self, ns: str, plural: str) -> list[dict[str, Any]]:
+        """The objects of ``plural`` (a job resource, or ``pods``) in ``ns`` (call with the lock held)."""
+        if plural == "pods":
+            return [p for (n, _), p in self.kube.pods.items() if n == ns]
+        return [o for (p, n, _), o in self.kube.jobs.items() if p == plural and n == ns]
+
+    def _watch_stream(self, ns: str, plural: str, query: dict[str, str]) -> None:
         kube = self.kube
         labels, fields = parse_selector(query.get("labelSelector")), parse_selector(query.get("fieldSelector"))
         timeout = float(query.get("timeoutSeconds") or 1800)
@@ -509,7 +599,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if start_rv in (None, "", "0"):
                 # No version: the current state as ADDED events, then what follows.
-                initial = [o for (p, n, _), o in kube.jobs.items() if p == plural and n == ns]
+                initial = self._current(ns, plural)
                 pending = [("ADDED", copy.deepcopy(o)) for o in initial if matches(o, labels, fields)]
                 cursor = kube.rv
             else:
@@ -526,10 +616,10 @@ class _Handler(BaseHTTPRequestHandler):
                         self._send_event("ERROR", status_body(410, "Expired", "watch expired: history compacted"))
                         self._end_chunked()
                         return
-                    batch = [h for h in kube.history if h.rv > cursor]
+                    batch = kube.history_after(cursor)
                     if batch:
                         break
-                    kube.cond.wait(min(0.1, max(0.0, end - time.monotonic())))
+                    kube.cond.wait(min(1.0, max(0.0, end - time.monotonic())))
                 cursor = batch[-1].rv
                 events = [
                     (h.type, h.obj)
@@ -583,6 +673,9 @@ class _Handler(BaseHTTPRequestHandler):
     # -- pods and events -------------------------------------------------------------------------
 
     def pods(self, method: str, query: dict[str, str], body: Any, ns: str) -> None:
+        if query.get("watch", "").lower() in ("true", "1"):
+            self._watch("v1", ns, "pods", query)
+            return
         labels, fields = parse_selector(query.get("labelSelector")), parse_selector(query.get("fieldSelector"))
         with self.kube.cond:
             items = [copy.deepcopy(p) for (n, _), p in self.kube.pods.items() if n == ns]
@@ -625,6 +718,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
             return
+        kube.stream_opened("log-follow")
+        try:
+            self._follow_log(ns, name, uid, run)
+        finally:
+            kube.stream_closed("log-follow")
+
+    def _follow_log(self, ns: str, name: str, uid: str, run: int) -> None:
+        kube = self.kube
         self._start_chunked("text/plain")
         sent = 0
         while True:
@@ -641,7 +742,7 @@ class _Handler(BaseHTTPRequestHandler):
                     and not kube.stopping
                 )
                 if not fresh and alive:
-                    kube.cond.wait(0.2)
+                    kube.log_cond(uid).wait(1.0)
                     continue
             if fresh:
                 self._chunk("".join(line + "\n" for line in fresh).encode())
@@ -695,8 +796,8 @@ _ROUTES: Sequence[tuple[str, Callable[..., None]]] = (
 
 
 def iter_history(kube: FakeKube) -> Iterator[tuple[str, str]]:
-    """(type, name) of every recorded change, for assertions."""
+    """(type, name) of every recorded change of a job, for assertions."""
     with kube.cond:
-        items = list(kube.history)
+        items = [h for h in kube.history if h.plural != "pods"]
     for h in items:
         yield h.type, h.obj["metadata"]["name"]

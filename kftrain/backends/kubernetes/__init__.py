@@ -6,8 +6,8 @@ from a :class:`KubernetesConfig`.
 
 Modules: ``config`` (what the backend takes), ``backend`` (prepare, submit or reattach, wait, cancel),
 ``api`` (the client, the namespace, discovery, and every request retried), ``watch`` (following the job and
-reading its conditions), ``pods`` (the operators' pod labels, pods stuck Pending, why a job failed) and
-``logs`` (every replica's log in the step's output).
+reading its conditions), ``podwatch`` (the job's pods, from one watch), ``pods`` (the operators' pod labels,
+pods stuck Pending, why a job failed) and ``logs`` (every replica's log in the step's output).
 """
 
 from kftrain.backends.kubernetes.config import KubernetesConfig

@@ -4,9 +4,10 @@
 resolves the namespace a job goes to, asks discovery which MPIJob version the cluster serves, and makes
 every request the backend needs, each one through :func:`kftrain.retry.call_with_retry` with
 :func:`is_transient` as its classifier: throttling, server errors and dropped connections are retried,
-errors that say the request is wrong are not. The list and watch of the job are the requests not made
-here: a broken watch is retried by re-listing in between, which :mod:`kftrain.backends.kubernetes.watch`
-does with the same :func:`kftrain.retry.call_with_retry` and classifier.
+errors that say the request is wrong are not. The lists and watches of the job and of its pods are the
+requests not made here: a broken watch is retried by re-listing in between, which
+:mod:`kftrain.backends.kubernetes.watch` (with the same :func:`kftrain.retry.call_with_retry` and
+classifier) and :mod:`kftrain.backends.kubernetes.podwatch` do.
 
 Everything else in this package reaches the API through a :class:`KubeApi`, never through the client
 directly, so the retry policy and the error classifier are decided in one place.
@@ -242,9 +243,6 @@ class KubeApi:
             lambda: self.core.list_namespaced_pod(job.namespace, label_selector=f"{JOB_NAME_LABEL}={job.name}"),
         )
         return list(listed.items or [])
-
-    def read_pod(self, namespace: str, name: str) -> client.V1Pod:
-        return self.call(f"get pod {name}", lambda: self.core.read_namespaced_pod(name, namespace))
 
     def pod_log(self, namespace: str, name: str, container: str | None, *, tail_lines: int, previous: bool) -> str:
         """The last ``tail_lines`` lines of the container's current run (or its previous one)."""

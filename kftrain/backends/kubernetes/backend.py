@@ -11,7 +11,9 @@ What the backend does, and why:
 * **wait** follows the job (:mod:`.watch`) until a condition says it ended, while streaming every
   replica's log (:mod:`.logs`), failing a job whose pods stay Pending on an image pull or scheduling
   problem (:mod:`.pods`), a job suspended too long, and a job past the overall timeout (those three
-  are deleted). A failure carries the failing replica, its exit code, last log lines and recent events.
+  are deleted). The job and its pods are each followed by one watch kept open (:mod:`.podwatch`), so
+  waiting makes no periodic request. A failure carries the failing replica, its exit code, last log
+  lines and recent events.
 * **cancel** (what :meth:`Backend.run` calls on SIGTERM or Ctrl-C) deletes the job.
 
 Every request goes through :class:`KubeApi`, which retries it on 429, 5xx and connection errors.
@@ -33,6 +35,7 @@ from kftrain.backends.kubernetes.api import JobRef, KubeApi, api_message
 from kftrain.backends.kubernetes.config import KubernetesConfig
 from kftrain.backends.kubernetes.logs import LogFollower
 from kftrain.backends.kubernetes.pods import PendingTracker, diagnose_failure
+from kftrain.backends.kubernetes.podwatch import PodWatch
 from kftrain.backends.kubernetes.watch import JobWatch, StatusPrinter, is_suspended, result_of
 from kftrain.errors import KftrainError
 from kftrain.job.kinds import kind_of
@@ -152,18 +155,26 @@ class KubernetesBackend(Backend):
     def _wait(self, job: JobRef, timeout: float | None, started: float) -> JobResult:
         cfg = self.config
         deadline = started + timeout if timeout is not None else None
-        logs = (
-            LogFollower(self.api, self.console, job, poll_interval_s=cfg.poll_interval_s, tail_lines=cfg.log_tail_lines)
-            if cfg.stream_logs
+        # One watch of the job and, for log streams and the pending check, one of its pods: checks below read
+        # what they delivered, so waiting costs the API server a few requests per job, not one per interval.
+        pods = (
+            PodWatch(self.api, job, window_s=cfg.watch_window_s, retry=cfg.retry)
+            if cfg.stream_logs or cfg.pending_timeout_s is not None
             else None
         )
-        pending = PendingTracker(self.api, job, cfg.pending_timeout_s)
+        logs = (
+            LogFollower(self.api, self.console, job, pods, tail_lines=cfg.log_tail_lines)
+            if cfg.stream_logs and pods is not None
+            else None
+        )
+        pending = PendingTracker(self.api, job, cfg.pending_timeout_s, pods.pods if pods is not None else list)
         printer = StatusPrinter(self.console, job.name)
         watch = JobWatch(self.api, self.console, job, retry=cfg.retry, window_s=cfg.watch_window_s)
-        if logs is not None:
-            logs.start()
+        if pods is not None:
+            pods.start()
         try:
             obj = watch.list()
+            watch.start()
             suspended_since: float | None = None
             next_check = 0.0
             while True:
@@ -211,6 +222,9 @@ class KubernetesBackend(Backend):
         finally:
             if logs is not None:
                 logs.finish(cfg.log_drain_s)  # a no-op once finished
+            watch.stop()
+            if pods is not None:
+                pods.stop()
 
     def _explain_failure(self, job: JobRef, result: JobResult, logs: LogFollower | None) -> None:
         """Add to ``result`` which replica failed, its exit code, its last log lines and the recent events."""

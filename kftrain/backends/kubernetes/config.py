@@ -25,8 +25,10 @@ class KubernetesConfig(BackendConfig):
     pending_timeout_s: float | None = 600.0
     # A job Suspended this long fails (and is deleted); None: wait (a queue such as Kueue may resume it).
     suspended_timeout_s: float | None = None
-    # One watch request lasts this long (server side): how often deadlines and pending pods are checked.
-    watch_window_s: int = 10
+    # One watch request (of the job, of its pods) lasts this long, server side; then it is made again from
+    # where it stopped. Longer: fewer requests; the API server ends watches itself after its own timeout.
+    watch_window_s: int = 300
+    # How often deadlines and pods stuck Pending are checked; the checks read what the watches delivered.
     poll_interval_s: float = 2.0
     event_lines: int = 10
     # How long to let log streams finish once the job has ended.

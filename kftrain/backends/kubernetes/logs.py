@@ -1,60 +1,69 @@
 """Every replica's log in the step's own output while the job runs, each line prefixed ``[worker-1]``.
 
 A pipeline step's log is the one place its user looks, so :class:`LogFollower` streams the main container
-of every replica pod there, one thread per pod, as the local backend prints its processes. It also keeps
-each replica's last lines, which a failed job's message repeats when the pods themselves are gone.
+of every replica pod there, one stream (and thread) per container run, as the local backend prints its
+processes. It learns of pods, starts and restarts from the job's :class:`~.podwatch.PodWatch`, so it makes
+no request but the log streams themselves. It also keeps each replica's last lines, which a failed job's
+message repeats when the pods themselves are gone.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kubernetes import watch
-from kubernetes.client.exceptions import ApiException
 
 from kftrain.backends.console import Console
 from kftrain.backends.kubernetes.pods import replica_label
+from kftrain.backends.kubernetes.watch import cut_response
 
 if TYPE_CHECKING:
     from kubernetes import client
 
     from kftrain.backends.kubernetes.api import JobRef, KubeApi
+    from kftrain.backends.kubernetes.podwatch import PodWatch
 
-_TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
+
+@dataclass
+class _Replica:
+    """One pod's streaming state: the container run last streamed, and the thread streaming now."""
+
+    label: str
+    name: str
+    streamed: int = -1
+    thread: threading.Thread | None = None
+    failed_runs: frozenset[int] = frozenset()
 
 
 class LogFollower:
-    """Streams the log of every replica pod, one thread per pod, each line prefixed ``[worker-1] ``.
+    """Streams the log of every replica pod the job's :class:`PodWatch` sees, each line prefixed ``[worker-1] ``.
 
-    Pods are found by the operator's job-name label (both operators set it) and polled for every
-    ``poll_interval_s``, so pods created later (restarts, a launcher created once workers are ready) are
-    picked up. A Pending pod is waited on rather than skipped; a container restarted in place is followed
-    again. The last ``tail_lines`` lines of each replica are kept.
+    A pod's main container is streamed once it has started (a Pending pod is waited on, not skipped), and
+    again for each restart in place; pods created later (restarts, a launcher created once workers are
+    ready) are picked up as the watch reports them. The last ``tail_lines`` lines of each replica are kept.
     """
 
-    def __init__(self, api: KubeApi, console: Console, job: JobRef, *, poll_interval_s: float, tail_lines: int) -> None:
+    def __init__(self, api: KubeApi, console: Console, job: JobRef, pods: PodWatch, *, tail_lines: int) -> None:
         self._api = api
         self._console = console
         self._job = job
-        self._poll_interval_s = poll_interval_s
+        self._pods = pods
         self._tail_lines = tail_lines
         self._stop = threading.Event()
-        self._threads: dict[str, threading.Thread] = {}
-        self._responses: set[Any] = set()
         self._lock = threading.Lock()
+        self._replicas: dict[str, _Replica] = {}
+        self._threads: list[threading.Thread] = []
+        self._responses: set[Any] = set()
         self._tails: dict[str, collections.deque[str]] = {}
         self._failed: list[str] = []
-        self._discoverer = threading.Thread(target=self._discover, name=f"logs-{job.name}", daemon=True)
         self._finished = False
-
-    def start(self) -> None:
-        self._discoverer.start()
+        pods.subscribe(self._on_pod)
 
     def tail(self, label: str) -> list[str]:
         """The last lines streamed from replica ``label``."""
@@ -71,65 +80,52 @@ class LogFollower:
             return
         self._finished = True
         end = time.monotonic() + grace_s
-        for thread in list(self._threads.values()):
+        self._pods.listed.wait(grace_s)  # a job that ended at once: its pods' first list starts their streams
+        for thread in list(self._threads):
             thread.join(max(0.0, end - time.monotonic()))
         self._stop.set()
         with self._lock:
             responses = list(self._responses)
         for resp in responses:
-            _cut(resp)
+            cut_response(resp)
 
-    def _discover(self) -> None:
-        while not self._stop.is_set():
-            try:
-                pods = self._api.job_pods(self._job)
-            except Exception:  # a broken discovery must not end the job; the next poll tries again
-                pods = []
-            for pod in pods:
-                uid = pod.metadata.uid or pod.metadata.name
-                if uid not in self._threads and not self._stop.is_set():
-                    thread = threading.Thread(
-                        target=self._follow_safely, args=(pod,), name=f"log-{pod.metadata.name}", daemon=True
-                    )
-                    self._threads[uid] = thread
-                    thread.start()
-            self._stop.wait(self._poll_interval_s)
+    # -- what the pod watch reports --------------------------------------------------------------
 
-    def _follow_safely(self, pod: client.V1Pod) -> None:
-        with contextlib.suppress(Exception):
-            self._follow(pod)
+    def _on_pod(self, pod: client.V1Pod) -> None:
+        uid = pod.metadata.uid or pod.metadata.name
+        if self._stop.is_set() or self._pods.get(uid) is None:
+            return  # finished, or the pod is gone
+        container, run, started = _main_container_state(pod, self._job.main_container)
+        with self._lock:
+            replica = self._replicas.setdefault(uid, _Replica(replica_label(pod.metadata.labels), pod.metadata.name))
+            code = _exit_code(pod, container)
+            if code not in (None, 0) and run not in replica.failed_runs:
+                replica.failed_runs |= {run}
+                self._failed.append(replica.label)
+            busy = replica.thread is not None and replica.thread.is_alive()
+            if not started or run <= replica.streamed or busy:
+                return
+            replica.streamed = run
+            thread = threading.Thread(
+                target=self._follow, args=(uid, replica, container), name=f"log-{pod.metadata.name}", daemon=True
+            )
+            replica.thread = thread
+            self._threads.append(thread)
+        thread.start()
 
-    def _follow(self, pod: client.V1Pod) -> None:
-        ns, name = self._job.namespace, pod.metadata.name
-        label = replica_label(pod.metadata.labels)
-        tail = self._tails.setdefault(label, collections.deque(maxlen=self._tail_lines))
-        streamed_instance = -1
-        while not self._stop.is_set():
-            try:
-                current = self._api.read_pod(ns, name)
-            except ApiException as exc:
-                if exc.status == 404:
-                    return
-                raise
-            if current.metadata.uid != pod.metadata.uid:
-                return  # recreated under the same name: the discoverer starts a thread for the new one
-            phase = current.status.phase if current.status else None
-            container, instance, running = _main_container_state(current, self._job.main_container)
-            if phase == "Pending" and not running:
-                self._stop.wait(self._poll_interval_s)  # not started yet: wait, do not skip
-                continue
-            if instance == streamed_instance:
-                if phase in _TERMINAL_POD_PHASES:
-                    return
-                self._stop.wait(self._poll_interval_s)  # same run, already streamed: wait for a restart
-                continue
-            streamed_instance = instance
-            for line in self._stream(name, container):
+    def _follow(self, uid: str, replica: _Replica, container: str | None) -> None:
+        tail = self._tails.setdefault(replica.label, collections.deque(maxlen=self._tail_lines))
+        with contextlib.suppress(Exception):  # a broken stream must not end the job; its lines are only logs
+            for line in self._stream(replica.name, container):
                 tail.append(line)
                 if not self._stop.is_set():
-                    self._console.replica_line(label, line)
-            if self._exit_code(name, container) not in (None, 0):
-                self._failed.append(label)
+                    self._console.replica_line(replica.label, line)
+        with self._lock:
+            replica.thread = None
+        # The container may have restarted while its last run was being streamed.
+        current = self._pods.get(uid)
+        if current is not None:
+            self._on_pod(current)
 
     def _stream(self, pod_name: str, container: str | None) -> Iterator[str]:
         resp = self._api.follow_pod_log(self._job.namespace, pod_name, container)
@@ -143,28 +139,13 @@ class LogFollower:
             with contextlib.suppress(Exception):
                 resp.release_conn()
 
-    def _exit_code(self, pod_name: str, container: str | None) -> int | None:
-        """Exit code of the container's last run, None while it runs or if the pod is gone."""
-        try:
-            fresh = self._api.read_pod(self._job.namespace, pod_name)
-        except Exception:
-            return None
-        for cs in (fresh.status.container_statuses if fresh.status else None) or []:
-            if cs.name == container and cs.state is not None and cs.state.terminated is not None:
-                return int(cs.state.terminated.exit_code)
-        return None
 
-
-def _cut(resp: Any) -> None:
-    """Unblock a thread reading a follow stream.
-
-    ``resp.close()`` from another thread would wait for the reader's buffer lock (the reader
-    holds it while blocked in recv); shutting the socket down makes that recv return instead.
-    """
-    sock = getattr(getattr(resp, "connection", None), "sock", None)
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
+def _exit_code(pod: client.V1Pod, container: str | None) -> int | None:
+    """Exit code of the container's current run once it has ended, else None."""
+    for cs in (pod.status.container_statuses if pod.status else None) or []:
+        if cs.name == container and cs.state is not None and cs.state.terminated is not None:
+            return int(cs.state.terminated.exit_code)
+    return None
 
 
 def _main_container_state(pod: client.V1Pod, preferred: str | None) -> tuple[str | None, int, bool]:

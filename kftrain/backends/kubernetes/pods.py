@@ -3,7 +3,8 @@
 * The operators label every replica pod (:data:`JOB_NAME_LABEL`, replica type and index);
   :func:`replica_label` turns those labels into the ``worker-1`` that prefixes the replica's log lines.
 * :class:`PendingTracker` notices pods that stay Pending for a reason that will not fix itself (an image
-  that cannot be pulled, a pod no node can take): waiting on them would only burn the step's timeout.
+  that cannot be pulled, a pod no node can take): waiting on them would only burn the step's timeout. It
+  reads the pods the job's pod watch keeps, not the API.
 * :func:`diagnose_failure` says which replica made a failed job fail, with its exit code, its last log
   lines and the recent events of it and the job, so the failed step's message shows the cause.
 """
@@ -11,7 +12,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -53,29 +54,50 @@ def replica_label(labels: Mapping[str, str] | None) -> str:
 
 
 class PendingTracker:
-    """Fails the job when one of its pods stays Pending for a stuck reason ``limit_s`` seconds (None: never)."""
+    """Fails the job when one of its pods stays Pending for a stuck reason ``limit_s`` seconds (None: never).
 
-    def __init__(self, api: KubeApi, job: JobRef, limit_s: float | None) -> None:
+    It reads the pods ``pods()`` returns (the job's :class:`~.podwatch.PodWatch`), so a check costs no request.
+    A stuck reason comes from the pod's status (a waiting reason such as ImagePullBackOff, PodScheduled False
+    for Unschedulable); only a pod Pending ``events_after_s`` without one has its events read, at most once per
+    ``events_after_s``: a normal start (ContainerCreating) never costs a request.
+    """
+
+    def __init__(
+        self,
+        api: KubeApi,
+        job: JobRef,
+        limit_s: float | None,
+        pods: Callable[[], list[client.V1Pod]],
+        *,
+        events_after_s: float = 30.0,
+    ) -> None:
         self._api = api
         self._job = job
         self._limit_s = limit_s
+        self._pods = pods
+        self._events_after_s = events_after_s
         self._since: dict[str, float] = {}
+        self._pending_since: dict[str, float] = {}
+        self._events_read: dict[str, float] = {}
 
     def check(self) -> JobResult | None:
-        """A failed result once a pod has been stuck too long, else None (also when the pods cannot be listed)."""
-        try:
-            pods = self._api.job_pods(self._job)
-        except ApiException:
-            return None
+        """A failed result once a pod has been stuck too long, else None."""
         now = time.monotonic()
         stuck_now: set[str] = set()
-        for pod in pods:
+        pending_now: set[str] = set()
+        for pod in self._pods():
             if pod.status is None or pod.status.phase != "Pending":
                 continue
-            why = stuck_reason(pod) or self._reason_from_events(pod)
+            uid = pod.metadata.uid or pod.metadata.name
+            pending_now.add(uid)
+            pending_since = self._pending_since.setdefault(uid, now)
+            why = stuck_reason(pod)
+            events_due = now - self._events_read.get(uid, -float("inf")) >= self._events_after_s
+            if why is None and now - pending_since >= self._events_after_s and events_due:
+                self._events_read[uid] = now
+                why = self._reason_from_events(pod)
             if why is None:
                 continue
-            uid = pod.metadata.uid or pod.metadata.name
             stuck_now.add(uid)
             since = self._since.setdefault(uid, now)
             if self._limit_s is not None and now - since >= self._limit_s:
@@ -90,6 +112,7 @@ class PendingTracker:
                     exit_code=1,
                 )
         self._since = {k: v for k, v in self._since.items() if k in stuck_now}
+        self._pending_since = {k: v for k, v in self._pending_since.items() if k in pending_now}
         return None
 
     def _reason_from_events(self, pod: client.V1Pod) -> tuple[str, str] | None:
