@@ -155,6 +155,12 @@ class Stats:
     requests: collections.Counter[str] = field(default_factory=collections.Counter)
     open: collections.Counter[str] = field(default_factory=collections.Counter)
     peak: collections.Counter[str] = field(default_factory=collections.Counter)
+    # (time.monotonic(), verb, path with query) of every request, oldest first.
+    log: list[tuple[float, str, str]] = field(default_factory=list)
+
+    def served(self, verb: str, path: str) -> None:
+        self.requests[verb] += 1
+        self.log.append((time.monotonic(), verb, path))
 
     def opened(self, what: str) -> None:
         self.open[what] += 1
@@ -403,7 +409,7 @@ class _Handler(BaseHTTPRequestHandler):
         kube = self.kube
         with kube.cond:
             kube.requests.append((method, self.path))
-            kube.stats.requests[verb_of(method, parts.path, query)] += 1
+            kube.stats.served(verb_of(method, parts.path, query), self.path)
             # Every fault counts every request it matches, whichever of them answers it.
             hits = [f for f in kube.faults if f.hit(method, parts.path, parts.query)]
             fired = hits[0] if hits else None
