@@ -73,9 +73,15 @@ def image_extras(folder: str) -> list[str]:
     return sorted({e for group in found for e in group.split(",")})
 
 
-def requirement_set(folder: str) -> list[str]:
+# Not part of the package's source: a build from the checkout itself would reuse a stale build/ folder.
+NOT_SOURCE = shutil.ignore_patterns(
+    ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", "runs", "local_outputs"
+)
+
+
+def requirement_set(folder: str, source: Path = ROOT) -> list[str]:
     extras = image_extras(folder)
-    out = [f"{ROOT}[{','.join(extras)}]"]
+    out = [f"{source}[{','.join(extras)}]"]
     if {"torch", "horovod"} & set(extras):  # [horovod] brings [torch]
         out.append(CPU_TORCH)
     return out
@@ -98,8 +104,10 @@ def install(folder: str) -> Path:
     CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=CACHE, prefix=f".{folder}-") as tmp:
         work = Path(tmp) / "site"
+        source = Path(tmp) / "source"
+        shutil.copytree(ROOT, source, ignore=NOT_SOURCE)
         cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        cmd += ["--target", str(work), "-c", str(ROOT / "constraints.txt"), *requirements]
+        cmd += ["--target", str(work), "-c", str(ROOT / "constraints.txt"), *requirement_set(folder, source)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"pip install for {folder} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")

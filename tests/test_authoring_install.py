@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -28,10 +29,14 @@ pytestmark = pytest.mark.slow  # a venv and a pip install
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("authoring") / "venv"
+    # The package's source only: a build from the checkout itself would reuse a stale build/ folder.
+    source = where.parent / "source"
+    ignored = (".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", "runs", "local_outputs")
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*ignored))
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, timeout=300)
     proc = subprocess.run(
         [str(where / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check",
-         "-c", str(ROOT / "constraints.txt"), str(ROOT)],
+         "-c", str(ROOT / "constraints.txt"), str(source)],
         capture_output=True, text=True, timeout=1200, env=clean_env(where.parent),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
