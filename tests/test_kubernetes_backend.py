@@ -242,7 +242,7 @@ def _check_pending(result: JobResult, out: str, kube: FakeKube) -> None:
 
 def _check_relisted(result: JobResult, out: str, kube: FakeKube) -> None:
     lists = [p for m, p in kube.requests if m == "GET" and "/pytorchjobs?" in p and "watch=" not in p]
-    assert len(lists) >= 3, lists  # the first list, and one after each 410
+    assert len(lists) >= 2, lists  # one after each 410 (the job created here is watched from its create)
 
 
 def _check_faults(result: JobResult, out: str, kube: FakeKube) -> None:
@@ -315,9 +315,9 @@ CASES = [
             {"action": "500", "path": r"/pytorchjobs$", "method": "POST"},
             {"action": "reset", "path": r"/pytorchjobs$", "method": "POST", "nth": 2},
             {"action": "429", "path": r"/pytorchjobs$", "method": "GET", "times": 2},
-            # The pods' list, then their watch: a 500, a re-list, a dropped watch, a re-list.
-            {"action": "500", "path": r"/pods$", "method": "GET", "nth": 2},
-            {"action": "reset", "path": r"/pods$", "method": "GET", "nth": 4},
+            # The pods' watch (from the job's create: no list first): a 500, a re-list, a dropped watch, a re-list.
+            {"action": "500", "path": r"/pods$", "method": "GET", "nth": 1},
+            {"action": "reset", "path": r"/pods$", "method": "GET", "nth": 3},
             {"action": "503", "path": r"/log$", "method": "GET"},
         ],
         output_has=("[master-0] hello from master-0", "[worker-0] epoch 1 loss 0.5"),
@@ -497,7 +497,7 @@ def test_broken_watch_streams_are_retried_from_a_fresh_list(kube: FakeKube, oper
     result = backend.run(pytorch_job(), timeout=20)
     assert result.succeeded, (result.describe(), out.getvalue())
     assert "[master-0] hello from master-0" in out.getvalue()
-    assert len(_job_lists(kube)) >= 3  # the first list, and one before each try after a broken stream
+    assert len(_job_lists(kube)) >= 2  # one before each try after a broken stream
 
 
 def test_watch_broken_every_time_gives_up_after_the_retry_policy(kube: FakeKube, operator: OperatorSim) -> None:
@@ -506,7 +506,8 @@ def test_watch_broken_every_time_gives_up_after_the_retry_policy(kube: FakeKube,
     backend, _ = make_backend(kube)
     with pytest.raises(urllib3.exceptions.HTTPError):
         backend.run(pytorch_job(), timeout=20)
-    assert len(_job_lists(kube)) == FAST_RETRY.attempts  # the first list, and one before each of the retries
+    # One list before each of the retries (the job created here is watched from its create: no first list).
+    assert len(_job_lists(kube)) == FAST_RETRY.attempts - 1
     assert kube.jobs_of("pytorchjobs") == []  # Backend.run cancels the job it cannot follow
 
 
@@ -521,8 +522,9 @@ def s_long(sim: JobSim) -> None:
 
 def test_waiting_makes_no_periodic_request(kube: FakeKube, operator: OperatorSim) -> None:
     """Checks every 50 ms over 2 s of a running job, with Pending pods first: what the launcher asks of the API
-    server does not grow with the wait. One list and one watch each of the job and of its pods, one log stream
-    per replica, no reads of single pods; the watches' windows (a whole minute here) are never cut short."""
+    server does not grow with the wait. One watch each of the job and of its pods, from the version the create
+    returned (no list), one log stream per replica, no reads of single pods; the watches' windows (a whole
+    minute here) are never cut short."""
     operator.scenario = s_long
     backend, out = make_backend(kube, poll_interval_s=0.05, watch_window_s=60)
     result = backend.run(pytorch_job(workers=2), timeout=30)
@@ -530,7 +532,7 @@ def test_waiting_makes_no_periodic_request(kube: FakeKube, operator: OperatorSim
     assert "[worker-1] step 14" in out.getvalue()
     requests = kube.stats.requests
     assert requests["create"] == 1
-    assert requests["list"] == 2, kube.requests  # the job, its pods
+    assert requests["list"] == 0, kube.requests
     assert requests["watch"] == 2, kube.requests
     assert requests["log-follow"] == 3  # a stream per replica
     assert requests["get"] == 0 and requests["log"] == 0, kube.requests

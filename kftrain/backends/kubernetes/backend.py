@@ -57,6 +57,9 @@ class KubernetesBackend(Backend):
         self.console = Console(self.config.out)
         self.api = KubeApi(self.config.retry, api_client, namespace_file=self.config.namespace_file)
         self._deleted: set[tuple[str, str]] = set()
+        # Jobs this backend created, as the create returned them: waiting on one watches from that version
+        # (its pods are all created after it), with no first list of the job or of its pods.
+        self._created: dict[tuple[str, str], dict[str, Any]] = {}
         self._mpi_version: str | None = self.config.mpi_api_version
 
     # -- submit ----------------------------------------------------------------------------------
@@ -106,6 +109,7 @@ class KubernetesBackend(Backend):
         try:
             obj = self.api.create_job(ref, render_manifest(prepared))
             self.console.say(f"created {ref}")
+            self._created[(ref.namespace, ref.name)] = obj
         except ApiException as exc:
             if exc.status != 409:
                 raise KftrainError(
@@ -157,8 +161,11 @@ class KubernetesBackend(Backend):
         deadline = started + timeout if timeout is not None else None
         # One watch of the job and, for log streams and the pending check, one of its pods: checks below read
         # what they delivered, so waiting costs the API server a few requests per job, not one per interval.
+        # A job created here is watched from the version its create returned; any other is listed first.
+        created = self._created.pop((job.namespace, job.name), None)
+        since = ((created or {}).get("metadata") or {}).get("resourceVersion")
         pods = (
-            PodWatch(self.api, job, window_s=cfg.watch_window_s, retry=cfg.retry)
+            PodWatch(self.api, job, window_s=cfg.watch_window_s, retry=cfg.retry, since=since)
             if cfg.stream_logs or cfg.pending_timeout_s is not None
             else None
         )
@@ -173,7 +180,7 @@ class KubernetesBackend(Backend):
         if pods is not None:
             pods.start()
         try:
-            obj = watch.list()
+            obj = watch.resume(created) if created is not None and since else watch.list()
             watch.start()
             suspended_since: float | None = None
             next_check = 0.0

@@ -3,7 +3,9 @@
 The log streams (:mod:`.logs`) need to know when a replica's container starts or restarts, and the pending
 check (:mod:`.pods`) whether a pod is stuck: both read :class:`PodWatch`, which lists the job's pods once
 (by the operators' job-name label) and then watches them from that resourceVersion in its own thread, one
-request per window, so a launcher never polls for pods. A watch that breaks or expires is followed by a fresh
+request per window, so a launcher never polls for pods. For a job the launcher has just created, the watch
+starts from the job's own resourceVersion instead, with no list: every pod of the job comes after it.
+A watch that breaks or expires is followed by a fresh
 list after a short, growing wait; nothing here fails the job: a pod read late is only a log line or a pending
 check late.
 """
@@ -34,7 +36,11 @@ PodCallback = Callable[["client.V1Pod"], None]
 class PodWatch:
     """The job's pods by uid, kept current by a watch; ``subscribe`` callbacks see every change (in its thread)."""
 
-    def __init__(self, api: KubeApi, job: JobRef, *, window_s: int, retry: RetryPolicy) -> None:
+    def __init__(
+        self, api: KubeApi, job: JobRef, *, window_s: int, retry: RetryPolicy, since: str | None = None
+    ) -> None:
+        """``since``: the resourceVersion of the job as it was created; its pods all come later, so the watch
+        starts there and the first list is skipped (it is made after a 410 or a broken watch all the same)."""
         self._api = api
         self._job = job
         self._window_s = window_s
@@ -42,11 +48,13 @@ class PodWatch:
         self._lock = threading.Lock()
         self._pods: dict[str, client.V1Pod] = {}
         self._callbacks: list[PodCallback] = []
-        self._rv: str | None = None
+        self._rv: str | None = since
         self._stop = threading.Event()
         self._stream = WatchStream()
         self._thread = threading.Thread(target=self._run, name=f"pods-{job.name}", daemon=True)
-        self.listed = threading.Event()  # set once the first list has been read
+        self.listed = threading.Event()  # set once the pods as they stand are known (the first list, or `since`)
+        if since:
+            self.listed.set()
 
     def subscribe(self, callback: PodCallback) -> None:
         self._callbacks.append(callback)
@@ -70,7 +78,7 @@ class PodWatch:
 
     def _run(self) -> None:
         failures = 0
-        relist = True
+        relist = self._rv is None
         while not self._stop.is_set():
             try:
                 if relist:

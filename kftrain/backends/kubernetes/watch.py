@@ -154,8 +154,8 @@ def cut_response(response: Any) -> None:
 
 
 class JobWatch:
-    """The job as it changes: :meth:`list` once, :meth:`start` the watch, then :meth:`next` for each change worth
-    a look; :meth:`stop` at the end.
+    """The job as it changes: :meth:`list` once (or :meth:`resume` from the job as created), :meth:`start` the
+    watch, then :meth:`next` for each change worth a look; :meth:`stop` at the end.
 
     ``window_s`` bounds one watch request; ``retry`` governs broken streams (consecutive failures, the
     waits between them).
@@ -178,6 +178,13 @@ class JobWatch:
     def list(self) -> dict[str, Any] | None:
         """The job as it stands (None if it is gone); the watch continues from here."""
         return self._api.call(f"list {self._job}", self._list)
+
+    def resume(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Instead of :meth:`list`: the job as a create (or a read) just returned it; the watch continues from
+        its resourceVersion, and nothing is asked of the API server."""
+        self._obj = obj
+        self._rv = (obj.get("metadata") or {}).get("resourceVersion")
+        return obj
 
     def start(self) -> None:
         self._thread.start()
