@@ -41,6 +41,7 @@ first = model.get_weights()[0]
 same = hvd.allreduce(tf.constant(first), op=hvd.Average, name="weights")
 in_sync = bool(np.allclose(same.numpy(), first, atol=1e-6))
 loss = history.history["loss"][-1]
-sys.stdout.write(f"hvd tf2 keras rank {rank} of {size}: keras {tf.keras.__name__}, loss {loss:.4f}, in sync {in_sync}\n")
+keras = tf.keras.__name__
+sys.stdout.write(f"hvd tf2 keras rank {rank} of {size}: keras {keras}, loss {loss:.4f}, in sync {in_sync}\n")
 sys.stdout.flush()
 sys.exit(0 if in_sync else 1)
