@@ -14,6 +14,8 @@ STORAGE ?= local
 PARAMS ?=
 RUN_ROOT ?= runs
 PYTEST_ARGS ?=
+# What the tests need: the tools, and every extra but [gcs] (`pip install kftrain` alone is the authoring install).
+EXTRAS := dev,data,torch,tf,onnx,s3
 
 .PHONY: help install run test test-fast lint format compile check-compiled bench images clean
 
@@ -26,7 +28,7 @@ $(STAMP): pyproject.toml constraints.txt scripts/install_mpi.sh scripts/build_ho
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	./scripts/install_mpi.sh
 	$(PIP) install --quiet --disable-pip-version-check pip==24.3.1
-	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,tf]'
+	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt -e '.[$(EXTRAS)]'
 	VENV=$(VENV) ./scripts/build_horovod.sh
 	@rm -f $(VENV)/.installed-* && touch $@
 
@@ -57,9 +59,12 @@ check-compiled: install ## fail, naming the file, when a committed compiled YAML
 bench: install ## run the benchmarks and write bench/results.md
 	$(PY) bench/run.py
 
-images: ## build the container images (needs a Docker engine)
+images: ## build every image in every variant kftrain.images names (needs a Docker engine)
 	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "no Docker engine here; images not built"; exit 1; }
-	for d in containers/*/; do n=$$(basename $$d); docker build -f $$d/Dockerfile -t $${KFTRAIN_IMAGE_REGISTRY:-docker.io/kftrain}/python-$$n:$$($(PY) -c 'import kftrain;print(kftrain.__version__)') .; done
+	$(PY) -m kftrain.images | while read -r dir variant ref; do \
+		args=$$([ "$$variant" = - ] || echo --build-arg VARIANT=$$variant); \
+		docker build -f containers/$$dir/Dockerfile $$args -t $$ref . || exit 1; \
+	done
 
 clean: ## remove local run outputs and caches (keeps .venv)
 	rm -rf $(RUN_ROOT) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

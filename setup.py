@@ -16,6 +16,7 @@ for folder, package in RENAMED.items():
 setup(
     packages=packages,
     package_dir={"kftrain": "kftrain", **{package: folder for folder, package in RENAMED.items()}},
-    # The compiled component.yaml / pipeline.yaml and the READMEs ship with their code.
-    package_data={package: ["*.yaml", "*.md"] for package in packages},
+    # The compiled component.yaml / pipeline.yaml and the READMEs ship with their code; py.typed marks the
+    # packages as typed (PEP 561) for the type checkers of pipeline authors.
+    package_data={package: ["*.yaml", "*.md", "py.typed"] for package in packages},
 )

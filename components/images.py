@@ -1,8 +1,14 @@
-"""Images of the components and trainers, resolved when a pipeline is compiled (see kftrain.images)."""
+"""Images of the components and trainers, resolved when a pipeline is compiled (see kftrain.images).
 
-from kftrain.images import HOROVOD, PYTORCH, RUNTIME, TENSORFLOW, image
+Launch steps and the trainers' flags run in the framework-free launch image, data prep in the data image,
+and evaluation and export in the framework image of the model they handle: the PyTorch (CPU) image by
+default; pipelines that train TensorFlow models run those two steps in the TensorFlow image.
+"""
 
-RUNTIME_IMAGE = image(RUNTIME)
-PYTORCH_IMAGE = image(PYTORCH)
-TENSORFLOW_IMAGE = image(TENSORFLOW)
-HOROVOD_IMAGE = image(HOROVOD)
+from kftrain.images import CPU, DATA, HOROVOD, LAUNCH, PYTORCH, TENSORFLOW, image
+
+LAUNCH_IMAGE = image(LAUNCH)
+DATA_IMAGE = image(DATA)
+PYTORCH_IMAGE = image(PYTORCH, CPU)
+TENSORFLOW_IMAGE = image(TENSORFLOW, CPU)
+HOROVOD_IMAGE = image(HOROVOD, CPU)

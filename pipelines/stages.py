@@ -25,6 +25,7 @@ from kfp import dsl, kubernetes
 from kftrain_components.data.prepare_dataset.component import prepare_dataset
 from kftrain_components.evaluation.evaluate_classifier.component import evaluate_classifier
 from kftrain_components.export.export_model.component import export_model
+from kftrain_components.images import PYTORCH_IMAGE
 from kftrain_components.training import launch_inputs
 from kftrain_components.training.launch_inputs import Input as Param
 from kftrain_components.training.trainer_args.component import trainer_args
@@ -78,12 +79,15 @@ _STORAGE_SECRET_ENV = {"accesskey": "AWS_ACCESS_KEY_ID", "secretkey": "AWS_SECRE
 Launch = Callable[[SimpleNamespace, Any, Any, dict[str, Any]], dsl.PipelineTask]
 
 
-def training_pipeline(module: str, launch: Launch, *params: Param, **training_defaults: Any) -> Any:
+def training_pipeline(
+    module: str, launch: Launch, *params: Param, model_image: str = PYTORCH_IMAGE, **training_defaults: Any
+) -> Any:
     """The pipeline defined in ``module`` (``pipelines/<category>/<name>/pipeline.py``).
 
     Its name is its folder's (dashes for underscores), its description the module's docstring.
     ``launch(params, dataset, trainer_args, platform_inputs)`` creates its launch task; ``params`` are its
     own parameters (replicas...), ``training_defaults`` its defaults for the TRAINING parameters.
+    ``model_image`` is the image evaluation and export run in: one with the framework of the trained model.
     """
     name = module.rsplit(".", 2)[-2].replace("_", "-")
     description = " ".join((sys.modules[module].__doc__ or name).split())
@@ -104,7 +108,7 @@ def training_pipeline(module: str, launch: Launch, *params: Param, **training_de
     def body(*args: Any, **kwargs: Any) -> None:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        wire(SimpleNamespace(**bound.arguments), launch)
+        wire(SimpleNamespace(**bound.arguments), launch, model_image)
 
     body.__signature__ = signature  # type: ignore[attr-defined]
     body.__name__ = body.__qualname__ = name.replace("-", "_")
@@ -113,8 +117,9 @@ def training_pipeline(module: str, launch: Launch, *params: Param, **training_de
     return dsl.pipeline(name=name, description=description)(body)
 
 
-def wire(p: SimpleNamespace, launch: Launch) -> None:
-    """Data prep -> flags -> launch -> evaluation -> gate -> export, every step given the storage secret."""
+def wire(p: SimpleNamespace, launch: Launch, model_image: str) -> None:
+    """Data prep -> flags -> launch -> evaluation -> gate -> export, every step given the storage secret;
+    evaluation and export run in ``model_image``, which loads the trained model's framework."""
     prep = prepare_dataset(source=p.source, seed=p.seed)
     # A source URI's content can change between runs of a schedule; a cached prep would hide that.
     prep.set_caching_options(False)
@@ -134,8 +139,10 @@ def wire(p: SimpleNamespace, launch: Launch) -> None:
         min_accuracy=p.min_accuracy,
         baseline_model_uri=p.baseline_model_uri,
     )
+    evaluation.set_container_image(model_image)
     with dsl.If(evaluation.outputs["Output"] == True, name="accuracy-gate"):  # noqa: E712 (a KFP condition)
         export = export_model(model=train.outputs["model"], dataset=prep.outputs["dataset"])
+        export.set_container_image(model_image)
         export.set_caching_options(False)  # the export reads artifacts that a re-run may have replaced
     for task in (prep, train, evaluation, export):
         kubernetes.use_secret_as_env(task, p.storage_secret, _STORAGE_SECRET_ENV, optional=True)

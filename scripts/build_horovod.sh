@@ -11,7 +11,15 @@
 #   * C++17 for the bundled gloo (third_party/gloo/CMakeLists.txt): linking C++11 gloo with C++17 objects fails
 #     with `multiple definition of gloo::rendezvous::Store::kDefaultTimeout`;
 #   * the optional XLA MPI ops (horovod/tensorflow/xla_mpi_ops.cc) left out: they include XLA headers that
-#     TensorFlow 2.16+ wheels no longer ship complete (`highwayhash/arch_specific.h: No such file`).
+#     TensorFlow 2.16+ wheels no longer ship complete (`highwayhash/arch_specific.h: No such file`);
+#   * horovod.tensorflow.keras takes its backend from tf.keras, not from the `keras` package: TensorFlow >= 2.16
+#     installs Keras 3 as `keras`, while tf.keras is Keras 2 (tf_keras) under TF_USE_LEGACY_KERAS=1, so Horovod's
+#     Keras callbacks (MetricAverageCallback...) called Keras 3's backend on Keras 2 models
+#     (`module 'keras.backend' has no attribute 'constant'`).
+#
+# With TensorFlow in the venv, a .pth file in its site-packages sets TF_USE_LEGACY_KERAS=1 (unless already set) for
+# every Python started from it: Horovod 0.28.1's TF ops fail under Keras 3 (`'Variable' object has no attribute
+# 'ref'`), so tf.keras must be Keras 2 for any Horovod TF2 program, Horovod's own examples included.
 #
 # Env: VENV (default .venv), KFTRAIN_WHEEL_CACHE (default ~/.cache/kftrain/wheels), HOROVOD_VERSION (0.28.1),
 #      KFTRAIN_HOROVOD_FORCE=1 rebuilds even when a cached wheel exists.
@@ -44,7 +52,16 @@ if "$PY" -c "import tensorflow" >/dev/null 2>&1; then
     [ "$TF_VERSION" != none ] || TF_VERSION="$(pyver tensorflow-cpu)"
 fi
 PY_TAG="$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')"
-KEY="horovod-${HOROVOD_VERSION}_torch-${TORCH_VERSION}_tf-${TF_VERSION}_${PY_TAG}"
+# The revision of the patches below: a wheel built with older patches is not reused.
+PATCH_REV=2
+KEY="horovod-${HOROVOD_VERSION}-p${PATCH_REV}_torch-${TORCH_VERSION}_tf-${TF_VERSION}_${PY_TAG}"
+LEGACY_KERAS_PTH="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/kftrain-tf-legacy-keras.pth"
+
+# With TensorFlow: the venv's interpreters default to Keras 2 for tf.keras (see the header).
+legacy_keras_env() {
+    [ "$TF_VERSION" != none ] || return 0
+    echo 'import os; os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")' >"$LEGACY_KERAS_PTH"
+}
 KEY_DIR="$CACHE/$KEY"
 
 # Frameworks Horovod must have: torch always (it is a project dependency), tensorflow when importable.
@@ -56,11 +73,17 @@ assert horovod.__version__ == sys.argv[1], horovod.__version__
 import horovod.torch as hvd
 assert hvd.mpi_built() and hvd.gloo_built()
 if sys.argv[2] != "none":
+    import os
     import horovod.tensorflow as hvdtf
     assert hvdtf.mpi_built()
+    assert os.environ.get("TF_USE_LEGACY_KERAS") == "1"  # from the .pth: a fresh interpreter must have it
+    import horovod.tensorflow.keras.callbacks as cb
+    import inspect
+    assert "from keras import backend" not in inspect.getsource(cb)  # the tf.keras backend patch
 PYEOF
 }
 
+legacy_keras_env
 if [ "${KFTRAIN_HOROVOD_FORCE:-0}" != 1 ] && wanted_ok; then
     echo "build_horovod: Horovod $HOROVOD_VERSION already installed with torch $TORCH_VERSION, tensorflow $TF_VERSION"
     exit 0
@@ -110,6 +133,9 @@ patch_file "$SRC/horovod/torch/CMakeLists.txt" 'set\(CMAKE_CXX_STANDARD 14\)' 's
 patch_file "$SRC/third_party/gloo/CMakeLists.txt" '-std=c\+\+11' '-std=c++17'
 patch_file "$SRC/horovod/tensorflow/CMakeLists.txt" \
     'list\(APPEND TF_SOURCES "\$\{PROJECT_SOURCE_DIR\}/horovod/tensorflow/xla_mpi_ops\.cc"\)\n' ''
+for module in __init__ callbacks; do
+    patch_file "$SRC/horovod/tensorflow/keras/$module.py" 'from keras import backend as K' 'K = keras.backend'
+done
 
 export HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MXNET=1
 if [ "$TF_VERSION" != none ]; then

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -51,3 +53,51 @@ def test_run_writes_the_results_table(tmp_path: Path) -> None:
     assert "| P5 | compile every pipeline, cold process |" in text
     assert "| P7 |" in text
     assert "error:" not in text
+
+
+def test_run_reports_p10_as_not_run_until_it_lands(tmp_path: Path) -> None:
+    out = tmp_path / "results.md"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--only", "P10", "--repeat", "1", "--out", str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "| P10 |" in out.read_text() and "not run" in out.read_text()
+
+
+@pytest.mark.slow  # installs the launch image's requirement set with pip (cached after the first run)
+def test_p8_measures_the_launch_image_and_its_import(tmp_path: Path) -> None:
+    out = tmp_path / "images.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_images.py"), "--images", "launch", "--repeat", "1",
+         "--json", str(out)],
+        check=True, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    launch = json.loads(out.read_text())["launch"]
+    assert launch["extras"] == ["s3"]
+    assert 20 < launch["size_mb"] < 300, launch["largest"]
+    names = {name for name, _ in launch["largest"]}
+    assert not names & {"torch", "tensorflow", "pyarrow", "numpy", "sklearn", "onnxruntime"}, names
+    assert len(launch["import_s"]) == 1 and 0 < launch["import_s"][0] < 60
+
+
+@pytest.mark.slow  # installs kubeflow-training (the baseline) with pip, into a cache folder, on its first run
+def test_p9_counts_what_each_launcher_asks_of_the_api_server(tmp_path: Path) -> None:
+    out = tmp_path / "launcher.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_launcher.py"), "--jobs", "2", "--duration", "4",
+         "--polling", "1", "--settle", "1", "--json", str(out)],
+        check=True, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    data = json.loads(out.read_text())
+    ours, baseline = data["ours"], data["baseline"]
+    assert ours["ok"] == 2 and baseline["ok"] == 2, (ours["failed_logs"], baseline["failed_logs"])
+    # One create, one watch each of the job and of its pods (from the create's version), a log stream per replica.
+    assert ours["requests_by_verb_per_job"] == {"create": 1.0, "watch": 2.0, "log-follow": 4.0}
+    assert ours["steady_requests_per_job_minute"] == 0
+    assert baseline["requests_by_verb_per_job"]["get"] >= 3  # the SDK polls the job every second here
+    assert baseline["steady_requests_per_job_minute"] > 0
+    assert ours["peak_open"]["log-follow"] >= 4 and ours["peak_open"]["watch"] >= 2  # a job's streams at once
+    assert 0 < ours["rss_mb"]["max"] < 1000

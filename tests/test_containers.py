@@ -119,8 +119,15 @@ def pip_installs(instructions: list[Instruction]) -> list[PipInstall]:
             continue
         for command in re.split(r"&&|\|\||;|\|", ins.args):
             words = shlex.split(command)
-            while words and (re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0]) or words[0] == "env"):
-                words = words[1:]  # `VAR=value pip install ...`
+            if words[:1] == ["case"] and "in" in words:
+                words = words[words.index("in") + 1 :]  # `case "$VARIANT" in cpu) pip install ...`
+            # `VAR=value pip install ...`, and a `case` arm's label (`cpu) pip install ...`)
+            while words and (
+                re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0])
+                or words[0] == "env"
+                or re.fullmatch(r"[\w*|-]+\)", words[0])
+            ):
+                words = words[1:]
             if len(words) >= 2 and re.fullmatch(r"(.*/)?pip3?", words[0]) and words[1] == "install":
                 rest = words[2:]
             elif (
@@ -150,7 +157,17 @@ def pip_installs(instructions: list[Instruction]) -> list[PipInstall]:
 
 
 def is_local(requirement: str) -> bool:
-    return requirement in (".", "..") or requirement.startswith(("./", "/", "../")) or requirement.endswith(".whl")
+    return (
+        requirement in (".", "..") or requirement.startswith(("./", "/", "../", ".[")) or requirement.endswith(".whl")
+    )
+
+
+def package_extras(requirement: str) -> list[str] | None:
+    """The extras of an install of this checkout (`.` or `.[a,b]`), else None."""
+    match = re.fullmatch(r"\.(?:\[([\w,-]*)\])?", requirement)
+    if match is None:
+        return None
+    return [e for e in (match[1] or "").split(",") if e]
 
 
 def constraint_files(install: PipInstall) -> list[str]:
@@ -227,7 +244,7 @@ def test_entrypoint_runs_something_the_package_has(dockerfile: Path) -> None:
 def test_installs_the_package_against_the_lock_file(dockerfile: Path) -> None:
     instructions = parse_dockerfile(dockerfile)
     installs = pip_installs(instructions)
-    package = [i for i in installs if "." in i.requirements]
+    package = [i for i in installs if any(package_extras(r) is not None for r in i.requirements)]
     assert package, f"{dockerfile}: never runs `pip install ... .` (the kftrain package)"
     for install in package:
         assert "constraints.txt" in constraint_files(install), (
@@ -275,34 +292,56 @@ def test_base_images_are_pinned(dockerfile: Path) -> None:
 
 
 def test_every_image_name_has_a_dockerfile() -> None:
-    names = {
-        value
-        for key, value in vars(images).items()
-        if key.isupper() and isinstance(value, str) and value.startswith("python-")
-    }
-    assert {images.RUNTIME, images.PYTORCH, images.TENSORFLOW, images.HOROVOD} <= names
-    dirs = {name.removeprefix("python-") for name in names}
-    missing = sorted(d for d in dirs if not (CONTAINERS / d / "Dockerfile").is_file())
+    folders = {folder for folder, _, _ in images.build_matrix()}
+    missing = sorted(f for f in folders if not (CONTAINERS / f / "Dockerfile").is_file())
     assert not missing, f"images without a Dockerfile: {', '.join(f'containers/{d}/Dockerfile' for d in missing)}"
-    # And no Dockerfile builds an image nothing refers to (`make images` tags containers/<dir> as python-<dir>).
-    extra = sorted(set(IDS) - dirs)
+    # And no Dockerfile builds an image nothing refers to (`make images` builds the matrix of kftrain.images).
+    extra = sorted(set(IDS) - folders)
     assert not extra, f"Dockerfiles for images kftrain.images does not name: {extra}"
 
 
-def test_pyproject_pins_match_the_lock_file() -> None:
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=IDS)
+def test_a_framework_image_is_built_in_the_variant_named_and_no_other(dockerfile: Path) -> None:
+    """CPU or CUDA is chosen with --build-arg VARIANT, never by a default; the build fails for a variant it lacks."""
+    variants = {v for folder, v, _ in images.build_matrix() if folder == dockerfile.parent.name and v}
+    instructions = parse_dockerfile(dockerfile)
+    args = [ins.args for ins in instructions if ins.keyword == "ARG" and ins.args.split("=")[0] == "VARIANT"]
+    if not variants:
+        assert not args, f"{dockerfile}: one image, no variants: it takes no VARIANT"
+        return
+    assert args == ["VARIANT"], f"{dockerfile}: needs `ARG VARIANT` without a default, got {args}"
+    runs = " ".join(ins.args for ins in instructions if ins.keyword == "RUN")
+    handled = set(re.findall(r"(\w+)\) ", runs)) | set(re.findall(r'"\$VARIANT" = (\w+)', runs))
+    assert handled == variants, f"{dockerfile}: builds {sorted(handled)}, kftrain.images names {sorted(variants)}"
+    assert re.search(r"\*\) .*exit 1|\|\| \{ echo .*exit 1", runs), f"{dockerfile}: an unknown VARIANT must fail"
+    torch_installs = [i for i in pip_installs(instructions) if any(r.startswith("torch==") for r in i.requirements)]
+    if "cpu" in variants and torch_installs:
+        assert any("https://download.pytorch.org/whl/cpu" in i.options for i in torch_installs), (
+            f"{dockerfile}: the cpu variant must take torch from PyTorch's CPU index (PyPI's is the CUDA build)"
+        )
+
+
+def test_pyproject_ranges_admit_the_lock_file() -> None:
+    """pyproject.toml declares ranges; constraints.txt locks one version of each, inside its range."""
+    from packaging.requirements import Requirement
+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     declared = list(project.get("dependencies", []))
     for extra in project.get("optional-dependencies", {}).values():
         declared += extra
     problems = []
-    for requirement in declared:
-        match = re.fullmatch(r"\s*([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*==\s*([^\s;]+)\s*(;.*)?", requirement)
-        if match is None:
-            problems.append(f"{requirement!r} is not an exact == pin")
-            continue
-        name, version = normalize(match[1]), match[3]
-        if CONSTRAINTS.get(name) != version:
-            problems.append(f"{requirement}: constraints.txt has {CONSTRAINTS.get(name, 'nothing')}")
+    for text in declared:
+        requirement = Requirement(text)
+        name = normalize(requirement.name)
+        if name == "kftrain":
+            continue  # an extra made of other extras
+        if not requirement.specifier:
+            problems.append(f"{text}: give a range")
+        locked = CONSTRAINTS.get(name)
+        if locked is None:
+            problems.append(f"{text}: constraints.txt locks no version")
+        elif not requirement.specifier.contains(locked, prereleases=True):
+            problems.append(f"{text}: constraints.txt locks {locked}, outside the range")
     assert not problems, "pyproject.toml and constraints.txt disagree:\n" + "\n".join(problems)
 
 
@@ -318,10 +357,16 @@ def test_pip_install_parsing(tmp_path: Path) -> None:
         "    # inside\n"
         "    numpy==2.4.6 && X=1 python -m pip install --no-deps requests\n"
         "RUN echo pip install nothing; pip3 install -r requirements.txt 'torch>=2'\n"
+        'RUN case "$V" in cpu) pip install --index-url https://x/cpu torch==2.13.0 ;; *) exit 1 ;; esac\n'
+        "RUN pip install -c constraints.txt '.[data,s3]'\n"
     )
     installs = pip_installs(parse_dockerfile(dockerfile))
     assert [(i.options, i.requirements) for i in installs] == [
         (["-c", "constraints.txt"], [".", "numpy==2.4.6"]),
         (["--no-deps"], ["requests"]),
         (["-r", "requirements.txt"], ["torch>=2"]),
+        (["--index-url", "https://x/cpu"], ["torch==2.13.0"]),
+        (["-c", "constraints.txt"], [".[data,s3]"]),
     ]
+    assert package_extras(".[data,s3]") == ["data", "s3"] and package_extras(".") == []
+    assert package_extras("numpy==2") is None

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -44,7 +45,9 @@ pytestmark = [
 ]
 
 
-def launch(tmp_path: Path, command: list[str], *, version: str = "v2beta1", timeout: int = 300):
+def launch(
+    tmp_path: Path, command: list[str], *, version: str = "v2beta1", timeout: int = 300, env: dict | None = None
+):
     build = mpijob_v2 if version == "v2beta1" else mpijob_v1
     manifest = build(
         {"Launcher": replica(1, "mpi", command=command, restart_policy="Never"), "Worker": replica(2, "mpi")},
@@ -59,6 +62,7 @@ def launch(tmp_path: Path, command: list[str], *, version: str = "v2beta1", time
         text=True,
         timeout=timeout,
         cwd=REPO,
+        env=env,
     )
 
 
@@ -75,6 +79,25 @@ def test_horovod_allreduce_across_two_ranks(tmp_path, version):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for rank in (0, 1):
         assert f"[launcher-0] horovod rank {rank} of 2: allreduce sum 3 (expected 3)" in proc.stdout
+
+
+@pytest.mark.skipif(not HVD_TF, reason="Horovod was built without TensorFlow (TensorFlow missing when it was built)")
+def test_a_horovod_tf2_keras_program_of_the_users_runs_in_the_shipped_environment(tmp_path):
+    """A program written as Horovod's own TF2 examples are (tf.keras, hvd.DistributedOptimizer, the broadcast and
+    metric-average callbacks), knowing nothing of Keras 2 or 3, runs on 2 ranks: the environment makes tf.keras
+    Keras 2 (TF_USE_LEGACY_KERAS=1 from the venv's .pth, as the image's ENV does) and Horovod's Keras callbacks use
+    tf.keras's backend (scripts/build_horovod.sh). Nothing here sets the variable; with it set to 0 the program
+    fails, as it does anywhere Keras 3 is tf.keras."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    command = ["mpirun", "-n", "2", "python", "examples/mpi/hvd_tf2_keras.py"]
+    proc = launch(tmp_path, command, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for rank in (0, 1):
+        assert f"[launcher-0] hvd tf2 keras rank {rank} of 2: keras tf_keras" in proc.stdout, proc.stdout[-3000:]
+    assert proc.stdout.count("in sync True") == 2
+
+    keras3 = launch(tmp_path, command, env={**env, "TF_USE_LEGACY_KERAS": "0"})
+    assert keras3.returncode != 0, "the program ran under Keras 3: the test would not notice a missing setting"
 
 
 def test_horovod_torch_trains_checkpoints_and_resumes(tmp_path, dataset):

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from kftrain import images
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
@@ -107,7 +108,8 @@ spec:
 KINDS = [
     Kind("pytorchjob", pytorchjob_launch, "pytorchReplicaSpecs", PYTORCH_MANIFEST, {"workers": 2}),
     Kind("tfjob", tfjob_launch, "tfReplicaSpecs", TF_MANIFEST, {"workers": 2}),
-    Kind("mpijob", mpijob_launch, "mpiReplicaSpecs", MPI_MANIFEST, {"workers": 2}),
+    # GPUs are asked for below, and this release's Horovod image is CPU-only: the MPIJob names its own image.
+    Kind("mpijob", mpijob_launch, "mpiReplicaSpecs", MPI_MANIFEST, {"workers": 2, "image": "example.com/hvd-gpu:1"}),
 ]
 
 
@@ -168,7 +170,7 @@ def _first_type(kind: Kind) -> str:
 
 
 def test_mpi_launcher_gets_no_gpu_and_no_shm_even_with_both_asked(monkeypatch, tmp_path):
-    m = render_launch(mpijob_launch, monkeypatch, tmp_path, gpus=2, shm_size="4Gi").manifest
+    m = render_launch(mpijob_launch, monkeypatch, tmp_path, gpus=2, shm_size="4Gi", image="example.com/hvd:1").manifest
     launcher = m["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
     worker = m["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
     assert "nvidia.com/gpu" not in launcher["containers"][0].get("resources", {}).get("limits", {})
@@ -181,8 +183,34 @@ def test_a_secret_value_never_appears_in_the_job(monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", canary)
     monkeypatch.setenv("WANDB_API_KEY", canary)
     for kind in KINDS:
-        m = render_launch(kind.component, monkeypatch, tmp_path, **SETTINGS).manifest
+        m = render_launch(kind.component, monkeypatch, tmp_path, **kind.inputs, **SETTINGS).manifest
         assert canary not in json.dumps(m), kind.id
+
+
+@pytest.mark.parametrize(
+    ("component", "gpus", "expected"),
+    [
+        (pytorchjob_launch, 0, "python-pytorch-cpu"),
+        (pytorchjob_launch, 1, "python-pytorch-cuda"),
+        (tfjob_launch, 0, "python-tensorflow-cpu"),
+        (tfjob_launch, 2, "python-tensorflow-cuda"),
+        (mpijob_launch, 0, "python-horovod-cpu"),
+    ],
+)
+def test_the_default_trainer_image_is_the_cpu_build_unless_the_replicas_get_gpus(
+    component, gpus, expected, monkeypatch, tmp_path
+):
+    m = render_launch(component, monkeypatch, tmp_path, gpus=gpus).manifest
+    key = next(k for k in m["spec"] if k.endswith("ReplicaSpecs"))
+    found = {spec["template"]["spec"]["containers"][0]["image"] for spec in m["spec"][key].values()}
+    assert found == {images.image(expected.rsplit("-", 1)[0], expected.rsplit("-", 1)[1])}
+
+
+def test_a_gpu_mpijob_without_an_image_is_refused_naming_the_input(monkeypatch, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        render_launch(mpijob_launch, monkeypatch, tmp_path, gpus=1)
+    assert exc.value.code == 2
+    assert "image: this release has no cuda build of python-horovod" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

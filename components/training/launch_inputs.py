@@ -23,7 +23,7 @@ from typing import Any
 
 from kfp import dsl
 
-from kftrain_components.images import RUNTIME_IMAGE
+from kftrain_components.images import LAUNCH_IMAGE
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ def launch_component(module: str, *kind_inputs: Input, **defaults: Any) -> Any:
     namespace: dict[str, Any] = {"dsl": dsl, "__name__": module}
     exec(compile(source, filename, "exec", dont_inherit=True), namespace)  # no "annotations" future: KFP reads types
     func = namespace[name]
-    return dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)(func)
+    return dsl.component(base_image=LAUNCH_IMAGE, install_kfp_package=False)(func)
 
 
 def _function_source(kind: str, name: str, summary: str, details: str, inputs: Sequence[Input]) -> str:

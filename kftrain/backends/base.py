@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import enum
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from kftrain.compat import StrEnum
 from kftrain.job.model import TrainingJob
 from kftrain.signals import shielded, terminate_raises
 
 
-class JobPhase(enum.StrEnum):
+class JobPhase(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
 

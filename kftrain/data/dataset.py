@@ -12,12 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from kftrain import storage
 from kftrain.errors import KftrainError
+from kftrain.extras import requires
+
+with requires("data", "reading a prepared dataset"):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
 SPLITS = ("train", "validation", "test")
 LABEL = "label"

@@ -7,39 +7,39 @@ mapping to manifests is mechanical. Fields the model does not type are kept in
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from kftrain.compat import StrEnum
 from kftrain.job.serde import INT32, extra_field, json_field
 
 
-class JobKind(enum.StrEnum):
+class JobKind(StrEnum):
     TFJOB = "TFJob"
     PYTORCHJOB = "PyTorchJob"
     MPIJOB = "MPIJob"
 
 
-class RestartPolicy(enum.StrEnum):
+class RestartPolicy(StrEnum):
     NEVER = "Never"
     ON_FAILURE = "OnFailure"
     ALWAYS = "Always"
     EXIT_CODE = "ExitCode"
 
 
-class CleanPodPolicy(enum.StrEnum):
+class CleanPodPolicy(StrEnum):
     ALL = "All"
     RUNNING = "Running"
     NONE = "None"
 
 
-class MPIImplementation(enum.StrEnum):
+class MPIImplementation(StrEnum):
     OPENMPI = "OpenMPI"
     INTEL = "Intel"
     MPICH = "MPICH"
 
 
-class LauncherCreationPolicy(enum.StrEnum):
+class LauncherCreationPolicy(StrEnum):
     AT_STARTUP = "AtStartup"
     WAIT_FOR_WORKERS_READY = "WaitForWorkersReady"
 

@@ -95,9 +95,20 @@ def request_from_inputs(kind: JobKind, inputs: Mapping[str, Any]) -> LaunchReque
     if not values.get("command"):
         values["command"] = list(trainer.program)
         values["args"] = [*TRAINER_FLAGS, *values.get("args", ())]
-    values["image"] = values.get("image") or images.image(trainer.image)
+    if not values.get("image"):
+        # A manifest names its own images: the request's is then never used.
+        manifest = str(inputs.get("manifest") or "").strip()
+        values["image"] = "" if manifest else trainer_image(trainer, int(inputs.get("gpus") or 0))
     values["active_deadline_seconds"] = values.get("active_deadline_seconds") or None
     return LaunchRequest(kind=kind, pods=pod_settings_from_inputs(inputs), options=options, **values)
+
+
+def trainer_image(trainer: Trainer, gpus: int) -> str:
+    """This release's trainer image for a job: the CUDA build when its replicas get GPUs, else the CPU build."""
+    variant = images.CUDA if gpus > 0 else images.CPU
+    if variant not in images.VARIANTS[trainer.image]:
+        raise JobSpecError("image", f"this release has no {variant} build of {trainer.image}: give the job an image")
+    return images.image(trainer.image, variant)
 
 
 def launch_component(

@@ -9,15 +9,17 @@ load them through :func:`load_predictor`, which imports only the framework the m
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from kftrain import storage
 from kftrain.errors import KftrainError
+from kftrain.extras import requires
+
+if TYPE_CHECKING:
+    import numpy as np  # only named here: the launch step reads model.json without numpy
 
 MODEL_INFO = "model.json"
-Predictor = Callable[[np.ndarray], np.ndarray]
+Predictor = Callable[["np.ndarray"], "np.ndarray"]
 
 
 def model_info(model_uri: str) -> dict[str, Any]:
@@ -31,11 +33,13 @@ def load_predictor(model_uri: str) -> tuple[Predictor, dict[str, Any]]:
     info = model_info(model_uri)
     framework = info.get("framework")
     if framework == "pytorch":
-        from kftrain.models import pytorch
+        with requires("torch", "loading a PyTorch model"):
+            from kftrain.models import pytorch
 
-        return pytorch.predictor(model_uri), info
+            return pytorch.predictor(model_uri), info
     if framework == "tensorflow":
-        from kftrain.models import tensorflow
+        with requires("tf", "loading a TensorFlow model"):
+            from kftrain.models import tensorflow
 
-        return tensorflow.predictor(model_uri), info
+            return tensorflow.predictor(model_uri), info
     raise KftrainError(f"{model_uri}: unknown model framework {framework!r} in {MODEL_INFO}")

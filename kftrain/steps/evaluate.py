@@ -5,7 +5,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-import numpy as np
+from kftrain.extras import requires
+
+with requires("data", "evaluation"):
+    import numpy as np
 
 from kftrain.data.dataset import load_split
 from kftrain.models import load_predictor

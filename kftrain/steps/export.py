@@ -17,7 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
+from kftrain.extras import requires
+
+with requires("data", "export"):
+    import numpy as np
 
 from kftrain import storage
 from kftrain.data.dataset import load_split
@@ -125,7 +128,8 @@ def _torch_model(model_uri: str) -> Any:
 def _export_torchscript(
     model_uri: str, info: dict[str, Any], name: str, writer: storage.ArtifactWriter, x: np.ndarray
 ) -> tuple[str, np.ndarray]:
-    import torch
+    with requires("torch", "the TorchScript export"):
+        import torch
 
     model = _torch_model(model_uri)
     scripted = torch.jit.script(model)
@@ -149,8 +153,9 @@ def _export_torchscript(
 def _export_onnx(
     model_uri: str, info: dict[str, Any], name: str, writer: storage.ArtifactWriter, x: np.ndarray
 ) -> tuple[str, np.ndarray]:
-    import onnx
-    import torch
+    with requires("onnx", "the ONNX export"), requires("torch", "the ONNX export"):
+        import onnx
+        import torch
 
     model = _torch_model(model_uri)
     cfg = info["config"]
@@ -172,7 +177,8 @@ def _export_onnx(
         f"{onnx_name}/config.pbtxt",
         triton_config(onnx_name, "onnxruntime_onnx", cfg["num_features"], cfg["num_classes"]).encode(),
     )
-    import onnxruntime
+    with requires("onnx", "checking the ONNX export"):
+        import onnxruntime
 
     session = onnxruntime.InferenceSession(storage.read_bytes(writer.path_for(rel)), providers=["CPUExecutionProvider"])
     return rel, np.asarray(session.run(["logits"], {"input": x.astype(np.float32)})[0])

@@ -15,12 +15,15 @@ import sys
 import time
 from dataclasses import asdict
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
 from kftrain import storage
+from kftrain.extras import requires
+
+with requires("data", "data prep"):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
 from kftrain.data.dataset import DATASET_INFO, LABEL, SPLITS, DatasetInfo, DataValidationError
 from kftrain.progress import Progress
 
@@ -36,7 +39,8 @@ def load_source(source: str, label_column: str = LABEL) -> pa.Table:
     feature matrix, only its label column is (for the stratified split).
     """
     if source == BUILTIN_DIGITS:
-        from sklearn.datasets import load_digits
+        with requires("data", "the builtin:digits sample"):
+            from sklearn.datasets import load_digits
 
         digits = load_digits()
         x = (digits.data / 16.0).astype(np.float32)  # pixel intensities 0..16 -> 0..1

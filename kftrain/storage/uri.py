@@ -15,6 +15,7 @@ pod identity).
 
 from __future__ import annotations
 
+import importlib
 import os
 import posixpath
 from pathlib import Path
@@ -24,6 +25,9 @@ import fsspec
 
 from kftrain.contract import CREDENTIALS_DIR_ENV, MOUNTED_CREDENTIALS_DIR
 from kftrain.storage.errors import StorageError
+
+# The object stores that need an extra of the kftrain distribution: scheme -> (extra, the module it brings).
+_EXTRA_OF_SCHEME = {"s3": ("s3", "s3fs"), "gs": ("gcs", "gcsfs")}
 
 
 def split_uri(uri: str) -> tuple[str, str]:
@@ -151,11 +155,15 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
         options["config_kwargs"] = _botocore_config()
         # Markers are written by other processes (other pods); a cached listing would hide them.
         options["use_listings_cache"] = False
-    elif scheme == "gs":
+    extra = _EXTRA_OF_SCHEME.get(scheme)
+    if extra is not None:
         try:
-            import gcsfs  # noqa: F401  # only to turn a missing package into a clear message
-        except ImportError:
-            raise StorageError(f"{uri}: gs:// needs the gcsfs package (pip install gcsfs)") from None
+            # Only to turn a missing package into a message naming the extra that installs it.
+            importlib.import_module(extra[1])
+        except ModuleNotFoundError:
+            raise StorageError(
+                f"{uri}: {scheme}:// needs the {extra[1]} package: pip install 'kftrain[{extra[0]}]'"
+            ) from None
     try:
         fs = fsspec.filesystem(scheme, **options)
     except (ImportError, ValueError) as exc:

@@ -2,10 +2,10 @@
 
 from kfp import dsl
 
-from kftrain_components.images import RUNTIME_IMAGE
+from kftrain_components.images import DATA_IMAGE
 
 
-@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+@dsl.component(base_image=DATA_IMAGE, install_kfp_package=False)
 def prepare_dataset(
     dataset: dsl.Output[dsl.Dataset],
     source: str = "builtin:digits",

@@ -2,10 +2,10 @@
 
 from kfp import dsl
 
-from kftrain_components.images import RUNTIME_IMAGE
+from kftrain_components.images import PYTORCH_IMAGE
 
 
-@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+@dsl.component(base_image=PYTORCH_IMAGE, install_kfp_package=False)
 def export_model(
     model: dsl.Input[dsl.Model],
     dataset: dsl.Input[dsl.Dataset],

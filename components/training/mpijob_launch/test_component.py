@@ -55,6 +55,7 @@ def test_v2beta1_only_fields(monkeypatch, tmp_path, crd_schemas):
         active_deadline_seconds=600,
         clean_pod_policy="All",
         gpus=1,
+        image="example.com/hvd-gpu:1",
     )
     assert crd_schemas.errors(m) == []
     spec = m["spec"]

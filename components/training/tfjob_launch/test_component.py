@@ -42,7 +42,7 @@ def test_default_is_two_workers_running_the_tf_trainer(monkeypatch, tmp_path, cr
     assert worker["command"] == ["python", "-m", "kftrain.trainers.tf_trainer"]
     assert worker["args"][-2:] == ["--epochs", "5"], "pipeline ints arrive as floats"
     assert "$(KFTRAIN_CHECKPOINT_URI)" in worker["args"]
-    assert worker["image"].split("/")[-1].startswith("python-tensorflow:")
+    assert worker["image"].split("/")[-1].startswith("python-tensorflow-cpu:")
     assert m["metadata"]["name"].startswith("tfjob-")
 
 

@@ -2,10 +2,10 @@
 
 from kfp import dsl
 
-from kftrain_components.images import RUNTIME_IMAGE
+from kftrain_components.images import LAUNCH_IMAGE
 
 
-@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+@dsl.component(base_image=LAUNCH_IMAGE, install_kfp_package=False)
 def trainer_args(
     epochs: int = 0,
     batch_size: int = 0,

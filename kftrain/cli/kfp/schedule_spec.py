@@ -11,7 +11,7 @@ import argparse
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 from kftrain.errors import KftrainError
 
@@ -80,8 +80,8 @@ def validate_time(flag: str, text: str | None) -> str | None:
     except ValueError as exc:
         raise KftrainError(f"{flag} {text!r}: expected an RFC 3339 time such as 2026-01-31T03:00:00Z") from exc
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from kftrain.cli.kfp.connection import (
@@ -84,7 +84,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     client = connect(conn)
     experiment = use_experiment(client, conn, args.experiment)
     uploaded = upload(client, conn, prepared, args.description)
-    run_name = args.run_name or f"{prepared.name} {uploaded.version_name} {datetime.now(UTC):%Y-%m-%d %H:%M:%S}"
+    run_name = (
+        args.run_name or f"{prepared.name} {uploaded.version_name} {datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S}"
+    )
     with quiet():
         run = client.run_pipeline(
             experiment_id=experiment.experiment_id,

@@ -1,7 +1,6 @@
 """Prepare the digits dataset, train an MLP with Horovod (PyTorch) as an MPIJob, evaluate it, and export
 TorchScript + ONNX when it meets the accuracy bar."""
 
-from kftrain_components.images import HOROVOD_IMAGE
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
 from kftrain_pipelines.stages import Param, training_pipeline
 
@@ -9,7 +8,6 @@ horovod_digits = training_pipeline(
     __name__,
     lambda p, dataset, args, platform: mpijob_launch(
         dataset=dataset,
-        image=HOROVOD_IMAGE,
         workers=p.workers,
         slots_per_worker=p.slots_per_worker,
         api_version=p.api_version,

@@ -7,10 +7,9 @@ from kftrain_pipelines.stages import Param, training_pipeline
 
 tf_digits = training_pipeline(
     __name__,
-    lambda p, dataset, args, platform: tfjob_launch(
-        dataset=dataset, image=TENSORFLOW_IMAGE, workers=p.workers, args=args, **platform
-    ),
+    lambda p, dataset, args, platform: tfjob_launch(dataset=dataset, workers=p.workers, args=args, **platform),
     Param("workers", int, 2, "TFJob Worker replicas (MultiWorkerMirroredStrategy; worker 0 writes the model)."),
+    model_image=TENSORFLOW_IMAGE,
     epochs=8,
     learning_rate=0.003,
     checkpoint_every_steps=50,

@@ -10,7 +10,6 @@ tf_digits_ps = training_pipeline(
     __name__,
     lambda p, dataset, args, platform: tfjob_launch(
         dataset=dataset,
-        image=TENSORFLOW_IMAGE,
         chief=1,
         ps=p.ps,
         workers=p.workers,
@@ -21,6 +20,7 @@ tf_digits_ps = training_pipeline(
     Param("ps", int, 1, "Parameter server replicas (they hold the variables)."),
     Param("workers", int, 2, "Worker replicas (they run the steps the chief schedules)."),
     Param("evaluator", int, 1, "1 to run a side-car evaluator on every checkpoint, 0 for none."),
+    model_image=TENSORFLOW_IMAGE,
     epochs=8,
     learning_rate=0.003,
     checkpoint_every_steps=50,
