@@ -37,7 +37,13 @@ class Target:
 
 
 def discover(root: Path) -> list[Target]:
-    """Every ``<kind>/<category>/<name>/{component,pipeline}.py`` under ``root``, sorted."""
+    """Every ``<kind>/<category>/<name>/{component,pipeline}.py`` under ``root``, sorted.
+
+    A root without them is refused: ``--check`` finding nothing to compare must not pass as "up to date".
+    """
+    missing = [folder for folder in PACKAGES if not (root / folder).is_dir()]
+    if missing:
+        raise KftrainError(f"--root {root}: no {' or '.join(f'{m}/' for m in missing)} folder (not a kftrain checkout)")
     targets = []
     for folder, package in PACKAGES.items():
         for source in sorted((root / folder).glob(f"*/*/{SOURCES[folder]}")):
