@@ -65,29 +65,28 @@ def test_regenerating_is_refused_in_ci(monkeypatch, tmp_path):
         compile_all(tmp_path, write=True)
 
 
-def test_check_of_a_folder_that_is_no_checkout_fails_by_name(tmp_path):
-    (tmp_path / "pipelines").mkdir()
+def _compile_check(root: Path) -> subprocess.CompletedProcess[str]:
+    """``kftrain compile --check --root ROOT`` as CI runs it (no registry override)."""
     env = {**os.environ, "CI": "true"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "kftrain.cli", "compile", "--check", "--root", str(tmp_path)],
+    env.pop("KFTRAIN_IMAGE_REGISTRY", None)
+    return subprocess.run(
+        [sys.executable, "-m", "kftrain.cli", "compile", "--check", "--root", str(root)],
         capture_output=True,
         text=True,
         env=env,
     )
+
+
+def test_check_of_a_folder_that_is_no_checkout_fails_by_name(tmp_path):
+    (tmp_path / "pipelines").mkdir()
+    proc = _compile_check(tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert f"--root {tmp_path}: no components/ folder" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
 def test_compile_cli_check_passes_on_the_committed_tree():
-    env = {**os.environ, "CI": "true"}
-    env.pop("KFTRAIN_IMAGE_REGISTRY", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "kftrain.cli", "compile", "--check", "--root", str(ROOT)],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    proc = _compile_check(ROOT)
     assert proc.returncode == 0, proc.stderr
 
 
