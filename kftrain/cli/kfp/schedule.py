@@ -12,7 +12,7 @@ from typing import Any
 from kftrain.cli.kfp.connection import Connection, api_errors, connect, display_name, eq_filter, pages, quiet
 from kftrain.cli.kfp.package import prepare
 from kftrain.cli.kfp.schedule_spec import ScheduleSpec
-from kftrain.cli.kfp.upload import find_experiment, upload, use_experiment
+from kftrain.cli.kfp.upload import find_experiment, run_target, upload, use_experiment
 from kftrain.errors import KftrainError
 
 # What ``schedule ACTION`` does to one recurring run, and the word that reports it.
@@ -56,12 +56,8 @@ def cmd_schedule_create(args: argparse.Namespace) -> int:
             cron_expression=spec.cron,
             max_concurrency=spec.max_concurrency,
             no_catchup=args.no_catchup,
-            params=prepared.params,
-            pipeline_id=uploaded.pipeline_id,
-            version_id=uploaded.version_id,
             enabled=not args.disabled,
-            pipeline_root=args.pipeline_root,
-            service_account=args.service_account,
+            **run_target(prepared, uploaded, args),
         )
     print(
         f"[kftrain] created recurring run {schedule_name!r} ({job.recurring_run_id}): {spec.describe()}, "

@@ -18,7 +18,7 @@ from kftrain.cli.kfp.connection import (
     quiet,
 )
 from kftrain.cli.kfp.package import prepare
-from kftrain.cli.kfp.upload import upload, use_experiment
+from kftrain.cli.kfp.upload import run_target, upload, use_experiment
 from kftrain.errors import KftrainError
 from kftrain.retry import RetryPolicy, call_with_retry
 
@@ -91,11 +91,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         run = client.run_pipeline(
             experiment_id=experiment.experiment_id,
             job_name=run_name,
-            params=prepared.params,
-            pipeline_id=uploaded.pipeline_id,
-            version_id=uploaded.version_id,
-            pipeline_root=args.pipeline_root,
-            service_account=args.service_account,
+            **run_target(prepared, uploaded, args),
         )
     print(f"[kftrain] created run {run_name!r} ({run.run_id}): {conn.ui_link(f'runs/details/{run.run_id}')}")
     if not args.wait:

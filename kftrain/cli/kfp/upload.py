@@ -7,6 +7,7 @@ version of that name that already exists is reused, so submitting the same commi
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,3 +116,14 @@ def upload(client: Any, conn: Connection, prepared: Prepared, description: str |
         f"version {uploaded.version_name!r} ({uploaded.version_id})"
     )
     return uploaded
+
+
+def run_target(prepared: Prepared, uploaded: Uploaded, args: argparse.Namespace) -> dict[str, Any]:
+    """What a run and a recurring run of the uploaded version share: the keyword arguments of both KFP calls."""
+    return {
+        "params": prepared.params,
+        "pipeline_id": uploaded.pipeline_id,
+        "version_id": uploaded.version_id,
+        "pipeline_root": args.pipeline_root,
+        "service_account": args.service_account,
+    }
