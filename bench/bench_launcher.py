@@ -208,7 +208,7 @@ def run_side(side: str, jobs: int, duration_s: float, polling_s: int, settle_s: 
         usage.append((rusage.ru_maxrss / 1024.0, rusage.ru_utime + rusage.ru_stime))
     wall = time.monotonic() - started
     operator.join(5.0)
-    with kube.lock:
+    with kube.cond:
         stats = kube.stats.snapshot()
         stats_log = list(kube.stats.log)
     kube.stop()
@@ -229,7 +229,7 @@ def run_side(side: str, jobs: int, duration_s: float, polling_s: int, settle_s: 
         steady_minutes += (end - begin) / 60
         steady_requests += sum(1 for t, _, path in stats_log if begin <= t < end and name in path)
     steady_rate = steady_requests / steady_minutes if steady_minutes else None
-    cpu_per_job_minute = [cpu / minutes for (_, cpu), minutes in zip(usage, job_minutes, strict=False) if minutes]
+    cpu_s = sum(cpu for _, cpu in usage)
     return {
         "side": side,
         "jobs": jobs,
@@ -242,8 +242,11 @@ def run_side(side: str, jobs: int, duration_s: float, polling_s: int, settle_s: 
         "steady_requests_per_job_minute": steady_rate,
         "steady_job_minutes": steady_minutes,
         "peak_open": stats["peak"],
+        "operator_errors": operator.errors[:3],
         "rss_mb": {"median": statistics.median(u[0] for u in usage), "max": max(u[0] for u in usage)},
-        "cpu_s_per_job_minute": statistics.median(cpu_per_job_minute) if cpu_per_job_minute else None,
+        "cpu_s_per_launcher": {"median": statistics.median(u[1] for u in usage), "max": max(u[1] for u in usage)},
+        # All the launchers' CPU seconds over all the jobs' minutes (created to ended, by the operator's clock).
+        "cpu_s_per_job_minute": cpu_s / total_job_minutes if total_job_minutes else None,
     }
 
 

@@ -1,6 +1,6 @@
 """Benchmarks: each figure is a ratio against the bare baseline measured side by side in the same run.
 
-    python bench/run.py [--only P1,P3] [--repeat 3] [--quick] [--out bench/results.md]
+    python bench/run.py [--only P1,P3] [--repeat 3] [--quick] [--out bench/results.md] [--keep-others]
 
 The machine is shared and noisy, so every measurement is repeated (baseline and ours interleaved)
 and min/median/max are reported; the verdict uses the median. Results go to bench/results.md
@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = ROOT / "bench" / "programs"
@@ -576,6 +577,22 @@ def machine() -> str:
     )
 
 
+def kept_results(text: str, run: set[str]) -> dict[str, Any]:
+    """From an earlier results.md: the table rows and notes of the keys not in ``run``, by key, and where they
+    come from (that file's first date and machine lines)."""
+    rows: dict[str, str] = {}
+    notes: dict[str, list[str]] = {}
+    source = []
+    for line in text.splitlines():
+        if (row := re.match(r"\| (P\d+) \|", line)) and row.group(1) not in run:
+            rows[row.group(1)] = line
+        elif (note := re.match(r"- (P\d+): ", line)) and note.group(1) not in run:
+            notes.setdefault(note.group(1), []).append(line)
+        elif (found := re.match(r"-.*?\b(date|machine): (.*)", line)) and len(source) < 2:
+            source.append(f"{found.group(1)} {found.group(2)}")
+    return {"source": "; ".join(source) or "unknown", "rows": rows, "notes": notes}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default=",".join(BENCHES), help="comma-separated keys, e.g. P1,P5")
@@ -588,6 +605,12 @@ def main(argv: list[str] | None = None) -> int:
         help="repeats of P4 (1 GiB through a local S3 server is slow); default: --repeat",
     )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results.md"))
+    parser.add_argument(
+        "--keep-others",
+        action="store_true",
+        help="keep the rows and notes of the keys not run from the --out file already there (each row says "
+        "which run it comes from)",
+    )
     args = parser.parse_args(argv)
     results = []
     for key in [k.strip() for k in args.only.split(",") if k.strip()]:
@@ -600,21 +623,35 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # one broken bench must not hide the others
             results.append(Result(key, BENCHES[key].__name__, "—", lambda r: False, skipped=f"error: {exc}"[:300]))
         print(f"  {key} done in {time.perf_counter() - started:.0f}s", flush=True)
-    lines = [
-        "# Benchmark results",
-        "",
+    run_keys = [r.key for r in results]
+    header = [
         f"- date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- machine: {machine()}",
         f"- repeats: {args.repeat}{' (quick mode: smaller sizes)' if args.quick else ''}; "
         "baseline and ours interleaved; verdict on the median",
+    ]
+    rows = {r.key: r.row() for r in results}
+    notes = {r.key: [f"- {r.key}: {note}" for note in r.notes] for r in results}
+    if args.keep_others and Path(args.out).exists():
+        kept = kept_results(Path(args.out).read_text(), set(run_keys))
+        if kept["rows"]:
+            header.append(f"- {', '.join(sorted(kept['rows']))}: kept from an earlier run ({kept['source']})")
+        rows = {**kept["rows"], **rows}
+        notes = {**kept["notes"], **notes}
+    order = {key: i for i, key in enumerate(BENCHES)}
+    keys = sorted(rows, key=lambda k: order.get(k, len(order)))
+    lines = [
+        "# Benchmark results",
+        "",
+        *header,
         "",
         "| key | what | ours (median) | baseline (median) | ratio min / median / max | goal | verdict |",
         "|---|---|---|---|---|---|---|",
-        *[r.row() for r in results],
+        *[rows[k] for k in keys],
         "",
         "Notes:",
         "",
-        *[f"- {r.key}: {note}" for r in results for note in r.notes],
+        *[line for k in keys for line in notes.get(k, [])],
         "",
     ]
     text = "\n".join(lines)

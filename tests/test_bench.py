@@ -94,10 +94,19 @@ def test_p9_counts_what_each_launcher_asks_of_the_api_server(tmp_path: Path) -> 
     data = json.loads(out.read_text())
     ours, baseline = data["ours"], data["baseline"]
     assert ours["ok"] == 2 and baseline["ok"] == 2, (ours["failed_logs"], baseline["failed_logs"])
-    # One create, one watch each of the job and of its pods (from the create's version), a log stream per replica.
-    assert ours["requests_by_verb_per_job"] == {"create": 1.0, "watch": 2.0, "log-follow": 4.0}
+    assert ours["operator_errors"] == [] and baseline["operator_errors"] == []
+    # Per job: one create; one watch each of the job and of its pods, from the create's version (no list first,
+    # no renewal within the watch window); a log stream per replica; one list of the pods once the job ended.
+    assert ours["requests_by_verb_per_job"] == {"create": 1.0, "list": 1.0, "log-follow": 4.0, "watch": 2.0}
     assert ours["steady_requests_per_job_minute"] == 0
-    assert baseline["requests_by_verb_per_job"]["get"] >= 3  # the SDK polls the job every second here
-    assert baseline["steady_requests_per_job_minute"] > 0
-    assert ours["peak_open"]["log-follow"] >= 4 and ours["peak_open"]["watch"] >= 2  # a job's streams at once
-    assert 0 < ours["rss_mb"]["max"] < 1000
+    assert ours["steady_job_minutes"] > 0  # the steady state was measured, not empty
+    # The SDK creates the job, then reads it every second (polling 1 here) until it ends; it watches nothing.
+    assert set(baseline["requests_by_verb_per_job"]) == {"create", "get"}
+    assert baseline["requests_by_verb_per_job"]["create"] == 1.0
+    assert baseline["requests_by_verb_per_job"]["get"] >= 3
+    assert baseline["steady_requests_per_job_minute"] > 0 and baseline["steady_job_minutes"] > 0
+    assert baseline["peak_open"] == {}
+    # A job's own watches and log streams are open at once (both jobs' at once, when they overlap).
+    assert 2 <= ours["peak_open"]["watch"] <= 4 and 4 <= ours["peak_open"]["log-follow"] <= 8, ours["peak_open"]
+    assert 0 < ours["rss_mb"]["max"] < 150  # P9's goal per launcher
+    assert ours["cpu_s_per_job_minute"] > 0

@@ -450,7 +450,8 @@ OUTCOMES = [
         s_image_not_found,
         exit_code=1,
         deleted_by_step=True,
-        err_has=("cannot start: ", "ImagePullBackOff", "image {image}", f'Back-off pulling image "{IMAGE}"'),
+        # The kubelet says ErrImagePull, then ImagePullBackOff: the step fails on whichever it sees first.
+        err_has=("cannot start: ", "ImagePull", "image {image}", f'image "{IMAGE}"'),
     ),
     Outcome(
         "queued by Kueue, then admitted",

@@ -221,11 +221,7 @@ class JobSim:
 
     def log(self, label: str, *lines: str) -> None:
         self.check()
-        with self.kube.cond:
-            pod = self.kube.pods[(self.namespace, self.pod_names[label])]
-            run = int(pod["status"]["containerStatuses"][0].get("restartCount") or 0)
-            self.kube.logs.setdefault(pod["metadata"]["uid"], {}).setdefault(run, []).extend(lines)
-            self.kube.cond.notify_all()
+        self.kube.add_log(self.namespace, self.pod_names[label], *lines)
 
     def exit(self, label: str, code: int = 0) -> None:
         """The pod's containers end with ``code``; the pod Succeeded or Failed (restartPolicy Never)."""

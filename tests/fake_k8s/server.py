@@ -2,7 +2,10 @@
 
 It serves just enough of the API for the Kubernetes backend: discovery, the training
 operators' custom resources (CRUD, merge patch, watch with resourceVersion and 410 Gone),
-pods (list, get, logs with follow) and events. Created custom resources are validated against
+pods (list, get, watch, logs with follow) and events. It counts every request by verb, and the
+watches and log streams open now and at most (:class:`Stats`, ``FakeKube.stats``), for tests and the
+launcher-cost benchmark (P9, bench/bench_launcher.py); a log line wakes only the streams of its own pod,
+so a few hundred open streams stay cheap. Created custom resources are validated against
 the operators' real CRD schemas (422 when invalid), as the API server does. Faults (an HTTP
 status or a connection reset on the Nth matching request) can be injected. A simulated
 operator (:mod:`tests.fake_k8s.operator`) reacts to created jobs.
@@ -10,6 +13,8 @@ operator (:mod:`tests.fake_k8s.operator`) reacts to created jobs.
 
 from __future__ import annotations
 
+import bisect
+import collections
 import copy
 import functools
 import itertools
@@ -129,6 +134,49 @@ class Fault:
         return False
 
 
+def verb_of(method: str, path: str, query: Mapping[str, str]) -> str:
+    """The request's verb as the API server's metrics name it (get, list, watch, create, patch, delete), with
+    pod logs apart: ``log`` for a read of the last lines, ``log-follow`` for a stream; ``discovery`` for the
+    API's own description."""
+    if path.endswith("/log"):
+        return "log-follow" if query.get("follow", "").lower() == "true" else "log"
+    if method == "POST":
+        return "create"
+    if method in ("PATCH", "DELETE", "PUT"):
+        return method.lower()
+    if query.get("watch", "").lower() in ("true", "1"):
+        return "watch"
+    if "/namespaces/" not in path:
+        return "discovery"
+    return "list" if re.search(r"/(pods|events|tfjobs|pytorchjobs|mpijobs)$", path) else "get"
+
+
+@dataclass
+class Stats:
+    """What the server has been asked: requests by verb, each request with when it came, and the watches
+    (``watch``) and log streams (``log-follow``) open now and at most. Changed under the server's lock."""
+
+    requests: collections.Counter[str] = field(default_factory=collections.Counter)
+    open: collections.Counter[str] = field(default_factory=collections.Counter)
+    peak: collections.Counter[str] = field(default_factory=collections.Counter)
+    # (time.monotonic(), verb, path) of every request, in the order they came.
+    log: list[tuple[float, str, str]] = field(default_factory=list)
+
+    def request(self, verb: str, path: str) -> None:
+        self.requests[verb] += 1
+        self.log.append((time.monotonic(), verb, path))
+
+    def opened(self, what: str) -> None:
+        self.open[what] += 1
+        self.peak[what] = max(self.peak[what], self.open[what])
+
+    def closed(self, what: str) -> None:
+        self.open[what] -= 1
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        return {"requests": dict(self.requests), "open": dict(self.open), "peak": dict(self.peak)}
+
+
 @dataclass
 class _History:
     rv: int
@@ -147,7 +195,12 @@ class FakeKube:
 
     def __post_init__(self) -> None:
         self.schemas = load_crd_schemas(self.crd_dir)
-        self.cond = threading.Condition()
+        # One lock for all the state. Watches wait on `cond` (woken by every recorded change); the log streams
+        # of a pod wait on that pod's own condition (woken by its new lines and its changes).
+        self.lock = threading.RLock()
+        self.cond = threading.Condition(self.lock)
+        self._log_conds: dict[str, threading.Condition] = {}
+        self.stats = Stats()
         self._rv = itertools.count(1000)
         self.rv = next(self._rv)
         self.jobs: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -156,6 +209,7 @@ class FakeKube:
         self.logs: dict[str, dict[int, list[str]]] = {}
         self.events: list[dict[str, Any]] = []
         self.history: list[_History] = []
+        self._history_rvs: list[int] = []  # the rv of each history entry, ascending: watches bisect it
         self.compacted_rv = 0
         self.watch_generation = 0
         self.faults: list[Fault] = []
@@ -196,6 +250,8 @@ class FakeKube:
         with self.cond:
             self.stopping = True
             self.cond.notify_all()
+            for cond in self._log_conds.values():
+                cond.notify_all()
             for fault in self.faults:
                 fault.released.set()  # a held request is answered, so that its handler ends
         if self._httpd is not None:
@@ -209,9 +265,35 @@ class FakeKube:
         return str(self.rv)
 
     def record(self, plural: str, namespace: str, kind: str, obj: dict[str, Any]) -> None:
+        """A change of a job (``plural``) or of a pod (``"pods"``), as watches see it."""
         obj["metadata"]["resourceVersion"] = self.bump()
         self.history.append(_History(self.rv, plural, namespace, kind, copy.deepcopy(obj)))
+        self._history_rvs.append(self.rv)
         self.cond.notify_all()
+        if plural == "pods":
+            self.pod_changed(obj["metadata"]["uid"])
+
+    def history_after(self, rv: int) -> list[_History]:
+        """The changes after resourceVersion ``rv`` (call with the lock held)."""
+        return self.history[bisect.bisect_right(self._history_rvs, rv) :]
+
+    def log_cond(self, uid: str) -> threading.Condition:
+        """What the log streams of pod ``uid`` wait on (call with the lock held)."""
+        return self._log_conds.setdefault(uid, threading.Condition(self.lock))
+
+    def pod_changed(self, uid: str) -> None:
+        """Wake the log streams of pod ``uid``: a new line, or the pod changed (call with the lock held)."""
+        cond = self._log_conds.get(uid)
+        if cond is not None:
+            cond.notify_all()
+
+    def add_log(self, namespace: str, name: str, *lines: str) -> None:
+        """Lines the current run of pod ``name``'s main container writes."""
+        with self.cond:
+            pod = self.pods[(namespace, name)]
+            uid = pod["metadata"]["uid"]
+            self.logs.setdefault(uid, {}).setdefault(_restart_count(pod), []).extend(lines)
+            self.pod_changed(uid)
 
     def modify_job(self, plural: str, namespace: str, name: str, change: Callable[[dict[str, Any]], None]) -> bool:
         with self.cond:
@@ -361,6 +443,7 @@ class _Handler(BaseHTTPRequestHandler):
         kube = self.kube
         with kube.cond:
             kube.requests.append((method, self.path))
+            kube.stats.request(verb_of(method, parts.path, query), self.path)
             # Every fault counts every request it matches, whichever of them answers it.
             hits = [f for f in kube.faults if f.hit(method, parts.path, parts.query)]
             fired = hits[0] if hits else None
@@ -543,6 +626,24 @@ class _Handler(BaseHTTPRequestHandler):
         start_rv = query.get("resourceVersion")
         self._start_chunked("application/json")
         with kube.cond:
+            kube.stats.opened("watch")
+        try:
+            self._watch_events(kube, ns, plural, labels, fields, start_rv, end)
+        finally:
+            with kube.cond:
+                kube.stats.closed("watch")
+
+    def _watch_events(
+        self,
+        kube: FakeKube,
+        ns: str,
+        plural: str,
+        labels: dict[str, str],
+        fields: dict[str, str],
+        start_rv: str | None,
+        end: float,
+    ) -> None:
+        with kube.cond:
             generation = kube.watch_generation
             if start_rv and start_rv != "0" and int(start_rv) < kube.compacted_rv:
                 self._send_event("ERROR", status_body(410, "Expired", f"too old resource version: {start_rv}"))
@@ -570,7 +671,7 @@ class _Handler(BaseHTTPRequestHandler):
                         self._send_event("ERROR", status_body(410, "Expired", "watch expired: history compacted"))
                         self._end_chunked()
                         return
-                    batch = [h for h in kube.history if h.rv > cursor]
+                    batch = kube.history_after(cursor)
                     if batch:
                         break
                     kube.cond.wait(min(0.1, max(0.0, end - time.monotonic())))
@@ -673,6 +774,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
             return
         self._start_chunked("text/plain")
+        with kube.cond:
+            kube.stats.opened("log-follow")
+        try:
+            self._follow_log(kube, ns, name, uid, run)
+        finally:
+            with kube.cond:
+                kube.stats.closed("log-follow")
+
+    def _follow_log(self, kube: FakeKube, ns: str, name: str, uid: str, run: int) -> None:
         sent = 0
         while True:
             with kube.cond:
@@ -688,7 +798,7 @@ class _Handler(BaseHTTPRequestHandler):
                     and not kube.stopping
                 )
                 if not fresh and alive:
-                    kube.cond.wait(0.2)
+                    kube.log_cond(uid).wait(0.2)
                     continue
             if fresh:
                 self._chunk("".join(line + "\n" for line in fresh).encode())

@@ -259,11 +259,6 @@ class KubeApi:
         listed = self.call(f"list pods of {job.name}", lambda: read_json(self.pod_collection(job)))
         return list(listed.get("items") or [])
 
-    def read_pod(self, namespace: str, name: str) -> dict[str, Any]:
-        return self.call(
-            f"get pod {name}", lambda: read_json(functools.partial(self.core.read_namespaced_pod, name, namespace))
-        )
-
     def pod_log(
         self, namespace: str, name: str, container: str | None, *, tail_lines: int | None, previous: bool
     ) -> str:

@@ -8,7 +8,8 @@ What the backend does, and why:
 * **submit** creates the custom resource. A launch step names and labels the job from its run and
   task ids (:mod:`kftrain.job.naming`), so a launcher pod that KFP restarts finds its job again: on
   409 AlreadyExists the backend checks those labels and reattaches, adding itself as a further owner.
-* **wait** follows the job and its pods, each by a watch in a thread of its own (:mod:`.watch`), and
+* **wait** follows the job and its pods, each by a watch in a thread of its own (:mod:`.watch`; a job
+  created here from the version its create returned, with no list), and
   decides whenever either changes or a deadline comes: a condition says the job ended; a pod cannot
   start (an image that cannot be pulled, a broken container config) or stayed unscheduled past the
   pending timeout (:mod:`.pending`; a job held by its queue, a Volcano gang still gathering and a pod
@@ -61,6 +62,9 @@ class KubernetesBackend(Backend):
         self.console = Console(self.config.out)
         self.api = KubeApi(self.config.retry, api_client, namespace_file=self.config.namespace_file)
         self._deleted: set[tuple[str, str]] = set()
+        # Jobs this backend created, as the create returned them: waiting on one watches it and its pods from
+        # that version, with no first list of either (all its pods are created after it).
+        self._created: dict[tuple[str, str], dict[str, Any]] = {}
         self._mpi_version: str | None = self.config.mpi_api_version
 
     # -- submit ----------------------------------------------------------------------------------
@@ -110,6 +114,7 @@ class KubernetesBackend(Backend):
         try:
             obj = self.api.create_job(ref, render_manifest(prepared))
             self.console.say(f"created {ref}")
+            self._created[(ref.namespace, ref.name)] = obj
         except ApiException as exc:
             if exc.status != 409:
                 raise KftrainError(
@@ -167,6 +172,11 @@ class KubernetesBackend(Backend):
         logs = LogFollower(self.api, self.console, job, tail_lines=cfg.log_tail_lines) if cfg.stream_logs else None
         if logs is not None:
             pods.add_listener(logs.update)
+        created = self._created.pop((job.namespace, job.name), None)
+        since = ((created or {}).get("metadata") or {}).get("resourceVersion")
+        if created is not None and since:
+            jobs.resume({job.name: created}, since)
+            pods.resume({}, since)
         watching = _Watching(
             timeout=timeout,
             deadline=started + timeout if timeout is not None else None,

@@ -27,8 +27,9 @@ class KubernetesConfig(BackendConfig):
     pending_timeout_s: float | None = 600.0
     # A job Suspended this long fails (and is deleted); None: wait (a queue such as Kueue may resume it).
     suspended_timeout_s: float | None = None
-    # One watch request lasts this long (server side) before the next one resumes where it ended.
-    watch_window_s: int = 10
+    # One watch request lasts this long (server side) before the next one resumes where it ended: renewing the
+    # two watches is all a running job costs the API server.
+    watch_window_s: int = 300
     # How often what no watch shows is read: the autoscaler's events about unscheduled pods.
     poll_interval_s: float = 2.0
     event_lines: int = 10

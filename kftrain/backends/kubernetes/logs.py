@@ -7,7 +7,8 @@ as its container starts. When the job has ended, :meth:`LogFollower.finish` list
 prints, whole, the log of every container run no stream printed (a job can end before its pods were ever
 seen running), and the last lines of a run before a restart in place that nobody saw (the API keeps the
 one previous run: ``previous=True``). Each run of each pod is printed once. The last lines of each replica
-are kept, which a failed job's message repeats when the pods themselves are gone.
+are kept, which a failed job's message repeats when the pods themselves are gone; which replica's container
+ended non-zero last is read from the pods as the watch delivers them (no pod is read on its own).
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class LogFollower:
         self._finishing = False
         self._responses: set[Any] = set()
         self._tails: dict[str, collections.deque[str]] = {}
-        self._failed: list[str] = []
+        self._failed: list[str] = []  # replicas in the order their container runs were seen ending non-zero
+        self._failed_runs: set[tuple[str, int]] = set()  # (pod uid, container run) already in it
 
     def tail(self, label: str) -> list[str]:
         """The last lines printed from replica ``label``."""
@@ -69,6 +71,8 @@ class LogFollower:
             if self._finishing:
                 return
             self._pods = {pod_uid(p): p for p in pods.values()}
+            for pod in self._pods.values():
+                self._note_failure(pod)
             for uid in self._pods:
                 if uid not in self._threads:
                     thread = threading.Thread(target=self._follow_safely, args=(uid,), name=f"log {uid}", daemon=True)
@@ -150,8 +154,8 @@ class LogFollower:
         return main_container(pod, self._job.main_container).name
 
     def _stream(self, pod: Pod, response: Any) -> None:
-        """Print the lines of an open log stream until it ends; note the replica if its container failed."""
-        name, label, container = pod_name(pod), pod_label(pod), self._container(pod)
+        """Print the lines of an open log stream until it ends."""
+        label = pod_label(pod)
         with self._cond:
             self._responses.add(response)
         try:
@@ -162,10 +166,14 @@ class LogFollower:
                 self._responses.discard(response)
             with contextlib.suppress(Exception):
                 response.release_conn()
-        with contextlib.suppress(Exception):
-            ended = main_container(self._api.read_pod(self._job.namespace, name), container)
-            if ended.exit_code not in (None, 0):
-                self._failed.append(label)
+
+    def _note_failure(self, pod: Pod) -> None:
+        """Note the replica if a run of its container (this one, or the one before a restart) ended non-zero."""
+        uid, main = pod_uid(pod), main_container(pod, self._job.main_container)
+        for run, code in ((main.run - 1, main.previous_exit_code), (main.run, main.exit_code)):
+            if code not in (None, 0) and (uid, run) not in self._failed_runs:
+                self._failed_runs.add((uid, run))
+                self._failed.append(pod_label(pod))
 
     # -- once the job has ended ------------------------------------------------------------------
 
@@ -187,8 +195,8 @@ class LogFollower:
                 self._printed.add((uid, main.run))
                 for line in self._read(pod, tail_lines=None, previous=False):
                     self._print(pod_label(pod), line)
-                if main.exit_code not in (None, 0):
-                    self._failed.append(pod_label(pod))
+            with self._cond:
+                self._note_failure(pod)
 
     def _print_previous(self, pod: Pod) -> None:
         """The last lines of the run before the current one (restarted in place), while the API keeps them."""

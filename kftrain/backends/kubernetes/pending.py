@@ -163,7 +163,9 @@ class PendingTracker:
     ``limit_s`` seconds (None: never), and reports each kind of wait in the step's log when it begins.
 
     The autoscaler's events are not part of the pod, so no watch of the pod shows them: they are read every
-    ``recheck_s`` seconds while a pod is unscheduled, and again before a bounded wait is declared too long.
+    ``recheck_s`` seconds while a pod is unscheduled, from ``recheck_s`` after it was first seen so (a pod
+    waits a moment for the scheduler whenever it is created: no event is asked for then), and again before a
+    bounded wait is declared too long.
     """
 
     def __init__(self, api: KubeApi, console: Console, job: JobRef, limit_s: float | None, *, recheck_s: float):
@@ -173,6 +175,7 @@ class PendingTracker:
         self._limit_s = limit_s
         self._recheck_s = recheck_s
         self._since: dict[str, float] = {}  # pod uid -> when its bounded wait began
+        self._unscheduled_since: dict[str, float] = {}  # pod uid -> since when no node takes it (yet)
         self._scale_ups: dict[str, tuple[str, str]] = {}  # pod name -> latest autoscaler (reason, message)
         self._events_read_at: float | None = None
         self._said: dict[tuple[Verdict, str], str] = {}  # each kind of wait going on, as the log said it
@@ -192,7 +195,10 @@ class PendingTracker:
         pending = [p for p in pods if pod_phase(p) == "Pending"]
         # Pods no node will take (yet): the ones a scale-up could be for.
         unscheduled = [p for p in pending if (w := classify(p)) is not None and w.verdict == Verdict.BOUNDED]
-        read_now = bool(unscheduled) and self._events_due(now)
+        self._unscheduled_since = {
+            uid: self._unscheduled_since.get(uid, now) for uid in (pod_uid(p) for p in unscheduled)
+        }
+        read_now = self._events_due(now)
         if read_now:
             self._read_scale_ups(now)
         waits = self._classify(pending, now)
@@ -211,7 +217,7 @@ class PendingTracker:
                     f"stayed Pending for {waited:.0f}s (pending_timeout_seconds {self._limit_s:g}): "
                     f"{wait.reason}: {wait.detail}",
                 )
-        self._schedule(waits, bool(unscheduled))
+        self._schedule(waits)
         return None
 
     def _classify(self, pending: list[Pod], now: float) -> list[tuple[Pod, PodWait]]:
@@ -230,8 +236,16 @@ class PendingTracker:
             return False
         return now - self._since[pod_uid(pod)] >= self._limit_s
 
+    def _events_next(self) -> float | None:
+        """When the autoscaler's events are next worth reading; None while every pod has a node."""
+        if not self._unscheduled_since:
+            return None
+        first = min(self._unscheduled_since.values()) + self._recheck_s
+        return first if self._events_read_at is None else max(first, self._events_read_at + self._recheck_s)
+
     def _events_due(self, now: float) -> bool:
-        return self._events_read_at is None or now - self._events_read_at >= self._recheck_s
+        due = self._events_next()
+        return due is not None and now >= due
 
     def _read_scale_ups(self, now: float) -> None:
         """The latest cluster-autoscaler event about each pod of the namespace (two requests, whatever the pods)."""
@@ -272,12 +286,13 @@ class PendingTracker:
                 self._console.say(f"{said[key]} (the step fails if this lasts {bound})")
         self._said = said
 
-    def _schedule(self, waits: list[tuple[Pod, PodWait]], unscheduled: bool) -> None:
+    def _schedule(self, waits: list[tuple[Pod, PodWait]]) -> None:
         times = []
         if self._limit_s is not None:
             times += [self._since[pod_uid(p)] + self._limit_s for p, w in waits if w.verdict == Verdict.BOUNDED]
-        if unscheduled and self._events_read_at is not None:
-            times.append(self._events_read_at + self._recheck_s)
+        events_next = self._events_next()
+        if events_next is not None:
+            times.append(events_next)
         self._next_check = min(times) if times else None
 
     def _failed(self, pod: Pod, wait: PodWait, what: str) -> JobResult:

@@ -2,7 +2,11 @@
 
 A :class:`Watcher` keeps one collection (the job alone, by a field selector on its name; or its pods, by the
 operators' job-name label) up to date in a thread of its own: it lists it once, then watches it from the
-resourceVersion it has seen, so no change between two requests is missed and none is read twice. A watch
+resourceVersion it has seen, so no change between two requests is missed and none is read twice. For a job
+the backend has just created, the create's answer is that list (:meth:`Watcher.resume`): the job as it
+returned it, and no pods yet, since every pod comes after the job; both watches start from the create's
+resourceVersion, and following a running job asks nothing more of the API server than its two watches,
+renewed every ``watch_window_s`` from the last version seen. A watch
 whose history was compacted (410 Gone) is answered by a fresh list; a stream that breaks is retried by
 :func:`kftrain.retry.call_with_retry` with the API's classifier, each try re-listing first since events may
 have been lost. Every change sets the ``changed`` event the backend's wait loop sleeps on, so the loop reacts
@@ -121,6 +125,14 @@ class Watcher:
         self._response: Any = None
         self._thread = threading.Thread(target=self._run, name=f"watch {what}", daemon=True)
 
+    def resume(self, items: Items, resource_version: str) -> None:
+        """Instead of the first list (before :meth:`start`): the collection is ``items`` as of
+        ``resource_version``, as a create just returned it; the watch starts from there."""
+        with self._lock:
+            self._items = dict(items)
+            self._rv = resource_version
+        self._listed = True
+
     def add_listener(self, listener: Callable[[Items], None]) -> None:
         """Call ``listener(items)`` after every change (in the watcher's thread)."""
         self._listeners.append(listener)
@@ -154,7 +166,10 @@ class Watcher:
 
     def _run(self) -> None:
         try:
-            self._api.call(f"list {self._what}", self._list)
+            if self._listed:
+                self._notify()  # resumed: the listeners see the items it was given
+            else:
+                self._api.call(f"list {self._what}", self._list)
             while not self._stopped.is_set():
                 call_with_retry(
                     self._attempt,
