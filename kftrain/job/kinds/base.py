@@ -44,6 +44,9 @@ class KindSpec:
     fixed_replicas: tuple[str, ...] = ()
     # Whether the Workers run the job's program; MPIJob Workers only host the ranks mpirun starts.
     workers_run_program: bool = True
+    # The API group serving the kind, and the label its controller puts on every pod with the job's name.
+    group: str = GROUP
+    pod_job_label: str = "training.kubeflow.org/job-name"
 
     @property
     def version(self) -> str:

@@ -79,6 +79,9 @@ SPEC = KindSpec(
     default_container=NODE,
     container_name=NODE,
     spec_fields=frozenset(),
+    group=GROUP,
+    # JobSet labels every pod with its JobSet's name, which is the TrainJob's (pkg/runtime/.../jobset).
+    pod_job_label="jobset.sigs.k8s.io/jobset-name",
 )
 
 
