@@ -16,7 +16,7 @@ import sys
 from kftrain import __version__
 from kftrain.cli.compile import cmd_compile
 from kftrain.cli.kfp import add_commands as add_kfp_commands
-from kftrain.cli.launch import cmd_launch, cmd_validate
+from kftrain.cli.launch import cmd_convert, cmd_launch, cmd_validate
 from kftrain.cli.run import DEFAULT_PIPELINE, cmd_run
 from kftrain.errors import JobFailedError, KftrainError
 from kftrain.signals import Terminated
@@ -85,6 +85,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="local backend: the most replicas a job may have on this machine (default 64)",
     )
     launch.set_defaults(func=cmd_launch)
+
+    convert = sub.add_parser("convert", help="print the Trainer v2 TrainJob a PyTorchJob or MPIJob becomes")
+    convert.add_argument("-f", "--file", required=True, help="PyTorchJob or MPIJob manifest (YAML)")
+    convert.add_argument("--to", choices=["trainjob"], default="trainjob", help="the kind to convert to")
+    convert.add_argument(
+        "--runtime",
+        help="the ClusterTrainingRuntime to run on (default: torch-distributed for a PyTorchJob, "
+        "deepspeed-distributed for an MPIJob)",
+    )
+    convert.add_argument("--runtimes", action="append", metavar="PATH", help="runtime manifests (file or folder)")
+    convert.set_defaults(func=cmd_convert)
 
     validate = sub.add_parser("validate", help="validate a job manifest (and against CRD schemas)")
     validate.add_argument("-f", "--file", required=True)

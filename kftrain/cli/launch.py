@@ -64,3 +64,19 @@ def runtime_catalog(args: argparse.Namespace) -> RuntimeCatalog | None:
     for runtime in RuntimeCatalog.from_paths(args.runtimes, builtin=False).runtimes():
         catalog.add(runtime)
     return catalog
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    """Print the TrainJob a PyTorchJob or MPIJob becomes (validated on its runtime), and what it leaves behind."""
+    import yaml
+
+    from kftrain.job import load_manifest, load_manifest_file
+    from kftrain.job.convert import to_trainjob
+
+    job = load_manifest_file(args.file)
+    conversion = to_trainjob(job, args.runtime)
+    load_manifest(conversion.manifest, runtimes=runtime_catalog(args))  # the result must load on its runtime
+    sys.stdout.write(yaml.safe_dump(conversion.manifest, sort_keys=False, default_flow_style=False))
+    for note in conversion.notes:
+        print(f"[kftrain convert] {note}", file=sys.stderr)
+    return 0
