@@ -221,3 +221,79 @@ def test_sigterm_deletes_the_trainjob(kube: FakeKube, operator: OperatorSim, tmp
         if proc.poll() is None:
             proc.kill()
     assert rc != 0
+
+
+# -- the trainjob_launch component, as a pipeline step runs it -----------------------------------------------
+
+
+def test_trainjob_launch_step_puts_the_pod_settings_where_the_trainer_takes_them(
+    kube: FakeKube, operator: OperatorSim, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from kftrain_components.training.trainjob_launch.component import trainjob_launch
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "fake", "cluster": {"server": kube.url}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u", "namespace": "team"}}],
+                "current-context": "fake",
+            }
+        )
+    )
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+
+    def scenario(sim: JobSim) -> None:
+        start(sim)
+        env = {e["name"]: e.get("value") for e in sim.obj["spec"]["trainer"]["env"]}
+        Path(env["KFTRAIN_MODEL_URI"]).mkdir(parents=True, exist_ok=True)
+        (Path(env["KFTRAIN_MODEL_URI"]) / "model.bin").write_bytes(b"weights")
+        sim.exit_all(0)
+        sim.condition("Complete", reason="JobsCompleted", message="jobset completed")
+
+    operator.scenario = scenario
+    trainjob_launch.python_func(
+        dataset=SimpleNamespace(uri=str(tmp_path / "dataset"), metadata={}),
+        model=SimpleNamespace(uri=str(tmp_path / "model"), metadata={}),
+        job=str(tmp_path / "job.json"),
+        run_id="4f1c9a6e-2b1d-4c8e-9f00-abcdef012345",
+        task_id="9a8b7c6d-0000-1111-2222-333344445555",
+        backend="kubernetes",
+        image="registry.example.com/train:1",
+        num_nodes=3,
+        node_selector={"pool": "gpu"},
+        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        service_account="trainer",
+        image_pull_secrets=["regcred"],
+        secret_env={"WANDB_API_KEY": "wandb/api-key"},
+        storage_secret="mlpipeline-minio-artifact",
+        pvc_mounts={"/data": "datasets"},
+        queue_name="",
+        cpu="2",
+        memory="4Gi",
+        gpus=1,
+    )
+    operator.join()
+    assert not operator.errors, operator.errors
+    (created,) = kube.created  # accepted by the TrainJob CRD's schema (the fake API validates every create)
+    spec = created["spec"]
+    trainer = spec["trainer"]
+    assert (trainer["numNodes"], trainer["numProcPerNode"]) == (3, 1)
+    assert trainer["command"] == ["torchrun", "-m", "kftrain.trainers.torch_ddp"]
+    assert trainer["resourcesPerNode"]["limits"] == {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": 1}
+    env = {e["name"]: e for e in trainer["env"]}
+    assert env["WANDB_API_KEY"]["valueFrom"] == {"secretKeyRef": {"name": "wandb", "key": "api-key"}}
+    assert "KFTRAIN_MODEL_URI" in env
+    (patch,) = spec["runtimePatches"]
+    assert patch["manager"] == "kftrain.io/launch"
+    (node,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    pod = node["template"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool": "gpu"} and pod["serviceAccountName"] == "trainer"
+    assert {v["name"] for v in pod["volumes"]} >= {"kftrain-shm", "pvc-datasets"}
+    assert "env" not in pod["containers"][0]  # the webhook refuses env in a patch of the node container

@@ -220,7 +220,10 @@ class TrainJobKind(Kind):
         return job
 
     def render(self, job: TrainingJob) -> dict[str, Any]:
-        spec = dict(source(job).spec)
+        from kftrain.job.trainjob_patch import carry_changes
+
+        src = source(job)
+        spec = carry_changes(job, src.spec, src.resolved)
         suspend = job.run_policy.suspend
         if suspend is not None or "suspend" in spec:
             spec["suspend"] = bool(suspend)
