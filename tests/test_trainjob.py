@@ -361,6 +361,15 @@ def test_three_node_torch_trainjob_all_reduces_over_gloo(tmp_path):
     assert "gloo succeeded" in proc.stdout
 
 
+def test_a_suspended_trainjob_is_not_started_locally(tmp_path):
+    from kftrain.backends.local import LocalBackend, LocalConfig
+
+    job = load_manifest(trainjob(suspend=True, trainer={"command": ["true"]}))
+    with pytest.raises(JobSpecError) as caught:
+        LocalBackend(LocalConfig(workdir=tmp_path)).submit(job)
+    assert caught.value.field == "spec.suspend"
+
+
 needs_mpi = pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun here (scripts/install_mpi.sh)")
 
 

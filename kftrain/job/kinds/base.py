@@ -47,6 +47,8 @@ class KindSpec:
     # The API group serving the kind, and the label its controller puts on every pod with the job's name.
     group: str = GROUP
     pod_job_label: str = "training.kubeflow.org/job-name"
+    # Where the manifest says the job is suspended (what Kueue sets and clears).
+    suspend_field: str = "spec.runPolicy.suspend"
 
     @property
     def version(self) -> str:

@@ -82,6 +82,7 @@ SPEC = KindSpec(
     group=GROUP,
     # JobSet labels every pod with its JobSet's name, which is the TrainJob's (pkg/runtime/.../jobset).
     pod_job_label="jobset.sigs.k8s.io/jobset-name",
+    suspend_field="spec.suspend",
 )
 
 
