@@ -386,3 +386,52 @@ def test_mpi_runtime_trainjob_runs_mpirun_over_the_hostfiles_slots(tmp_path):
     trainer["command"] = ["mpirun", "-n", "5", "python3", str(hello)]
     proc = _launch(trainjob(DEEPSPEED, name="mpi", trainer=trainer), tmp_path)
     assert proc.returncode != 0
+
+
+# --- TensorFlow on a plain runtime: TF_CONFIG built from what every node has ----------------------------------
+
+
+def test_tf_config_from_a_jobset_pods_hostname_and_index():
+    from kftrain.trainers.trainjob_tf_config import tf_config
+
+    env = {"JOB_COMPLETION_INDEX": "1", "KFTRAIN_NUM_NODES": "3"}
+    assert tf_config(env, "mnist-node-0-1") == {
+        "cluster": {"worker": [f"mnist-node-0-{i}.mnist:2222" for i in range(3)]},
+        "task": {"type": "worker", "index": 1},
+    }
+    assert tf_config({}, "laptop") is None  # not a TrainJob node: nothing to build
+    with pytest.raises(ValueError, match="KFTRAIN_NUM_NODES"):
+        tf_config({"JOB_COMPLETION_INDEX": "0"}, "mnist-node-0-0")
+
+
+# A multi-worker all-reduce: each worker adds index + 1; 1 + 2 = 3 on 2 nodes.
+TF_PROGRAM = """
+import json, os
+from kftrain.trainers.trainjob_tf_config import ensure_tf_config
+ensure_tf_config()
+import tensorflow as tf
+config = json.loads(os.environ["TF_CONFIG"])
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+value = strategy.run(lambda: tf.constant(float(config["task"]["index"] + 1)))
+total = strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
+print(f"worker {config['task']['index']} of {len(config['cluster']['worker'])} sum {int(total)}", flush=True)
+"""
+
+
+def test_tensorflow_multi_worker_trainjob_on_a_plain_runtime_runs_locally(tmp_path):
+    pytest.importorskip("tensorflow")
+    runtime = builtin_manifest("torch-distributed")  # its shape, without an ML policy source: a plain runtime
+    runtime["metadata"] = {"name": "tensorflow-plain"}
+    runtime["spec"]["mlPolicy"] = {"numNodes": 1}
+    runtimes = tmp_path / "runtimes"
+    runtimes.mkdir()
+    (runtimes / "tf.yaml").write_text(yaml.safe_dump(runtime))
+    trainer = {
+        "numNodes": 2,
+        "command": ["python", "-c", TF_PROGRAM],
+        "env": [{"name": "KFTRAIN_NUM_NODES", "value": "2"}],
+    }
+    proc = _launch(trainjob("tensorflow-plain", name="tf", trainer=trainer), tmp_path, "--runtimes", str(runtimes))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for index in range(2):
+        assert f"worker {index} of 2 sum 3" in proc.stdout

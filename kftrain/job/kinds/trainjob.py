@@ -18,7 +18,9 @@ What each ML policy plugin of v2.3.0 adds (``pkg/runtime/framework/plugins``), a
   lists every pod of job ``launcher`` (when it runs as a node) and of job ``node``, in the runtime's order, as
   ``<name>-<job>-0-<i>.<subdomain> slots=N``; N = ``numProcPerNode`` (the runtime's 1 becomes the GPUs per node
   when there are more). The webhook refuses those four names in ``trainer.env``.
-* plain (``plainml/plainml.go``, and jax/xgboost run as plain here): the trainer's env only.
+* plain (``plainml/plainml.go``, and jax/xgboost run as plain here): the trainer's env only. Locally, where
+  the nodes have no DNS names, kftrain adds ``KFTRAIN_TF_WORKERS`` (their local addresses) for a TensorFlow
+  program's TF_CONFIG (:mod:`kftrain.trainers.trainjob_tf_config`).
 
 Every pod of an Indexed Job also gets ``JOB_COMPLETION_INDEX`` from Kubernetes. Success (JobSet
 ``successPolicy``, operator All): every pod of the target jobs (default: all) succeeds.
@@ -293,6 +295,11 @@ class TrainJobKind(Kind):
                 ("OMPI_MCA_orte_set_default_slots", str(mpi_slots(job))),
                 ("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"),
             ]
+        elif framework == "plain" and trainer is not None and replica.type == trainer.name:
+            # Not the Trainer's: on one machine the nodes have no DNS names, so their local addresses stand in
+            # for them, for a TensorFlow program's TF_CONFIG (kftrain.trainers.trainjob_tf_config).
+            nodes = [ReplicaId(trainer.name, i) for i in range(trainer.count)]
+            env.append(("KFTRAIN_TF_WORKERS", ",".join(topology.address(n) for n in nodes)))
         return env
 
     def operator_files(self, job: TrainingJob, topology: Topology) -> dict[str, MountedFile]:
@@ -311,7 +318,11 @@ class TrainJobKind(Kind):
 
     def replicas_with_ports(self, job: TrainingJob) -> list[ReplicaId]:
         trainer = source(job).resolved.trainer_job
-        return [ReplicaId(trainer.name, 0)] if self.framework(job) == "torch" and trainer else []
+        if trainer is None:
+            return []
+        if self.framework(job) == "plain":  # each node may serve TensorFlow's workers (KFTRAIN_TF_WORKERS)
+            return [ReplicaId(trainer.name, i) for i in range(trainer.count)]
+        return [ReplicaId(trainer.name, 0)] if self.framework(job) == "torch" else []
 
     def succeeded(self, job: TrainingJob, done: set[ReplicaId]) -> bool:
         targets = set(source(job).resolved.success_targets)
