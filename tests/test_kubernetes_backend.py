@@ -996,6 +996,7 @@ def test_rbac_role_grants_exactly_what_the_backend_uses() -> None:
         ("kubeflow.org", "tfjobs"): job_verbs,
         ("kubeflow.org", "pytorchjobs"): job_verbs,
         ("kubeflow.org", "mpijobs"): job_verbs,
+        ("trainer.kubeflow.org", "trainjobs"): job_verbs,
         ("", "pods"): read,
         ("", "pods/log"): read,
         ("", "events"): read,

@@ -118,26 +118,28 @@ STEP = (
 
 
 # The job kind each launch component runs, by the name of its folder (``<kind>_launch``).
-KINDS = {"pytorchjob": "PyTorchJob", "tfjob": "TFJob", "mpijob": "MPIJob"}
+KINDS = {"pytorchjob": "PyTorchJob", "tfjob": "TFJob", "mpijob": "MPIJob", "trainjob": "TrainJob"}
 
 
-def launch_component(module: str, *kind_inputs: Input, **defaults: Any) -> Any:
+def launch_component(module: str, *kind_inputs: Input, omit: Sequence[str] = (), **defaults: Any) -> Any:
     """The launch component defined in ``module`` (``components/training/<kind>_launch/component.py``).
 
     Its name is its folder's; the kind is the folder's prefix; its description is the module's docstring.
-    ``kind_inputs`` are the kind's own inputs (placed after the program); ``defaults`` give shared inputs
-    another default for this kind (``shm_size="2Gi"``).
+    ``kind_inputs`` are the kind's own inputs (placed after the program); ``omit`` names shared inputs the kind
+    has no field for (a TrainJob's restart policy is its runtime's); ``defaults`` give shared inputs another
+    default for this kind (``shm_size="2Gi"``).
     """
     name = module.rsplit(".", 2)[-2]
     kind = KINDS[name.removesuffix("_launch")]
-    unknown = set(defaults) - {i.name for i in (*PROGRAM, *RUN_POLICY, *PLATFORM, *STEP)}
+    unknown = (set(defaults) | set(omit)) - {i.name for i in (*PROGRAM, *RUN_POLICY, *PLATFORM, *STEP)}
     if unknown:
         raise TypeError(f"{name}: no shared input named {', '.join(sorted(unknown))}")
 
     def with_default(shared: Input) -> Input:
         return dataclasses.replace(shared, default=defaults[shared.name]) if shared.name in defaults else shared
 
-    inputs = [*map(with_default, PROGRAM), *kind_inputs, *map(with_default, (*RUN_POLICY, *PLATFORM, *STEP))]
+    shared_after = [i for i in (*RUN_POLICY, *PLATFORM, *STEP) if i.name not in omit]
+    inputs = [*map(with_default, PROGRAM), *kind_inputs, *map(with_default, shared_after)]
     summary, _, details = (sys.modules[module].__doc__ or name).partition("\n\n")
     source = _function_source(kind, name, summary.strip(), details, inputs)
     filename = f"<kftrain launch component {module}.{name}>"

@@ -16,7 +16,7 @@ import sys
 from kftrain import __version__
 from kftrain.cli.compile import cmd_compile
 from kftrain.cli.kfp import add_commands as add_kfp_commands
-from kftrain.cli.launch import cmd_launch, cmd_validate
+from kftrain.cli.launch import cmd_convert, cmd_launch, cmd_validate
 from kftrain.cli.run import DEFAULT_PIPELINE, cmd_run
 from kftrain.errors import JobFailedError, KftrainError
 from kftrain.signals import Terminated
@@ -49,8 +49,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true")
     sub = parser.add_subparsers(dest="command_name", required=True)
 
-    launch = sub.add_parser("launch", help="run a TFJob/PyTorchJob/MPIJob manifest")
+    launch = sub.add_parser("launch", help="run a TFJob/PyTorchJob/MPIJob/TrainJob manifest")
     launch.add_argument("-f", "--file", required=True, help="job manifest (YAML)")
+    launch.add_argument(
+        "--runtimes",
+        action="append",
+        metavar="PATH",
+        help="TrainJob: a file or folder of TrainingRuntime/ClusterTrainingRuntime manifests (repeatable); "
+        "the runtimes Trainer v2.3.0 installs are known by name without it",
+    )
     where = launch.add_mutually_exclusive_group()
     where.add_argument("--local", action="store_true", help="run the replicas as local processes")
     where.add_argument("--backend", default="auto", choices=["auto", "local", "kubernetes"])
@@ -79,9 +86,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     launch.set_defaults(func=cmd_launch)
 
+    convert = sub.add_parser("convert", help="print the Trainer v2 TrainJob a PyTorchJob or MPIJob becomes")
+    convert.add_argument("-f", "--file", required=True, help="PyTorchJob or MPIJob manifest (YAML)")
+    convert.add_argument("--to", choices=["trainjob"], default="trainjob", help="the kind to convert to")
+    convert.add_argument(
+        "--runtime",
+        help="the ClusterTrainingRuntime to run on (default: torch-distributed for a PyTorchJob, "
+        "deepspeed-distributed for an MPIJob)",
+    )
+    convert.add_argument("--runtimes", action="append", metavar="PATH", help="runtime manifests (file or folder)")
+    convert.set_defaults(func=cmd_convert)
+
     validate = sub.add_parser("validate", help="validate a job manifest (and against CRD schemas)")
     validate.add_argument("-f", "--file", required=True)
     validate.add_argument("--crd-dir", help="folder of CRD YAML files to validate against")
+    validate.add_argument("--runtimes", action="append", metavar="PATH", help="TrainJob: runtime manifests")
     validate.set_defaults(func=cmd_validate)
 
     run = sub.add_parser("run", help="run a pipeline locally with KFP's local runner")

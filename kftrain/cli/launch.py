@@ -1,10 +1,14 @@
-"""``kftrain launch`` (run a TFJob/PyTorchJob/MPIJob manifest) and ``kftrain validate`` (check one)."""
+"""``kftrain launch`` (run a TFJob/PyTorchJob/MPIJob/TrainJob manifest) and ``kftrain validate`` (check one)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kftrain.job.trainer_runtime import RuntimeCatalog
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
@@ -14,7 +18,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
     from kftrain.job import load_manifest_file, render_yaml, validate_job
     from kftrain.launch.step import run_job
 
-    job = load_manifest_file(args.file)
+    job = load_manifest_file(args.file, runtimes=runtime_catalog(args))
     if args.name is not None:
         job.metadata.name = args.name
         validate_job(job)  # the new name is checked as the manifest's own would be
@@ -42,9 +46,37 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from kftrain.job import load_manifest_file, render_manifest
     from kftrain.job.crd_schema import CRDSchemas
 
-    job = load_manifest_file(args.file)
+    job = load_manifest_file(args.file, runtimes=runtime_catalog(args))
     manifest = render_manifest(job)
     if args.crd_dir:
         CRDSchemas.from_dir(args.crd_dir).validate(manifest)
     print(f"{args.file}: valid {job.kind.value} ({job.api_version})")
+    return 0
+
+
+def runtime_catalog(args: argparse.Namespace) -> RuntimeCatalog | None:
+    """The runtimes a TrainJob may name: those Trainer installs, ``KFTRAIN_TRAINER_RUNTIMES``, and ``--runtimes``."""
+    from kftrain.job.trainer_runtime import RuntimeCatalog
+
+    if not getattr(args, "runtimes", None):
+        return None
+    catalog = RuntimeCatalog.from_env()
+    for runtime in RuntimeCatalog.from_paths(args.runtimes, builtin=False).runtimes():
+        catalog.add(runtime)
+    return catalog
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    """Print the TrainJob a PyTorchJob or MPIJob becomes (validated on its runtime), and what it leaves behind."""
+    import yaml
+
+    from kftrain.job import load_manifest, load_manifest_file
+    from kftrain.job.convert import to_trainjob
+
+    job = load_manifest_file(args.file)
+    conversion = to_trainjob(job, args.runtime)
+    load_manifest(conversion.manifest, runtimes=runtime_catalog(args))  # the result must load on its runtime
+    sys.stdout.write(yaml.safe_dump(conversion.manifest, sort_keys=False, default_flow_style=False))
+    for note in conversion.notes:
+        print(f"[kftrain convert] {note}", file=sys.stderr)
     return 0

@@ -16,13 +16,14 @@ from kftrain.errors import JobSpecError
 from kftrain.job.kinds import KindSpec, kind_for, kind_of
 from kftrain.job.model import JobSpec, ObjectMeta, ReplicaSpec, TrainingJob
 from kftrain.job.serde import from_dict, to_dict
+from kftrain.job.trainer_runtime import RuntimeCatalog
 from kftrain.job.validate import validate_job
 from kftrain.job.yaml_input import MAX_MANIFEST_BYTES, check_size, decode_manifest, parse_yaml
 
 _TOP_LEVEL_KEYS = {"apiVersion", "kind", "metadata", "spec", "status"}
 
 
-def load_manifest_file(path: str | Path) -> TrainingJob:
+def load_manifest_file(path: str | Path, *, runtimes: RuntimeCatalog | None = None) -> TrainingJob:
     """The job in the manifest file at ``path``: bounded in size, UTF-8, one YAML document."""
     path = Path(path)
     try:
@@ -32,11 +33,16 @@ def load_manifest_file(path: str | Path) -> TrainingJob:
     except OSError as exc:
         raise JobSpecError(str(path), f"cannot read manifest: {exc.strerror or exc}") from None
     source = str(path)
-    return load_manifest(parse_yaml(decode_manifest(data, source), source))
+    return load_manifest(parse_yaml(decode_manifest(data, source), source), runtimes=runtimes)
 
 
-def load_manifest(data: Mapping[str, Any] | str, *, validate: bool = True) -> TrainingJob:
-    """Build a job from a manifest dict (or YAML text) and validate it."""
+def load_manifest(
+    data: Mapping[str, Any] | str, *, validate: bool = True, runtimes: RuntimeCatalog | None = None
+) -> TrainingJob:
+    """Build a job from a manifest dict (or YAML text) and validate it.
+
+    A TrainJob is resolved on the runtime it names, from ``runtimes`` (default: the runtimes Trainer installs,
+    and those in ``KFTRAIN_TRAINER_RUNTIMES``)."""
     if isinstance(data, str):
         data = parse_yaml(data)
     if not isinstance(data, Mapping):
@@ -47,7 +53,13 @@ def load_manifest(data: Mapping[str, Any] | str, *, validate: bool = True) -> Tr
     unknown = sorted(set(map(str, data)) - _TOP_LEVEL_KEYS)
     if unknown:
         raise JobSpecError(unknown[0], "unknown top-level field")
-    kspec = kind_for(data["kind"], data["apiVersion"]).spec
+    kind = kind_for(data["kind"], data["apiVersion"])
+    own = kind.load(data, runtimes=runtimes)
+    if own is not None:
+        if validate:
+            validate_job(own)
+        return own
+    kspec = kind.spec
     spec = data.get("spec")
     if not isinstance(spec, Mapping):
         raise JobSpecError("spec", "missing or not a mapping")
@@ -81,7 +93,11 @@ def _reject_fields_of_other_kinds(kspec: KindSpec, spec: Mapping[str, Any]) -> N
 
 def render_manifest(job: TrainingJob) -> dict[str, Any]:
     """The manifest the operator would be given for ``job`` (no status)."""
-    kspec = kind_of(job).spec
+    kind = kind_of(job)
+    own = kind.render(job)
+    if own is not None:
+        return own
+    kspec = kind.spec
     spec: dict[str, Any] = {kspec.replica_key: {rtype: to_dict(r) for rtype, r in job.replica_specs.items()}}
     spec.update(to_dict(job.spec))
     return {

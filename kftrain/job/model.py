@@ -18,6 +18,7 @@ class JobKind(StrEnum):
     TFJOB = "TFJob"
     PYTORCHJOB = "PyTorchJob"
     MPIJOB = "MPIJob"
+    TRAINJOB = "TrainJob"  # Kubeflow Trainer v2 (trainer.kubeflow.org)
 
 
 class RestartPolicy(StrEnum):
@@ -167,13 +168,16 @@ class ObjectMeta:
 
 @dataclass
 class TrainingJob:
-    """A TFJob, PyTorchJob or MPIJob, in the shape the operator reads it."""
+    """A TFJob, PyTorchJob, MPIJob or TrainJob, in the shape the operator reads it."""
 
     kind: JobKind
     api_version: str
     metadata: ObjectMeta = field(default_factory=ObjectMeta)
     replica_specs: dict[str, ReplicaSpec] = field(default_factory=dict)
     spec: JobSpec = field(default_factory=JobSpec)
+    # A TrainJob's own spec and its resolved runtime (kftrain.job.kinds.trainjob.TrainJobSource); the replica
+    # specs above are then the runtime's replicated jobs as the Trainer resolves them. None for other kinds.
+    trainjob: Any = None
 
     @property
     def name(self) -> str:

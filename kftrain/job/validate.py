@@ -33,13 +33,14 @@ def validate_job(job: TrainingJob) -> None:
         raise JobSpecError(replicas_path, "a job needs at least one replica type")
     for rtype, rspec in job.replica_specs.items():
         path = f"{replicas_path}.{rtype}"
-        if rtype not in kind.spec.replica_types:
-            hint = next((t for t in kind.spec.replica_types if t.lower() == rtype.lower()), None)
+        known_types = kind.replica_types(job)
+        if rtype not in known_types:
+            hint = next((t for t in known_types if t.lower() == rtype.lower()), None)
             did_you_mean = f" (did you mean {hint!r}?)" if hint else ""
             raise JobSpecError(
                 path,
                 f"unknown replica type for {kind.spec.kind.value}{did_you_mean}; "
-                f"expected one of: {', '.join(kind.spec.replica_types)}",
+                f"expected one of: {', '.join(known_types)}",
             )
         if rspec.count < 0:
             raise JobSpecError(f"{path}.replicas", f"must be >= 0, got {rspec.count}")

@@ -55,6 +55,9 @@ TRAINERS = {
         images.HOROVOD,
         ("mpirun", "--bind-to", "none", "--map-by", "slot", "python", "-m", "kftrain.trainers.horovod_torch"),
     ),
+    # A TrainJob on a torch runtime: torchrun turns the runtime's PET_* variables into the DDP trainer's
+    # RANK/WORLD_SIZE/MASTER_ADDR (on an MPI runtime, the MPIJob's Horovod trainer: see trainer_for).
+    JobKind.TRAINJOB: Trainer(images.PYTORCH, ("torchrun", "-m", "kftrain.trainers.torch_ddp")),
 }
 # The flags this release's trainers are given before the step's args; a program of the user's own gets
 # the same URIs only as environment variables.
@@ -91,7 +94,7 @@ def request_from_inputs(kind: JobKind, inputs: Mapping[str, Any]) -> LaunchReque
     options_type = OPTIONS_OF_KIND[kind]
     option_names = {f.name for f in dataclasses.fields(options_type)}
     options = options_type(**{k: values.pop(k) for k in list(values) if k in option_names})
-    trainer = TRAINERS[kind]
+    trainer = trainer_for(kind, options)
     if not values.get("command"):
         values["command"] = list(trainer.program)
         values["args"] = [*TRAINER_FLAGS, *values.get("args", ())]
@@ -101,6 +104,17 @@ def request_from_inputs(kind: JobKind, inputs: Mapping[str, Any]) -> LaunchReque
         values["image"] = "" if manifest else trainer_image(trainer, int(inputs.get("gpus") or 0))
     values["active_deadline_seconds"] = values.get("active_deadline_seconds") or None
     return LaunchRequest(kind=kind, pods=pod_settings_from_inputs(inputs), options=options, **values)
+
+
+def trainer_for(kind: JobKind, options: object) -> Trainer:
+    """This release's trainer for a job of ``kind``; a TrainJob's follows its runtime's ML policy."""
+    runtime = getattr(options, "runtime", "")
+    if kind == JobKind.TRAINJOB and runtime:
+        from kftrain.job.trainer_runtime import CLUSTER_RUNTIME, RuntimeCatalog
+
+        if RuntimeCatalog.from_env().find(CLUSTER_RUNTIME, runtime).framework == "mpi":
+            return TRAINERS[JobKind.MPIJOB]
+    return TRAINERS[kind]
 
 
 def trainer_image(trainer: Trainer, gpus: int) -> str:

@@ -60,6 +60,48 @@ class KindOptions:
     def spec(self) -> JobSpec:
         return JobSpec()
 
+    def build(self, request: LaunchRequest, name: str) -> TrainingJob | None:
+        """The job, when the kind is not laid out as replica specs (a TrainJob); None: the replica layout."""
+        return None
+
+
+@dataclass
+class TrainJobOptions(KindOptions):
+    """A Kubeflow Trainer v2 TrainJob: the runtime it runs on, its nodes, and processes per node."""
+
+    runtime: str = "torch-distributed"
+    num_nodes: int = 2
+    num_proc_per_node: int = 1
+
+    def validate(self) -> None:
+        if not self.runtime:
+            raise JobSpecError("runtime", "missing: the ClusterTrainingRuntime to run on")
+        if self.num_nodes < 1:
+            raise JobSpecError("num_nodes", f"must be >= 1, got {self.num_nodes}")
+        if self.num_proc_per_node < 0:
+            raise JobSpecError(
+                "num_proc_per_node", f"must be >= 0 (0: the runtime decides), got {self.num_proc_per_node}"
+            )
+
+    def build(self, request: LaunchRequest, name: str) -> TrainingJob | None:
+        from kftrain.job import load_manifest
+        from kftrain.job.trainer_runtime import API_VERSION
+
+        trainer: dict[str, object] = {"numNodes": self.num_nodes}
+        if self.num_proc_per_node:
+            trainer["numProcPerNode"] = self.num_proc_per_node
+        if request.image:
+            trainer["image"] = request.image
+        trainer["command"] = [command_line_value(a) for a in request.command]
+        if request.args:
+            trainer["args"] = [command_line_value(a) for a in request.args]
+        if request.env:
+            trainer["env"] = [{"name": k, "value": str(v)} for k, v in request.env.items()]
+        spec: dict[str, object] = {"runtimeRef": {"name": self.runtime}, "trainer": trainer}
+        if request.active_deadline_seconds:
+            spec["activeDeadlineSeconds"] = request.active_deadline_seconds
+        return load_manifest({"apiVersion": API_VERSION, "kind": "TrainJob", "metadata": {"name": name}, "spec": spec})
+
 
 @dataclass
 class PyTorchJobOptions(KindOptions):
@@ -134,6 +176,7 @@ OPTIONS_OF_KIND: dict[JobKind, type[KindOptions]] = {
     JobKind.PYTORCHJOB: PyTorchJobOptions,
     JobKind.TFJOB: TFJobOptions,
     JobKind.MPIJOB: MPIJobOptions,
+    JobKind.TRAINJOB: TrainJobOptions,
 }
 
 
@@ -176,6 +219,9 @@ class LaunchRequest:
     def to_job(self, name: str | None = None) -> TrainingJob:
         """The validated job this request describes, named ``name`` (default: the kind in lower case)."""
         self.validate()
+        built = self.options.build(self, name or self.kind.value.lower())
+        if built is not None:
+            return built
         kind = kind_for(self.kind, self.options.api_version).spec
         command = [command_line_value(a) for a in self.command]
         args = [command_line_value(a) for a in self.args]

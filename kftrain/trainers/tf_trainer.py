@@ -424,6 +424,9 @@ def evaluate_checkpoints(args: argparse.Namespace, role: Role) -> dict[str, floa
 
 
 def main(argv: list[str] | None = None) -> int:
+    from kftrain.trainers.trainjob_tf_config import ensure_tf_config
+
+    ensure_tf_config()  # a Trainer v2 TrainJob gives none; a TFJob's own is kept
     setup_logging()
     logging.getLogger("tensorflow").setLevel(logging.WARNING)  # per-epoch INFO lines of tf.data/tf.distribute
     metrics = train(parse_args(argv))

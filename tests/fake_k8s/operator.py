@@ -16,6 +16,11 @@ from typing import Any
 
 from tests.fake_k8s.server import JOB_NAME_LABEL, FakeKube, now_iso
 
+# JobSet's labels on a TrainJob's pods, and the completion index Kubernetes gives a pod of an Indexed Job.
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+
 Scenario = Callable[["JobSim"], None]
 
 REPLICA_KEYS = {"tfjobs": "tfReplicaSpecs", "pytorchjobs": "pytorchReplicaSpecs", "mpijobs": "mpiReplicaSpecs"}
@@ -32,7 +37,11 @@ def kueue_webhook(plural: str, obj: dict[str, Any]) -> None:
     Install it with ``kube.admission.append(kueue_webhook)``; :meth:`JobSim.admit_from_queue` admits.
     """
     if KUEUE_QUEUE_LABEL in ((obj.get("metadata") or {}).get("labels") or {}):
-        obj.setdefault("spec", {}).setdefault("runPolicy", {})["suspend"] = True
+        spec = obj.setdefault("spec", {})
+        if plural == "trainjobs":
+            spec["suspend"] = True  # a TrainJob's own field (Kueue's TrainJob integration)
+        else:
+            spec.setdefault("runPolicy", {})["suspend"] = True
 
 
 class JobGone(Exception):
@@ -124,6 +133,8 @@ class JobSim:
         """
         self.check()
         spec = self.obj["spec"]
+        if self.plural == "trainjobs":
+            return self._create_jobset_pods(scheduled)
         mpi_operator = self._mpi_operator
         labels_out = []
         for rtype, rspec in spec[REPLICA_KEYS[self.plural]].items():
@@ -150,6 +161,25 @@ class JobSim:
                 self.pod_names[label] = pod_name
                 labels_out.append(label)
                 self._new_pod(pod_name, labels, template.get("spec") or {})
+        if scheduled:
+            self.schedule(*labels_out)
+        return labels_out
+
+    def _create_jobset_pods(self, scheduled: bool) -> list[str]:
+        """A TrainJob on a torch runtime: the JobSet's ``node`` job, ``numNodes`` pods (1 unless the trainer says),
+        each named ``<name>-node-0-<index>-<random>`` and labelled as JobSet and Indexed Jobs label them."""
+        nodes = int((self.obj["spec"].get("trainer") or {}).get("numNodes") or 1)
+        labels_out = []
+        for index in range(nodes):
+            labels = {
+                JOBSET_NAME_LABEL: self.name,
+                JOBSET_JOB_LABEL: "node",
+                COMPLETION_INDEX_LABEL: str(index),
+            }
+            label = f"node-{index}"
+            self.pod_names[label] = f"{self.name}-node-0-{index}-{uuid.uuid4().hex[:5]}"
+            labels_out.append(label)
+            self._new_pod(self.pod_names[label], labels, {"containers": [{"name": "node"}]})
         if scheduled:
             self.schedule(*labels_out)
         return labels_out
@@ -320,12 +350,15 @@ class JobSim:
         """``spec.runPolicy.suspend`` of the job as stored (a queue such as Kueue sets and clears it)."""
         with self.kube.cond:
             obj = self.kube.jobs.get((self.plural, self.namespace, self.name)) or {}
-            return bool(((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend"))
+            spec = obj.get("spec") or {}
+            return bool(spec.get("suspend") or (spec.get("runPolicy") or {}).get("suspend"))
 
     def report_suspended(self) -> None:
         """The Suspended condition as the serving operator writes it for a suspended job."""
         if self._mpi_operator:
             self.condition("Suspended", reason="MPIJobSuspended", message="MPIJob suspended")
+        elif self.plural == "trainjobs":
+            self.condition("Suspended", reason="Suspended", message="TrainJob is suspended")
         else:
             kind = self.obj["kind"]
             self.condition("Suspended", reason=f"{kind}Suspended", message=f"{kind} {self.name} is suspended.")
@@ -334,7 +367,10 @@ class JobSim:
         """Kueue admits the job: it clears ``spec.runPolicy.suspend``."""
 
         def admit(obj: dict[str, Any]) -> None:
-            obj["spec"].setdefault("runPolicy", {})["suspend"] = False
+            if self.plural == "trainjobs":
+                obj["spec"]["suspend"] = False
+            else:
+                obj["spec"].setdefault("runPolicy", {})["suspend"] = False
 
         self.check()
         self.kube.modify_job(self.plural, self.namespace, self.name, admit)
@@ -343,6 +379,8 @@ class JobSim:
         """The operator sees the job resumed: Suspended goes False, as the serving operator writes it."""
         if self._mpi_operator:
             self.condition("Suspended", status="False", reason="MPIJobResumed", message="MPIJob resumed")
+        elif self.plural == "trainjobs":
+            self.condition("Suspended", status="False", reason="Resumed", message="TrainJob is resumed")
         else:
             kind = self.obj["kind"]
             self.condition(

@@ -36,9 +36,20 @@ from urllib.parse import parse_qs, urlsplit
 from kftrain.job.crd_schema import CRDSchemas
 
 GROUP = "kubeflow.org"
-KINDS = {"tfjobs": "TFJob", "pytorchjobs": "PyTorchJob", "mpijobs": "MPIJob"}
-DEFAULT_SERVED: dict[str, list[str]] = {"tfjobs": ["v1"], "pytorchjobs": ["v1"], "mpijobs": ["v2beta1"]}
+TRAINER_GROUP = "trainer.kubeflow.org"  # Kubeflow Trainer v2's TrainJob
+KINDS = {"tfjobs": "TFJob", "pytorchjobs": "PyTorchJob", "mpijobs": "MPIJob", "trainjobs": "TrainJob"}
+GROUPS = {"trainjobs": TRAINER_GROUP}  # every other plural is the training operators' kubeflow.org
+DEFAULT_SERVED: dict[str, list[str]] = {
+    "tfjobs": ["v1"],
+    "pytorchjobs": ["v1"],
+    "mpijobs": ["v2beta1"],
+    "trainjobs": ["v1alpha1"],
+}
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+
+
+def group_of(plural: str) -> str:
+    return GROUPS.get(plural, GROUP)
 
 
 @functools.cache
@@ -387,7 +398,9 @@ class FakeKube:
     # -- reads -----------------------------------------------------------------------------------
 
     def served_versions(self) -> list[str]:
-        return sorted({v for versions in self.served.values() for v in versions}, key=lambda v: v != "v1")
+        """The versions of kubeflow.org (the training operators' group: what MPIJob discovery reads)."""
+        own = [vs for p, vs in self.served.items() if group_of(p) == GROUP]
+        return sorted({v for versions in own for v in versions}, key=lambda v: v != "v1")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -506,7 +519,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def api_resources(self, method: str, query: dict[str, str], body: Any, version: str) -> None:
-        plurals = [p for p, vs in self.kube.served.items() if version in vs]
+        plurals = [p for p, vs in self.kube.served.items() if version in vs and group_of(p) == GROUP]
         if not plurals:
             self._status(404, "NotFound", "the server could not find the requested resource")
             return
@@ -567,15 +580,16 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             self._status(400, "BadRequest", "body must be an object")
             return
-        if body.get("apiVersion") != f"{GROUP}/{version}" or body.get("kind") != KINDS[plural]:
-            self._status(400, "BadRequest", f"expected {GROUP}/{version} {KINDS[plural]}")
+        group = group_of(plural)
+        if body.get("apiVersion") != f"{group}/{version}" or body.get("kind") != KINDS[plural]:
+            self._status(400, "BadRequest", f"expected {group}/{version} {KINDS[plural]}")
             return
         for webhook in kube.admission:
             webhook(plural, body)
         errors = kube.schemas.errors(body)
         if errors:
             causes = [{"field": e.partition(": ")[0], "message": e.partition(": ")[2]} for e in errors]
-            status = status_body(422, "Invalid", f"{KINDS[plural]}.{GROUP} is invalid: " + "; ".join(errors))
+            status = status_body(422, "Invalid", f"{KINDS[plural]}.{group} is invalid: " + "; ".join(errors))
             status["details"] = {"causes": causes}
             self._send_json(422, status)
             return
@@ -589,7 +603,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with kube.cond:
             if (plural, ns, name) in kube.jobs:
-                self._status(409, "AlreadyExists", f'{plural}.{GROUP} "{name}" already exists')
+                self._status(409, "AlreadyExists", f'{plural}.{group} "{name}" already exists')
                 return
             meta.update(namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=now_iso(), generation=1)
             kube.jobs[(plural, ns, name)] = body
@@ -611,7 +625,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(
             200,
             {
-                "apiVersion": f"{GROUP}/{version}",
+                "apiVersion": f"{group_of(plural)}/{version}",
                 "kind": f"{KINDS[plural]}List",
                 "items": items,
                 "metadata": {"resourceVersion": rv},
@@ -698,7 +712,7 @@ class _Handler(BaseHTTPRequestHandler):
             with kube.cond:
                 obj = copy.deepcopy(kube.jobs.get(key))
             if obj is None:
-                self._status(404, "NotFound", f'{plural}.{GROUP} "{name}" not found')
+                self._status(404, "NotFound", f'{plural}.{group_of(plural)} "{name}" not found')
             else:
                 self._send_json(200, obj)
         elif method == "DELETE":
@@ -706,7 +720,7 @@ class _Handler(BaseHTTPRequestHandler):
             if kube.delete_job(plural, ns, name, policy):
                 self._send_json(200, {"kind": "Status", "apiVersion": "v1", "status": "Success", "metadata": {}})
             else:
-                self._status(404, "NotFound", f'{plural}.{GROUP} "{name}" not found')
+                self._status(404, "NotFound", f'{plural}.{group_of(plural)} "{name}" not found')
         elif method == "PATCH":
             ctype = self.headers.get("Content-Type", "")
             if "merge-patch" not in ctype:
@@ -721,7 +735,7 @@ class _Handler(BaseHTTPRequestHandler):
             if kube.modify_job(plural, ns, name, change):
                 self._send_json(200, result[0])
             else:
-                self._status(404, "NotFound", f'{plural}.{GROUP} "{name}" not found')
+                self._status(404, "NotFound", f'{plural}.{group_of(plural)} "{name}" not found')
         else:
             self._status(405, "MethodNotAllowed", method)
 
@@ -844,6 +858,8 @@ _ROUTES: Sequence[tuple[str, Callable[..., None]]] = (
     (r"/api/v1", _Handler.core_resources),
     (rf"/apis/{re.escape(GROUP)}/(v[a-z0-9]+){_NS}/(tfjobs|pytorchjobs|mpijobs)", _Handler.collection),
     (rf"/apis/{re.escape(GROUP)}/(v[a-z0-9]+){_NS}/(tfjobs|pytorchjobs|mpijobs)/([^/]+)", _Handler.item),
+    (rf"/apis/{re.escape(TRAINER_GROUP)}/(v[a-z0-9]+){_NS}/(trainjobs)", _Handler.collection),
+    (rf"/apis/{re.escape(TRAINER_GROUP)}/(v[a-z0-9]+){_NS}/(trainjobs)/([^/]+)", _Handler.item),
     (rf"/api/v1{_NS}/pods", _Handler.pods),
     (rf"/api/v1{_NS}/pods/([^/]+)", _Handler.pod),
     (rf"/api/v1{_NS}/pods/([^/]+)/log", _Handler.pod_log),

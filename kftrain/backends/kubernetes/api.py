@@ -78,12 +78,23 @@ class JobRef:
     version: str
     # The container the operator runs the replica's program in; None: the first one (mpi-operator).
     main_container: str | None
+    group: str = GROUP
+    # The label with the job's name on every pod of the job.
+    pod_label: str = JOB_NAME_LABEL
 
     @classmethod
     def make(cls, kind: JobKind | str, api_version: str | None, name: str, namespace: str) -> JobRef:
         kspec = kind_for(kind, api_version).spec
         return cls(
-            name, namespace, kspec.kind.value, kspec.api_version, kspec.plural, kspec.version, kspec.default_container
+            name,
+            namespace,
+            kspec.kind.value,
+            kspec.api_version,
+            kspec.plural,
+            kspec.version,
+            kspec.default_container,
+            kspec.group,
+            kspec.pod_job_label,
         )
 
     @classmethod
@@ -201,21 +212,23 @@ class KubeApi:
         return self.call(
             f"create {job}",
             lambda: self.custom.create_namespaced_custom_object(
-                GROUP, job.version, job.namespace, job.plural, manifest
+                job.group, job.version, job.namespace, job.plural, manifest
             ),
         )
 
     def get_job(self, job: JobRef) -> dict[str, Any]:
         return self.call(
             f"get {job}",
-            lambda: self.custom.get_namespaced_custom_object(GROUP, job.version, job.namespace, job.plural, job.name),
+            lambda: self.custom.get_namespaced_custom_object(
+                job.group, job.version, job.namespace, job.plural, job.name
+            ),
         )
 
     def patch_job(self, job: JobRef, patch: dict[str, Any]) -> dict[str, Any]:
         return self.call(
             f"patch {job}",
             lambda: self.custom.patch_namespaced_custom_object(
-                GROUP, job.version, job.namespace, job.plural, job.name, patch
+                job.group, job.version, job.namespace, job.plural, job.name, patch
             ),
         )
 
@@ -226,7 +239,7 @@ class KubeApi:
             self.call(
                 f"delete {job}",
                 lambda: self.custom.delete_namespaced_custom_object(
-                    GROUP, job.version, job.namespace, job.plural, job.name, body=body
+                    job.group, job.version, job.namespace, job.plural, job.name, body=body
                 ),
             )
         except ApiException as exc:
@@ -239,7 +252,7 @@ class KubeApi:
         """The request that lists (or, with ``watch=True``, watches) the job alone, for :class:`.watch.Watcher`."""
         return functools.partial(
             self.custom.list_namespaced_custom_object,
-            GROUP,
+            job.group,
             job.version,
             job.namespace,
             job.plural,
@@ -251,7 +264,7 @@ class KubeApi:
     def pod_collection(self, job: JobRef) -> Callable[..., Any]:
         """The request that lists (or watches) the job's replica pods, found by the operators' job-name label."""
         return functools.partial(
-            self.core.list_namespaced_pod, job.namespace, label_selector=f"{JOB_NAME_LABEL}={job.name}"
+            self.core.list_namespaced_pod, job.namespace, label_selector=f"{job.pod_label}={job.name}"
         )
 
     def job_pods(self, job: JobRef) -> list[dict[str, Any]]:

@@ -103,13 +103,16 @@ def classify(pod: Pod, scale_up: tuple[str, str] | None = None) -> PodWait | Non
 
 def suspension(obj: dict[str, Any]) -> str | None:
     """What a suspended job waits for, in words; None when it is not suspended."""
-    suspended_by_spec = ((obj.get("spec") or {}).get("runPolicy") or {}).get("suspend") is True
+    spec = obj.get("spec") or {}
+    # The training operators' jobs are suspended in runPolicy; a Trainer v2 TrainJob in its spec.
+    field = "spec.suspend" if "runPolicy" not in spec and "suspend" in spec else "spec.runPolicy.suspend"
+    suspended_by_spec = (spec.get("runPolicy") or {}).get("suspend") is True or spec.get("suspend") is True
     if not suspended_by_spec and true_condition(obj, "Suspended") is None:
         return None
     queue = ((obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_NAME_LABEL)
     if queue:
         return f"suspended until Kueue admits it from LocalQueue {queue!r} (no pods until then)"
-    return "suspended (spec.runPolicy.suspend) until something resumes it"
+    return f"suspended ({field}) until something resumes it"
 
 
 class SuspensionTracker:

@@ -29,6 +29,9 @@ JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+# A TrainJob's pods: JobSet names the replicated job, and Kubernetes the pod's completion index in its Indexed Job.
+JOBSET_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 
 
 def replica_label(labels: Mapping[str, str] | None) -> str:
@@ -39,8 +42,8 @@ def replica_label(labels: Mapping[str, str] | None) -> str:
     the local backend names it.
     """
     labels = labels or {}
-    rtype = labels.get(REPLICA_TYPE_LABEL) or labels.get(JOB_ROLE_LABEL) or "pod"
-    index = labels.get(REPLICA_INDEX_LABEL) or "0"
+    rtype = labels.get(REPLICA_TYPE_LABEL) or labels.get(JOB_ROLE_LABEL) or labels.get(JOBSET_JOB_LABEL) or "pod"
+    index = labels.get(REPLICA_INDEX_LABEL) or labels.get(COMPLETION_INDEX_LABEL) or "0"
     return f"{rtype.lower()}-{index}"
 
 

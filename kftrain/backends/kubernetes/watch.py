@@ -43,8 +43,9 @@ def true_condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
 
 
 def terminal_condition(obj: dict[str, Any]) -> dict[str, Any] | None:
-    # Failed wins if both are somehow set: reporting success for a failed job is the worse mistake.
-    return true_condition(obj, "Failed") or true_condition(obj, "Succeeded")
+    # Failed wins if both are somehow set: reporting success for a failed job is the worse mistake. The
+    # training operators say Succeeded; Trainer v2 says Complete on a TrainJob.
+    return true_condition(obj, "Failed") or true_condition(obj, "Succeeded") or true_condition(obj, "Complete")
 
 
 def result_of(name: str, obj: dict[str, Any]) -> JobResult | None:
@@ -52,7 +53,7 @@ def result_of(name: str, obj: dict[str, Any]) -> JobResult | None:
     cond = terminal_condition(obj)
     if cond is None:
         return None
-    if cond["type"] == "Succeeded":
+    if cond["type"] in ("Succeeded", "Complete"):
         return JobResult(
             JobPhase.SUCCEEDED,
             reason=cond.get("reason") or "Succeeded",

@@ -84,7 +84,7 @@ class LocalBackend(Backend):
         if job.name in self._jobs and self._jobs[job.name].result is None:
             return self._handle(job)  # same job already running in this process: attach
         if job.run_policy.suspend:
-            raise JobSpecError("spec.runPolicy.suspend", "is true: the operator would not start any replica")
+            raise JobSpecError(kind_of(job).spec.suspend_field, "is true: the operator would not start any replica")
         kind = kind_of(job)
         self._check_replica_count(job, total_replicas(job))
         owns = self.config.workdir is None

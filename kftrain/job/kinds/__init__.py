@@ -11,15 +11,17 @@ from kftrain.job.kinds.base import GROUP, Kind, KindSpec
 from kftrain.job.kinds.mpijob import MPIJOB_V1, MPIJOB_V2BETA1
 from kftrain.job.kinds.pytorchjob import PYTORCHJOB
 from kftrain.job.kinds.tfjob import TFJOB
+from kftrain.job.kinds.trainjob import TRAINJOB
 from kftrain.job.model import Container, JobKind, TrainingJob
 
-KINDS: tuple[Kind, ...] = (TFJOB, PYTORCHJOB, MPIJOB_V2BETA1, MPIJOB_V1)
+KINDS: tuple[Kind, ...] = (TFJOB, PYTORCHJOB, MPIJOB_V2BETA1, MPIJOB_V1, TRAINJOB)
 
 # The version rendered when a job is built without one: mpi-operator's v2beta1 for MPIJob.
 DEFAULT_API_VERSION = {
     JobKind.TFJOB: TFJOB.spec.api_version,
     JobKind.PYTORCHJOB: PYTORCHJOB.spec.api_version,
     JobKind.MPIJOB: MPIJOB_V2BETA1.spec.api_version,
+    JobKind.TRAINJOB: TRAINJOB.spec.api_version,
 }
 
 

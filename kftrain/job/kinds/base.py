@@ -11,7 +11,9 @@ where versions behave differently) lives in this package, one module per kind.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kftrain.errors import JobSpecError
 from kftrain.job.model import JobKind, RestartPolicy, TrainingJob
@@ -42,6 +44,11 @@ class KindSpec:
     fixed_replicas: tuple[str, ...] = ()
     # Whether the Workers run the job's program; MPIJob Workers only host the ranks mpirun starts.
     workers_run_program: bool = True
+    # The API group serving the kind, and the label its controller puts on every pod with the job's name.
+    group: str = GROUP
+    pod_job_label: str = "training.kubeflow.org/job-name"
+    # Where the manifest says the job is suspended (what Kueue sets and clears).
+    suspend_field: str = "spec.runPolicy.suspend"
 
     @property
     def version(self) -> str:
@@ -79,6 +86,18 @@ class Kind:
 
     def validate(self, job: TrainingJob) -> None:
         """The kind's own rules, beyond what every kind checks (kftrain.job.validate)."""
+
+    def replica_types(self, job: TrainingJob) -> tuple[str, ...]:
+        """The replica types ``job`` may have: the kind's fixed set (a TrainJob's come from its runtime)."""
+        return self.spec.replica_types
+
+    def load(self, data: Mapping[str, Any], *, runtimes: Any = None) -> TrainingJob | None:
+        """``data`` as a job when the kind has its own manifest shape; None: the operators' replica-spec shape."""
+        return None
+
+    def render(self, job: TrainingJob) -> dict[str, Any] | None:
+        """The manifest of ``job`` when the kind has its own shape; None: the operators' replica-spec shape."""
+        return None
 
     def replicas_path(self) -> str:
         return f"spec.{self.spec.replica_key}"

@@ -101,6 +101,18 @@ def hostfile(job: TrainingJob, host: str | None = None, *, merge_hosts: bool = F
     return "".join(f"{h}:{n}\n" for h, n in entries)
 
 
+def local_mpirun_env(env: dict[str, str]) -> None:
+    """What an mpirun whose every slot is on this machine needs in ``env`` (MPIJob and MPI TrainJob launchers)."""
+    if os.geteuid() == 0:
+        # mpirun refuses root without these; MPI images set them the same way.
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    if not any(shutil.which(tool, path=env.get("PATH")) for tool in ("ssh", "rsh")):
+        # Every slot is on localhost, so mpirun never starts a remote daemon; but OpenMPI 4 refuses to start
+        # at all when its rsh launch agent (ssh or rsh) is missing. Any existing program satisfies that check.
+        env.setdefault("OMPI_MCA_plm_rsh_agent", shutil.which("false") or "/bin/false")
+
+
 def _launcher_asks_for_gpu(job: TrainingJob) -> bool:
     """training-operator v1 lists a launcher that asks for a GPU in the hostfile, first."""
     for container in job.replica_specs["Launcher"].template.spec.containers:
@@ -166,14 +178,7 @@ class MPIJobV2Beta1Kind(Kind):
         return [LAUNCHER]  # Workers only host the ranks that mpirun starts
 
     def adapt_local_env(self, job: TrainingJob, replica: ReplicaId, env: dict[str, str]) -> None:
-        if os.geteuid() == 0:
-            # mpirun refuses root without these; MPI images set them the same way.
-            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        if not any(shutil.which(tool, path=env.get("PATH")) for tool in ("ssh", "rsh")):
-            # Every slot is on localhost, so mpirun never starts a remote daemon; but OpenMPI 4 refuses to start
-            # at all when its rsh launch agent (ssh or rsh) is missing. Any existing program satisfies that check.
-            env.setdefault("OMPI_MCA_plm_rsh_agent", shutil.which("false") or "/bin/false")
+        local_mpirun_env(env)
 
     def summary(self, job: TrainingJob) -> dict[str, object]:
         return {"slots": total_slots(job)}
