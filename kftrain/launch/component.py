@@ -32,7 +32,7 @@ from kftrain.launch.step import (
     prepare_job,
     run_job,
 )
-from kftrain.models import model_info
+from kftrain.models import describe_model
 from kftrain.signals import Terminated
 from kftrain.storage import output_uri
 
@@ -148,18 +148,24 @@ def require_model_written(model_uri: str) -> None:
     if not written:
         raise JobFailedError(
             f"the job succeeded but wrote nothing to its model output {model_uri}: the program must write the "
-            f"model there (every replica gets the URI as ${MODEL_ENV}; see the model contract in the README)"
+            f"model there (every replica gets the URI as ${MODEL_ENV}; see the model contract in "
+            "kftrain/models/README.md)"
         )
 
 
 def _model_metadata(job: TrainingJob, model_uri: str, result: JobResult) -> dict[str, Any]:
-    """What the Model output says about itself: the framework the trainer recorded, and the job that made it."""
+    """What the Model output says about itself: its format (from its content), and the job that made it.
+
+    A model evaluation and export would refuse is only warned about here: the job did what it was asked, and a
+    pipeline of the user's own may read the folder its own way.
+    """
     try:
-        framework = str(model_info(model_uri).get("framework", ""))
-    except KftrainError:
-        framework = ""
+        described = describe_model(model_uri).to_metadata()
+    except KftrainError as exc:
+        log.warning("the model does not follow the model contract (evaluation and export will refuse it): %s", exc)
+        described = {"framework": ""}
     return {
-        "framework": framework,
+        **described,
         "job": job.name,
         "api_version": job.api_version,
         **kind_of(job).summary(job),

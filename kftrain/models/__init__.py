@@ -1,42 +1,56 @@
-"""Trained models by URI: how each framework saves and loads one, and the dispatch between them.
+"""Trained models by URI: the model contract, what a model folder holds, and how each format is loaded.
 
-A model folder holds the framework's files next to ``model.json`` (:data:`MODEL_INFO`), whose
-``framework`` key says which module of this package reads it: :mod:`kftrain.models.pytorch` or
-:mod:`kftrain.models.tensorflow`. Trainers write models through those modules; evaluation and export
-load them through :func:`load_predictor`, which imports only the framework the model uses.
+A model folder holds a model in one of the accepted formats (TorchScript, ONNX, a TensorFlow SavedModel, a
+Keras file, or this release's own PyTorch MLP), an optional ``model.json`` describing it and an optional
+``metrics.jsonl`` of training curves: the contract is documented once, in ``kftrain/models/README.md``.
+
+- :mod:`~kftrain.models.spec`: :class:`ModelSpec`, the checked content of ``model.json``;
+- :mod:`~kftrain.models.detect`: :func:`describe_model`, which model a folder holds (from its content);
+- :mod:`~kftrain.models.predictors`: :func:`predictor_for`, any format as ``predict(x) -> scores``;
+- :mod:`~kftrain.models.save`: :func:`save_model`, for training code that wants the help;
+- :mod:`~kftrain.models.history`: the training curves;
+- :mod:`~kftrain.models.pytorch`, :mod:`~kftrain.models.tensorflow`: what this release's trainers build and write.
+
+Frameworks are imported only when a model of theirs is loaded or saved.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
-from kftrain import storage
-from kftrain.errors import KftrainError
-
-MODEL_INFO = "model.json"
-Predictor = Callable[[np.ndarray], np.ndarray]
-
-
-def model_info(model_uri: str) -> dict[str, Any]:
-    """The ``model.json`` of the complete model at ``model_uri``."""
-    storage.require_complete(model_uri)
-    info: dict[str, Any] = storage.read_json(storage.join(model_uri, MODEL_INFO))
-    return info
+from kftrain.models.detect import describe_model
+from kftrain.models.predictors import Predictor, predictor_for
+from kftrain.models.save import save_model
+from kftrain.models.spec import (
+    CLASSIFICATION,
+    FORMATS,
+    METRICS_FILE,
+    MODEL_INFO,
+    REGRESSION,
+    ModelError,
+    ModelSpec,
+    TensorSpec,
+)
 
 
 def load_predictor(model_uri: str) -> tuple[Predictor, dict[str, Any]]:
-    """The model at ``model_uri`` as ``predict(x) -> scores``, and its ``model.json``."""
-    info = model_info(model_uri)
-    framework = info.get("framework")
-    if framework == "pytorch":
-        from kftrain.models import pytorch
+    """The model at ``model_uri`` as ``predict(x) -> scores``, and its ``model.json`` ({} when it has none)."""
+    spec = describe_model(model_uri)
+    return predictor_for(spec), spec.info
 
-        return pytorch.predictor(model_uri), info
-    if framework == "tensorflow":
-        from kftrain.models import tensorflow
 
-        return tensorflow.predictor(model_uri), info
-    raise KftrainError(f"{model_uri}: unknown model framework {framework!r} in {MODEL_INFO}")
+__all__ = [
+    "CLASSIFICATION",
+    "FORMATS",
+    "METRICS_FILE",
+    "MODEL_INFO",
+    "REGRESSION",
+    "ModelError",
+    "ModelSpec",
+    "Predictor",
+    "TensorSpec",
+    "describe_model",
+    "load_predictor",
+    "predictor_for",
+    "save_model",
+]

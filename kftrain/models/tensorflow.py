@@ -29,7 +29,8 @@ import numpy as np
 
 from kftrain import storage
 from kftrain.data.dataset import DatasetInfo
-from kftrain.models import MODEL_INFO, Predictor
+from kftrain.models.predictors import Predictor, savedmodel_predictor
+from kftrain.models.spec import CLASSIFICATION, LOGITS, MODEL_INFO, SAVEDMODEL, TensorSpec, describing_fields
 
 FRAMEWORK = "tensorflow"
 INPUT_NAME = "input"
@@ -61,10 +62,20 @@ def save_savedmodel(model: Any, path: str | os.PathLike[str]) -> None:
 def model_json(
     dataset: DatasetInfo, hidden: tuple[int, ...], strategy: str, metrics: dict[str, float]
 ) -> dict[str, Any]:
-    """What a trainer records in ``model.json`` besides the framework and format."""
+    """What a trainer records in ``model.json``: the contract's keys, and how it was trained."""
+    described = describing_fields(
+        fmt=SAVEDMODEL,
+        path="",
+        task=CLASSIFICATION,
+        classes=dataset.classes,
+        output_names=None,
+        scores=LOGITS,
+        inputs=[TensorSpec(INPUT_NAME, "float32", (-1, dataset.num_features))],
+        outputs=[TensorSpec(OUTPUT_NAME, "float32", (-1, dataset.num_classes))],
+        feature_names=dataset.feature_names,
+    )
     return {
-        "classes": dataset.classes,
-        "feature_names": dataset.feature_names,
+        **described,
         "num_features": dataset.num_features,
         "num_classes": dataset.num_classes,
         "hidden": list(hidden),
@@ -85,7 +96,7 @@ def publish_model(uri: str, saved_dir: str | os.PathLike[str], info: dict[str, A
             rel = path.relative_to(root).as_posix()
             with writer.open(rel) as handle, open(path, "rb") as src:
                 shutil.copyfileobj(src, handle, storage.CHUNK)
-        writer.write_json(MODEL_INFO, {"framework": FRAMEWORK, "format": "savedmodel", **info})
+        writer.write_json(MODEL_INFO, {"framework": FRAMEWORK, "format": SAVEDMODEL, **info})
 
 
 @contextmanager
@@ -136,7 +147,4 @@ def check_signature(fn: Any, num_features: int) -> None:
 
 def predictor(model_uri: str) -> Predictor:
     """The model at ``model_uri`` as ``predict(x) -> logits`` (used by evaluation and export)."""
-    storage.require_complete(model_uri)
-    with local_copy(model_uri) as path:
-        predict, _ = signature_predictor(path)  # the variables are read into memory while loading
-    return predict
+    return savedmodel_predictor(model_uri, SIGNATURE, OUTPUT_NAME)

@@ -22,7 +22,7 @@ import numpy as np
 from kftrain import storage
 from kftrain.data.dataset import load_split
 from kftrain.errors import KftrainError
-from kftrain.models import load_predictor, model_info
+from kftrain.models import describe_model, load_predictor
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def export_model(
     formats: tuple[str, ...] | None = None,
     verify_split: str = "test",
 ) -> ExportReport:
-    info = model_info(model_uri)
+    info = describe_model(model_uri).info
     framework = str(info.get("framework"))
     wanted = formats or DEFAULT_FORMATS.get(framework, ())
     if not wanted:
