@@ -42,7 +42,7 @@ def executor_output(step_dir: Path) -> dict[str, Any]:
     return result
 
 
-SHIPPED_STEPS = ("prepare-dataset", "trainer-args", "evaluate-classifier", "export-model")
+SHIPPED_STEPS = ("prepare-dataset", "trainer-args", "evaluate-model", "export-model")
 
 
 def assert_steps_ran(run_dir: Path, launch_step: str) -> None:
@@ -53,8 +53,8 @@ def assert_steps_ran(run_dir: Path, launch_step: str) -> None:
 
 def accuracy_passed(run_dir: Path) -> float:
     """The test accuracy the evaluation step reported; the quality gate must have passed on it."""
-    out = executor_output(run_dir / "evaluate-classifier")
-    assert out["parameterValues"]["Output"] is True, out["parameterValues"]
+    out = executor_output(run_dir / "evaluate-model")
+    assert out["parameterValues"]["passed"] is True, out["parameterValues"]
     accuracy: float = out["artifacts"]["metrics"]["artifacts"][0]["metadata"]["accuracy"]
     return accuracy
 

@@ -1,42 +1,171 @@
-"""Scores, the Markdown report, and the quality gate that decides whether a model is exported."""
+"""Evaluation: streaming scores against scikit-learn's, on real bundled data, and the quality gate."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+from sklearn import metrics as skm
+from sklearn.datasets import load_breast_cancer
+from torch import nn
 
-from kftrain.steps.evaluate import EvalReport, markdown_report, quality_gate, score
+from kftrain.models import save_model
+from kftrain.steps.evaluate import EvaluationError, evaluate_model, gate_metric, quality_gate
+from kftrain.steps.evaluate.scores import BinaryCurves, ClassificationScores, RegressionScores, class_probabilities
+from kftrain.steps.prep import prepare_dataset
 
 
-def report(accuracy: float, split: str = "test", rows: int = 100) -> EvalReport:
-    return EvalReport(split=split, rows=rows, accuracy=accuracy, classes=[0, 1], confusion=[[1, 0], [0, 1]])
+def fit_linear(x: np.ndarray, y: np.ndarray, outputs: int, loss: nn.Module, epochs: int = 300) -> nn.Module:
+    """A linear model trained full-batch: enough for the bundled datasets, and quick."""
+    torch.manual_seed(0)
+    mean, std = x.mean(axis=0), x.std(axis=0) + 1e-6
+    model = nn.Sequential(nn.Linear(x.shape[1], outputs))
+    scaled = torch.from_numpy(((x - mean) / std).astype(np.float32))
+    target = torch.from_numpy(y)
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    for _ in range(epochs):
+        opt.zero_grad()
+        loss(model(scaled).squeeze(-1) if outputs == 1 else model(scaled), target).backward()
+        opt.step()
+
+    class Standardized(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("mean", torch.from_numpy(mean.astype(np.float32)))
+            self.register_buffer("std", torch.from_numpy(std.astype(np.float32)))
+            self.linear = model[0]
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear((x - self.mean) / self.std)
+
+    return Standardized().eval()
 
 
-def test_score_counts_the_confusion_matrix_and_per_class_f1():
-    y = np.array([0, 0, 1, 1, 2, 2])
-    pred = np.array([0, 1, 1, 1, 2, 0])
-    r = score(y, pred, [0, 1, 2], "test")
-    assert r.confusion == [[1, 1, 0], [0, 2, 0], [1, 0, 1]]
-    assert r.accuracy == pytest.approx(4 / 6)
-    assert r.per_class["1"]["precision"] == pytest.approx(2 / 3)
-    assert r.per_class["2"]["recall"] == pytest.approx(1 / 2)
-    text = markdown_report(r)
-    assert "**accuracy: 0.6667**" in text and "| 1 | 0.667 | 1.000 | 0.800 | 2 |" in text
+def table_source(tmp_path, name, x, y, columns):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / f"{name}.parquet"
+    pq.write_table(pa.table({**{c: x[:, i] for i, c in enumerate(columns)}, "target": y}), path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def breast_cancer(tmp_path_factory):
+    """A prepared binary dataset and a TorchScript logistic regression trained on its train split."""
+    tmp = tmp_path_factory.mktemp("bc")
+    data = load_breast_cancer()
+    source = table_source(tmp, "bc", data.data, data.target, [f"f{i}" for i in range(30)])
+    prepare_dataset(str(tmp / "ds"), source=source, label_column="target")
+    from kftrain.data.dataset import load_split
+
+    x, y = load_split(str(tmp / "ds"), "train")
+    model = fit_linear(x, y, 2, nn.CrossEntropyLoss())
+    save_model(model, str(tmp / "model"), example_input=x[:2])
+    return str(tmp / "model"), str(tmp / "ds"), model
+
+
+def test_binary_scores_match_scikit_learn_while_streaming_in_small_batches(breast_cancer):
+    model_uri, dataset_uri, model = breast_cancer
+    from kftrain.data.dataset import load_split
+
+    x, y = load_split(dataset_uri, "test")
+    with torch.no_grad():
+        logits = model(torch.from_numpy(x)).numpy()
+    p1 = torch.softmax(torch.from_numpy(logits), 1).numpy()[:, 1]
+    result = evaluate_model(model_uri, dataset_uri, batch_rows=16)  # several batches: the scores accumulate
+    assert result.task == "binary" and result.rows == len(y) > 100
+    assert result.metrics["accuracy"] == pytest.approx(skm.accuracy_score(y, logits.argmax(1)))
+    assert result.metrics["roc_auc"] == pytest.approx(skm.roc_auc_score(y, p1), abs=1e-3)
+    assert result.metrics["pr_auc"] == pytest.approx(skm.average_precision_score(y, p1), abs=5e-3)
+    assert result.metrics["log_loss"] == pytest.approx(skm.log_loss(y, p1), rel=1e-4)
+    assert result.metrics["macro_f1"] == pytest.approx(skm.f1_score(y, logits.argmax(1), average="macro"))
+    assert result.confusion == skm.confusion_matrix(y, logits.argmax(1)).tolist()
+    assert result.metrics["roc_auc"] > 0.98
+    roc = result.roc
+    assert roc is not None and roc.x[0] == 0 and roc.x[-1] == 1 and roc.y[-1] == 1 and len(roc.x) <= 202
+    assert all(a <= b for a, b in zip(roc.x, roc.x[1:], strict=False))
+    points = result.confidence_metrics
+    assert {"confidenceThreshold", "recall", "falsePositiveRate", "precision"} == set(points[0])
+
+
+def test_a_model_that_does_not_fit_the_dataset_is_refused_before_predicting(breast_cancer, tmp_path):
+    _, dataset_uri, _ = breast_cancer
+    save_model(nn.Linear(4, 2), str(tmp_path / "narrow"), example_input=np.zeros((1, 4), np.float32))
+    with pytest.raises(EvaluationError, match="the model takes 4 features but the dataset has 30"):
+        evaluate_model(str(tmp_path / "narrow"), dataset_uri)
+    save_model(nn.Linear(30, 3), str(tmp_path / "wide"))
+    with pytest.raises(EvaluationError, match="outputs 3 score\\(s\\) per row but the dataset has 2 classes"):
+        evaluate_model(str(tmp_path / "wide"), dataset_uri)
+    save_model(nn.Linear(30, 1), str(tmp_path / "reg"), task="regression")
+    with pytest.raises(EvaluationError, match=r"says task 'regression' but the dataset .* is classification"):
+        evaluate_model(str(tmp_path / "reg"), dataset_uri)
+
+
+def test_memory_stays_bounded_by_the_batch(breast_cancer, monkeypatch):
+    import kftrain.steps.evaluate.evaluation as evaluation
+
+    seen: list[int] = []
+    real = evaluation.predictor_for
+
+    def spy(spec):
+        predict = real(spec)
+        return lambda x: seen.append(len(x)) or predict(x)
+
+    monkeypatch.setattr(evaluation, "predictor_for", spy)
+    model_uri, dataset_uri, _ = breast_cancer
+    result = evaluate_model(model_uri, dataset_uri, batch_rows=10)
+    assert max(seen) <= 10 and sum(seen) == result.rows > 100
+
+
+def test_one_column_binary_outputs_and_probabilities():
+    probs, logit = class_probabilities(np.array([[0.0], [2.0]]), 2, "logits")
+    np.testing.assert_allclose(probs[:, 1], [0.5, 1 / (1 + np.exp(-2))])
+    probs, logit = class_probabilities(np.array([[0.2, 0.8], [0.9, 0.1]]), 2, "probabilities")
+    np.testing.assert_allclose(logit, [np.log(4), np.log(1 / 9)])
+    with pytest.raises(EvaluationError, match="outputs 3 score"):
+        class_probabilities(np.zeros((2, 3)), 2, "logits")
+
+
+def test_accumulators_agree_with_one_pass_computation():
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, 5000)
+    z = rng.normal(size=5000) + 1.5 * y
+    curves = BinaryCurves()
+    for chunk in np.array_split(np.arange(5000), 7):
+        curves.update(y[chunk], z[chunk])
+    assert curves.roc()[1] == pytest.approx(skm.roc_auc_score(y, z), abs=1e-3)
+    truth, pred = rng.normal(size=3000) * 10 + 50, rng.normal(size=3000) * 10 + 50
+    reg = RegressionScores()
+    for chunk in np.array_split(np.arange(3000), 5):
+        reg.update(truth[chunk], pred[chunk])
+    assert reg.metrics()["r2"] == pytest.approx(skm.r2_score(truth, pred), abs=1e-9)
+    assert len(reg.sample) == RegressionScores.SAMPLE
+    scores = ClassificationScores(3)
+    scores.update(np.array([0, 1, 2, 2]), np.eye(3)[[0, 2, 2, 1]])
+    assert scores.confusion.tolist() == [[1, 0, 0], [0, 0, 1], [0, 1, 1]]
 
 
 @pytest.mark.parametrize(
-    ("new", "minimum", "baseline", "passed", "reason"),
+    ("metric", "threshold", "baseline", "passed", "reason"),
     [
-        (0.95, 0.90, None, True, "accuracy 0.9500 >= min_accuracy 0.9"),
-        (0.85, 0.90, None, False, "accuracy 0.8500 < min_accuracy 0.9"),
-        (0.95, 0.90, report(0.94), True, "accuracy 0.9500 >= 0.9 and >= baseline 0.9400"),
-        (0.95, 0.90, report(0.95), True, "accuracy 0.9500 >= 0.9 and >= baseline 0.9500"),
-        (0.95, 0.90, report(0.97), False, "accuracy 0.9500 < baseline accuracy 0.9700"),
-        (0.85, 0.90, report(0.80), False, "accuracy 0.8500 < min_accuracy 0.9"),
-        (0.95, 0.90, report(0.90, split="validation"), False, "the baseline was scored on a different split"),
-        (0.95, 0.90, report(0.90, rows=99), False, "the baseline was scored on a different split"),
+        ("accuracy", 0.9, None, True, "accuracy 0.9500 >= 0.9"),
+        ("accuracy", 0.96, None, False, "accuracy 0.9500 fails >= 0.96"),
+        ("rmse", 50.0, None, True, "rmse 40.0000 <= 50.0"),
+        ("rmse", 30.0, None, False, "rmse 40.0000 fails <= 30.0"),
+        ("accuracy", 0.9, {"accuracy": 0.94, "rmse": 1}, True, "accuracy 0.9500 >= 0.9 and >= baseline 0.9400"),
+        ("accuracy", 0.9, {"accuracy": 0.97, "rmse": 1}, False, "accuracy 0.9500 is worse than the baseline's 0.9700"),
+        ("rmse", 50.0, {"accuracy": 1, "rmse": 30.0}, False, "rmse 40.0000 is worse than the baseline's 30.0000"),
+        ("roc_auc", 0.5, None, False, "roc_auc is undefined on this split"),
     ],
 )
-def test_quality_gate(new, minimum, baseline, passed, reason):
-    decision = quality_gate(report(new), minimum, baseline)
+def test_quality_gate(metric, threshold, baseline, passed, reason):
+    scores = {"accuracy": 0.95, "rmse": 40.0, "roc_auc": float("nan")}
+    decision = quality_gate(scores, metric, threshold, baseline)
     assert (decision.passed, decision.reason) == (passed, reason)
+
+
+def test_gate_metric_is_checked_against_the_task():
+    assert gate_metric("regression", "") == "r2" and gate_metric("binary", "") == "accuracy"
+    with pytest.raises(EvaluationError, match="gate_metric: 'roc_auc' is not a multiclass metric"):
+        gate_metric("multiclass", "roc_auc")

@@ -40,13 +40,14 @@ def test_dataset_artifact_has_schema_and_row_counts(pipeline_run):
 
 def test_test_accuracy_at_least_090_in_kfp_metrics(pipeline_run):
     run_dir, _ = pipeline_run
-    out = executor_output(run_dir / "evaluate-classifier")
+    out = executor_output(run_dir / "evaluate-model")
     metrics = out["artifacts"]["metrics"]["artifacts"][0]["metadata"]
     assert metrics["accuracy"] >= 0.90
     confusion = out["artifacts"]["classification_metrics"]["artifacts"][0]["metadata"]["confusionMatrix"]
     assert len(confusion["rows"]) == 10
-    assert out["parameterValues"]["Output"] is True
-    assert "accuracy" in (run_dir / "evaluate-classifier" / "report").read_text()
+    assert out["parameterValues"]["passed"] is True
+    assert "accuracy" in (run_dir / "evaluate-model" / "report").read_text()
+    assert 'id="confusion-matrix"' in (run_dir / "evaluate-model" / "html_report").read_text()
 
 
 def test_exported_torchscript_and_onnx_reproduce_the_model(pipeline_run):

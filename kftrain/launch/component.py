@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol
+from typing import Any, Protocol
 
 from kftrain import images, storage
 from kftrain.backends.base import JobResult
-from kftrain.errors import JobFailedError, JobSpecError, KftrainError
+from kftrain.errors import JobFailedError, JobSpecError, KftrainError, fail_step
 from kftrain.job import JobKind, TrainingJob, kind_of
 from kftrain.launch.identity import resolve_run_identity
 from kftrain.launch.request import OPTIONS_OF_KIND, LaunchRequest
@@ -171,9 +170,3 @@ def _model_metadata(job: TrainingJob, model_uri: str, result: JobResult) -> dict
         **kind_of(job).summary(job),
         "duration_s": round(result.duration_s, 1),
     }
-
-
-def fail_step(message: str, exit_code: int = 1) -> NoReturn:
-    """End a pipeline step: the message in its log, the exit code as its status."""
-    print(f"ERROR: {message}", file=sys.stderr)
-    raise SystemExit(exit_code)
