@@ -132,6 +132,7 @@ def savedmodel_predictor(uri: str, signature: str = SIGNATURE, output: str = "")
         return np.asarray(fn(**{input_name: tf.constant(x.astype(dtype, copy=False))})[output].numpy())
 
     predict.loaded = loaded  # type: ignore[attr-defined]  # keep the restored object alive with the function
+    predict.tensor_names = (input_name, output, dtype)  # type: ignore[attr-defined]  # for Triton's config
     return predict
 
 

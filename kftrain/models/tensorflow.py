@@ -25,8 +25,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from kftrain import storage
 from kftrain.data.dataset import DatasetInfo
 from kftrain.models.predictors import Predictor, savedmodel_predictor
@@ -36,8 +34,6 @@ FRAMEWORK = "tensorflow"
 INPUT_NAME = "input"
 OUTPUT_NAME = "logits"
 SIGNATURE = "serving_default"
-# Files of a model folder that are not part of the SavedModel.
-NOT_SAVEDMODEL = {MODEL_INFO, storage.COMPLETE_MARKER}
 
 
 def build_model(num_features: int, num_classes: int, hidden: tuple[int, ...] = (128, 64), dropout: float = 0.1) -> Any:
@@ -111,38 +107,6 @@ def local_copy(uri: str) -> Iterator[Path]:
         yield Path(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def signature_predictor(saved_dir: str | os.PathLike[str]) -> tuple[Predictor, Any]:
-    """``predict(x) -> logits`` through the SavedModel's serving signature, and that signature."""
-    import tensorflow as tf
-
-    loaded = tf.saved_model.load(os.fspath(saved_dir))
-    fn = loaded.signatures[SIGNATURE]
-    _, kwargs = fn.structured_input_signature
-    (input_name,) = kwargs
-    output_name = next(iter(fn.structured_outputs))
-
-    def predict(x: np.ndarray) -> np.ndarray:
-        batch = tf.constant(np.asarray(x, dtype=np.float32))
-        return np.asarray(fn(**{input_name: batch})[output_name].numpy())
-
-    predict.loaded = loaded  # type: ignore[attr-defined]  # keep the restored object alive with the function
-    return predict, fn
-
-
-def check_signature(fn: Any, num_features: int) -> None:
-    """The serving signature must take float32 ``[None, num_features]``."""
-    import tensorflow as tf
-
-    _, kwargs = fn.structured_input_signature
-    if len(kwargs) != 1:
-        raise ValueError(f"serving signature takes {len(kwargs)} inputs, expected 1")
-    spec = next(iter(kwargs.values()))
-    if spec.dtype != tf.float32 or spec.shape.as_list() != [None, num_features]:
-        raise ValueError(
-            f"serving signature input is {spec.dtype.name} {spec.shape}, expected float32 [None, {num_features}]"
-        )
 
 
 def predictor(model_uri: str) -> Predictor:

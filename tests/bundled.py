@@ -1,0 +1,42 @@
+"""scikit-learn's bundled datasets (no download) as sources for data prep, and small models trained on them."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+
+def fit_linear(x: np.ndarray, y: np.ndarray, outputs: int, loss: nn.Module, epochs: int = 300) -> nn.Module:
+    """A linear model trained full-batch: enough for the bundled datasets, and quick."""
+    torch.manual_seed(0)
+    mean, std = x.mean(axis=0), x.std(axis=0) + 1e-6
+    model = nn.Sequential(nn.Linear(x.shape[1], outputs))
+    scaled = torch.from_numpy(((x - mean) / std).astype(np.float32))
+    target = torch.from_numpy(y)
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    for _ in range(epochs):
+        opt.zero_grad()
+        loss(model(scaled).squeeze(-1) if outputs == 1 else model(scaled), target).backward()
+        opt.step()
+
+    class Standardized(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("mean", torch.from_numpy(mean.astype(np.float32)))
+            self.register_buffer("std", torch.from_numpy(std.astype(np.float32)))
+            self.linear = model[0]
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear((x - self.mean) / self.std)
+
+    return Standardized().eval()
+
+
+def table_source(tmp_path, name, x, y, columns):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / f"{name}.parquet"
+    pq.write_table(pa.table({**{c: x[:, i] for i, c in enumerate(columns)}, "target": y}), path)
+    return str(path)
