@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import torch
 from sklearn import metrics as skm
-from sklearn.datasets import load_breast_cancer
+from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits
 from torch import nn
 
 from kftrain.models import save_model
 from kftrain.steps.evaluate import EvaluationError, evaluate_model, gate_metric, quality_gate
 from kftrain.steps.evaluate.scores import BinaryCurves, ClassificationScores, RegressionScores, class_probabilities
 from kftrain.steps.prep import prepare_dataset
-from tests.bundled import fit_linear, table_source
+from tests.bundled import fit_linear, least_squares, table_source
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +53,45 @@ def test_binary_scores_match_scikit_learn_while_streaming_in_small_batches(breas
     assert all(a <= b for a, b in zip(roc.x, roc.x[1:], strict=False))
     points = result.confidence_metrics
     assert {"confidenceThreshold", "recall", "falsePositiveRate", "precision"} == set(points[0])
+
+
+def test_multiclass_labels_of_any_type(tmp_path):
+    data = load_digits()
+    names = np.array(["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"])
+    source = table_source(tmp_path, "digits", data.data, names[data.target], [f"p{i}" for i in range(64)])
+    prepare_dataset(str(tmp_path / "ds"), source=source, label_column="target")
+    from kftrain.data.dataset import load_split, read_info
+
+    info = read_info(str(tmp_path / "ds"))
+    assert info.classes == sorted(names.tolist())
+    x, y = load_split(str(tmp_path / "ds"), "train")
+    model = fit_linear(x, y, 10, nn.CrossEntropyLoss(), epochs=200)
+    save_model(model, str(tmp_path / "m"), example_input=x[:2], format="onnx")
+    result = evaluate_model(str(tmp_path / "m"), str(tmp_path / "ds"), batch_rows=50)
+    assert result.task == "multiclass" and result.classes == info.classes
+    assert result.metrics["accuracy"] > 0.9 and "roc_auc" not in result.metrics
+    assert np.array(result.confusion).sum() == result.rows
+
+
+def test_regression_scores_match_scikit_learn(tmp_path):
+    data = load_diabetes()
+    source = table_source(tmp_path, "diabetes", data.data, data.target, list(data.feature_names))
+    prepare_dataset(str(tmp_path / "ds"), source=source, label_column="target", task="regression")
+    from kftrain.data.dataset import load_split
+
+    x, y = load_split(str(tmp_path / "ds"), "train")
+    model = least_squares(x, y)
+    save_model(model, str(tmp_path / "m"), example_input=x[:2], task="regression")
+    xt, yt = load_split(str(tmp_path / "ds"), "test")
+    with torch.no_grad():
+        pred = model(torch.from_numpy(xt)).numpy()[:, 0]
+    result = evaluate_model(str(tmp_path / "m"), str(tmp_path / "ds"), batch_rows=7)
+    assert result.task == "regression" and result.rows == len(yt)
+    assert result.metrics["mae"] == pytest.approx(skm.mean_absolute_error(yt, pred), rel=1e-5)
+    assert result.metrics["rmse"] == pytest.approx(np.sqrt(skm.mean_squared_error(yt, pred)), rel=1e-5)
+    assert result.metrics["r2"] == pytest.approx(skm.r2_score(yt, pred), abs=1e-6)
+    assert 0.3 < result.metrics["r2"] < 0.7  # a linear model on diabetes explains about half the variance
+    assert len(result.residual_sample) == len(yt)
 
 
 def test_a_model_that_does_not_fit_the_dataset_is_refused_before_predicting(breast_cancer, tmp_path):
