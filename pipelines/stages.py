@@ -159,11 +159,11 @@ def wire(p: SimpleNamespace, launch: Launch) -> None:
     train.set_caching_options(False)  # a training job is never replayed from cache
     for task in (prep, train):
         use_storage_secret(task, p.storage_secret)
-    evaluate_and_export(p, train.outputs["model"], prep.outputs["dataset"], model_name="digits")
+    evaluate_and_export(p, train.outputs["model"], prep.outputs["dataset"], model_name="digits", targets=[])
 
 
-def evaluate_and_export(p: SimpleNamespace, model: Any, dataset: Any, model_name: Any) -> None:
-    """Evaluation -> the quality gate -> export, for the model a launch task wrote."""
+def evaluate_and_export(p: SimpleNamespace, model: Any, dataset: Any, model_name: Any, targets: Any) -> None:
+    """Evaluation -> the quality gate -> export (to ``targets``; empty: every one) of the model a launch wrote."""
     evaluation = evaluate_model(
         model=model,
         dataset=dataset,
@@ -177,6 +177,7 @@ def evaluate_and_export(p: SimpleNamespace, model: Any, dataset: Any, model_name
         model=model,
         dataset=dataset,
         model_name=model_name,
+        targets=targets,
         storage_secret=p.storage_secret,
     )
 
@@ -192,10 +193,11 @@ def export_if_passed(
     model: dsl.Input[dsl.Model],
     dataset: dsl.Input[dsl.Dataset],
     model_name: str,
+    targets: list,
     storage_secret: str,
 ) -> None:
     """The gate: a ``dsl.If`` on this pipeline's own input (see the module's docstring for why it is nested)."""
     with dsl.If(passed == True, name="passed"):  # noqa: E712 (a KFP condition)
-        export = export_model(model=model, dataset=dataset, model_name=model_name)
+        export = export_model(model=model, dataset=dataset, model_name=model_name, targets=targets)
         export.set_caching_options(False)  # the export reads artifacts that a re-run may have replaced
         use_storage_secret(export, storage_secret)

@@ -51,3 +51,38 @@ def least_squares(x: np.ndarray, y: np.ndarray) -> nn.Module:
         layer.weight.copy_(torch.from_numpy(coef[:-1].astype(np.float32))[None, :])
         layer.bias.fill_(float(coef[-1]))
     return layer.eval()
+
+
+def partitioned_parquet(root, table, by: str) -> str:
+    """``table`` as hive-partitioned Parquet under ``root``: one ``<by>=<value>/part-0.parquet`` per value."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    for value in sorted(set(table[by].to_pylist())):
+        folder = root / f"{by}={value}"
+        folder.mkdir(parents=True)
+        pq.write_table(table.filter(pc.equal(table[by], value)).drop([by]), folder / "part-0.parquet")
+    return str(root)
+
+
+def diabetes_table():
+    """scikit-learn's diabetes progression data (442 patients, a numeric target), the sex code as a string."""
+    import pyarrow as pa
+    from sklearn.datasets import load_diabetes
+
+    data = load_diabetes(scaled=False)
+    columns = {name: data.data[:, i] for i, name in enumerate(data.feature_names) if name != "sex"}
+    sex = np.where(data.data[:, data.feature_names.index("sex")] == 1, "s1", "s2")
+    return pa.table({**columns, "sex": sex, "progression": data.target})
+
+
+def wine_table():
+    """scikit-learn's wine data (178 wines, 3 cultivars as string labels), the alcohol level as a string."""
+    import pyarrow as pa
+    from sklearn.datasets import load_wine
+
+    data = load_wine()
+    columns = {name.replace("/", "_"): data.data[:, i] for i, name in enumerate(data.feature_names)}
+    level = np.where(data.data[:, 0] > np.median(data.data[:, 0]), "high", "low")
+    cultivar = np.array(["barolo", "grignolino", "barbera"])[data.target]
+    return pa.table({**columns, "alcohol_level": level, "cultivar": cultivar})

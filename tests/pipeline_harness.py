@@ -22,7 +22,7 @@ class PipelineRun:
         return self.stdout + self.stderr
 
 
-def run_pipeline(name: str, root: Path, *args: str, timeout: int) -> PipelineRun:
+def run_pipeline(name: str, root: Path, *args: str, timeout: int, cwd: Path | None = None) -> PipelineRun:
     """``kftrain run NAME --pipeline-root ROOT ARGS...``; fails the test with the output's tail unless it succeeds."""
     proc = subprocess.run(
         [sys.executable, "-m", "kftrain.cli", "run", name, "--pipeline-root", str(root), *args],
@@ -30,10 +30,20 @@ def run_pipeline(name: str, root: Path, *args: str, timeout: int) -> PipelineRun
         text=True,
         timeout=timeout,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        cwd=cwd,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     (run_dir,) = [p for p in root.iterdir() if p.is_dir()]
     return PipelineRun(run_dir, proc.stdout, proc.stderr)
+
+
+def step(run_dir: Path, name: str) -> Path:
+    """The folder of the step ``name`` that ran: in a branch of a pipeline, KFP suffixes its tasks (``name-2``)."""
+    ran = [
+        p for p in run_dir.iterdir() if p.name.rstrip("-0123456789") == name and (p / "executor_output.json").exists()
+    ]
+    assert len(ran) == 1, (name, sorted(p.name for p in run_dir.iterdir()))
+    return ran[0]
 
 
 def executor_output(step_dir: Path) -> dict[str, Any]:

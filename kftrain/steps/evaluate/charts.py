@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
+from itertools import pairwise
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 AXIS = "#444"
@@ -115,9 +116,34 @@ def _axes(frame: Frame, x_label: str, y_label: str) -> list[str]:
     return out
 
 
-def _legend(frame: Frame, names: Sequence[str]) -> list[str]:
+def _legend_corner(frame: Frame, names: Sequence[str], pixels: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """Where the legend hides the fewest of the chart's drawn points: the top-left corner of its box."""
+    width = 30 + 6.5 * max((len(n) for n in names), default=0)
+    height = 15 * len(names) + 6
+    left, right = frame.left + 4, frame.width - frame.right - 4 - width
+    top, bottom = frame.top + 4, frame.height - frame.bottom - 4 - height
+    corners = [(left, top), (right, top), (right, bottom), (left, bottom)]
+
+    def covered(corner: tuple[float, float]) -> int:
+        x, y = corner
+        return sum(1 for px, py in pixels if x <= px <= x + width and y <= py <= y + height)
+
+    return min(corners, key=covered)  # ties: the first, top-left
+
+
+def _traced(xs: Sequence[float], ys: Sequence[float], frame: Frame, steps: int = 8) -> list[tuple[float, float]]:
+    """Pixels along a polyline: its vertices and points between them, so a long segment counts too."""
+    pts = [(frame.sx(a), frame.sy(b)) for a, b in zip(xs, ys, strict=True)]
+    out = list(pts)
+    for (x0, y0), (x1, y1) in pairwise(pts):
+        out += [(x0 + (x1 - x0) * t / steps, y0 + (y1 - y0) * t / steps) for t in range(1, steps)]
+    return out
+
+
+def _legend(frame: Frame, names: Sequence[str], pixels: Sequence[tuple[float, float]] = ()) -> list[str]:
     out = []
-    x, y = frame.left + 10, frame.top + 14
+    corner_x, corner_y = _legend_corner(frame, names, pixels)
+    x, y = corner_x + 6, corner_y + 14
     for i, name in enumerate(names):
         color = PALETTE[i % len(PALETTE)]
         out.append(
@@ -159,7 +185,8 @@ def line_chart(
         )
         if len(sx) == 1:
             out.append(f'<circle cx="{frame.sx(sx[0]):.1f}" cy="{frame.sy(sy[0]):.1f}" r="3" fill="{color}"/>')
-    out += _legend(frame, [name for name, _, _ in series])
+    pixels = [p for _, sx, sy in series for p in _traced(sx, sy, frame)]
+    out += _legend(frame, [name for name, _, _ in series], pixels)
     out.append("</svg>")
     return "\n".join(out)
 
@@ -207,9 +234,9 @@ def _blue(share: float) -> str:
 def matrix_chart(fig_id: str, title: str, matrix: Sequence[Sequence[int]], labels: Sequence[str]) -> str:
     """A confusion matrix: rows are the truth, columns the prediction; each cell coloured by its row's share."""
     k = len(labels)
-    cell = max(12, min(56, 520 // max(k, 1)))
+    cell = max(12, min(80, 520 // max(k, 1)))
     label_room = min(110, 8 + 7 * max((len(str(c)) for c in labels), default=1))
-    width = label_room + 30 + k * cell + 16
+    width = max(label_room + 30 + k * cell + 16, 8 * len(title) + 24)
     height = 40 + k * cell + label_room + 24
     frame = Frame(0, 1, 0, 1, width=width, height=height)
     out = _open(fig_id, title, frame)

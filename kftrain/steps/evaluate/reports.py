@@ -97,10 +97,11 @@ def html_report(evaluation: Evaluation, decision: GateDecision | None = None, ti
     parts.append("</section>")
     if e.confusion:
         parts += [
-            '<section id="confusion"><h2>Confusion matrix</h2><div class="row">',
-            charts.matrix_chart(
-                "confusion-matrix", "Confusion matrix (colour: share of the true class)", e.confusion, e.classes
-            ),
+            '<section id="confusion"><h2>Confusion matrix</h2>',
+            '<p class="sub">Rows are the true class, columns the prediction; a cell\'s colour is its share of the '
+            "row (the class's recall on the diagonal).</p>",
+            '<div class="row">',
+            charts.matrix_chart("confusion-matrix", "Confusion matrix", e.confusion, e.classes),
         ]
         if len(e.classes) <= MAX_TABLE_CLASSES:
             parts.append(_per_class_table(e))
