@@ -133,6 +133,7 @@ def holes() -> pa.Table:
         {
             "a": [1.0, None, 3.0, float("nan")] + [float(i) for i in range(16)],
             "c": ["x", "y", None, "x"] + ["y"] * 16,
+            "n": pa.array([1, 2] * 9 + [None, 2], type=pa.int64()),
             "y": [0, 1] * 10,
         }
     )
@@ -141,7 +142,7 @@ def holes() -> pa.Table:
 def test_missing_values_dropped(tmp_path):
     pq.write_table(holes(), tmp_path / "t.parquet")
     info = prepare_dataset(str(tmp_path / "ds"), source=str(tmp_path / "t.parquet"), label_column="y", missing="drop")
-    assert sum(info.rows.values()) == 17 and info.missing == {"policy": "drop", "dropped_rows": 3, "filled": {}}
+    assert sum(info.rows.values()) == 16 and info.missing == {"policy": "drop", "dropped_rows": 4, "filled": {}}
 
 
 def test_missing_values_filled(tmp_path):
@@ -149,7 +150,7 @@ def test_missing_values_filled(tmp_path):
     info = prepare_dataset(str(tmp_path / "ds"), source=str(tmp_path / "t.parquet"), label_column="y", missing="fill")
     assert sum(info.rows.values()) == 20
     mean = (1 + 3 + sum(range(16))) / 18
-    assert info.missing["filled"] == {"a": pytest.approx(mean), "c": "y"}
+    assert info.missing["filled"] == {"a": pytest.approx(mean), "c": "y", "n": pytest.approx(29 / 19)}
     x = np.concatenate(
         [b[0] for split in ("train", "validation", "test") for b in iter_batches(str(tmp_path / "ds"), split)]
     )

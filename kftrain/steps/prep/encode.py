@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from kftrain.data.dataset import CLASSIFICATION, LABEL
-from kftrain.steps.prep.profile import BOOLEAN, CATEGORICAL, DROP, Plan
+from kftrain.steps.prep.profile import BOOLEAN, CATEGORICAL, DROP, NUMERIC, Plan
 
 
 def _missing(array: pa.Array) -> pa.Array:
@@ -38,9 +38,11 @@ def encode(batch: pa.RecordBatch, plan: Plan) -> tuple[pa.Table, np.ndarray | No
     out: dict[str, pa.Array] = {}
     for name in plan.features:
         array = columns[name].filter(kept)
+        kind = plan.kinds[name]
+        if kind == NUMERIC:
+            array = pc.cast(array, pa.float64())  # an integer column filled with its mean takes a fraction
         if name in plan.fill:
             array = _filled(array, plan.fill[name])
-        kind = plan.kinds[name]
         if kind == CATEGORICAL:
             vocabulary = pa.array([str(v) for v in plan.vocabularies[name]])
             array = pc.index_in(pc.cast(array, pa.string()), value_set=vocabulary)
