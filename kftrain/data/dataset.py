@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from kftrain import storage
 from kftrain.errors import KftrainError
+from kftrain.storage.uri import is_local
 
 SPLITS = ("train", "validation", "test")
 LABEL = "label"
@@ -113,7 +114,13 @@ def iter_batches(
         raise DataValidationError(f"{dataset_uri}: a {info.kind} dataset has no feature columns to read")
     columns = [*info.feature_names, LABEL]
     for rel in split_files(dataset_uri, info, split):
-        with storage.open_uri(storage.join(dataset_uri, rel), "rb") as handle:
+        uri = storage.join(dataset_uri, rel)
+        if is_local(uri):  # Arrow reads a local file itself: through a Python handle it buffers far more
+            shard = pq.ParquetFile(str(storage.local_path(uri)))
+            for batch in shard.iter_batches(batch_size=batch_rows, columns=columns):
+                yield _arrays(batch, info)
+            continue
+        with storage.open_uri(uri, "rb") as handle:
             for batch in pq.ParquetFile(handle).iter_batches(batch_size=batch_rows, columns=columns):
                 yield _arrays(batch, info)
 
