@@ -21,6 +21,12 @@ import time
 from dataclasses import asdict
 
 from kftrain import storage
+from kftrain.extras import requires
+
+with requires("data", "data prep"):  # before the modules below, so a missing one is named as prep's
+    import numpy  # noqa: F401
+    import pyarrow  # noqa: F401
+
 from kftrain.data.dataset import (
     BATCH_ROWS,
     CLASSIFICATION,
