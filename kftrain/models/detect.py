@@ -197,7 +197,7 @@ def _require_torchscript(folder: ModelFolder, rel: str) -> None:
 
 def _confined(path: str, uri: str) -> str:
     """``model.json``'s ``file``: a path inside the model folder ("" or "." for the folder itself)."""
-    path = path.strip("/")
+    path = path.rstrip("/")  # a SavedModel folder may be named "saved/"; a leading "/" is refused below
     if path in ("", "."):
         return ""
     try:
