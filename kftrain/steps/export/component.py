@@ -9,6 +9,7 @@ from kftrain import storage
 from kftrain.errors import step_errors
 from kftrain.steps.export import export_model
 from kftrain.steps.export.serving import manifest_yaml
+from kftrain.storage.io import write_once
 
 
 class Artifact(Protocol):
@@ -39,8 +40,8 @@ def export_component(
             targets=tuple(targets) or None,
             verify_rows=verify_rows,
         )
-        with storage.open_uri(inference_service.uri, "wb") as handle:
-            handle.write(manifest_yaml(report.inference_service).encode())
+        # Whole or not at all: a step killed while writing leaves no half manifest at the output.
+        write_once(iter([manifest_yaml(report.inference_service).encode()]), inference_service.uri)
     exported.metadata.update(report.to_metadata())
     inference_service.metadata.update({"kind": "InferenceService", "name": model_name, "storageUri": _served(report)})
 

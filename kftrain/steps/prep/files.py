@@ -45,6 +45,10 @@ def _listing(fs: object, root: str) -> dict[str, int]:
     for path, entry in found.items():
         rel = path[len(root) :].lstrip("/")
         if entry.get("type") == "file" and not any(p.startswith((".", "_")) for p in rel.split("/")):
+            try:  # an object key such as "a/../../b" is named, never listed for a trainer to join to the root
+                storage.confine(rel, f"{root} (listing)")
+            except KftrainError as exc:
+                raise DataValidationError(str(exc)) from None
             out[rel] = int(entry.get("size") or 0)
     return out
 
