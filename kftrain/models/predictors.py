@@ -122,9 +122,9 @@ def savedmodel_predictor(folder: ModelFolder, rel: str = "", signature: str = SI
     folder itself); ``output`` names the output to use."""
     uri = folder.uri_of(rel) if rel else folder.uri
     with requires("tf", "loading a TensorFlow model"):
-        import tensorflow as tf
-
         from kftrain.models import tensorflow as _  # TF_USE_LEGACY_KERAS before TensorFlow loads
+    with requires("tf", "loading a TensorFlow model"):  # a block of its own: import sorting keeps it second
+        import tensorflow as tf
 
     with folder.local_copy(rel) as path:
         loaded = tf.saved_model.load(os.fspath(path))  # the variables are read into memory while loading
