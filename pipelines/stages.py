@@ -15,6 +15,10 @@ The quality gate is a nested pipeline (:func:`export_if_passed`) whose ``dsl.If`
 task output only when that output is named ``Output`` (``kfp/local/orchestrator/enhanced_dag_orchestrator.py``,
 ``_resolve_pipeline_channel``), but it resolves a nested pipeline's inputs; KFP's backend runs both forms.
 So the gate works under ``kftrain run`` and on a cluster, and the evaluation's outputs keep their names.
+
+Evaluation and export run in the framework image of the model they load (``model_image``: PyTorch by default,
+TensorFlow for the TensorFlow pipelines); the gate pipeline is made once per image of :data:`MODEL_IMAGES`
+(``quality-gate-<image>``), at import, so every compiled image stays a pinned tag.
 """
 
 # No "from __future__ import annotations": KFP reads the nested pipeline's annotations as types.
