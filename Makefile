@@ -22,11 +22,12 @@ EXTRAS := dev,data,torch,tf,onnx,s3
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
 
-install: $(STAMP) ## create .venv, install the pinned dependencies, OpenMPI (Debian) and Horovod (built once, cached)
+install: $(STAMP) ## create .venv, install the pinned dependencies, OpenMPI and chromium (Debian), Horovod (built once, cached)
 
-$(STAMP): pyproject.toml constraints.txt scripts/install_mpi.sh scripts/build_horovod.sh
+$(STAMP): pyproject.toml constraints.txt scripts/install_mpi.sh scripts/install_chromium.sh scripts/build_horovod.sh
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	./scripts/install_mpi.sh
+	./scripts/install_chromium.sh
 	$(PIP) install --quiet --disable-pip-version-check pip==24.3.1
 	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt -e '.[$(EXTRAS)]'
 	VENV=$(VENV) ./scripts/build_horovod.sh

@@ -107,8 +107,8 @@ def p1_pipeline_overhead(repeat: int, quick: bool) -> Result:
                 [
                     PY,
                     "-c",
-                    "from kftrain.steps.evaluate import evaluate_classifier as e; "
-                    f"r = e({str(model)!r}, {str(ds)!r}); assert r.accuracy > 0.5",
+                    "from kftrain.steps.evaluate import evaluate_model as e; "
+                    f"r = e({str(model)!r}, {str(ds)!r}); assert r.metrics['accuracy'] > 0.5",
                 ]
             )[0]
             bare += timed(

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import NoReturn
+
 
 class KftrainError(Exception):
     """Base class for every error kftrain raises on purpose."""
@@ -26,3 +31,18 @@ class JobFailedError(KftrainError):
     def __init__(self, message: str, exit_code: int = 1) -> None:
         self.exit_code = exit_code
         super().__init__(message)
+
+
+def fail_step(message: str, exit_code: int = 1) -> NoReturn:
+    """End a pipeline step: the message in its log, the exit code as its status."""
+    print(f"ERROR: {message}", file=sys.stderr)
+    raise SystemExit(exit_code)
+
+
+@contextmanager
+def step_errors() -> Iterator[None]:
+    """Inside a component's body: a :class:`KftrainError` ends the step with its one-line message (exit code 2)."""
+    try:
+        yield
+    except KftrainError as exc:
+        fail_step(str(exc), getattr(exc, "exit_code", 2))

@@ -9,10 +9,19 @@ descriptions from its function's signature and docstring, so the function is giv
 Every pipeline parameter reaches a step as that step's own input, never inside a list or dict written
 here: KFP's backend fills parameters into task inputs only (``tests/test_compile.py`` checks every
 compiled file for placeholders inside constants).
+
+The quality gate is a nested pipeline (:func:`export_if_passed`) whose ``dsl.If`` tests its own input
+``passed``, fed by the evaluation's ``passed`` output. KFP 2.17.0's local runner resolves a condition on a
+task output only when that output is named ``Output`` (``kfp/local/orchestrator/enhanced_dag_orchestrator.py``,
+``_resolve_pipeline_channel``), but it resolves a nested pipeline's inputs; KFP's backend runs both forms.
+So the gate works under ``kftrain run`` and on a cluster, and the evaluation's outputs keep their names.
+
+Evaluation and export run in the framework image of the model they load (``model_image``: PyTorch by default,
+TensorFlow for the TensorFlow pipelines); the gate pipeline is made once per image of :data:`MODEL_IMAGES`
+(``quality-gate-<image>``), at import, so every compiled image stays a pinned tag.
 """
 
-from __future__ import annotations
-
+# No "from __future__ import annotations": KFP reads the nested pipeline's annotations as types.
 import dataclasses
 import inspect
 import sys
@@ -23,9 +32,9 @@ from typing import Any
 from kfp import dsl, kubernetes
 
 from kftrain_components.data.prepare_dataset.component import prepare_dataset
-from kftrain_components.evaluation.evaluate_classifier.component import evaluate_classifier
+from kftrain_components.evaluation.evaluate_model.component import evaluate_model
 from kftrain_components.export.export_model.component import export_model
-from kftrain_components.images import PYTORCH_IMAGE
+from kftrain_components.images import HOROVOD_IMAGE, PYTORCH_IMAGE, TENSORFLOW_IMAGE
 from kftrain_components.training import launch_inputs
 from kftrain_components.training.launch_inputs import Input as Param
 from kftrain_components.training.trainer_args.component import trainer_args
@@ -42,12 +51,23 @@ TRAINING = (
     Param("checkpoint_every_steps", int, 0, "Also checkpoint every this many steps (0: the trainer's default)."),
 )
 QUALITY = (
-    Param("min_accuracy", float, 0.9, "Test accuracy the model needs to be exported."),
+    Param(
+        "gate_metric",
+        str,
+        "accuracy",
+        "Metric of the quality gate (accuracy, macro_f1, log_loss, roc_auc, pr_auc; mae, rmse, r2).",
+    ),
+    Param(
+        "gate_threshold",
+        float,
+        0.9,
+        "Value the gate metric must reach on the test split (at most, for log_loss, mae and rmse) to export.",
+    ),
     Param(
         "baseline_model_uri",
         str,
         "",
-        "URI of the model in production (optional): export only if not worse on the test split.",
+        "URI of the model in production (optional): export only if not worse on the gate metric.",
     ),
 )
 # The launch inputs a platform engineer sets for a cluster, exposed as pipeline parameters under the same
@@ -76,28 +96,20 @@ PLATFORM = tuple(
 # KFP's MinIO secret keys, as the AWS variables storage reads.
 _STORAGE_SECRET_ENV = {"accesskey": "AWS_ACCESS_KEY_ID", "secretkey": "AWS_SECRET_ACCESS_KEY"}
 
+# The images evaluation and export can run in: the framework images, each loading its framework's models.
+MODEL_IMAGES = (PYTORCH_IMAGE, TENSORFLOW_IMAGE, HOROVOD_IMAGE)
+
 Launch = Callable[[SimpleNamespace, Any, Any, dict[str, Any]], dsl.PipelineTask]
 
 
-def training_pipeline(
-    module: str, launch: Launch, *params: Param, model_image: str = PYTORCH_IMAGE, **training_defaults: Any
-) -> Any:
-    """The pipeline defined in ``module`` (``pipelines/<category>/<name>/pipeline.py``).
+def pipeline_function(module: str, every: list[Param], wire: Callable[[SimpleNamespace], None]) -> Any:
+    """The pipeline defined in ``module`` (``pipelines/<category>/<name>/pipeline.py``): parameters ``every``.
 
-    Its name is its folder's (dashes for underscores), its description the module's docstring.
-    ``launch(params, dataset, trainer_args, platform_inputs)`` creates its launch task; ``params`` are its
-    own parameters (replicas...), ``training_defaults`` its defaults for the TRAINING parameters.
-    ``model_image`` is the image evaluation and export run in: one with the framework of the trained model.
+    Its name is its folder's (dashes for underscores), its description the module's docstring; ``wire`` is
+    called with the parameters (as pipeline channels) to create the tasks.
     """
     name = module.rsplit(".", 2)[-2].replace("_", "-")
     description = " ".join((sys.modules[module].__doc__ or name).split())
-    training = [
-        dataclasses.replace(p, default=training_defaults.pop(p.name)) if p.name in training_defaults else p
-        for p in TRAINING
-    ]
-    if training_defaults:
-        raise TypeError(f"{name}: no training parameter named {', '.join(sorted(training_defaults))}")
-    every = [*DATA, *params, *training, *QUALITY, *PLATFORM]
     signature = inspect.Signature(
         [
             inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=p.default, annotation=p.type)
@@ -108,13 +120,39 @@ def training_pipeline(
     def body(*args: Any, **kwargs: Any) -> None:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        wire(SimpleNamespace(**bound.arguments), launch, model_image)
+        wire(SimpleNamespace(**bound.arguments))
 
     body.__signature__ = signature  # type: ignore[attr-defined]
     body.__name__ = body.__qualname__ = name.replace("-", "_")
     body.__module__ = module
     body.__doc__ = f"{description}\n\nArgs:\n" + "\n".join(f"    {p.name}: {p.doc}" for p in every)
     return dsl.pipeline(name=name, description=description)(body)
+
+
+def with_defaults(params: tuple[Param, ...], defaults: dict[str, Any], where: str) -> list[Param]:
+    """``params`` with some defaults replaced; a name that is not among them is an error."""
+    unknown = set(defaults) - {p.name for p in params}
+    if unknown:
+        raise TypeError(f"{where}: no parameter named {', '.join(sorted(unknown))}")
+    return [dataclasses.replace(p, default=defaults[p.name]) if p.name in defaults else p for p in params]
+
+
+def training_pipeline(
+    module: str, launch: Launch, *params: Param, model_image: str = PYTORCH_IMAGE, **defaults: Any
+) -> Any:
+    """A shipped digits pipeline: prep -> this release's trainer flags -> ``launch`` -> evaluation -> gate -> export.
+
+    ``launch(params, dataset, trainer_args, platform_inputs)`` creates its launch task; ``params`` are its
+    own parameters (replicas...), ``defaults`` its defaults for the TRAINING and QUALITY parameters.
+    ``model_image`` is the image evaluation and export run in: one with the framework of the trained model.
+    """
+    training = with_defaults(
+        TRAINING, {k: v for k, v in defaults.items() if k not in {q.name for q in QUALITY}}, module
+    )
+    quality = with_defaults(QUALITY, {k: v for k, v in defaults.items() if k in {q.name for q in QUALITY}}, module)
+    return pipeline_function(
+        module, [*DATA, *params, *training, *quality, *PLATFORM], lambda p: wire(p, launch, model_image)
+    )
 
 
 def wire(p: SimpleNamespace, launch: Launch, model_image: str) -> None:
@@ -133,16 +171,73 @@ def wire(p: SimpleNamespace, launch: Launch, model_image: str) -> None:
     platform = {param.name: getattr(p, param.name) for param in PLATFORM}
     train = launch(p, prep.outputs["dataset"], flags.output, platform)
     train.set_caching_options(False)  # a training job is never replayed from cache
-    evaluation = evaluate_classifier(
-        model=train.outputs["model"],
-        dataset=prep.outputs["dataset"],
-        min_accuracy=p.min_accuracy,
+    for task in (prep, train):
+        use_storage_secret(task, p.storage_secret)
+    evaluate_and_export(
+        p, train.outputs["model"], prep.outputs["dataset"], model_name="digits", targets=[], model_image=model_image
+    )
+
+
+def evaluate_and_export(
+    p: SimpleNamespace, model: Any, dataset: Any, model_name: Any, targets: Any, model_image: str
+) -> None:
+    """Evaluation -> the quality gate -> export (to ``targets``; empty: every one) of the model a launch wrote,
+    both in ``model_image`` (an image with the framework that loads the model)."""
+    evaluation = evaluate_model(
+        model=model,
+        dataset=dataset,
+        gate_metric=p.gate_metric,
+        gate_threshold=p.gate_threshold,
         baseline_model_uri=p.baseline_model_uri,
     )
     evaluation.set_container_image(model_image)
-    with dsl.If(evaluation.outputs["Output"] == True, name="accuracy-gate"):  # noqa: E712 (a KFP condition)
-        export = export_model(model=train.outputs["model"], dataset=prep.outputs["dataset"])
-        export.set_container_image(model_image)
-        export.set_caching_options(False)  # the export reads artifacts that a re-run may have replaced
-    for task in (prep, train, evaluation, export):
-        kubernetes.use_secret_as_env(task, p.storage_secret, _STORAGE_SECRET_ENV, optional=True)
+    use_storage_secret(evaluation, p.storage_secret)
+    export_if_passed(model_image)(
+        passed=evaluation.outputs["passed"],
+        model=model,
+        dataset=dataset,
+        model_name=model_name,
+        targets=targets,
+        storage_secret=p.storage_secret,
+    )
+
+
+def use_storage_secret(task: dsl.PipelineTask, secret: Any) -> None:
+    """The object store's credentials (KFP's MinIO secret layout) as the step's AWS variables, if it exists."""
+    kubernetes.use_secret_as_env(task, secret, _STORAGE_SECRET_ENV, optional=True)
+
+
+def export_if_passed(model_image: str) -> Any:
+    """The quality gate whose export runs in ``model_image`` (one of :data:`MODEL_IMAGES`)."""
+    if model_image not in _GATES:
+        raise ValueError(f"model_image: {model_image!r} is not one of {', '.join(_GATES)}")
+    return _GATES[model_image]
+
+
+def _gate(model_image: str) -> Any:
+    """One nested pipeline per image, so the image stays a compile-time constant (a pinned tag in the compiled
+    file) rather than a runtime input of the gate; made at import (KFP refuses a pipeline defined in another)."""
+    image_name = model_image.rsplit("/", 1)[-1].split(":", 1)[0].removeprefix("python-")
+
+    @dsl.pipeline(
+        name=f"quality-gate-{image_name}", description="Export the model when its evaluation passed the quality gate."
+    )
+    def gate(
+        passed: bool,
+        model: dsl.Input[dsl.Model],
+        dataset: dsl.Input[dsl.Dataset],
+        model_name: str,
+        targets: list,
+        storage_secret: str,
+    ) -> None:
+        """The gate: a ``dsl.If`` on this pipeline's own input (see the module's docstring for why it is nested)."""
+        with dsl.If(passed == True, name="passed"):  # noqa: E712 (a KFP condition)
+            export = export_model(model=model, dataset=dataset, model_name=model_name, targets=targets)
+            export.set_caching_options(False)  # the export reads artifacts that a re-run may have replaced
+            export.set_container_image(model_image)
+            use_storage_secret(export, storage_secret)
+
+    return gate
+
+
+_GATES = {image: _gate(image) for image in MODEL_IMAGES}

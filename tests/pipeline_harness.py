@@ -22,7 +22,7 @@ class PipelineRun:
         return self.stdout + self.stderr
 
 
-def run_pipeline(name: str, root: Path, *args: str, timeout: int) -> PipelineRun:
+def run_pipeline(name: str, root: Path, *args: str, timeout: int, cwd: Path | None = None) -> PipelineRun:
     """``kftrain run NAME --pipeline-root ROOT ARGS...``; fails the test with the output's tail unless it succeeds."""
     proc = subprocess.run(
         [sys.executable, "-m", "kftrain.cli", "run", name, "--pipeline-root", str(root), *args],
@@ -30,10 +30,20 @@ def run_pipeline(name: str, root: Path, *args: str, timeout: int) -> PipelineRun
         text=True,
         timeout=timeout,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        cwd=cwd,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     (run_dir,) = [p for p in root.iterdir() if p.is_dir()]
     return PipelineRun(run_dir, proc.stdout, proc.stderr)
+
+
+def step(run_dir: Path, name: str) -> Path:
+    """The folder of the step ``name`` that ran: in a branch of a pipeline, KFP suffixes its tasks (``name-2``)."""
+    ran = [
+        p for p in run_dir.iterdir() if p.name.rstrip("-0123456789") == name and (p / "executor_output.json").exists()
+    ]
+    assert len(ran) == 1, (name, sorted(p.name for p in run_dir.iterdir()))
+    return ran[0]
 
 
 def executor_output(step_dir: Path) -> dict[str, Any]:
@@ -42,7 +52,7 @@ def executor_output(step_dir: Path) -> dict[str, Any]:
     return result
 
 
-SHIPPED_STEPS = ("prepare-dataset", "trainer-args", "evaluate-classifier", "export-model")
+SHIPPED_STEPS = ("prepare-dataset", "trainer-args", "evaluate-model", "export-model")
 
 
 def assert_steps_ran(run_dir: Path, launch_step: str) -> None:
@@ -53,8 +63,8 @@ def assert_steps_ran(run_dir: Path, launch_step: str) -> None:
 
 def accuracy_passed(run_dir: Path) -> float:
     """The test accuracy the evaluation step reported; the quality gate must have passed on it."""
-    out = executor_output(run_dir / "evaluate-classifier")
-    assert out["parameterValues"]["Output"] is True, out["parameterValues"]
+    out = executor_output(run_dir / "evaluate-model")
+    assert out["parameterValues"]["passed"] is True, out["parameterValues"]
     accuracy: float = out["artifacts"]["metrics"]["artifacts"][0]["metadata"]["accuracy"]
     return accuracy
 

@@ -88,11 +88,17 @@ def test_it_submits_every_shipped_pipeline(venv: Path, kfp_server: FakeKFP) -> N
     listing = "from kftrain.cli.pipelines import shipped_pipelines; print(' '.join(sorted(shipped_pipelines())))"
     names = run(venv, "python", "-c", listing, cwd=venv.parent).stdout.split()
     assert len(names) >= 4, names
+    # A parameter of each: the digits pipelines' epochs; the generic pipeline runs the user's program, so its own.
+    params = {name: ("epochs", "1", 1) for name in names} | {"train-evaluate-export": ("workers", "2", 2)}
     for name in names:
-        proc = run(venv, "kftrain", "submit", name, "--host", kfp_server.url, "--param", "epochs=1", cwd=venv.parent)
+        key, text, _ = params[name]
+        proc = run(
+            venv, "kftrain", "submit", name, "--host", kfp_server.url, "--param", f"{key}={text}", cwd=venv.parent
+        )
         assert proc.returncode == 0, f"{name}:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     uploads = [call.query["name"] for call in kfp_server.calls("POST", "/pipelines/upload")]
     assert sorted(uploads) == names
     runs = kfp_server.calls("POST", "/runs")
     assert len(runs) == len(names)
-    assert all(r.body["runtime_config"]["parameters"] == {"epochs": 1} for r in runs)
+    # Runs are submitted in the order of names.
+    assert [r.body["runtime_config"]["parameters"] for r in runs] == [{params[n][0]: params[n][2]} for n in names]

@@ -22,7 +22,7 @@ TARGETS = discover(ROOT)
 
 def test_every_component_and_pipeline_is_discovered():
     names = {t.source.parent.name for t in TARGETS}
-    assert {"prepare_dataset", "pytorchjob_launch", "evaluate_classifier", "export_model", "pytorch_digits"} <= names
+    assert {"prepare_dataset", "pytorchjob_launch", "evaluate_model", "export_model", "pytorch_digits"} <= names
     assert all(t.output.exists() for t in TARGETS), [str(t.output) for t in TARGETS if not t.output.exists()]
 
 

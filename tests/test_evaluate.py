@@ -1,42 +1,176 @@
-"""Scores, the Markdown report, and the quality gate that decides whether a model is exported."""
+"""Evaluation: streaming scores against scikit-learn's, on real bundled data, and the quality gate."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+from sklearn import metrics as skm
+from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits
+from torch import nn
 
-from kftrain.steps.evaluate import EvalReport, markdown_report, quality_gate, score
+from kftrain.models import save_model
+from kftrain.steps.evaluate import EvaluationError, evaluate_model, gate_metric, quality_gate
+from kftrain.steps.evaluate.scores import BinaryCurves, ClassificationScores, RegressionScores, class_probabilities
+from kftrain.steps.prep import prepare_dataset
+from tests.bundled import fit_linear, least_squares, table_source
 
 
-def report(accuracy: float, split: str = "test", rows: int = 100) -> EvalReport:
-    return EvalReport(split=split, rows=rows, accuracy=accuracy, classes=[0, 1], confusion=[[1, 0], [0, 1]])
+@pytest.fixture(scope="module")
+def breast_cancer(tmp_path_factory):
+    """A prepared binary dataset and a TorchScript logistic regression trained on its train split."""
+    tmp = tmp_path_factory.mktemp("bc")
+    data = load_breast_cancer()
+    source = table_source(tmp, "bc", data.data, data.target, [f"f{i}" for i in range(30)])
+    prepare_dataset(str(tmp / "ds"), source=source, label_column="target")
+    from kftrain.data.dataset import load_split
+
+    x, y = load_split(str(tmp / "ds"), "train")
+    model = fit_linear(x, y, 2, nn.CrossEntropyLoss())
+    save_model(model, str(tmp / "model"), example_input=x[:2])
+    return str(tmp / "model"), str(tmp / "ds"), model
 
 
-def test_score_counts_the_confusion_matrix_and_per_class_f1():
-    y = np.array([0, 0, 1, 1, 2, 2])
-    pred = np.array([0, 1, 1, 1, 2, 0])
-    r = score(y, pred, [0, 1, 2], "test")
-    assert r.confusion == [[1, 1, 0], [0, 2, 0], [1, 0, 1]]
-    assert r.accuracy == pytest.approx(4 / 6)
-    assert r.per_class["1"]["precision"] == pytest.approx(2 / 3)
-    assert r.per_class["2"]["recall"] == pytest.approx(1 / 2)
-    text = markdown_report(r)
-    assert "**accuracy: 0.6667**" in text and "| 1 | 0.667 | 1.000 | 0.800 | 2 |" in text
+def test_binary_scores_match_scikit_learn_while_streaming_in_small_batches(breast_cancer):
+    model_uri, dataset_uri, model = breast_cancer
+    from kftrain.data.dataset import load_split
+
+    x, y = load_split(dataset_uri, "test")
+    with torch.no_grad():
+        logits = model(torch.from_numpy(x)).numpy()
+    p1 = torch.softmax(torch.from_numpy(logits), 1).numpy()[:, 1]
+    result = evaluate_model(model_uri, dataset_uri, batch_rows=16)  # several batches: the scores accumulate
+    assert result.task == "binary" and result.rows == len(y) > 100
+    assert result.metrics["accuracy"] == pytest.approx(skm.accuracy_score(y, logits.argmax(1)))
+    assert result.metrics["roc_auc"] == pytest.approx(skm.roc_auc_score(y, p1), abs=1e-3)
+    assert result.metrics["pr_auc"] == pytest.approx(skm.average_precision_score(y, p1), abs=5e-3)
+    assert result.metrics["log_loss"] == pytest.approx(skm.log_loss(y, p1), rel=1e-4)
+    assert result.metrics["macro_f1"] == pytest.approx(skm.f1_score(y, logits.argmax(1), average="macro"))
+    assert result.confusion == skm.confusion_matrix(y, logits.argmax(1)).tolist()
+    assert result.metrics["roc_auc"] > 0.98
+    roc = result.roc
+    assert roc is not None and roc.x[0] == 0 and roc.x[-1] == 1 and roc.y[-1] == 1 and len(roc.x) <= 202
+    assert all(a <= b for a, b in zip(roc.x, roc.x[1:], strict=False))
+    points = result.confidence_metrics
+    assert {"confidenceThreshold", "recall", "falsePositiveRate", "precision"} == set(points[0])
+
+
+def test_multiclass_labels_of_any_type(tmp_path):
+    data = load_digits()
+    names = np.array(["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"])
+    source = table_source(tmp_path, "digits", data.data, names[data.target], [f"p{i}" for i in range(64)])
+    prepare_dataset(str(tmp_path / "ds"), source=source, label_column="target")
+    from kftrain.data.dataset import load_split, read_info
+
+    info = read_info(str(tmp_path / "ds"))
+    assert info.classes == sorted(names.tolist())
+    x, y = load_split(str(tmp_path / "ds"), "train")
+    model = fit_linear(x, y, 10, nn.CrossEntropyLoss(), epochs=200)
+    save_model(model, str(tmp_path / "m"), example_input=x[:2], format="onnx")
+    result = evaluate_model(str(tmp_path / "m"), str(tmp_path / "ds"), batch_rows=50)
+    assert result.task == "multiclass" and result.classes == info.classes
+    assert result.metrics["accuracy"] > 0.9 and "roc_auc" not in result.metrics
+    assert np.array(result.confusion).sum() == result.rows
+
+
+def test_regression_scores_match_scikit_learn(tmp_path):
+    data = load_diabetes()
+    source = table_source(tmp_path, "diabetes", data.data, data.target, list(data.feature_names))
+    prepare_dataset(str(tmp_path / "ds"), source=source, label_column="target", task="regression")
+    from kftrain.data.dataset import load_split
+
+    x, y = load_split(str(tmp_path / "ds"), "train")
+    model = least_squares(x, y)
+    save_model(model, str(tmp_path / "m"), example_input=x[:2], task="regression")
+    xt, yt = load_split(str(tmp_path / "ds"), "test")
+    with torch.no_grad():
+        pred = model(torch.from_numpy(xt)).numpy()[:, 0]
+    result = evaluate_model(str(tmp_path / "m"), str(tmp_path / "ds"), batch_rows=7)
+    assert result.task == "regression" and result.rows == len(yt)
+    assert result.metrics["mae"] == pytest.approx(skm.mean_absolute_error(yt, pred), rel=1e-5)
+    assert result.metrics["rmse"] == pytest.approx(np.sqrt(skm.mean_squared_error(yt, pred)), rel=1e-5)
+    assert result.metrics["r2"] == pytest.approx(skm.r2_score(yt, pred), abs=1e-6)
+    assert 0.3 < result.metrics["r2"] < 0.7  # a linear model on diabetes explains about half the variance
+    assert len(result.residual_sample) == len(yt)
+
+
+def test_a_model_that_does_not_fit_the_dataset_is_refused_before_predicting(breast_cancer, tmp_path):
+    _, dataset_uri, _ = breast_cancer
+    save_model(nn.Linear(4, 2), str(tmp_path / "narrow"), example_input=np.zeros((1, 4), np.float32))
+    with pytest.raises(EvaluationError, match="the model takes 4 features but the dataset has 30"):
+        evaluate_model(str(tmp_path / "narrow"), dataset_uri)
+    save_model(nn.Linear(30, 3), str(tmp_path / "wide"))
+    with pytest.raises(EvaluationError, match="outputs 3 score\\(s\\) per row but the dataset has 2 classes"):
+        evaluate_model(str(tmp_path / "wide"), dataset_uri)
+    save_model(nn.Linear(30, 1), str(tmp_path / "reg"), task="regression")
+    with pytest.raises(EvaluationError, match=r"says task 'regression' but the dataset .* is classification"):
+        evaluate_model(str(tmp_path / "reg"), dataset_uri)
+
+
+def test_memory_stays_bounded_by_the_batch(breast_cancer, monkeypatch):
+    import kftrain.steps.evaluate.evaluation as evaluation
+
+    seen: list[int] = []
+    real = evaluation.predictor_for
+
+    def spy(spec):
+        predict = real(spec)
+        return lambda x: seen.append(len(x)) or predict(x)
+
+    monkeypatch.setattr(evaluation, "predictor_for", spy)
+    model_uri, dataset_uri, _ = breast_cancer
+    result = evaluate_model(model_uri, dataset_uri, batch_rows=10)
+    assert max(seen) <= 10 and sum(seen) == result.rows > 100
+
+
+def test_one_column_binary_outputs_and_probabilities():
+    probs, logit = class_probabilities(np.array([[0.0], [2.0]]), 2, "logits")
+    np.testing.assert_allclose(probs[:, 1], [0.5, 1 / (1 + np.exp(-2))])
+    probs, logit = class_probabilities(np.array([[0.2, 0.8], [0.9, 0.1]]), 2, "probabilities")
+    np.testing.assert_allclose(logit, [np.log(4), np.log(1 / 9)])
+    with pytest.raises(EvaluationError, match="outputs 3 score"):
+        class_probabilities(np.zeros((2, 3)), 2, "logits")
+
+
+def test_accumulators_agree_with_one_pass_computation():
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, 5000)
+    z = rng.normal(size=5000) + 1.5 * y
+    curves = BinaryCurves()
+    for chunk in np.array_split(np.arange(5000), 7):
+        curves.update(y[chunk], z[chunk])
+    assert curves.roc()[1] == pytest.approx(skm.roc_auc_score(y, z), abs=1e-3)
+    truth, pred = rng.normal(size=3000) * 10 + 50, rng.normal(size=3000) * 10 + 50
+    reg = RegressionScores()
+    for chunk in np.array_split(np.arange(3000), 5):
+        reg.update(truth[chunk], pred[chunk])
+    assert reg.metrics()["r2"] == pytest.approx(skm.r2_score(truth, pred), abs=1e-9)
+    assert len(reg.sample) == RegressionScores.SAMPLE
+    scores = ClassificationScores(3)
+    scores.update(np.array([0, 1, 2, 2]), np.eye(3)[[0, 2, 2, 1]])
+    assert scores.confusion.tolist() == [[1, 0, 0], [0, 0, 1], [0, 1, 1]]
 
 
 @pytest.mark.parametrize(
-    ("new", "minimum", "baseline", "passed", "reason"),
+    ("metric", "threshold", "baseline", "passed", "reason"),
     [
-        (0.95, 0.90, None, True, "accuracy 0.9500 >= min_accuracy 0.9"),
-        (0.85, 0.90, None, False, "accuracy 0.8500 < min_accuracy 0.9"),
-        (0.95, 0.90, report(0.94), True, "accuracy 0.9500 >= 0.9 and >= baseline 0.9400"),
-        (0.95, 0.90, report(0.95), True, "accuracy 0.9500 >= 0.9 and >= baseline 0.9500"),
-        (0.95, 0.90, report(0.97), False, "accuracy 0.9500 < baseline accuracy 0.9700"),
-        (0.85, 0.90, report(0.80), False, "accuracy 0.8500 < min_accuracy 0.9"),
-        (0.95, 0.90, report(0.90, split="validation"), False, "the baseline was scored on a different split"),
-        (0.95, 0.90, report(0.90, rows=99), False, "the baseline was scored on a different split"),
+        ("accuracy", 0.9, None, True, "accuracy 0.9500 >= 0.9"),
+        ("accuracy", 0.96, None, False, "accuracy 0.9500 fails >= 0.96"),
+        ("rmse", 50.0, None, True, "rmse 40.0000 <= 50.0"),
+        ("rmse", 30.0, None, False, "rmse 40.0000 fails <= 30.0"),
+        ("accuracy", 0.9, {"accuracy": 0.94, "rmse": 1}, True, "accuracy 0.9500 >= 0.9 and >= baseline 0.9400"),
+        ("accuracy", 0.9, {"accuracy": 0.97, "rmse": 1}, False, "accuracy 0.9500 is worse than the baseline's 0.9700"),
+        ("rmse", 50.0, {"accuracy": 1, "rmse": 30.0}, False, "rmse 40.0000 is worse than the baseline's 30.0000"),
+        ("roc_auc", 0.5, None, False, "roc_auc is undefined on this split"),
     ],
 )
-def test_quality_gate(new, minimum, baseline, passed, reason):
-    decision = quality_gate(report(new), minimum, baseline)
+def test_quality_gate(metric, threshold, baseline, passed, reason):
+    scores = {"accuracy": 0.95, "rmse": 40.0, "roc_auc": float("nan")}
+    decision = quality_gate(scores, metric, threshold, baseline)
     assert (decision.passed, decision.reason) == (passed, reason)
+
+
+def test_gate_metric_is_checked_against_the_task():
+    assert gate_metric("regression", "") == "r2" and gate_metric("binary", "") == "accuracy"
+    with pytest.raises(EvaluationError, match="gate_metric: 'roc_auc' is not a multiclass metric"):
+        gate_metric("multiclass", "roc_auc")

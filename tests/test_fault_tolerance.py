@@ -14,7 +14,7 @@ import pytest
 
 from kftrain.backends import LocalBackend, LocalConfig
 from kftrain.job import load_manifest
-from kftrain.steps.evaluate import evaluate_classifier
+from kftrain.steps.evaluate import evaluate_model
 from kftrain.steps.export import export_model
 from kftrain.steps.prep import prepare_dataset
 
@@ -93,8 +93,8 @@ def test_killed_worker_restarts_and_resumes_from_the_last_checkpoint(dataset, tm
     assert re.search(r"\[worker-0\] .*exited with code 137|worker-0 exited with code 137", log), log[-3000:]
     resumed = [int(s) for s in re.findall(r"resumed from checkpoint \S+ at step (\d+)", log)]
     assert resumed and all(40 <= s <= 50 for s in resumed), resumed  # checkpoints every 20 steps: 40 is the last
-    accuracy = evaluate_classifier(str(crash_dir / "model"), dataset).accuracy
-    expected = evaluate_classifier(str(baseline_dir / "model"), dataset).accuracy
+    accuracy = evaluate_model(str(crash_dir / "model"), dataset).metrics["accuracy"]
+    expected = evaluate_model(str(baseline_dir / "model"), dataset).metrics["accuracy"]
     assert abs(accuracy - expected) <= 0.02, (accuracy, expected)
     # The resumed model goes through the same export (reloaded and compared) as any other.
     report = export_model(str(crash_dir / "model"), dataset, str(crash_dir / "export"))
@@ -200,7 +200,7 @@ def test_killed_horovod_rank_restarts_the_mpijob_which_resumes(dataset, tmp_path
     assert "launcher-0 exited with code" in log and "restart 1/3" in log, log[-3000:]
     resumed = [int(s) for s in re.findall(r"resumed from checkpoint \S+ at step (\d+)", log)]
     assert resumed and all(40 <= s < 45 for s in resumed), resumed  # checkpoints every 20 steps
-    assert evaluate_classifier(str(tmp_path / "model"), dataset).accuracy >= 0.90
+    assert evaluate_model(str(tmp_path / "model"), dataset).metrics["accuracy"] >= 0.90
 
 
 def test_killed_tf_worker_restarts_the_tfjob_which_resumes(dataset, tmp_path):
@@ -228,4 +228,4 @@ def test_killed_tf_worker_restarts_the_tfjob_which_resumes(dataset, tmp_path):
     assert "worker-1 exited with code 137" in log, log[-3000:]
     resumed = [int(s) for s in re.findall(r"resumed from checkpoint at step (\d+)", log)]
     assert resumed and all(40 <= s < 45 for s in resumed), resumed
-    assert evaluate_classifier(str(tmp_path / "model"), dataset).accuracy >= 0.90
+    assert evaluate_model(str(tmp_path / "model"), dataset).metrics["accuracy"] >= 0.90

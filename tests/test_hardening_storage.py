@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -276,15 +277,23 @@ DATASET_FAULTS = {
 }
 
 
+# Both ways a split is read: whole (trainers), or streamed in batches (evaluation, export).
+DATASET_READERS: dict[str, Callable[[str], Any]] = {
+    "load_split": lambda uri: datasets.load_split(uri, "train")[0],
+    "iter_batches": lambda uri: np.concatenate([x for x, _ in datasets.iter_batches(uri, "train", batch_rows=3)]),
+}
+
+
+@pytest.mark.parametrize("reader", list(DATASET_READERS))
 @pytest.mark.parametrize("case", list(DATASET_FAULTS))
-def test_dataset_reader_reads_only_what_the_marker_vouches_for(case: str, tmp_path: Path) -> None:
+def test_dataset_reader_reads_only_what_the_marker_vouches_for(case: str, reader: str, tmp_path: Path) -> None:
     out = _dataset(tmp_path)
-    x, _ = datasets.load_split(str(out), "train")
-    assert x.shape == (4, 1)
+    read = DATASET_READERS[reader]
+    assert read(str(out)).shape == (4, 1)
     fault, fragment = DATASET_FAULTS[case]
     fault(out)
     with pytest.raises((storage.StorageError, datasets.DataValidationError), match=fragment):
-        datasets.load_split(str(out), "train")
+        read(str(out))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -46,5 +46,5 @@ def test_gate_passed_and_the_model_was_exported(pipeline_run):
     run_dir, _ = pipeline_run
     exported = run_dir / "export-model" / "exported"
     storage.require_complete(str(exported), verify=True)
-    assert (exported / "digits" / "1" / "model.pt").exists()
-    assert (exported / "digits-onnx" / "1" / "model.onnx").exists()
+    assert (exported / "triton" / "digits" / "1" / "model.pt").exists()
+    assert (exported / "triton" / "digits-onnx" / "1" / "model.onnx").exists()

@@ -135,11 +135,12 @@ MISSING_EXTRA = textwrap.dedent(
 )
 
 
-# A model folder of the framework, published as a trainer publishes it, then loaded for evaluation.
+# A model folder of the format, published as a trainer publishes it, then loaded for evaluation (the format is
+# read from model.json, so the file's content is never looked at before the framework is imported).
 SAVED_MODEL = (
     "import tempfile; from kftrain import models, storage; uri = tempfile.mkdtemp() + '/model'\n"
     "with storage.ArtifactWriter(uri) as w:\n"
-    "    w.write_json('model.json', {{'framework': '{framework}'}}); w.write_bytes('{file}', b'weights')\n"
+    "    w.write_json('model.json', {info}); w.write_bytes('{file}', b'weights')\n"
     "models.load_predictor(uri)"
 )
 
@@ -156,13 +157,23 @@ SAVED_MODEL = (
         ),
         (
             "torch",
-            SAVED_MODEL.format(framework="pytorch", file="model.pt"),
+            SAVED_MODEL.format(info={"framework": "pytorch", "architecture": "mlp"}, file="model.pt"),
             "loading a PyTorch model needs the 'torch' package, which kftrain's [torch] extra installs",
         ),
         (
             "tensorflow,tf_keras",
-            SAVED_MODEL.format(framework="tensorflow", file="saved_model.pb"),
+            SAVED_MODEL.format(info={"framework": "tensorflow"}, file="saved_model.pb"),
             "pip install 'kftrain[tf]'",
+        ),
+        (
+            "onnxruntime",
+            SAVED_MODEL.format(info={"format": "onnx"}, file="model.onnx"),
+            "loading an ONNX model needs the 'onnxruntime' package, which kftrain's [onnx] extra installs",
+        ),
+        (
+            "tensorflow,tf_keras,keras",
+            SAVED_MODEL.format(info={"format": "keras"}, file="model.keras"),
+            "loading a Keras model needs the",
         ),
     ],
 )

@@ -40,13 +40,14 @@ def test_dataset_artifact_has_schema_and_row_counts(pipeline_run):
 
 def test_test_accuracy_at_least_090_in_kfp_metrics(pipeline_run):
     run_dir, _ = pipeline_run
-    out = executor_output(run_dir / "evaluate-classifier")
+    out = executor_output(run_dir / "evaluate-model")
     metrics = out["artifacts"]["metrics"]["artifacts"][0]["metadata"]
     assert metrics["accuracy"] >= 0.90
     confusion = out["artifacts"]["classification_metrics"]["artifacts"][0]["metadata"]["confusionMatrix"]
     assert len(confusion["rows"]) == 10
-    assert out["parameterValues"]["Output"] is True
-    assert "accuracy" in (run_dir / "evaluate-classifier" / "report").read_text()
+    assert out["parameterValues"]["passed"] is True
+    assert "accuracy" in (run_dir / "evaluate-model" / "report").read_text()
+    assert 'id="confusion-matrix"' in (run_dir / "evaluate-model" / "html_report").read_text()
 
 
 def test_exported_torchscript_and_onnx_reproduce_the_model(pipeline_run):
@@ -59,12 +60,14 @@ def test_exported_torchscript_and_onnx_reproduce_the_model(pipeline_run):
     x, _ = load_split(dataset_uri, "test")
     with torch.no_grad():
         expected = model(torch.from_numpy(x)).numpy()
-    scripted = torch.jit.load(io.BytesIO((Path(export_uri) / "digits/1/model.pt").read_bytes()))
+    scripted = torch.jit.load(io.BytesIO((Path(export_uri) / "triton/digits/1/model.pt").read_bytes()))
     with torch.no_grad():
         np.testing.assert_allclose(scripted(torch.from_numpy(x)).numpy(), expected, atol=1e-5)
     import onnxruntime
 
-    session = onnxruntime.InferenceSession(str(Path(export_uri) / "digits-onnx/1/model.onnx"))
+    session = onnxruntime.InferenceSession(str(Path(export_uri) / "triton/digits-onnx/1/model.onnx"))
     got = session.run(None, {"input": x})[0]
     np.testing.assert_allclose(got, expected, atol=1e-4)
-    assert (Path(export_uri) / "digits/config.pbtxt").read_text().startswith('name: "digits"')
+    assert (Path(export_uri) / "triton/digits/config.pbtxt").read_text().startswith('name: "digits"')
+    manifest = (run_dir / "export-model" / "inference_service").read_text()
+    assert "kind: InferenceService" in manifest and f"storageUri: {export_uri}/triton" in manifest

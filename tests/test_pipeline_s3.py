@@ -19,7 +19,7 @@ def test_pytorch_pipeline_keeps_its_artifacts_on_s3(tmp_path):
         recorded = executor_output(run_dir / step)["artifacts"][name]
         assert recorded["artifacts"][0]["uri"] == uri  # what KFP passed on to the next steps
         assert not list((run_dir / step).glob(f"{name}/**/*.parquet")), "data written to the local root"
-    metrics = executor_output(run_dir / "evaluate-classifier")
+    metrics = executor_output(run_dir / "evaluate-model")
     assert metrics["artifacts"]["metrics"]["artifacts"][0]["metadata"]["accuracy"] >= 0.90
     # Checkpoints went next to the model, in object storage too.
     assert any("/pytorchjob-launch/model-checkpoints/ckpt-" in uri for uri in published), published

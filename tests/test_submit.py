@@ -551,3 +551,15 @@ def test_parse_params_json_or_text() -> None:
         "g": "",
         "h": "a=b",
     }
+
+
+def test_params_file_under_the_command_line(tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text("source: data/\ncommand: [python, train.py]\nepochs: 3\n")
+    expected = {"source": "data/", "command": ["python", "train.py"], "epochs": 5}
+    assert parse_params(["epochs=5"], str(params)) == expected
+    params.write_text("- a list\n")
+    with pytest.raises(KftrainError, match=r"--params-file .*params.yaml: expected a mapping"):
+        parse_params([], str(params))
+    with pytest.raises(KftrainError, match=r"--params-file .*absent.yaml: No such file"):
+        parse_params([], str(tmp_path / "absent.yaml"))

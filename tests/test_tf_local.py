@@ -155,8 +155,8 @@ def test_saved_model_export_round_trip(mwms_run, dataset, tmp_path):
     result, log, root = mwms_run
     assert result.succeeded, log[-4000:]
     report = export_model(str(root / "model"), dataset, str(tmp_path / "export"), model_name="digits")
-    assert [e.format for e in report.exports] == ["savedmodel"]
-    version = tmp_path / "export" / "digits" / "1"
+    assert [(e.target, e.format) for e in report.exports] == [("triton", "savedmodel"), ("tfserving", "savedmodel")]
+    version = tmp_path / "export" / "tfserving" / "digits" / "1"
     assert (version / "saved_model.pb").is_file() and (version / "variables" / "variables.index").is_file()
     storage.require_complete(str(tmp_path / "export"), verify=True)
 

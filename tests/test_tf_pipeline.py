@@ -39,5 +39,6 @@ def test_gate_passed_and_a_savedmodel_was_exported(pipeline_run):
     run_dir, _ = pipeline_run
     exported = run_dir / "export-model" / "exported"
     storage.require_complete(str(exported), verify=True)
-    assert (exported / "digits" / "1" / "saved_model.pb").is_file()
-    assert (exported / "digits" / "1" / "variables" / "variables.index").is_file()
+    assert (exported / "tfserving" / "digits" / "1" / "saved_model.pb").is_file()
+    assert (exported / "tfserving" / "digits" / "1" / "variables" / "variables.index").is_file()
+    assert (exported / "triton" / "digits" / "1" / "model.savedmodel" / "saved_model.pb").is_file()

@@ -106,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a pipeline locally with KFP's local runner")
     run.add_argument("pipeline", nargs="?", default=DEFAULT_PIPELINE)
     run.add_argument("--param", action="append", metavar="NAME=VALUE", help="pipeline parameter (JSON or text)")
+    run.add_argument("--params-file", metavar="FILE", help="pipeline parameters as a YAML mapping (--param wins)")
     run.add_argument("--pipeline-root", default="runs", help="where the local run's artifacts go")
     run.add_argument(
         "--storage",

@@ -1,4 +1,5 @@
-"""Pipeline parameters given as ``--param NAME=VALUE``, for ``kftrain run``, ``submit`` and ``schedule``."""
+"""Pipeline parameters given as ``--params-file FILE`` and ``--param NAME=VALUE``, for ``kftrain run``, ``submit``
+and ``schedule``."""
 
 from __future__ import annotations
 
@@ -9,12 +10,29 @@ from typing import Any
 from kftrain.errors import KftrainError
 
 
-def parse_params(items: Sequence[str] | None) -> dict[str, Any]:
-    """``NAME=VALUE`` pairs; a value is JSON when it parses as JSON (``5``, ``0.1``, ``true``, ``[1]``), else text.
+def read_params_file(path: str) -> dict[str, Any]:
+    """A YAML (or JSON) mapping of parameter names to values; an error naming the file."""
+    import yaml
 
-    A name given twice keeps its last value.
+    try:
+        with open(path, encoding="utf-8") as handle:
+            loaded = yaml.safe_load(handle)
+    except OSError as exc:
+        raise KftrainError(f"--params-file {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise KftrainError(f"--params-file {path}: not YAML ({exc})") from None
+    if not isinstance(loaded, dict) or not all(isinstance(k, str) for k in loaded):
+        raise KftrainError(f"--params-file {path}: expected a mapping of parameter names to values")
+    return dict(loaded)
+
+
+def parse_params(items: Sequence[str] | None, params_file: str | None = None) -> dict[str, Any]:
+    """The parameters of ``params_file`` (a YAML or JSON mapping), then ``NAME=VALUE`` pairs over them.
+
+    A pair's value is JSON when it parses as JSON (``5``, ``0.1``, ``true``, ``[1]``), else text. A name given
+    twice keeps its last value.
     """
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = read_params_file(params_file) if params_file else {}
     for text in items or []:
         name, sep, raw = text.partition("=")
         if not sep or not name:

@@ -48,7 +48,7 @@ def run_locally(name: str, params: Mapping[str, Any], pipeline_root: str | Path)
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``kftrain run``: run the pipeline, then list each step's outputs and scalar metrics."""
-    params = parse_params(args.param)
+    params = parse_params(args.param, args.params_file)
     if args.storage == "s3":
         from kftrain import storage
         from kftrain.cli.local_s3 import BUCKET, environment, local_s3

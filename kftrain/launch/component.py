@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol
+from typing import Any, Protocol
 
 from kftrain import images, storage
 from kftrain.backends.base import JobResult
-from kftrain.errors import JobFailedError, JobSpecError, KftrainError
+from kftrain.errors import JobFailedError, JobSpecError, KftrainError, fail_step
 from kftrain.job import JobKind, TrainingJob, kind_of
 from kftrain.launch.identity import resolve_run_identity
 from kftrain.launch.request import OPTIONS_OF_KIND, LaunchRequest
@@ -32,7 +31,7 @@ from kftrain.launch.step import (
     prepare_job,
     run_job,
 )
-from kftrain.models import model_info
+from kftrain.models import describe_model
 from kftrain.signals import Terminated
 from kftrain.storage import output_uri
 
@@ -173,26 +172,26 @@ def require_model_written(model_uri: str) -> None:
     if not written:
         raise JobFailedError(
             f"the job succeeded but wrote nothing to its model output {model_uri}: the program must write the "
-            f"model there (every replica gets the URI as ${MODEL_ENV}; see the model contract in the README)"
+            f"model there (every replica gets the URI as ${MODEL_ENV}; see the model contract in "
+            "kftrain/models/README.md)"
         )
 
 
 def _model_metadata(job: TrainingJob, model_uri: str, result: JobResult) -> dict[str, Any]:
-    """What the Model output says about itself: the framework the trainer recorded, and the job that made it."""
+    """What the Model output says about itself: its format (from its content), and the job that made it.
+
+    A model evaluation and export would refuse is only warned about here: the job did what it was asked, and a
+    pipeline of the user's own may read the folder its own way.
+    """
     try:
-        framework = str(model_info(model_uri).get("framework", ""))
-    except KftrainError:
-        framework = ""
+        described = describe_model(model_uri).to_metadata()
+    except KftrainError as exc:
+        log.warning("the model does not follow the model contract (evaluation and export will refuse it): %s", exc)
+        described = {"framework": ""}
     return {
-        "framework": framework,
+        **described,
         "job": job.name,
         "api_version": job.api_version,
         **kind_of(job).summary(job),
         "duration_s": round(result.duration_s, 1),
     }
-
-
-def fail_step(message: str, exit_code: int = 1) -> NoReturn:
-    """End a pipeline step: the message in its log, the exit code as its status."""
-    print(f"ERROR: {message}", file=sys.stderr)
-    raise SystemExit(exit_code)

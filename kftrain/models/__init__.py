@@ -1,45 +1,72 @@
-"""Trained models by URI: how each framework saves and loads one, and the dispatch between them.
+"""Trained models by URI: the model contract, what a model folder holds, and how each format is loaded.
 
-A model folder holds the framework's files next to ``model.json`` (:data:`MODEL_INFO`), whose
-``framework`` key says which module of this package reads it: :mod:`kftrain.models.pytorch` or
-:mod:`kftrain.models.tensorflow`. Trainers write models through those modules; evaluation and export
-load them through :func:`load_predictor`, which imports only the framework the model uses.
+A model folder holds a model in one of the accepted formats (TorchScript, ONNX, a TensorFlow SavedModel, a
+Keras file, or this release's own PyTorch MLP), an optional ``model.json`` describing it and an optional
+``metrics.jsonl`` of training curves: the contract is documented once, in ``kftrain/models/README.md``.
+
+- :mod:`~kftrain.models.folder`: :class:`ModelFolder`, a folder's files read through its marker when it has one;
+- :mod:`~kftrain.models.spec`: :class:`ModelSpec`, the checked content of ``model.json``;
+- :mod:`~kftrain.models.detect`: :func:`describe_model`, which model a folder holds (from its content);
+- :mod:`~kftrain.models.predictors`: :func:`predictor_for`, any format as ``predict(x) -> scores``;
+- :mod:`~kftrain.models.save`: :func:`save_model`, for training code that wants the help;
+- :mod:`~kftrain.models.history`: the training curves;
+- :mod:`~kftrain.models.pytorch`, :mod:`~kftrain.models.tensorflow`: what this release's trainers build and write.
+
+Frameworks are imported only when a model of theirs is loaded or saved, and numpy only when a model is loaded
+or saved: the launch step (whose image has neither) describes a model through this package, so
+:func:`predictor_for`, :data:`Predictor` and :func:`save_model` are imported when first used.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from kftrain import storage
-from kftrain.errors import KftrainError
-from kftrain.extras import requires
+from kftrain.models.detect import describe_model
+from kftrain.models.spec import (
+    CLASSIFICATION,
+    FORMATS,
+    METRICS_FILE,
+    MODEL_INFO,
+    REGRESSION,
+    ModelError,
+    ModelSpec,
+    TensorSpec,
+)
 
 if TYPE_CHECKING:
-    import numpy as np  # only named here: the launch step reads model.json without numpy
+    from kftrain.models.predictors import Predictor, predictor_for
+    from kftrain.models.save import save_model
 
-MODEL_INFO = "model.json"
-Predictor = Callable[["np.ndarray"], "np.ndarray"]
+_LAZY = {"Predictor": "predictors", "predictor_for": "predictors", "save_model": "save"}
 
 
-def model_info(model_uri: str) -> dict[str, Any]:
-    """The ``model.json`` of the complete model at ``model_uri``."""
-    info: dict[str, Any] = storage.ArtifactReader(model_uri).read_json(MODEL_INFO)
-    return info
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"kftrain.models.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_predictor(model_uri: str) -> tuple[Predictor, dict[str, Any]]:
-    """The model at ``model_uri`` as ``predict(x) -> scores``, and its ``model.json``."""
-    info = model_info(model_uri)
-    framework = info.get("framework")
-    if framework == "pytorch":
-        with requires("torch", "loading a PyTorch model"):
-            from kftrain.models import pytorch
+    """The model at ``model_uri`` as ``predict(x) -> scores``, and its ``model.json`` ({} when it has none)."""
+    from kftrain.models.predictors import predictor_for
 
-            return pytorch.predictor(model_uri), info
-    if framework == "tensorflow":
-        with requires("tf", "loading a TensorFlow model"):
-            from kftrain.models import tensorflow
+    spec = describe_model(model_uri)
+    return predictor_for(spec), spec.info
 
-            return tensorflow.predictor(model_uri), info
-    raise KftrainError(f"{model_uri}: unknown model framework {framework!r} in {MODEL_INFO}")
+
+__all__ = [
+    "CLASSIFICATION",
+    "FORMATS",
+    "METRICS_FILE",
+    "MODEL_INFO",
+    "REGRESSION",
+    "ModelError",
+    "ModelSpec",
+    "Predictor",
+    "TensorSpec",
+    "describe_model",
+    "load_predictor",
+    "predictor_for",
+    "save_model",
+]

@@ -1,13 +1,15 @@
 """PyTorch models: the MLP classifier the PyTorch trainers train, and its folder by URI.
 
-A model folder holds ``model.pt`` (the ``state_dict``) and ``model.json`` (``{"framework": "pytorch",
-"architecture": "mlp", "config": {...}, "classes": [...], "feature_names": [...], "metrics": {...}}``),
-published atomically by :class:`kftrain.storage.ArtifactWriter`; the model is rebuilt from ``config``.
+A model folder holds ``model.pt`` (the ``state_dict``) and ``model.json`` (the contract's keys with format
+``kftrain-mlp``, plus ``"architecture": "mlp", "config": {...}, "metrics": {...}``), published atomically by
+:class:`kftrain.storage.ArtifactWriter`; the model is rebuilt from ``config``. Evaluation and export read it
+like any other format (:mod:`kftrain.models.predictors`).
 """
 
 from __future__ import annotations
 
 import io
+import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -16,7 +18,9 @@ import torch
 from torch import nn
 
 from kftrain import storage
-from kftrain.models import MODEL_INFO, Predictor
+from kftrain.models.folder import ModelFolder
+from kftrain.models.predictors import Predictor
+from kftrain.models.spec import CLASSIFICATION, KFTRAIN_MLP, LOGITS, MODEL_INFO, TensorSpec, describing_fields
 
 FRAMEWORK = "pytorch"
 MODEL_FILE = "model.pt"
@@ -66,32 +70,36 @@ class MLP(nn.Module):
 
 
 def write_model(
-    uri: str, model: nn.Module, config: MLPConfig, classes: list[int], features: list[str], metrics: dict[str, float]
+    uri: str, model: nn.Module, config: MLPConfig, classes: list[Any], features: list[str], metrics: dict[str, float]
 ) -> None:
     """Publish ``model``'s weights and ``model.json`` at ``uri`` as one complete artifact."""
     buf = io.BytesIO()
     torch.save(model.state_dict(), buf)
-    with storage.ArtifactWriter(uri, metadata={"framework": FRAMEWORK}) as w:
+    described = describing_fields(
+        fmt=KFTRAIN_MLP,
+        path=MODEL_FILE,
+        task=CLASSIFICATION,
+        classes=classes,
+        output_names=None,
+        scores=LOGITS,
+        inputs=[TensorSpec("input", "float32", (-1, config.num_features))],
+        outputs=[TensorSpec("logits", "float32", (-1, config.num_classes))],
+        feature_names=features,
+    )
+    with storage.ArtifactWriter(uri, metadata={"framework": FRAMEWORK, "format": KFTRAIN_MLP}) as w:
         w.write_bytes(MODEL_FILE, buf.getvalue())
         w.write_json(
             MODEL_INFO,
-            {
-                "framework": FRAMEWORK,
-                "architecture": "mlp",
-                "config": config.to_json(),
-                "classes": classes,
-                "feature_names": features,
-                "metrics": metrics,
-            },
+            {**described, "architecture": "mlp", "config": config.to_json(), "metrics": metrics},
         )
 
 
 def load_model(uri: str) -> tuple[nn.Module, dict[str, Any]]:
     """The model at ``uri`` in eval mode, and its ``model.json``."""
-    artifact = storage.ArtifactReader(uri)  # one version, each file checked against its marker
-    info = artifact.read_json(MODEL_INFO)
+    folder = ModelFolder(uri)  # one version, each file checked against its marker
+    info = json.loads(folder.read_bytes(MODEL_INFO))
     model = MLP(MLPConfig.from_json(info["config"]))
-    state = torch.load(io.BytesIO(artifact.read_bytes(MODEL_FILE)), weights_only=True)
+    state = torch.load(io.BytesIO(folder.read_bytes(MODEL_FILE)), weights_only=True)
     model.load_state_dict(state)
     model.eval()
     return model, info

@@ -19,24 +19,19 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # before any `import tensorfl
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ INFO/WARNING lines drown the logs
 
 import shutil
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from kftrain import storage
 from kftrain.data.dataset import DatasetInfo
-from kftrain.models import MODEL_INFO, Predictor
+from kftrain.models.folder import ModelFolder
+from kftrain.models.predictors import Predictor, savedmodel_predictor
+from kftrain.models.spec import CLASSIFICATION, LOGITS, MODEL_INFO, SAVEDMODEL, TensorSpec, describing_fields
 
 FRAMEWORK = "tensorflow"
 INPUT_NAME = "input"
 OUTPUT_NAME = "logits"
 SIGNATURE = "serving_default"
-# Files of a model folder that are not part of the SavedModel.
-NOT_SAVEDMODEL = {MODEL_INFO, storage.COMPLETE_MARKER}
 
 
 def build_model(num_features: int, num_classes: int, hidden: tuple[int, ...] = (128, 64), dropout: float = 0.1) -> Any:
@@ -61,10 +56,20 @@ def save_savedmodel(model: Any, path: str | os.PathLike[str]) -> None:
 def model_json(
     dataset: DatasetInfo, hidden: tuple[int, ...], strategy: str, metrics: dict[str, float]
 ) -> dict[str, Any]:
-    """What a trainer records in ``model.json`` besides the framework and format."""
+    """What a trainer records in ``model.json``: the contract's keys, and how it was trained."""
+    described = describing_fields(
+        fmt=SAVEDMODEL,
+        path="",
+        task=CLASSIFICATION,
+        classes=dataset.classes,
+        output_names=None,
+        scores=LOGITS,
+        inputs=[TensorSpec(INPUT_NAME, "float32", (-1, dataset.num_features))],
+        outputs=[TensorSpec(OUTPUT_NAME, "float32", (-1, dataset.num_classes))],
+        feature_names=dataset.feature_names,
+    )
     return {
-        "classes": dataset.classes,
-        "feature_names": dataset.feature_names,
+        **described,
         "num_features": dataset.num_features,
         "num_classes": dataset.num_classes,
         "hidden": list(hidden),
@@ -85,59 +90,9 @@ def publish_model(uri: str, saved_dir: str | os.PathLike[str], info: dict[str, A
             rel = path.relative_to(root).as_posix()
             with writer.open(rel) as handle, open(path, "rb") as src:
                 shutil.copyfileobj(src, handle, storage.CHUNK)
-        writer.write_json(MODEL_INFO, {"framework": FRAMEWORK, "format": "savedmodel", **info})
-
-
-@contextmanager
-def local_copy(uri: str) -> Iterator[Path]:
-    """A local folder with the files under ``uri``: the folder itself when local, else a temporary download."""
-    if "://" not in uri or uri.startswith(("file://", "local://")):
-        yield storage.local_path(uri)
-        return
-    tmp = tempfile.mkdtemp(prefix="kftrain-tf-")
-    try:
-        storage.download(uri, tmp)
-        yield Path(tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def signature_predictor(saved_dir: str | os.PathLike[str]) -> tuple[Predictor, Any]:
-    """``predict(x) -> logits`` through the SavedModel's serving signature, and that signature."""
-    import tensorflow as tf
-
-    loaded = tf.saved_model.load(os.fspath(saved_dir))
-    fn = loaded.signatures[SIGNATURE]
-    _, kwargs = fn.structured_input_signature
-    (input_name,) = kwargs
-    output_name = next(iter(fn.structured_outputs))
-
-    def predict(x: np.ndarray) -> np.ndarray:
-        batch = tf.constant(np.asarray(x, dtype=np.float32))
-        return np.asarray(fn(**{input_name: batch})[output_name].numpy())
-
-    predict.loaded = loaded  # type: ignore[attr-defined]  # keep the restored object alive with the function
-    return predict, fn
-
-
-def check_signature(fn: Any, num_features: int) -> None:
-    """The serving signature must take float32 ``[None, num_features]``."""
-    import tensorflow as tf
-
-    _, kwargs = fn.structured_input_signature
-    if len(kwargs) != 1:
-        raise ValueError(f"serving signature takes {len(kwargs)} inputs, expected 1")
-    spec = next(iter(kwargs.values()))
-    if spec.dtype != tf.float32 or spec.shape.as_list() != [None, num_features]:
-        raise ValueError(
-            f"serving signature input is {spec.dtype.name} {spec.shape}, expected float32 [None, {num_features}]"
-        )
+        writer.write_json(MODEL_INFO, {"framework": FRAMEWORK, "format": SAVEDMODEL, **info})
 
 
 def predictor(model_uri: str) -> Predictor:
     """The model at ``model_uri`` as ``predict(x) -> logits`` (used by evaluation and export)."""
-    # A download checks every file as it streams; a local model is checked where it is.
-    storage.require_complete(model_uri, verify="://" not in model_uri or model_uri.startswith(("file://", "local://")))
-    with local_copy(model_uri) as path:
-        predict, _ = signature_predictor(path)  # the variables are read into memory while loading
-    return predict
+    return savedmodel_predictor(ModelFolder(model_uri), "", SIGNATURE, OUTPUT_NAME)

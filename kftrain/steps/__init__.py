@@ -1,1 +1,2 @@
-"""The pipeline steps other than the launch: data prep, evaluation, export, and where a step puts its outputs."""
+"""The pipeline steps other than the launch, one package each: data prep (prep), evaluation (evaluate), export
+(export); each package's component.py is the body of its component."""

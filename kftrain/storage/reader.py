@@ -88,6 +88,28 @@ class ArtifactReader:
             raise StorageError(f"{target}: {problem}")
         raise AssertionError("unreachable: the second attempt returns or raises")
 
+    def checked_uri(self, rel: str) -> str:
+        """Where ``rel`` of this version is, its size and SHA-256 checked against the marker by one streamed
+        read: for a reader that then opens the file itself (Arrow reading a local Parquet file)."""
+        for attempt in (1, 2):
+            target = self.uri_of(rel)
+            if rel in self._checked:
+                return target
+            try:
+                got = digest_of(target)
+            except StorageError:
+                if attempt == 1 and self._moved_since():
+                    continue
+                raise
+            problem = _mismatch(self.manifest.files[rel], got.size, got.sha256)
+            if problem is None:
+                self._checked.add(rel)
+                return target
+            if attempt == 1 and self._moved_since():
+                continue
+            raise StorageError(f"{target}: {problem}")
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
     def read_json(self, rel: str) -> Any:
         try:
             return json.loads(self.read_bytes(rel))

@@ -1,4 +1,5 @@
-"""KFP component: export a trained model to the layout a model server loads, verified by reloading it."""
+"""KFP component: export a model to the layouts model servers load (Triton, TF Serving), verified by reloading
+it, and a KServe InferenceService manifest serving it."""
 
 from kfp import dsl
 
@@ -10,24 +11,34 @@ def export_model(
     model: dsl.Input[dsl.Model],
     dataset: dsl.Input[dsl.Dataset],
     exported: dsl.Output[dsl.Model],
-    model_name: str = "digits",
-    formats: list = [],
+    inference_service: dsl.Output[dsl.Artifact],
+    model_name: str = "model",
+    targets: list = [],
+    verify_rows: int = 0,
 ):
-    """Export `model` (TorchScript + ONNX for PyTorch, SavedModel for TensorFlow) with Triton configs.
+    """Export `model` (any format of the model contract) to a Triton model repository and/or TF Serving layout.
+
+    Every written model is reloaded with the runtime that serves it and must reproduce the model's outputs on
+    the dataset's test split before anything is published.
 
     Args:
-        model: The trained model.
-        dataset: The prepared dataset; its test split checks the export reproduces the model.
-        exported: The model repository: <model_name>/1/... per format, with config.pbtxt.
-        model_name: Name of the model in the repository.
-        formats: Formats to write; empty: the framework's defaults.
+        model: The trained model (a folder following the model contract).
+        dataset: The prepared dataset; its test split checks that every export reproduces the model.
+        exported: triton/<model_name>/{config.pbtxt,1/...}, tfserving/<model_name>/1/..., export.json.
+        inference_service: A KServe InferenceService (YAML) serving the first target from `exported`.
+        model_name: Name of the model in the repository and of the InferenceService (a Kubernetes name).
+        targets: triton, triton-onnx (PyTorch models) and/or tfserving (TensorFlow models); empty: every one
+            the model's format allows.
+        verify_rows: Rows of the test split the exports are compared on (0: all of them).
     """
-    import logging
+    from kftrain.steps.export.component import export_component
 
-    from kftrain.steps.export import export_model as export
-    from kftrain.storage import output_uri
-
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    exported.uri = output_uri(exported.uri)  # object storage when KFTRAIN_ARTIFACT_ROOT is set
-    result = export(model.uri, dataset.uri, exported.uri, model_name=model_name, formats=tuple(formats) or None)
-    exported.metadata.update(result.to_metadata())
+    export_component(
+        model=model,
+        dataset=dataset,
+        exported=exported,
+        inference_service=inference_service,
+        model_name=model_name,
+        targets=targets,
+        verify_rows=verify_rows,
+    )

@@ -26,6 +26,7 @@ def pipeline_parser() -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument("pipeline", help="a shipped pipeline (e.g. pytorch-digits) or a compiled pipeline file")
     parent.add_argument("--param", action="append", metavar="NAME=VALUE", help="pipeline parameter (JSON or text)")
+    parent.add_argument("--params-file", metavar="FILE", help="pipeline parameters as a YAML mapping (--param wins)")
     parent.add_argument("--experiment", default=DEFAULT_EXPERIMENT, help="experiment, created when missing")
     parent.add_argument("--pipeline-name", help="pipeline name on the server (default: the file's pipelineInfo)")
     parent.add_argument(

@@ -115,7 +115,7 @@ class Prepared:
 def prepare(args: argparse.Namespace) -> Prepared:
     """Everything checked locally before the first request: package, params, pipeline and version names."""
     package = resolve_package(args.pipeline)
-    params = parse_params(args.param)
+    params = parse_params(args.param, args.params_file)
     check_params(package, params)
     name = args.pipeline_name or package.name
     from kfp.client.client import validate_pipeline_display_name

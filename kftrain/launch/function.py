@@ -1,0 +1,144 @@
+"""A Python function as the program every replica of a training job runs, as KFP's lightweight components embed a
+function and the Kubeflow training SDK's ``train_func`` does.
+
+:func:`function_command` returns the ``command`` for ``pytorchjob_launch``, ``tfjob_launch`` or
+``mpijob_launch``: ``sh`` writes the function's source to a file in the replica, installs the
+``packages_to_install`` that are missing (already installed ones are left alone, so a local run does not touch
+its environment), and runs ``func(**kwargs)``. The replica needs Python and ``sh``, not kftrain. The function
+runs unchanged under the local backend and on a cluster: it reads the operator's environment (``RANK``,
+``TF_CONFIG``, ``OMPI_COMM_WORLD_RANK``...) and ``$KFTRAIN_DATASET_URI`` / ``$KFTRAIN_MODEL_URI``, and writes its
+model by the model contract.
+
+Like a lightweight component's, the function must be self-contained: imports inside its body, no variables from
+an enclosing function, module-level names only if they are builtins; values come in through ``kwargs`` (JSON).
+This is checked when the command is made, naming the offending names.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import json
+import textwrap
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kftrain.errors import KftrainError
+
+# mpirun as this release's MPIJob trainer runs it: one rank per slot of the hostfile the operator writes.
+MPIRUN = ("mpirun", "--bind-to", "none", "--map-by", "slot")
+# Writes the program (passed as $0) to a file, so tracebacks show its lines and spawned processes can re-import it.
+RUNNER = 'program="$(mktemp -d)/kftrain_function.py"; printf "%s" "$0" > "$program"; exec {python} "$program"'
+
+
+class FunctionError(KftrainError):
+    """A function cannot run as a replica's program: the message names what it depends on."""
+
+
+def function_command(
+    func: Callable[..., Any],
+    *,
+    kwargs: dict[str, Any] | None = None,
+    packages_to_install: Sequence[str] = (),
+    pip_index_urls: Sequence[str] = (),
+    prefix: Sequence[str] = (),
+    python: str = "python",
+) -> list[str]:
+    """The ``command`` that runs ``func(**kwargs)`` in every replica.
+
+    ``packages_to_install`` are pip requirements (``"torch==2.3.1"``, ``"pandas>=2"``); those not satisfied in the
+    replica are installed before ``func`` runs, from ``pip_index_urls`` when given. ``prefix`` goes before the
+    program: :data:`MPIRUN` for an MPIJob, whose Launcher starts the ranks.
+    """
+    source = function_source(func)
+    arguments = json.dumps(kwargs or {})  # the values must travel as JSON: a check, and the form they travel in
+    program = "\n".join(
+        [
+            "# Written by kftrain.launch.function.function_command.",
+            textwrap.dedent(inspect.getsource(install_missing)),
+            f"install_missing({list(packages_to_install)!r}, {list(pip_index_urls)!r})",
+            "",
+            source,
+            "",
+            "if __name__ == '__main__':",
+            "    import json",
+            "",
+            f"    {func.__name__}(**json.loads({arguments!r}))",
+            "",
+        ]
+    )
+    return [*prefix, "sh", "-ec", RUNNER.format(python=python), program]
+
+
+def function_source(func: Callable[..., Any]) -> str:
+    """The source of ``func`` without decorators; an error naming what it uses from outside itself."""
+    if not inspect.isfunction(func) or func.__name__ == "<lambda>":
+        raise FunctionError(f"{func!r}: only a function defined with def can be a replica's program")
+    name = func.__name__
+    if func.__code__.co_freevars:
+        raise FunctionError(
+            f"{name} uses variables of its enclosing function ({', '.join(func.__code__.co_freevars)}): "
+            "pass them as kwargs"
+        )
+    source = textwrap.dedent(inspect.getsource(func))
+    definition = ast.parse(source).body[0]
+    assert isinstance(definition, ast.FunctionDef | ast.AsyncFunctionDef)
+    outside = sorted(n for n in _free_names(definition) if n in func.__globals__ and not hasattr(builtins, n))
+    if outside:
+        raise FunctionError(
+            f"{name} uses module-level names ({', '.join(outside)}) the replica will not have: import them inside "
+            "the function, or pass values as kwargs"
+        )
+    start = definition.lineno - 1  # the def line, after any decorator lines
+    return "\n".join(source.splitlines()[start:])
+
+
+def _free_names(definition: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """Names the function reads without binding them itself (parameters, assignments, imports, inner defs)."""
+    bound = {definition.name}
+    read: set[str] = set()
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Name):
+            (bound if isinstance(node.ctx, ast.Store | ast.Del) else read).add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.ExceptHandler):
+            bound.add(node.name or "")
+    return read - bound
+
+
+def install_missing(requirements: list[str], index_urls: list[str]) -> None:
+    """Pip-install the requirements this Python does not satisfy (runs in the replica, before the function)."""
+    import importlib
+    import importlib.metadata
+    import subprocess
+    import sys
+
+    parse: Any = None  # without packaging no version can be checked: every requirement is installed
+    for module in ("packaging.requirements", "pip._vendor.packaging.requirements"):
+        try:
+            parse = importlib.import_module(module).Requirement
+            break
+        except ImportError:
+            continue
+
+    def satisfied(text: str) -> bool:
+        if parse is None:
+            return False
+        requirement = parse(text)
+        try:
+            installed = importlib.metadata.version(requirement.name)
+        except importlib.metadata.PackageNotFoundError:
+            return False
+        return requirement.specifier.contains(installed, prereleases=True)
+
+    missing = [r for r in requirements if not satisfied(r)]
+    if not missing:
+        return
+    print(f"installing {' '.join(missing)}", flush=True)
+    index = [arg for i, url in enumerate(index_urls) for arg in ("--index-url" if i == 0 else "--extra-index-url", url)]
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-warn-script-location", *index, *missing]
+    subprocess.check_call(command)

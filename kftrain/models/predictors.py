@@ -1,0 +1,196 @@
+"""A model of any accepted format as ``predict(x) -> scores`` on numpy arrays, for evaluation and export.
+
+``x`` is a float32 batch ``[rows, features]``; it is cast to the type the model's input declares. The result
+is a 2-D float array ``[rows, outputs]`` (a 1-D output becomes one column). Each format imports only its own
+framework, when it is loaded.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+import zipfile
+from collections.abc import Callable
+from typing import Any
+
+from kftrain.extras import requires
+
+with requires("data", "loading a model"):
+    import numpy as np
+
+from kftrain.models.folder import ModelFolder
+from kftrain.models.spec import KERAS, KFTRAIN_MLP, ONNX, SAVEDMODEL, TORCHSCRIPT, ModelError, ModelSpec
+
+Predictor = Callable[[np.ndarray], np.ndarray]
+SIGNATURE = "serving_default"
+ONNX_TYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16}
+
+
+def predictor_for(spec: ModelSpec) -> Predictor:
+    """``predict(x) -> scores`` for the model ``spec`` describes."""
+    loaders: dict[str, Callable[[ModelSpec], Predictor]] = {
+        TORCHSCRIPT: _torchscript,
+        KFTRAIN_MLP: _kftrain_mlp,
+        ONNX: _onnx,
+        SAVEDMODEL: _savedmodel,
+        KERAS: _keras,
+    }
+    predict = loaders[spec.format](spec)
+
+    def two_dimensional(x: np.ndarray) -> np.ndarray:
+        out = np.asarray(predict(np.ascontiguousarray(x, dtype=np.float32)))
+        if out.ndim == 1:
+            out = out[:, None]
+        if out.ndim != 2 or out.shape[0] != len(x):
+            raise ModelError(f"{spec.location}: {len(x)} rows in gave output of shape {out.shape}, expected [rows, k]")
+        return out
+
+    return two_dimensional
+
+
+def input_dtype(spec: ModelSpec, default: Any = np.float32) -> Any:
+    """The element type of the model's first input, as its ``model.json`` declares it."""
+    return np.dtype(spec.inputs[0].dtype) if spec.inputs else default
+
+
+def first_output(value: Any, where: str) -> Any:
+    """A model's output, or the first of a tuple/list/dict of outputs."""
+    if isinstance(value, dict):
+        value = next(iter(value.values()))
+    elif isinstance(value, tuple | list):
+        if not value:
+            raise ModelError(f"{where}: the model returned no output")
+        value = value[0]
+    return value
+
+
+def model_bytes(spec: ModelSpec) -> bytes:
+    """The model's file, read through its folder (checked against the folder's marker when it has one)."""
+    return ModelFolder(spec.uri).read_bytes(spec.path)
+
+
+def _torchscript(spec: ModelSpec) -> Predictor:
+    with requires("torch", "loading a TorchScript model"):
+        import torch
+
+    model = torch.jit.load(io.BytesIO(model_bytes(spec)), map_location="cpu")
+    model.eval()
+    dtype = input_dtype(spec)
+
+    def predict(x: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            out = first_output(model(torch.from_numpy(x.astype(dtype, copy=False))), spec.location)
+        return np.asarray(out.float().numpy())
+
+    return predict
+
+
+def _kftrain_mlp(spec: ModelSpec) -> Predictor:
+    with requires("torch", "loading a PyTorch model"):
+        from kftrain.models import pytorch
+
+    return pytorch.predictor(spec.uri)
+
+
+def _onnx(spec: ModelSpec) -> Predictor:
+    with requires("onnx", "loading an ONNX model"):
+        import onnxruntime
+
+    session = onnxruntime.InferenceSession(model_bytes(spec), providers=["CPUExecutionProvider"])
+    feeds = session.get_inputs()
+    if len(feeds) != 1:
+        names = ", ".join(i.name for i in feeds)
+        raise ModelError(f"{spec.location}: the model takes {len(feeds)} inputs ({names}); the contract is one")
+    name, dtype = feeds[0].name, ONNX_TYPES.get(feeds[0].type, np.float32)
+    wanted = [o.name for o in session.get_outputs()][:1]
+
+    def predict(x: np.ndarray) -> np.ndarray:
+        return np.asarray(session.run(wanted, {name: x.astype(dtype, copy=False)})[0], dtype=np.float64)
+
+    return predict
+
+
+def _savedmodel(spec: ModelSpec) -> Predictor:
+    folder = ModelFolder(spec.uri)
+    return savedmodel_predictor(folder, spec.path, spec.info.get("signature") or SIGNATURE, _output_name(spec))
+
+
+def savedmodel_predictor(folder: ModelFolder, rel: str = "", signature: str = SIGNATURE, output: str = "") -> Predictor:
+    """``predict`` through the serving signature (one input) of the SavedModel at ``rel`` in ``folder`` ("": the
+    folder itself); ``output`` names the output to use."""
+    uri = folder.uri_of(rel) if rel else folder.uri
+    with requires("tf", "loading a TensorFlow model"):
+        from kftrain.models import tensorflow as _  # TF_USE_LEGACY_KERAS before TensorFlow loads
+    with requires("tf", "loading a TensorFlow model"):  # a block of its own: import sorting keeps it second
+        import tensorflow as tf
+
+    with folder.local_copy(rel) as path:
+        loaded = tf.saved_model.load(os.fspath(path))  # the variables are read into memory while loading
+    if signature not in loaded.signatures:
+        have = ", ".join(loaded.signatures) or "none"
+        raise ModelError(f"{uri}: no {signature!r} signature in the SavedModel (it has: {have})")
+    fn = loaded.signatures[signature]
+    _, kwargs = fn.structured_input_signature
+    if len(kwargs) != 1:
+        raise ModelError(f"{uri}: signature {signature!r} takes {len(kwargs)} inputs ({', '.join(kwargs)}); one")
+    ((input_name, input_spec),) = kwargs.items()
+    outputs = list(fn.structured_outputs)
+    if output and output not in outputs:
+        raise ModelError(f"{uri}: signature {signature!r} has no output {output!r} (it has: {', '.join(outputs)})")
+    output = output or outputs[0]
+    dtype = input_spec.dtype.as_numpy_dtype
+
+    def predict(x: np.ndarray) -> np.ndarray:
+        return np.asarray(fn(**{input_name: tf.constant(x.astype(dtype, copy=False))})[output].numpy())
+
+    predict.loaded = loaded  # type: ignore[attr-defined]  # keep the restored object alive with the function
+    predict.tensor_names = (input_name, output, dtype)  # type: ignore[attr-defined]  # for Triton's config
+    return predict
+
+
+def _output_name(spec: ModelSpec) -> str:
+    """The signature output ``model.json`` names (this release's TF trainers write ``output_name``)."""
+    return spec.outputs[0].name if spec.outputs else str(spec.info.get("output_name", ""))
+
+
+def keras_version(path: str | os.PathLike[str]) -> str:
+    """The Keras version that wrote a ``.keras`` file ("" for an HDF5 file, which Keras 2 wrote)."""
+    if not zipfile.is_zipfile(path):
+        return ""
+    with zipfile.ZipFile(path) as archive:
+        try:
+            return str(json.loads(archive.read("metadata.json")).get("keras_version", ""))
+        except KeyError:
+            return ""
+
+
+def load_keras(path: str | os.PathLike[str]) -> Any:
+    """A ``.keras``/``.h5`` model with the Keras that wrote it: Keras 3, or Keras 2 (``tf_keras``)."""
+    with requires("tf", "loading a Keras model"):
+        from kftrain.models import tensorflow as _  # noqa: F401  # TF_USE_LEGACY_KERAS before TensorFlow loads
+
+        if keras_version(path).startswith("3"):
+            import keras
+
+            return keras.saving.load_model(os.fspath(path), compile=False)
+        import tf_keras
+
+    return tf_keras.models.load_model(os.fspath(path), compile=False)
+
+
+def _keras(spec: ModelSpec) -> Predictor:
+    suffix = os.path.splitext(spec.path)[1] or ".keras"
+    with tempfile.TemporaryDirectory(prefix="kftrain-keras-") as tmp:
+        local = os.path.join(tmp, f"model{suffix}")
+        with open(local, "wb") as dst:
+            dst.write(model_bytes(spec))
+        model = load_keras(local)
+    dtype = input_dtype(spec)
+
+    def predict(x: np.ndarray) -> np.ndarray:
+        out = first_output(model(x.astype(dtype, copy=False), training=False), spec.location)
+        return np.asarray(out)
+
+    return predict

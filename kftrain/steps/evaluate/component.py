@@ -1,0 +1,91 @@
+"""The body of the ``evaluate_model`` component: score, report into KFP's artifacts, decide the gate.
+
+Every input is checked (the gate's metric against the dataset's task, the model against the dataset) before
+the split is read; a user error ends the step with a one-line message. The returned ``(passed, score)``
+are the component's outputs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, Protocol
+
+from kftrain.data.dataset import read_info
+from kftrain.errors import step_errors
+from kftrain.steps.evaluate.evaluation import Evaluation, evaluate_model, task_of
+from kftrain.steps.evaluate.gate import GateDecision, gate_metric, quality_gate
+from kftrain.steps.evaluate.reports import html_report, markdown_report
+
+log = logging.getLogger(__name__)
+MAX_KFP_CONFUSION = 100  # classes: a larger matrix is too big for KFP's metadata store (the HTML report has it)
+
+
+class Artifact(Protocol):
+    """A KFP input or output artifact, as a component body sees it."""
+
+    uri: str
+    path: str
+    metadata: dict[str, Any]
+
+
+def evaluate_component(
+    *,
+    model: Artifact,
+    dataset: Artifact,
+    metrics: Any,
+    classification_metrics: Any,
+    report: Artifact,
+    html_report_output: Artifact,
+    split: str,
+    gate_metric_name: str,
+    gate_threshold: float,
+    baseline_model_uri: str,
+    batch_rows: int,
+) -> tuple[bool, float]:
+    """Evaluate ``model`` on ``split`` of ``dataset``, fill the KFP artifacts, and return the gate's verdict."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    with step_errors():
+        metric = gate_metric(task_of(read_info(dataset.uri)), gate_metric_name)
+        evaluation = evaluate_model(model.uri, dataset.uri, split, batch_rows=batch_rows)
+        baseline = (
+            evaluate_model(baseline_model_uri, dataset.uri, split, batch_rows=batch_rows)
+            if baseline_model_uri
+            else None
+        )
+        decision = quality_gate(evaluation.metrics, metric, gate_threshold, baseline.metrics if baseline else None)
+    log_kfp_metrics(evaluation, metrics, classification_metrics, baseline)
+    title = f"Evaluation on the {split} split"
+    with open(report.path, "w", encoding="utf-8") as handle:
+        handle.write(markdown_report(evaluation, decision, title))
+    with open(html_report_output.path, "w", encoding="utf-8") as handle:
+        handle.write(html_report(evaluation, decision, title))
+    print(f"quality gate {'passed' if decision.passed else 'FAILED'}: {decision.reason}")
+    return decision.passed, _finite(decision.score)
+
+
+def log_kfp_metrics(
+    evaluation: Evaluation, metrics: Any, classification_metrics: Any, baseline: Evaluation | None
+) -> None:
+    """Scalars into ``Metrics``; the confusion matrix and ROC/PR points into ``ClassificationMetrics``."""
+    for name, value in evaluation.metrics.items():
+        if math.isfinite(value):  # KFP's metadata is JSON: no NaN
+            metrics.log_metric(name, round(value, 6))
+    metrics.log_metric("rows", evaluation.rows)
+    if baseline is not None:
+        for name, value in baseline.metrics.items():
+            if math.isfinite(value):
+                metrics.log_metric(f"baseline_{name}", round(value, 6))
+    if evaluation.confusion and len(evaluation.classes) <= MAX_KFP_CONFUSION:
+        classification_metrics.log_confusion_matrix(evaluation.classes, evaluation.confusion)
+    elif evaluation.confusion:
+        log.info("%d classes: the confusion matrix is in the HTML report only", len(evaluation.classes))
+    if evaluation.confidence_metrics:
+        classification_metrics.metadata["confidenceMetrics"] = evaluation.confidence_metrics
+
+
+def _finite(value: float) -> float:
+    return value if math.isfinite(value) else 0.0
+
+
+__all__ = ["GateDecision", "evaluate_component"]

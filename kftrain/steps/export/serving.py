@@ -1,0 +1,100 @@
+"""What model servers read: Triton's ``config.pbtxt`` and KServe's ``InferenceService`` manifest.
+
+The tensors in a Triton config come from the exported model itself (its input and output names, element
+types and the shapes measured by running it on the test split), so the config matches what Triton loads.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from kftrain.extras import requires
+
+with requires("data", "export"):
+    import numpy as np
+import yaml
+
+from kftrain.errors import KftrainError
+
+TRITON_TYPES = {
+    "float32": "TYPE_FP32",
+    "float64": "TYPE_FP64",
+    "float16": "TYPE_FP16",
+    "int64": "TYPE_INT64",
+    "int32": "TYPE_INT32",
+}
+MAX_BATCH_SIZE = 256
+# A Kubernetes name (DNS-1123 label): KServe names its services and pods after the InferenceService.
+NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,43}[a-z0-9])?$")
+
+
+class ExportError(KftrainError):
+    """An export could not be produced, or did not reproduce the model's predictions."""
+
+
+def check_model_name(name: str) -> str:
+    if not NAME.match(name):
+        raise ExportError(
+            f"model_name {name!r}: use lowercase letters, digits and '-', starting and ending with a letter or "
+            "digit, at most 45 characters (it names the Triton model and the KServe InferenceService)"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor as Triton sees it: its name, element type, and shape without the batch dimension."""
+
+    name: str
+    dtype: str
+    dims: tuple[int, ...]
+
+    @classmethod
+    def measured(cls, name: str, value: np.ndarray) -> Tensor:
+        """The tensor ``value`` (a batch) is an instance of; its element type must be one Triton serves."""
+        dtype = np.dtype(value.dtype).name
+        if dtype not in TRITON_TYPES:
+            raise ExportError(f"tensor {name!r} is {dtype}: Triton serves {', '.join(TRITON_TYPES)}")
+        return cls(name, dtype, tuple(int(d) for d in value.shape[1:]))
+
+    def render(self) -> str:
+        # A [batch] tensor has no dimension left once batching takes the first: Triton wants [1], reshaped.
+        dims, reshape = (self.dims, "") if self.dims else ((1,), " reshape: { shape: [ ] }")
+        shown = ", ".join(str(d) for d in dims)
+        return f'  {{ name: "{self.name}" data_type: {TRITON_TYPES[self.dtype]} dims: [ {shown} ]{reshape} }}'
+
+
+def triton_config(name: str, platform: str, inputs: list[Tensor], outputs: list[Tensor]) -> str:
+    """A Triton ``config.pbtxt``: batching on the first dimension, up to :data:`MAX_BATCH_SIZE` rows."""
+    return (
+        f'name: "{name}"\n'
+        f'platform: "{platform}"\n'
+        f"max_batch_size: {MAX_BATCH_SIZE}\n"
+        "input [\n" + ",\n".join(t.render() for t in inputs) + "\n]\n"
+        "output [\n" + ",\n".join(t.render() for t in outputs) + "\n]\n"
+    )
+
+
+def inference_service(name: str, target: str, storage_uri: str) -> dict[str, Any]:
+    """A KServe ``InferenceService`` serving ``storage_uri``: a Triton repository, or a TF Serving model folder."""
+    if target == "tfserving":
+        model = {"modelFormat": {"name": "tensorflow"}, "storageUri": storage_uri}
+    else:
+        model = {
+            "modelFormat": {"name": "triton"},
+            "runtime": "kserve-tritonserver",
+            "protocolVersion": "v2",
+            "storageUri": storage_uri,
+        }
+    return {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "kftrain"}},
+        "spec": {"predictor": {"model": model}},
+    }
+
+
+def manifest_yaml(manifest: dict[str, Any]) -> str:
+    return yaml.safe_dump(manifest, sort_keys=False)

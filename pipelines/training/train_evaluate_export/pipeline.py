@@ -1,0 +1,123 @@
+"""Your own training program on your own data: prepare a dataset from any Parquet/CSV/JSON Lines source, run your
+image and command as a PyTorchJob, TFJob or MPIJob (job_kind), evaluate the model it writes, and export it to
+Triton, TF Serving and KServe when it passes the quality gate."""
+
+from typing import Any
+
+from kfp import dsl
+
+from kftrain_components.control.fail.component import fail
+from kftrain_components.data.prepare_dataset.component import prepare_dataset
+from kftrain_components.images import HOROVOD_IMAGE, PYTORCH_IMAGE, TENSORFLOW_IMAGE
+from kftrain_components.training.mpijob_launch.component import mpijob_launch
+from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
+from kftrain_components.training.tfjob_launch.component import tfjob_launch
+from kftrain_pipelines.stages import (
+    PLATFORM,
+    QUALITY,
+    Param,
+    evaluate_and_export,
+    pipeline_function,
+    use_storage_secret,
+)
+from kftrain_pipelines.stages import with_defaults as _with_defaults
+
+JOB_KINDS = ("PyTorchJob", "TFJob", "MPIJob")
+# The image each kind's evaluation and export run in: the framework image that loads what such a program
+# writes (PyTorch: TorchScript and ONNX; TensorFlow: SavedModel and Keras; Horovod's has both frameworks).
+MODEL_IMAGES = {"PyTorchJob": PYTORCH_IMAGE, "TFJob": TENSORFLOW_IMAGE, "MPIJob": HOROVOD_IMAGE}
+
+DATA = (
+    Param(
+        "source",
+        str,
+        "builtin:digits",
+        "Dataset: a file, folder, glob or s3:// prefix of Parquet/CSV/JSON Lines (hive partitions included), or "
+        "builtin:digits|breast_cancer|diabetes|wine.",
+    ),
+    Param("label_column", str, "label", "The label's column in the source."),
+    Param("task", str, "classification", "classification (labels of any type) or regression (a numeric target)."),
+    Param("features", list, [], "Feature columns; empty: every column but the label."),
+    Param("missing", str, "refuse", "Nulls and NaNs: refuse, drop (the rows) or fill (mean / most frequent value)."),
+    Param("seed", int, 42, "Seed of the stratified split."),
+    Param("validation_fraction", float, 0.1, "Share of rows held out for validation."),
+    Param("test_fraction", float, 0.2, "Share of rows held out for the final test (evaluation and export checks)."),
+)
+TRAINING = (
+    Param("job_kind", str, "PyTorchJob", "Which training job runs the program: PyTorchJob, TFJob or MPIJob."),
+    Param("image", str, "", "Image of every replica; empty: this release's trainer image for the job kind."),
+    Param(
+        "command",
+        list,
+        [],
+        "Program of every replica (an MPIJob's: the Launcher's, e.g. mpirun python train.py); empty: this "
+        "release's trainer for the job kind. It gets the URIs as $KFTRAIN_DATASET_URI and $KFTRAIN_MODEL_URI.",
+    ),
+    Param("args", list, [], "Arguments of the program."),
+    Param(
+        "workers",
+        int,
+        1,
+        "Worker replicas: a PyTorchJob's besides its Master, a TFJob's (MultiWorkerMirrored), an MPIJob's (one rank "
+        "each).",
+    ),
+    Param("env", dict, {}, "Extra environment variables of every replica."),
+)
+EXPORT = (
+    Param("model_name", str, "model", "Name of the exported model and of its KServe InferenceService."),
+    Param("export_targets", list, [], "triton, triton-onnx, tfserving; empty: every one the model's format allows."),
+)
+EVERY = [
+    *DATA,
+    *TRAINING,
+    *_with_defaults(QUALITY, {"gate_metric": "", "gate_threshold": 0.8}, __name__),
+    *EXPORT,
+    *PLATFORM,
+]
+
+
+def launch(kind: str, p: Any, dataset: Any, platform: dict[str, Any]) -> dsl.PipelineTask:
+    """The launch task of ``kind``, with the program and replicas the parameters give."""
+    common = {"dataset": dataset, "image": p.image, "command": p.command, "args": p.args, "env": p.env, **platform}
+    if kind == "PyTorchJob":
+        return pytorchjob_launch(workers=p.workers, **common)
+    if kind == "TFJob":
+        return tfjob_launch(workers=p.workers, **common)
+    return mpijob_launch(workers=p.workers, **common)
+
+
+def wire(p: Any) -> None:
+    """Prep, then one branch per job kind: launch -> evaluate -> gate -> export (KFP 2.17.0's local runner has
+    no ``dsl.OneOf`` for artifacts, so each branch evaluates its own launch's model); an unknown kind fails."""
+    prep = prepare_dataset(
+        source=p.source,
+        label_column=p.label_column,
+        task=p.task,
+        features=p.features,
+        missing=p.missing,
+        seed=p.seed,
+        validation_fraction=p.validation_fraction,
+        test_fraction=p.test_fraction,
+    )
+    prep.set_caching_options(False)  # a source URI's content can change between runs
+    use_storage_secret(prep, p.storage_secret)
+    platform = {param.name: getattr(p, param.name) for param in PLATFORM}
+    branches = (dsl.If, dsl.Elif, dsl.Elif)
+    for branch, kind in zip(branches, JOB_KINDS, strict=True):
+        with branch(p.job_kind == kind, name=kind.lower()):
+            train = launch(kind, p, prep.outputs["dataset"], platform)
+            train.set_caching_options(False)  # a training job is never replayed from cache
+            use_storage_secret(train, p.storage_secret)
+            evaluate_and_export(
+                p,
+                train.outputs["model"],
+                prep.outputs["dataset"],
+                p.model_name,
+                p.export_targets,
+                model_image=MODEL_IMAGES[kind],
+            )
+    with dsl.Else(name="unknown-job-kind"):
+        fail(message=f"job_kind must be one of {', '.join(JOB_KINDS)}", value=p.job_kind)
+
+
+train_evaluate_export = pipeline_function(__name__, EVERY, wire)

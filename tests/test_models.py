@@ -1,0 +1,192 @@
+"""The model contract: folders written with or without kftrain, recognised from their content, loaded as predictors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from kftrain import storage
+from kftrain.models import ModelError, describe_model, load_predictor, predictor_for, save_model
+from kftrain.models.history import read_history, x_axis
+from kftrain.models.pytorch import MLP, MLPConfig, write_model
+
+X = np.random.default_rng(0).normal(size=(16, 5)).astype(np.float32)
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+
+class Unscriptable(Net):
+    def forward(self, *inputs):  # TorchScript rejects varargs; tracing records the call as made
+        return self.body(inputs[0])
+
+
+def expected(model: nn.Module) -> np.ndarray:
+    model.eval()
+    with torch.no_grad():
+        return model(torch.from_numpy(X)).numpy()
+
+
+def test_save_model_writes_torchscript_that_evaluation_loads(tmp_path):
+    model = Net()
+    model.train()
+    spec = save_model(model, str(tmp_path / "m"), example_input=X[:4], classes=["a", "b", "c"], history=[{"epoch": 1}])
+    assert model.training, "the caller's module is left in the mode it was in"
+    assert (spec.format, spec.path, spec.task) == ("torchscript", "model.pt", "classification")
+    assert spec.classes == ["a", "b", "c"]
+    assert [t.to_json() for t in spec.inputs] == [{"name": "input", "dtype": "float32", "shape": [-1, 5]}]
+    assert spec.outputs[0].shape == (-1, 3)
+    storage.require_complete(str(tmp_path / "m"), verify=True)
+    np.testing.assert_allclose(predictor_for(spec)(X), expected(model), atol=1e-6)
+    assert json.loads((tmp_path / "m" / "metrics.jsonl").read_text()) == {"epoch": 1}
+
+
+def test_a_module_that_cannot_be_scripted_is_traced_on_the_example(tmp_path):
+    with pytest.raises(ModelError, match="pass example_input=<a batch> so the model can be traced"):
+        save_model(Unscriptable(), str(tmp_path / "no"))
+    assert not (tmp_path / "no").exists(), "nothing published after the error"
+    spec = save_model(Unscriptable(), str(tmp_path / "m"), example_input=X[:2])
+    np.testing.assert_allclose(predictor_for(spec)(X), expected(Unscriptable()), atol=1e-6)
+
+
+def test_save_model_writes_onnx_from_a_torch_module(tmp_path):
+    spec = save_model(Net(), str(tmp_path / "m"), example_input=X[:2], format="onnx", task="regression")
+    assert (spec.format, spec.path, spec.task) == ("onnx", "model.onnx", "regression")
+    np.testing.assert_allclose(predictor_for(spec)(X), expected(Net()), atol=1e-5)
+    with pytest.raises(ModelError, match="'onnx' needs example_input"):
+        save_model(Net(), str(tmp_path / "n"), format="onnx")
+
+
+def test_a_folder_written_without_kftrain_is_recognised_from_its_files(tmp_path):
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    torch.jit.save(torch.jit.script(Net().eval()), str(folder / "weights.pth"))
+    spec = describe_model(str(folder))  # no model.json, no _COMPLETE.json: the finished job's folder as it is
+    assert (spec.format, spec.path, spec.info) == ("torchscript", "weights.pth", {})
+    predict, info = load_predictor(str(folder))
+    np.testing.assert_allclose(predict(X), expected(Net()), atol=1e-6)
+    assert info == {}
+
+
+def test_onnx_without_model_json(tmp_path):
+    folder = tmp_path / "onnx"
+    folder.mkdir()
+    torch.onnx.export(Net().eval(), (torch.from_numpy(X[:1]),), str(folder / "net.onnx"), dynamo=False,
+                      input_names=["features"], dynamic_axes={"features": {0: "n"}})  # fmt: skip
+    spec = describe_model(str(folder))
+    assert (spec.format, spec.path) == ("onnx", "net.onnx")
+    np.testing.assert_allclose(predictor_for(spec)(X), expected(Net()), atol=1e-5)
+
+
+@pytest.mark.parametrize("saved", ["state_dict", "module"])
+def test_a_torch_save_pickle_is_refused_naming_the_file_and_the_fix(tmp_path, saved):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    torch.save(Net().state_dict() if saved == "state_dict" else Net(), folder / "model.pt")
+    with pytest.raises(ModelError) as err:
+        describe_model(str(folder))
+    message = str(err.value)
+    assert f"{folder / 'model.pt'}: a torch.save() pickle" in message
+    assert "torch.jit.save(torch.jit.script(model), 'model.pt')" in message and "README" in message
+    assert "did not finish" not in message
+
+
+@pytest.mark.parametrize(
+    ("files", "error"),
+    [
+        ({}, "the model folder is empty"),
+        ({"model.pkl": b"x"}, "model.pkl is a pickle needs the Python code"),
+        ({"notes.txt": b"x"}, "no model found among notes.txt"),
+        ({"model.json": b"[1]"}, "model.json: expected a JSON object"),
+        ({"model.json": b'{"format": "pmml"}'}, "format 'pmml' is not one of"),
+        ({"model.json": b'{"task": "ranking"}', "m.onnx": b"x"}, "model.json: task must be one of"),
+        ({"model.json": b'{"format": "onnx", "file": "gone.onnx"}', "m.onnx": b"x"}, "file 'gone.onnx' is not in"),
+        ({"a.onnx": b"x", "b.onnx": b"x"}, r"more than one model \(a.onnx \(onnx\), b.onnx \(onnx\)\)"),
+    ],
+)
+def test_unusable_folders_fail_naming_what_is_wrong(tmp_path, files, error):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    with pytest.raises(ModelError, match=error):
+        describe_model(str(folder))
+
+
+def test_a_missing_model_folder(tmp_path):
+    with pytest.raises(ModelError, match="no model there"):
+        describe_model(str(tmp_path / "nothing"))
+
+
+def test_the_builtin_mlp_format_is_read_like_the_others(tmp_path):
+    config = MLPConfig(num_features=5, num_classes=3, hidden=(4,))
+    model = MLP(config).eval()
+    write_model(str(tmp_path / "m"), model, config, [0, 1, 2], [f"f{i}" for i in range(5)], {"val_accuracy": 1.0})
+    spec = describe_model(str(tmp_path / "m"))
+    assert (spec.format, spec.framework, spec.task) == ("kftrain-mlp", "pytorch", "classification")
+    assert spec.classes == [0, 1, 2]
+    np.testing.assert_allclose(predictor_for(spec)(X), expected(model), atol=1e-6)
+
+
+def test_training_history_skips_bad_lines(tmp_path, caplog):
+    lines = ['{"epoch": 1, "loss": 0.5, "tag": "x"}', "not json", "[1]", "", '{"epoch": 2, "loss": 0.25}']
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    points = read_history(str(tmp_path))
+    assert points == [{"epoch": 1.0, "loss": 0.5}, {"epoch": 2.0, "loss": 0.25}]
+    assert x_axis(points) == "epoch"
+    assert "metrics.jsonl:2: not JSON" in caplog.text and "metrics.jsonl:3: not a JSON object" in caplog.text
+
+
+# --- TensorFlow ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def keras3():
+    pytest.importorskip("tensorflow")
+    import keras
+
+    inputs = keras.Input((5,), name="features")
+    model = keras.Model(inputs, keras.layers.Dense(3, name="scores")(keras.layers.Dense(4, activation="relu")(inputs)))
+    return model
+
+
+def test_a_keras3_model_is_saved_as_a_savedmodel(tmp_path, keras3):
+    spec = save_model(keras3, str(tmp_path / "m"), classes=[0, 1, 2])
+    assert (spec.format, spec.path) == ("savedmodel", "")
+    assert (tmp_path / "m" / "saved_model.pb").is_file()
+    np.testing.assert_allclose(predictor_for(spec)(X), keras3.predict(X, verbose=0), atol=1e-5)
+
+
+def test_keras_files_of_either_keras_are_recognised(tmp_path, keras3):
+    import tf_keras
+
+    folder = tmp_path / "k3"
+    folder.mkdir()
+    keras3.save(str(folder / "model.keras"))
+    np.testing.assert_allclose(load_predictor(str(folder))[0](X), keras3.predict(X, verbose=0), atol=1e-5)
+
+    legacy = tf_keras.Sequential([tf_keras.Input((5,)), tf_keras.layers.Dense(2)])
+    folder = tmp_path / "k2"
+    folder.mkdir()
+    legacy.save(str(folder / "model.keras"))
+    spec = describe_model(str(folder))
+    assert (spec.format, spec.path) == ("keras", "model.keras")
+    np.testing.assert_allclose(predictor_for(spec)(X), legacy.predict(X, verbose=0), atol=1e-5)
+
+
+def test_a_savedmodel_in_a_subfolder_without_model_json(tmp_path, keras3):
+    keras3.export(str(tmp_path / "m" / "export"), verbose=False)
+    spec = describe_model(str(tmp_path / "m"))
+    assert (spec.format, spec.path) == ("savedmodel", "export")
+    np.testing.assert_allclose(predictor_for(spec)(X), keras3.predict(X, verbose=0), atol=1e-5)
