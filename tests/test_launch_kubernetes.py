@@ -206,6 +206,13 @@ def expected_namespace() -> str:
     return KUBECONFIG_NAMESPACE
 
 
+class KfpMetrics(SimpleNamespace):
+    """A KFP Metrics output: its values in ``metadata``, as KFP keeps them."""
+
+    def log_metric(self, metric: str, value: float) -> None:
+        self.metadata[metric] = value
+
+
 def step_inputs(launch: Launch, tmp_path: Path, job_output: str = "job", **extra: Any) -> dict[str, Any]:
     """The inputs a pipeline gives the step: artifacts, the ``job`` output path, the run and task ids, the
     platform settings, and the launch's typed inputs or manifest."""
@@ -213,6 +220,8 @@ def step_inputs(launch: Launch, tmp_path: Path, job_output: str = "job", **extra
         "dataset": SimpleNamespace(uri=str(tmp_path / "dataset"), metadata={}),
         "model": SimpleNamespace(uri=str(tmp_path / "model"), metadata={}),
         "job": str(tmp_path / "outputs" / job_output),
+        "metrics": KfpMetrics(uri=str(tmp_path / "outputs" / "metrics"), metadata={}),
+        "curves": SimpleNamespace(uri=str(tmp_path / "outputs" / "curves"), metadata={}, path=""),
         "run_id": RUN_ID,
         "task_id": TASK_ID,
         "backend": "kubernetes",
@@ -563,8 +572,9 @@ STEP_SCRIPT = textwrap.dedent(
 
     module, name, inputs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     component = getattr(importlib.import_module(module), name)
-    for artifact in ("dataset", "model"):
-        inputs[artifact] = SimpleNamespace(uri=inputs[artifact], metadata={})
+    for artifact in ("dataset", "model", "curves"):
+        inputs[artifact] = SimpleNamespace(uri=inputs[artifact], metadata={}, path="")
+    inputs["metrics"] = SimpleNamespace(uri=inputs["metrics"], metadata={}, log_metric=lambda name, value: None)
     component.python_func(**inputs)
     """
 )

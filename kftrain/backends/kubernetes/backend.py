@@ -58,7 +58,7 @@ class KubernetesBackend(Backend):
 
     def __init__(self, config: KubernetesConfig | None = None, api_client: client.ApiClient | None = None) -> None:
         self.config = config or KubernetesConfig()
-        self.console = Console(self.config.out)
+        self.console = Console(self.config.out, self.config.line_sinks)
         self.api = KubeApi(self.config.retry, api_client, namespace_file=self.config.namespace_file)
         self._deleted: set[tuple[str, str]] = set()
         self._mpi_version: str | None = self.config.mpi_api_version

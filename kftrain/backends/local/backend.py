@@ -68,7 +68,7 @@ class LocalBackend(Backend):
 
     def __init__(self, config: LocalConfig | None = None) -> None:
         self.config = config or LocalConfig()
-        self.console = Console(self.config.out)
+        self.console = Console(self.config.out, self.config.line_sinks)
         self._jobs: dict[str, _LocalJob] = {}
         # wait() polls replicas while scale()/kill_replica() may change them from another thread.
         self._state_lock = threading.RLock()
