@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -68,3 +69,19 @@ def test_exported_torchscript_and_onnx_reproduce_the_model(pipeline_run):
     got = session.run(None, {"input": x})[0]
     np.testing.assert_allclose(got, expected, atol=1e-4)
     assert (Path(export_uri) / "digits/config.pbtxt").read_text().startswith('name: "digits"')
+
+
+def test_training_is_observed_progress_curves_tensorboard_metrics_and_logs(pipeline_run):
+    run_dir, log = pipeline_run
+    step = run_dir / "pytorchjob-launch"
+    assert re.search(r"\[kftrain\] progress: epoch \d+/12 loss [\d.e-]+ val_accuracy [\d.]+", log)
+    final = executor_output(step)["artifacts"]["metrics"]["artifacts"][0]["metadata"]
+    assert final["epoch"] == 12 and final["val_accuracy"] >= 0.9 and final["loss"] > 0
+    page = (step / "curves").read_text()
+    assert page.count('data-metric="') == 2 and 'data-metric="loss"' in page and 'data-metric="val_accuracy"' in page
+    (run,) = (step / "model-tensorboard").iterdir()  # the master alone reports: one series
+    (events,) = run.iterdir()
+    assert events.name.startswith("events.out.tfevents.")
+    logs = {p.name: p.read_text() for p in (step / "model-logs").iterdir()}
+    assert sorted(logs) == ["master-0.log", "worker-0.log"]
+    assert "KFTRAIN_METRICS" in logs["master-0.log"] and logs["worker-0.log"]

@@ -196,6 +196,9 @@ class KubernetesBackend(Backend):
                     return ended
                 give_up = watching.check(obj, pods.items() if pods.listed else None, now)
                 if give_up is not None:
+                    if give_up.failed_replica is None:
+                        # A replica in a crash loop is the likely cause, whatever ended the wait: name it, its code.
+                        self._explain_failure(job, give_up, logs)
                     self._delete(job)
                     give_up.message += "; deleted the job"
                     return give_up

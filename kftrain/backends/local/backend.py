@@ -176,6 +176,7 @@ class LocalBackend(Backend):
             if result is None and deadline is not None and time.monotonic() >= deadline:
                 reason = "DeadlineExceeded" if deadline_s is not None and min(limits) == deadline_s else "Timeout"
                 result = JobResult(JobPhase.FAILED, reason=reason, message=f"job ran longer than {min(limits):g}s")
+                self._blame_crash_loop(state, result)
             if result is not None:
                 self._stop_all(state)
                 result.duration_s = time.monotonic() - state.started_at
@@ -299,6 +300,19 @@ class LocalBackend(Backend):
             failed_replica=replica.id.label,
             log_tail=list(replica.tail),
         )
+
+    def _blame_crash_loop(self, state: _LocalJob, result: JobResult) -> None:
+        """A job stopped by its deadline or timeout while a replica kept failing: name that replica, its exit
+        code and its last lines, which would otherwise hide behind "ran longer than"."""
+        failing = [r for r in state.replicas if r.restarts and r.last_exit not in (None, 0)]
+        if not failing:
+            return
+        worst = max(failing, key=lambda r: r.restarts)
+        code = shell_exit_code(worst.last_exit or 1)
+        result.message += (
+            f"; {worst.id.label} was crash-looping: it last exited with code {code} after {worst.restarts} restart(s)"
+        )
+        result.exit_code, result.failed_replica, result.log_tail = code, worst.id.label, list(worst.tail)
 
     def _drain(self, replica: LocalReplica) -> None:
         # The reader ends at EOF; a grandchild still holding the pipe must not hang us.
