@@ -85,3 +85,14 @@ def test_training_is_observed_progress_curves_tensorboard_metrics_and_logs(pipel
     logs = {p.name: p.read_text() for p in (step / "model-logs").iterdir()}
     assert sorted(logs) == ["master-0.log", "worker-0.log"]
     assert "KFTRAIN_METRICS" in logs["master-0.log"] and logs["worker-0.log"]
+
+
+def test_a_quiet_run_is_one_line_per_step_and_the_progress(tmp_path):
+    run = run_pipeline("pytorch-digits", tmp_path, "--param", "epochs=12", timeout=600, verbose=False)
+    lines = run.log.splitlines()
+    assert len(lines) <= 40, run.log
+    for step in ("prepare-dataset", "trainer-args", "pytorchjob-launch", "evaluate-classifier", "export-model"):
+        assert f"[kftrain] {step}: started" in lines
+        assert any(line.startswith(f"[kftrain] {step}: finished in ") for line in lines), run.log
+    assert any(line.startswith("[kftrain]   progress: epoch 12/12 loss ") for line in lines), run.log
+    assert "executor_input" not in run.log and "[master-0]" not in run.log

@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="local",
         help="s3: start a local S3 server and keep every dataset/model artifact on s3://",
     )
+    run.add_argument(
+        "--verbose", dest="run_verbose", action="store_true", help="show KFP's whole output, not one line per step"
+    )
     run.set_defaults(func=cmd_run)
 
     comp = sub.add_parser("compile", help="compile pipelines and components to their committed YAML")
