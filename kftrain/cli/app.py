@@ -15,6 +15,7 @@ import sys
 
 from kftrain import __version__
 from kftrain.cli.compile import cmd_compile
+from kftrain.cli.jobs import add_commands as add_jobs_commands
 from kftrain.cli.kfp import add_commands as add_kfp_commands
 from kftrain.cli.launch import cmd_launch, cmd_validate
 from kftrain.cli.run import DEFAULT_PIPELINE, cmd_run
@@ -105,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.set_defaults(func=cmd_compile)
 
     add_kfp_commands(sub)  # submit, schedule: against a KFP API server
+    add_jobs_commands(sub)
     return parser
 
 

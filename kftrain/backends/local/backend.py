@@ -20,6 +20,7 @@ same variable name.
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import shutil
 import signal
@@ -34,10 +35,12 @@ import psutil
 
 from kftrain.backends.base import Backend, JobHandle, JobPhase, JobResult
 from kftrain.backends.console import Console
+from kftrain.backends.local import state as job_state
 from kftrain.backends.local.config import LocalConfig
 from kftrain.backends.local.output import pump
 from kftrain.backends.local.processes import ReplicaProcess, shell_exit_code, stop_replicas
 from kftrain.backends.local.replica import LocalReplica, free_port, prepare_replica
+from kftrain.contract import MODEL_ENV
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds import kind_of
 from kftrain.job.kinds.base import is_retryable_exit_code
@@ -114,6 +117,7 @@ class LocalBackend(Backend):
         self.console.say(
             f"starting {job.kind.value} {job.name}: {', '.join(r.id.label for r in replicas)} (workdir {workdir})"
         )
+        self._record(state)
         try:
             for replica in replicas:
                 self._start(replica)
@@ -319,8 +323,32 @@ class LocalBackend(Backend):
         if replica.reader is not None:
             replica.reader.join(timeout=2.0)
 
+    def _record(self, state: _LocalJob) -> None:
+        """The job's entry in the state folder (``kftrain jobs``): running, with where its logs are."""
+        model_uri = next((r.env[MODEL_ENV] for r in state.replicas if r.env.get(MODEL_ENV)), "")
+        job_state.write(
+            state.job.name,
+            kind=state.job.kind.value,
+            api_version=state.job.api_version,
+            labels=dict(state.job.metadata.labels or {}),
+            launcher_pid=os.getpid(),
+            phase=job_state.RUNNING,
+            workdir=str(state.workdir),
+            replicas=[r.id.label for r in state.replicas],
+            model_uri=model_uri,
+            logs_uri=f"{model_uri.rstrip('/')}-logs" if model_uri else "",
+        )
+
     def _finish(self, state: _LocalJob, result: JobResult) -> None:
         self.console.say(f"{state.job.name} {result.phase.value.lower()} in {result.duration_s:.1f}s")
+        job_state.write(
+            state.job.name,
+            phase=result.phase.value,
+            reason=result.reason,
+            message=result.message,
+            exit_code=result.exit_code,
+            workdir_kept=not (result.succeeded and state.owns_workdir),
+        )
         if result.succeeded and state.owns_workdir:
             shutil.rmtree(state.workdir, ignore_errors=True)
         elif not result.succeeded:
@@ -335,6 +363,7 @@ class LocalBackend(Backend):
         self._stop_all(state)
         if state.result is None:
             state.result = JobResult(JobPhase.FAILED, reason="Cancelled", message="job cancelled", exit_code=143)
+            job_state.write(state.job.name, phase=JobPhase.FAILED.value, reason="Cancelled", exit_code=143)
             self.console.say(f"{state.job.name} cancelled; every replica stopped")
 
     def _stop_all(self, state: _LocalJob) -> None:
