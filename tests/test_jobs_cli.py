@@ -26,6 +26,11 @@ PROGRAM = """
 import os, sys, time
 name = os.environ["POD_NAME"]
 print(f"{name} says hello", flush=True)
+said = os.path.join(os.environ["OUT_DIR"], "worker-said")
+if name.endswith("worker-0"):
+    open(said, "w").close()
+while not os.path.exists(said):  # the master (whose end ends the job) waits for the worker's line
+    time.sleep(0.02)
 if os.environ.get("HANG"):
     while True:
         print(f"{name} still training", flush=True)
@@ -39,6 +44,7 @@ def manifest(tmp_path: Path, name: str, hang: bool) -> Path:
     env = [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "KFTRAIN_MODEL_URI", "value": str(tmp_path / "model")},
+        {"name": "OUT_DIR", "value": str(tmp_path)},
         *([{"name": "HANG", "value": "1"}] if hang else []),
     ]
     cmd = [sys.executable, str(program)]
@@ -65,11 +71,9 @@ def test_local_jobs_list_status_logs_download_delete(
     tmp_path: Path, state: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["launch", "-f", str(manifest(tmp_path, "done-job", hang=False)), "--local"]) == 0
-    # What a launch step keeps: the model and, beside it, the replicas' logs.
+    # The model its trainer would have written (launch kept the replicas' logs beside it itself).
     with storage.ArtifactWriter(str(tmp_path / "model")) as writer, writer.open("weights.bin") as out:
         out.write(b"weights")
-    (tmp_path / "model-logs").mkdir()
-    (tmp_path / "model-logs" / "worker-0.log").write_text("worker-0 says hello\n")
     capsys.readouterr()
 
     listed = jobs(capsys, "list")
@@ -77,10 +81,10 @@ def test_local_jobs_list_status_logs_download_delete(
     status = jobs(capsys, "status", "done-job")
     assert "PyTorchJob Succeeded" in status and "replicas: master-0, worker-0" in status
     # The job succeeded: its workdir is gone, the kept logs are read.
-    assert jobs(capsys, "logs", "done-job", "--replica", "worker-0") == "[worker-0] worker-0 says hello\n"
+    assert jobs(capsys, "logs", "done-job", "--replica", "worker-0") == "[worker-0] done-job-worker-0 says hello\n"
     out = jobs(capsys, "download", "done-job", str(tmp_path / "dest"))
     assert (tmp_path / "dest" / "model" / "weights.bin").read_bytes() == b"weights"
-    assert (tmp_path / "dest" / "logs" / "worker-0.log").read_text() == "worker-0 says hello\n"
+    assert (tmp_path / "dest" / "logs" / "worker-0.log").read_text() == "done-job-worker-0 says hello\n"
     assert "model:" in out
     assert jobs(capsys, "delete", "done-job") == "deleted done-job\n"
     assert "done-job" not in jobs(capsys, "list")
