@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kftrain.backends.local.state import STATE_DIR_ENV
 from kftrain.job.crd_schema import CRDSchemas
 
 SHARED_DIR = Path(__file__).resolve().parents[1].parent / "shared"
@@ -134,3 +136,9 @@ def operator(kube: Any) -> Iterator[Any]:
     yield sim
     sim.join()
     assert not sim.errors, "\n".join(sim.errors)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def local_job_state(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The local backend records its jobs (``kftrain jobs``) here, not in the home folder of whoever runs the tests."""
+    os.environ.setdefault(STATE_DIR_ENV, str(tmp_path_factory.mktemp("kftrain-jobs")))

@@ -44,6 +44,8 @@ def render_launch(component: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
         dataset=SimpleNamespace(uri="/data/ds"),
         model=model,
         job=str(tmp_path / "job"),
+        metrics=SimpleNamespace(uri=str(tmp_path / "metrics"), metadata={}, log_metric=lambda name, value: None),
+        curves=SimpleNamespace(uri=str(tmp_path / "curves"), metadata={}, path=str(tmp_path / "curves.html")),
         **{"run_id": "run-1", "task_id": "task-1", **inputs},
     )
     return Rendered(seen["manifest"], seen["kind"], seen["config"], model.metadata)

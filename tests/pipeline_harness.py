@@ -22,10 +22,15 @@ class PipelineRun:
         return self.stdout + self.stderr
 
 
-def run_pipeline(name: str, root: Path, *args: str, timeout: int, cwd: Path | None = None) -> PipelineRun:
-    """``kftrain run NAME --pipeline-root ROOT ARGS...``; fails the test with the output's tail unless it succeeds."""
+def run_pipeline(
+    name: str, root: Path, *args: str, timeout: int, cwd: Path | None = None, verbose: bool = True
+) -> PipelineRun:
+    """``kftrain run NAME --pipeline-root ROOT ARGS...``; fails the test with the output's tail unless it succeeds.
+
+    ``verbose``: the whole output (every step's log), which the tests read; else one line per step."""
     proc = subprocess.run(
-        [sys.executable, "-m", "kftrain.cli", "run", name, "--pipeline-root", str(root), *args],
+        [sys.executable, "-m", "kftrain.cli", "run", name, "--pipeline-root", str(root), *args]
+        + (["--verbose"] if verbose else []),
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -1019,3 +1019,22 @@ def test_rbac_bindings_target_the_accounts_kfp_runs_steps_as() -> None:
         }
     subjects = sorted((s["kind"], s["name"]) for b in bindings for s in b["subjects"])
     assert subjects == [("ServiceAccount", "default-editor"), ("ServiceAccount", "pipeline-runner")]
+
+
+def test_a_crash_loop_ended_by_the_steps_timeout_names_the_replica_and_its_exit_code(
+    kube: FakeKube, operator: OperatorSim
+) -> None:
+    def crash_loop(sim: JobSim) -> None:
+        running(sim)
+        for _ in range(3):  # kubelet restarts the container in place, again and again
+            sim.log("worker-1", "RuntimeError: CUDA out of memory")
+            sim.restart_in_place("worker-1", 137)
+            sim.sleep(0.1)
+        sim.wait_deleted()  # no backoffLimit: only the step's timeout ends it
+
+    operator.scenario = crash_loop
+    backend, out = make_backend(kube)
+    result = backend.run(pytorch_job(workers=2), timeout=1.5)
+    assert (result.phase, result.reason) == (JobPhase.FAILED, "Timeout"), out.getvalue()
+    assert (result.failed_replica, result.exit_code) == ("worker-1", 137)
+    assert "BackOff" in result.message

@@ -206,6 +206,13 @@ def expected_namespace() -> str:
     return KUBECONFIG_NAMESPACE
 
 
+class KfpMetrics(SimpleNamespace):
+    """A KFP Metrics output: its values in ``metadata``, as KFP keeps them."""
+
+    def log_metric(self, metric: str, value: float) -> None:
+        self.metadata[metric] = value
+
+
 def step_inputs(launch: Launch, tmp_path: Path, job_output: str = "job", **extra: Any) -> dict[str, Any]:
     """The inputs a pipeline gives the step: artifacts, the ``job`` output path, the run and task ids, the
     platform settings, and the launch's typed inputs or manifest."""
@@ -213,6 +220,8 @@ def step_inputs(launch: Launch, tmp_path: Path, job_output: str = "job", **extra
         "dataset": SimpleNamespace(uri=str(tmp_path / "dataset"), metadata={}),
         "model": SimpleNamespace(uri=str(tmp_path / "model"), metadata={}),
         "job": str(tmp_path / "outputs" / job_output),
+        "metrics": KfpMetrics(uri=str(tmp_path / "outputs" / "metrics"), metadata={}),
+        "curves": SimpleNamespace(uri=str(tmp_path / "outputs" / "curves"), metadata={}, path=""),
         "run_id": RUN_ID,
         "task_id": TASK_ID,
         "backend": "kubernetes",
@@ -488,6 +497,17 @@ def _filled(text: str, launch: Launch) -> str:
     return text.replace("{failing}", launch.failing).replace("{image}", IMAGE)
 
 
+def assert_logs_kept(out: str, logs: Path) -> None:
+    """Every replica line the step streamed is in that replica's log kept beside the model, in order."""
+    streamed: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        if line.startswith("[") and not line.startswith("[kftrain]") and "] " in line:
+            label, text = line[1:].split("] ", 1)
+            streamed.setdefault(label, []).append(text)
+    kept = {p.stem: p.read_text().splitlines() for p in logs.iterdir()} if logs.exists() else {}
+    assert kept == streamed, (kept, streamed)
+
+
 def assert_no_secret_anywhere(kube: FakeKube, *outputs: str) -> None:
     with kube.cond:
         objects = json.dumps([kube.created, list(kube.jobs.values()), list(kube.pods.values())])
@@ -529,6 +549,7 @@ def test_step(
     for label in (label for sim in operator.sims for label in sim.labels()):
         for line in outcome.replica_lines:
             assert f"[{label}] {line.replace('{label}', label)}" in out, out  # every replica's log, prefixed
+    assert_logs_kept(out, tmp_path / "model-logs")
     (created,) = kube.created
     name = created["metadata"]["name"]
     assert [d[2] for d in kube.deletions] == ([name] if outcome.deleted_by_step else [])
@@ -564,8 +585,9 @@ STEP_SCRIPT = textwrap.dedent(
 
     module, name, inputs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     component = getattr(importlib.import_module(module), name)
-    for artifact in ("dataset", "model"):
-        inputs[artifact] = SimpleNamespace(uri=inputs[artifact], metadata={})
+    for artifact in ("dataset", "model", "curves"):
+        inputs[artifact] = SimpleNamespace(uri=inputs[artifact], metadata={}, path="")
+    inputs["metrics"] = SimpleNamespace(uri=inputs["metrics"], metadata={}, log_metric=lambda name, value: None)
     component.python_func(**inputs)
     """
 )
@@ -674,4 +696,6 @@ def test_sigterm_during_the_wait_deletes_the_job(
     name = load_identity(identity).name
     assert f"deleted {launch.kind} {expected_namespace()}/{name}" in out
     assert "terminated (run cancelled or pod evicted)" in err
+    assert_logs_kept(out, tmp_path / "model-logs")
+    assert "step 1" in (tmp_path / "model-logs" / f"{operator.sims[0].labels()[0]}.log").read_text()
     assert [d[2] for d in kube.deletions] == [name] and kube.jobs_of(launch.plural) == []

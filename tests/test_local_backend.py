@@ -630,3 +630,25 @@ def test_sigterm_stops_every_replica_and_grandchild(tmp_path, out_dir):
         time.sleep(0.05)
     assert [p for p in pids if alive(p)] == [], log_path.read_text()
     assert "Terminated" in log_path.read_text()
+
+
+def test_a_crash_loop_stopped_by_the_deadline_reports_the_replicas_exit_code(tmp_path, out_dir):
+    # No backoffLimit: the worker restarts until the deadline ends the job; the verdict must still name it.
+    cmd = program(tmp_path, "crasher", 'import sys\nprint("cuda error: out of memory", flush=True)\nsys.exit(7)\n')
+    m = tfjob(
+        {"Worker": rep(1, "tensorflow", cmd, pod_env(out_dir), restart_policy="OnFailure")},
+        runPolicy={"activeDeadlineSeconds": 2},
+    )
+    result = LocalBackend(options(tmp_path, max_restart_backoff_s=0.1)).run(load_manifest(m))
+    assert (result.phase, result.reason) == (JobPhase.FAILED, "DeadlineExceeded")
+    assert (result.exit_code, result.failed_replica) == (7, "worker-0")
+    assert "worker-0 was crash-looping: it last exited with code 7 after" in result.message
+    assert "cuda error: out of memory" in result.describe()
+
+
+def test_a_job_stopped_by_its_timeout_without_failures_blames_no_replica(tmp_path, out_dir):
+    cmd = program(tmp_path, "sleeper", SLEEPER)
+    result = LocalBackend(options(tmp_path)).run(
+        load_manifest(tfjob({"Worker": rep(1, "tensorflow", cmd, pod_env(out_dir))})), timeout=0.5
+    )
+    assert (result.reason, result.failed_replica, result.exit_code) == ("Timeout", None, 0)

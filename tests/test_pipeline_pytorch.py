@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -71,3 +72,30 @@ def test_exported_torchscript_and_onnx_reproduce_the_model(pipeline_run):
     assert (Path(export_uri) / "triton/digits/config.pbtxt").read_text().startswith('name: "digits"')
     manifest = (run_dir / "export-model" / "inference_service").read_text()
     assert "kind: InferenceService" in manifest and f"storageUri: {export_uri}/triton" in manifest
+
+
+def test_training_is_observed_progress_curves_tensorboard_metrics_and_logs(pipeline_run):
+    run_dir, log = pipeline_run
+    step = run_dir / "pytorchjob-launch"
+    assert re.search(r"\[kftrain\] progress: epoch \d+/12 loss [\d.e-]+ val_accuracy [\d.]+", log)
+    final = executor_output(step)["artifacts"]["metrics"]["artifacts"][0]["metadata"]
+    assert final["epoch"] == 12 and final["val_accuracy"] >= 0.9 and final["loss"] > 0
+    page = (step / "curves").read_text()
+    assert page.count('data-metric="') == 2 and 'data-metric="loss"' in page and 'data-metric="val_accuracy"' in page
+    (run,) = (step / "model-tensorboard").iterdir()  # the master alone reports: one series
+    (events,) = run.iterdir()
+    assert events.name.startswith("events.out.tfevents.")
+    logs = {p.name: p.read_text() for p in (step / "model-logs").iterdir()}
+    assert sorted(logs) == ["master-0.log", "worker-0.log"]
+    assert "KFTRAIN_METRICS" in logs["master-0.log"] and logs["worker-0.log"]
+
+
+def test_a_quiet_run_is_one_line_per_step_and_the_progress(tmp_path):
+    run = run_pipeline("pytorch-digits", tmp_path, "--param", "epochs=12", timeout=600, verbose=False)
+    lines = run.log.splitlines()
+    assert len(lines) <= 40, run.log
+    for step in ("prepare-dataset", "trainer-args", "pytorchjob-launch", "evaluate-model", "export-model"):
+        assert f"[kftrain] {step}: started" in lines
+        assert any(line.startswith(f"[kftrain] {step}: finished in ") for line in lines), run.log
+    assert any(line.startswith("[kftrain]   progress: epoch 12/12 loss ") for line in lines), run.log
+    assert "executor_input" not in run.log and "[master-0]" not in run.log

@@ -48,6 +48,16 @@ ARTIFACTS = (
     ),
     ("model", "dsl.Output[dsl.Model]", "Where the program writes the model: $KFTRAIN_MODEL_URI in every replica."),
     ("job", "dsl.OutputPath(str)", "Identity of the created job (JSON), written before waiting."),
+    (
+        "metrics",
+        "dsl.Output[dsl.Metrics]",
+        "Final values of the metrics the replicas reported (KFTRAIN_METRICS lines; see kftrain.metrics).",
+    ),
+    (
+        "curves",
+        "dsl.Output[dsl.HTML]",
+        "The reported metrics as curves per epoch/step, per replica where they differ (self-contained SVG).",
+    ),
 )
 
 # What to run: before the kind's replica inputs.
@@ -168,9 +178,7 @@ def _function_source(kind: str, name: str, summary: str, details: str, inputs: S
         + "    from kftrain.launch.component import launch_component\n\n"
         + "    launch_component(\n"
         + f"        {kind!r},\n"
-        + "        dataset=dataset,\n"
-        + "        model=model,\n"
-        + "        job=job,\n"
+        + "".join(f"        {n}={n},\n" for n, _, _ in ARTIFACTS)
         + "        inputs={\n"
         + call_inputs
         + "\n        },\n"

@@ -13,6 +13,7 @@ import abc
 import dataclasses
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -78,6 +79,9 @@ class BackendConfig:
     out: IO[str] | None = None
     # How many of the failing replica's last log lines a failed job's message carries.
     log_tail_lines: int = 30
+    # Called with (replica label, line) for every replica log line, on both backends alike (the launch step's
+    # metrics collection and persisted logs); a sink that raises is ignored, never the job's end.
+    line_sinks: list[Callable[[str, str], None]] = field(default_factory=list)
 
 
 def publish_identity(handle: JobHandle, path: str | Path | None) -> None:

@@ -8,14 +8,17 @@ the exit code.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
+from collections.abc import Callable, Sequence
 from typing import IO
 
 
 class Console:
-    def __init__(self, out: IO[str] | None = None) -> None:
+    def __init__(self, out: IO[str] | None = None, sinks: Sequence[Callable[[str, str], None]] = ()) -> None:
         self._out = out
+        self._sinks = tuple(sinks)  # also given every replica line: see BackendConfig.line_sinks
         self._lock = threading.Lock()
         self.closed = False  # the stream refused a write: nothing more is written to it
 
@@ -28,6 +31,9 @@ class Console:
 
     def replica_line(self, label: str, line: str) -> None:
         self.write(f"[{label}] {line}\n")
+        for sink in self._sinks:
+            with contextlib.suppress(Exception):  # what watches the output must never end the job
+                sink(label, line)
 
     def write(self, text: str) -> None:
         with self._lock:

@@ -15,6 +15,7 @@ import sys
 
 from kftrain import __version__
 from kftrain.cli.compile import cmd_compile
+from kftrain.cli.jobs import add_commands as add_jobs_commands
 from kftrain.cli.kfp import add_commands as add_kfp_commands
 from kftrain.cli.launch import cmd_convert, cmd_launch, cmd_validate
 from kftrain.cli.run import DEFAULT_PIPELINE, cmd_run
@@ -114,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="local",
         help="s3: start a local S3 server and keep every dataset/model artifact on s3://",
     )
+    run.add_argument(
+        "--verbose", dest="run_verbose", action="store_true", help="show KFP's whole output, not one line per step"
+    )
     run.set_defaults(func=cmd_run)
 
     comp = sub.add_parser("compile", help="compile pipelines and components to their committed YAML")
@@ -122,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.set_defaults(func=cmd_compile)
 
     add_kfp_commands(sub)  # submit, schedule: against a KFP API server
+    add_jobs_commands(sub)
     return parser
 
 

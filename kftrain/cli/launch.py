@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kftrain.job.trainer_runtime import RuntimeCatalog
@@ -37,9 +37,30 @@ def cmd_launch(args: argparse.Namespace) -> int:
             config.max_replicas = args.max_local_replicas
     else:
         config = KubernetesConfig(identity_path=args.identity_file)
-    result = run_job(job, config, timeout=args.timeout)
+    model_uri = _model_uri(job)
+    if model_uri:
+        from kftrain.launch.observe import observing
+
+        # As the launch step does: replica logs and reported curves kept beside the model the job writes.
+        with observing(config, model_uri, f"{job.kind.value} {job.name}"):
+            result = run_job(job, config, timeout=args.timeout)
+    else:
+        result = run_job(job, config, timeout=args.timeout)
     print(f"[kftrain] {result.describe()}")
     return 0
+
+
+def _model_uri(job: Any) -> str:
+    """The model URI the manifest gives its replicas (``KFTRAIN_MODEL_URI``), or "" when it gives none."""
+    from kftrain.contract import MODEL_ENV
+    from kftrain.job import main_container
+
+    for rtype in job.replica_specs:
+        container = main_container(job, rtype)
+        for env in (container.env or []) if container is not None else []:
+            if env.name == MODEL_ENV and env.value:
+                return str(env.value)
+    return ""
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

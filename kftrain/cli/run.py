@@ -30,8 +30,16 @@ class LocalRun:
     seconds: float
 
 
-def run_locally(name: str, params: Mapping[str, Any], pipeline_root: str | Path) -> LocalRun:
-    """Run the pipeline ``name`` (shipped, or ``module:function``) to its end; a failed step raises."""
+def run_locally(name: str, params: Mapping[str, Any], pipeline_root: str | Path, *, verbose: bool = True) -> LocalRun:
+    """Run the pipeline ``name`` (shipped, or ``module:function``) to its end; a failed step raises.
+
+    Not ``verbose``: one line per step and the training's progress (:mod:`kftrain.cli.quiet`).
+    """
+    if not verbose:
+        from kftrain.cli.quiet import quiet_output
+
+        with quiet_output():
+            return run_locally(name, params, pipeline_root)
     from kfp import local
 
     root = Path(pipeline_root).resolve()
@@ -49,12 +57,13 @@ def run_locally(name: str, params: Mapping[str, Any], pipeline_root: str | Path)
 def cmd_run(args: argparse.Namespace) -> int:
     """``kftrain run``: run the pipeline, then list each step's outputs and scalar metrics."""
     params = parse_params(args.param, args.params_file)
+    verbose = bool(getattr(args, "verbose", False) or getattr(args, "run_verbose", False))
     if args.storage == "s3":
         from kftrain import storage
         from kftrain.cli.local_s3 import BUCKET, environment, local_s3
 
         with local_s3() as s3_env, environment({**s3_env, storage.ARTIFACT_ROOT_ENV: f"s3://{BUCKET}/runs"}):
-            run = run_locally(args.pipeline, params, args.pipeline_root)
+            run = run_locally(args.pipeline, params, args.pipeline_root, verbose=verbose)
             print(f"\n[kftrain] artifacts on s3://{BUCKET}/runs (local S3 server {s3_env['AWS_ENDPOINT_URL']}):")
             fs, path = storage.filesystem(f"s3://{BUCKET}/runs")
             for entry in sorted(fs.find(path)):
@@ -62,7 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     print(f"  s3://{entry.rsplit('/', 1)[0]}")
         print("[kftrain] the local S3 server has stopped; its objects were in memory")
     else:
-        run = run_locally(args.pipeline, params, args.pipeline_root)
+        run = run_locally(args.pipeline, params, args.pipeline_root, verbose=verbose)
     print(f"\n[kftrain] pipeline {run.pipeline} succeeded in {run.seconds:.1f}s")
     print(f"[kftrain] outputs under {run.pipeline_root}:")
     newest = max((p for p in run.pipeline_root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)

@@ -12,6 +12,7 @@ import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from kftrain import images, storage
@@ -19,6 +20,7 @@ from kftrain.backends.base import JobResult
 from kftrain.errors import JobFailedError, JobSpecError, KftrainError, fail_step
 from kftrain.job import JobKind, TrainingJob, kind_of
 from kftrain.launch.identity import resolve_run_identity
+from kftrain.launch.observe import Observation, observing
 from kftrain.launch.request import OPTIONS_OF_KIND, LaunchRequest
 from kftrain.launch.settings import POD_INPUTS, pod_settings_from_inputs
 from kftrain.launch.step import (
@@ -87,6 +89,12 @@ class Artifact(Protocol):
     metadata: dict[str, Any]
 
 
+class MetricsArtifact(Artifact, Protocol):
+    """A KFP Metrics output."""
+
+    def log_metric(self, metric: str, value: float) -> None: ...
+
+
 def request_from_inputs(kind: JobKind, inputs: Mapping[str, Any]) -> LaunchRequest:
     """The typed request a launch component's inputs describe (the step's own inputs left aside)."""
     values = {k: v for k, v in inputs.items() if k not in STEP_INPUTS and k not in POD_INPUTS}
@@ -125,9 +133,20 @@ def trainer_image(trainer: Trainer, gpus: int) -> str:
 
 
 def launch_component(
-    kind: str, *, dataset: Artifact | None, model: Artifact, job: str, inputs: Mapping[str, Any]
+    kind: str,
+    *,
+    dataset: Artifact | None,
+    model: Artifact,
+    job: str,
+    inputs: Mapping[str, Any],
+    metrics: MetricsArtifact | None = None,
+    curves: Artifact | None = None,
 ) -> JobResult:
-    """Build the job from ``inputs`` (or their ``manifest``), run it to its end, describe it on ``model``."""
+    """Build the job from ``inputs`` (or their ``manifest``), run it to its end, describe it on ``model``.
+
+    The points the replicas report (the metrics contract, :mod:`kftrain.metrics`) end as ``metrics`` (final
+    values) and ``curves`` (an HTML page); every replica's log and TensorBoard event files go beside the model.
+    """
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     job_kind = JobKind(kind)
     try:
@@ -153,7 +172,9 @@ def launch_component(
         )
         pending = inputs.get("pending_timeout_seconds", 600)
         config = backend_config(inputs.get("backend", "auto"), identity_path=job, pending_timeout_s=pending or None)
-        result = run_job(training_job, config, timeout=inputs.get("timeout_seconds") or None)
+        with observing(config, model.uri, f"{kind} {training_job.name}") as observer:
+            result = run_job(training_job, config, timeout=inputs.get("timeout_seconds") or None)
+        write_observation(observer.observation, metrics, curves)
         require_model_written(model.uri)
     except KftrainError as exc:
         fail_step(str(exc), getattr(exc, "exit_code", 2))
@@ -161,6 +182,20 @@ def launch_component(
         fail_step("terminated (run cancelled or pod evicted): the job was stopped", Terminated.exit_code)
     model.metadata.update(_model_metadata(training_job, model.uri, result))
     return result
+
+
+def write_observation(seen: Observation | None, metrics: MetricsArtifact | None, curves: Artifact | None) -> None:
+    """The final values as KFP Metrics, the curves page as the HTML output."""
+    if seen is None:
+        return
+    if metrics is not None:
+        for name, value in seen.final.items():
+            metrics.log_metric(name, value)
+    if curves is not None:
+        path = getattr(curves, "path", "")
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(seen.html, encoding="utf-8")
 
 
 def require_model_written(model_uri: str) -> None:

@@ -13,6 +13,8 @@ import logging
 import sys
 from typing import Any
 
+from kftrain import metrics
+
 
 def trainer_parser(
     doc: str | None, *, epochs: int, lr: float, checkpoint_every_steps: int = 0, checkpoint_every_epochs: int | None = 1
@@ -88,3 +90,25 @@ def print_summary(identity: dict[str, Any], metrics: dict[str, float]) -> None:
     # line and its newline separately, letting another rank's text land in between.
     sys.stdout.write(json.dumps({**identity, **summary}) + "\n")
     sys.stdout.flush()
+
+
+_totals_said: set[int] = set()
+
+
+def report_epoch(epoch: int, epochs: int, **values: float) -> None:
+    """Report a finished epoch (1-based) and its values through the metrics contract (:mod:`kftrain.metrics`);
+    the number of epochs is said with the first report."""
+    if epochs not in _totals_said:
+        _totals_said.add(epochs)
+        metrics.report_total(epoch=epochs)
+    metrics.report(epoch=epoch, **values)
+
+
+def keras_reporter(keras: Any, epochs: int) -> Any:
+    """A Keras callback that reports every epoch's logs (loss, accuracy, val_...) through :func:`report_epoch`."""
+
+    class MetricsReporter(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            report_epoch(epoch + 1, epochs, **{k: float(v) for k, v in (logs or {}).items()})
+
+    return MetricsReporter()

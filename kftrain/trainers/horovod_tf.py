@@ -36,7 +36,7 @@ from kftrain import storage
 from kftrain.data.dataset import DatasetInfo, load_split, read_info
 from kftrain.models import tensorflow as tf_models
 from kftrain.trainers import checkpoint
-from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
+from kftrain.trainers.common import keras_reporter, print_summary, setup_logging, trainer_parser
 
 log = logging.getLogger("kftrain.trainer")
 
@@ -143,6 +143,8 @@ def train(args: argparse.Namespace) -> dict[str, float]:
             callback.backend = keras.backend
         if rank == 0 and args.checkpoint_dir:
             callbacks.append(_checkpoint_callback(keras, args, ckpt, opt, steps_per_epoch))
+        if rank == 0:  # after MetricAverageCallback: the averaged values, said once for all ranks
+            callbacks.append(keras_reporter(keras, args.epochs))
         log.info(
             "rank %d/%d: %d training rows, %d epochs x %d steps, lr %.4g",
             rank,

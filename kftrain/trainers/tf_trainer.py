@@ -49,7 +49,7 @@ from kftrain import storage
 from kftrain.data.dataset import DatasetInfo, load_split, read_info
 from kftrain.models import tensorflow as tf_models
 from kftrain.trainers import faults
-from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
+from kftrain.trainers.common import keras_reporter, print_summary, setup_logging, trainer_parser
 
 log = logging.getLogger("kftrain.trainer")
 
@@ -327,6 +327,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
         if ckpt.remote and role.is_chief:
             callbacks.append(_sync_callback(ckpt, every, per_epoch=role.mode == PS))
     callbacks.append(_ResumeLogger.make(role.label, steps_per_epoch))
+    callbacks.append(keras_reporter(keras, epochs))
     if os.environ.get(faults.FAULT_AT_STEP) and role.mode != PS:  # PS strategy allows no batch callbacks
         callbacks.append(_fault_injector(role.task_index or 0))
     log.info(

@@ -27,7 +27,7 @@ from torch.utils.data.distributed import DistributedSampler
 from kftrain.data.dataset import load_split, read_info
 from kftrain.models.pytorch import MLP, MLPConfig, write_model
 from kftrain.trainers import checkpoint, faults
-from kftrain.trainers.common import print_summary, setup_logging, trainer_parser
+from kftrain.trainers.common import print_summary, report_epoch, setup_logging, trainer_parser
 from kftrain.trainers.torch_common import accuracy, restore_latest, save_checkpoint, train_loader, train_split
 
 log = logging.getLogger("kftrain.trainer")
@@ -120,6 +120,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
                 total / max(batches, 1),
                 val_acc,
             )
+            report_epoch(epoch + 1, args.epochs, loss=total / max(batches, 1), val_accuracy=val_acc)
             every = args.checkpoint_every_epochs
             if args.checkpoint_dir and every and (epoch + 1) % every == 0:
                 save_checkpoint(args.checkpoint_dir, step, epoch, model, opt)

@@ -59,7 +59,7 @@ class KubernetesBackend(Backend):
 
     def __init__(self, config: KubernetesConfig | None = None, api_client: client.ApiClient | None = None) -> None:
         self.config = config or KubernetesConfig()
-        self.console = Console(self.config.out)
+        self.console = Console(self.config.out, self.config.line_sinks)
         self.api = KubeApi(self.config.retry, api_client, namespace_file=self.config.namespace_file)
         self._deleted: set[tuple[str, str]] = set()
         # Jobs this backend created, as the create returned them: waiting on one watches it and its pods from
@@ -206,6 +206,9 @@ class KubernetesBackend(Backend):
                     return ended
                 give_up = watching.check(obj, pods.items() if pods.listed else None, now)
                 if give_up is not None:
+                    if give_up.failed_replica is None:
+                        # A replica in a crash loop is the likely cause, whatever ended the wait: name it, its code.
+                        self._explain_failure(job, give_up, logs)
                     self._delete(job)
                     give_up.message += "; deleted the job"
                     return give_up

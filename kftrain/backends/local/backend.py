@@ -20,6 +20,7 @@ same variable name.
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import shutil
 import signal
@@ -34,10 +35,12 @@ import psutil
 
 from kftrain.backends.base import Backend, JobHandle, JobPhase, JobResult
 from kftrain.backends.console import Console
+from kftrain.backends.local import state as job_state
 from kftrain.backends.local.config import LocalConfig
 from kftrain.backends.local.output import pump
 from kftrain.backends.local.processes import ReplicaProcess, shell_exit_code, stop_replicas
 from kftrain.backends.local.replica import LocalReplica, free_port, prepare_replica
+from kftrain.contract import MODEL_ENV
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds import kind_of
 from kftrain.job.kinds.base import is_retryable_exit_code
@@ -68,7 +71,7 @@ class LocalBackend(Backend):
 
     def __init__(self, config: LocalConfig | None = None) -> None:
         self.config = config or LocalConfig()
-        self.console = Console(self.config.out)
+        self.console = Console(self.config.out, self.config.line_sinks)
         self._jobs: dict[str, _LocalJob] = {}
         # wait() polls replicas while scale()/kill_replica() may change them from another thread.
         self._state_lock = threading.RLock()
@@ -114,6 +117,7 @@ class LocalBackend(Backend):
         self.console.say(
             f"starting {job.kind.value} {job.name}: {', '.join(r.id.label for r in replicas)} (workdir {workdir})"
         )
+        self._record(state)
         try:
             for replica in replicas:
                 self._start(replica)
@@ -176,6 +180,7 @@ class LocalBackend(Backend):
             if result is None and deadline is not None and time.monotonic() >= deadline:
                 reason = "DeadlineExceeded" if deadline_s is not None and min(limits) == deadline_s else "Timeout"
                 result = JobResult(JobPhase.FAILED, reason=reason, message=f"job ran longer than {min(limits):g}s")
+                self._blame_crash_loop(state, result)
             if result is not None:
                 self._stop_all(state)
                 result.duration_s = time.monotonic() - state.started_at
@@ -300,13 +305,50 @@ class LocalBackend(Backend):
             log_tail=list(replica.tail),
         )
 
+    def _blame_crash_loop(self, state: _LocalJob, result: JobResult) -> None:
+        """A job stopped by its deadline or timeout while a replica kept failing: name that replica, its exit
+        code and its last lines, which would otherwise hide behind "ran longer than"."""
+        failing = [r for r in state.replicas if r.restarts and r.last_exit not in (None, 0)]
+        if not failing:
+            return
+        worst = max(failing, key=lambda r: r.restarts)
+        code = shell_exit_code(worst.last_exit or 1)
+        result.message += (
+            f"; {worst.id.label} was crash-looping: it last exited with code {code} after {worst.restarts} restart(s)"
+        )
+        result.exit_code, result.failed_replica, result.log_tail = code, worst.id.label, list(worst.tail)
+
     def _drain(self, replica: LocalReplica) -> None:
         # The reader ends at EOF; a grandchild still holding the pipe must not hang us.
         if replica.reader is not None:
             replica.reader.join(timeout=2.0)
 
+    def _record(self, state: _LocalJob) -> None:
+        """The job's entry in the state folder (``kftrain jobs``): running, with where its logs are."""
+        model_uri = next((r.env[MODEL_ENV] for r in state.replicas if r.env.get(MODEL_ENV)), "")
+        job_state.write(
+            state.job.name,
+            kind=state.job.kind.value,
+            api_version=state.job.api_version,
+            labels=dict(state.job.metadata.labels or {}),
+            launcher_pid=os.getpid(),
+            phase=job_state.RUNNING,
+            workdir=str(state.workdir),
+            replicas=[r.id.label for r in state.replicas],
+            model_uri=model_uri,
+            logs_uri=f"{model_uri.rstrip('/')}-logs" if model_uri else "",
+        )
+
     def _finish(self, state: _LocalJob, result: JobResult) -> None:
         self.console.say(f"{state.job.name} {result.phase.value.lower()} in {result.duration_s:.1f}s")
+        job_state.write(
+            state.job.name,
+            phase=result.phase.value,
+            reason=result.reason,
+            message=result.message,
+            exit_code=result.exit_code,
+            workdir_kept=not (result.succeeded and state.owns_workdir),
+        )
         if result.succeeded and state.owns_workdir:
             shutil.rmtree(state.workdir, ignore_errors=True)
         elif not result.succeeded:
@@ -321,6 +363,7 @@ class LocalBackend(Backend):
         self._stop_all(state)
         if state.result is None:
             state.result = JobResult(JobPhase.FAILED, reason="Cancelled", message="job cancelled", exit_code=143)
+            job_state.write(state.job.name, phase=JobPhase.FAILED.value, reason="Cancelled", exit_code=143)
             self.console.say(f"{state.job.name} cancelled; every replica stopped")
 
     def _stop_all(self, state: _LocalJob) -> None:

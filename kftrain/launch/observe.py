@@ -1,0 +1,138 @@
+"""What the launch step keeps of a job besides its model: every replica's log, and the curves it reported.
+
+While the job runs, :class:`JobObserver` gets every replica line from the backend (``line_sinks``): it appends
+it to that replica's spool file and feeds the metrics :class:`~kftrain.metrics.collect.Collector`, which writes
+the progress line. When the job has ended, however it ended (succeeded, failed, cancelled, timed out),
+:meth:`JobObserver.finish` writes beside the model:
+
+* ``<model>-logs/<replica>.log``: each replica's whole output, as it was streamed;
+* ``<model>-tensorboard/<series>/events.out.tfevents.*``: the reported points as TensorBoard scalars, one
+  run per distinct series (``tensorboard --logdir <model>-tensorboard``);
+
+and says where. They are siblings of the model folder, not inside it: the model is an atomic artifact whose
+marker lists every file, and a failed or cancelled job has no model at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from kftrain import storage
+from kftrain.backends.base import BackendConfig
+from kftrain.backends.console import Console
+from kftrain.errors import KftrainError
+from kftrain.metrics import x_axis
+from kftrain.metrics.collect import Collector
+from kftrain.metrics.html import render
+from kftrain.metrics.tensorboard import event_file_name, scalar_events
+from kftrain.signals import shielded
+from kftrain.storage.io import copy_file, write_once
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def logs_uri(model_uri: str) -> str:
+    return f"{model_uri.rstrip('/')}-logs"
+
+
+def tensorboard_uri(model_uri: str) -> str:
+    return f"{model_uri.rstrip('/')}-tensorboard"
+
+
+@dataclass
+class Observation:
+    """What :meth:`JobObserver.finish` left: where, and the final metrics."""
+
+    logs: dict[str, str] = field(default_factory=dict)  # replica -> the URI of its log
+    tensorboard: str = ""
+    final: dict[str, float] = field(default_factory=dict)
+    html: str = ""
+
+
+class JobObserver:
+    def __init__(self, model_uri: str, *, say: Callable[[str], None], progress_every_s: float = 10.0) -> None:
+        self.model_uri = model_uri
+        self._say = say
+        self.collector = Collector(say, every_s=progress_every_s)
+        self._spool = Path(tempfile.mkdtemp(prefix="kftrain-logs-"))
+        self._files: dict[str, IO[str]] = {}
+        self._lock = threading.Lock()
+        self.observation: Observation | None = None
+
+    def sink(self, label: str, line: str) -> None:
+        """One replica line (from the backend's reader threads)."""
+        with self._lock:
+            out = self._files.get(label)
+            if out is None:
+                out = self._files[label] = (self._spool / f"{_SAFE.sub('_', label)}.log").open("a", encoding="utf-8")
+            out.write(line + "\n")
+            out.flush()  # a step killed hard still leaves what was streamed in the spool
+        self.collector.feed(label, line)
+
+    def finish(self, title: str) -> Observation:
+        """Write the logs and event files to storage (once); failures to write are said, never raised."""
+        if self.observation is not None:
+            return self.observation
+        self.collector.close()
+        with self._lock:
+            for out in self._files.values():
+                out.close()
+            labels = sorted(self._files)
+            self._files.clear()
+        seen = Observation(final=self.collector.final_values())
+        groups = self.collector.groups()
+        seen.html = render(groups, title)
+        try:
+            seen.logs = self._upload_logs(labels)
+            if seen.logs:
+                self._say(f"replica logs: {logs_uri(self.model_uri)}/ ({', '.join(f'{x}.log' for x in labels)})")
+            if groups:
+                seen.tensorboard = self._write_events(groups)
+                self._say(f"tensorboard: tensorboard --logdir {seen.tensorboard}")
+        except (KftrainError, OSError) as exc:
+            self._say(f"could not keep the job's logs and curves: {exc}")
+        finally:
+            shutil.rmtree(self._spool, ignore_errors=True)
+        self.observation = seen
+        return seen
+
+    def _upload_logs(self, labels: list[str]) -> dict[str, str]:
+        where = {}
+        for label in labels:
+            name = f"{_SAFE.sub('_', label)}.log"
+            target = storage.join(logs_uri(self.model_uri), name)
+            copy_file(str(self._spool / name), target)
+            where[label] = target
+        return where
+
+    def _write_events(self, groups: dict[str, list[dict[str, float]]]) -> str:
+        root = tensorboard_uri(self.model_uri)
+        for name, points in groups.items():
+            axis = x_axis(points[-1]) if points else ""
+            run = _SAFE.sub("_", name)  # "master-0, worker-0" -> "master-0_worker-0"
+            data = scalar_events(points, axis)
+            write_once(iter([data]), storage.join(root, run, event_file_name()))
+        return root
+
+
+@contextlib.contextmanager
+def observing(
+    config: BackendConfig, model_uri: str, title: str, progress_every_s: float = 10.0
+) -> Iterator[JobObserver]:
+    """Observe the job run within the block on ``config``'s backend; keep its logs and curves however it ends."""
+    observer = JobObserver(model_uri, say=Console(config.out).say, progress_every_s=progress_every_s)
+    config.line_sinks.append(observer.sink)
+    try:
+        yield observer
+    finally:
+        config.line_sinks.remove(observer.sink)
+        with shielded():  # a second SIGTERM must not cut the last log lines short
+            observer.finish(title)

@@ -1,0 +1,172 @@
+"""The launch step's side of the metrics contract: points collected from every replica's output as the job runs.
+
+:class:`Collector` is fed every replica log line (from any thread); it keeps each replica's points, and
+writes a compact progress line at most once every ``every_s`` seconds (and once more at :meth:`close`)::
+
+    progress: epoch 3/20 loss 0.4123 val_accuracy 0.9012 | 0.52 epoch/s eta 33s (master-0)
+
+The line follows the replica that is furthest along. At the end, :meth:`final_values` are the last point's
+numbers (with ``<name>.<replica>`` added for replicas that ended elsewhere) and :meth:`groups` the distinct
+series: replicas that reported the very same points (data-parallel training averages its loss) are drawn once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kftrain.metrics import X_AXES, parse_line, x_axis
+from kftrain.progress import format_duration
+
+# How many curves the progress line shows after the x-axis: loss first, then in the order reported.
+_SHOWN = 3
+
+
+@dataclass
+class _Series:
+    points: list[dict[str, float]] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)  # when each point arrived
+
+
+class Collector:
+    def __init__(
+        self,
+        say: Callable[[str], None] | None = None,
+        *,
+        every_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._say = say
+        self._every_s = every_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._series: dict[str, _Series] = {}
+        self.totals: dict[str, float] = {}
+        self._last_said: float | None = None
+        self._unsaid = False  # points arrived since the last progress line
+        self.lines_said = 0
+
+    # -- feeding ---------------------------------------------------------------------------------
+
+    def feed(self, label: str, line: str) -> None:
+        """One line of replica ``label``'s output: kept if it is a contract line, else ignored."""
+        parsed = parse_line(line)
+        if parsed is None:
+            return
+        kind, numbers = parsed
+        with self._lock:
+            now = self._clock()
+            if kind == "total":
+                self.totals.update(numbers)
+                return
+            series = self._series.setdefault(label, _Series())
+            series.points.append(numbers)
+            series.times.append(now)
+            self._unsaid = True
+            due = self._last_said is None or now - self._last_said >= self._every_s
+            text = self._progress(now) if due else None
+            if text is not None:
+                self._last_said, self._unsaid = now, False
+        if text is not None:
+            self._emit(text)
+
+    def close(self) -> None:
+        """Say the last progress once more if points arrived after the last line."""
+        with self._lock:
+            text = self._progress(self._clock()) if self._unsaid else None
+            self._unsaid = False
+        if text is not None:
+            self._emit(text)
+
+    def _emit(self, text: str) -> None:
+        self.lines_said += 1
+        if self._say is not None:
+            self._say(text)
+
+    # -- the progress line -----------------------------------------------------------------------
+
+    def _lead(self) -> str | None:
+        """The replica furthest along its x-axis (the first by name among equals)."""
+
+        def position(label: str) -> float:
+            last = self._series[label].points[-1]
+            axis = x_axis(last)
+            return last[axis] if axis else float(len(self._series[label].points))
+
+        labels = sorted(self._series)
+        return max(labels, key=position) if labels else None  # max keeps the first of equals
+
+    def _progress(self, now: float) -> str | None:
+        label = self._lead()
+        if label is None:
+            return None
+        series = self._series[label]
+        last = series.points[-1]
+        axis = x_axis(last)
+        parts = ["progress:"]
+        if axis:
+            total = self.totals.get(axis)
+            parts.append(f"{axis} {_num(last[axis])}" + (f"/{_num(total)}" if total is not None else ""))
+        parts += [f"{k} {last[k]:.4g}" for k in _curve_names([last])[:_SHOWN]]
+        text = " ".join(parts)
+        rate = self._rate(series, axis)
+        if rate:
+            text += f" | {rate:.3g} {axis}/s"
+            total = self.totals.get(axis)
+            if total is not None and total > last[axis]:
+                text += f" eta {format_duration((total - last[axis]) / rate)}"
+        return f"{text} ({label})"
+
+    @staticmethod
+    def _rate(series: _Series, axis: str) -> float:
+        """x-axis units per second between the first and last point with that axis; 0 when unknown."""
+        marks = [(t, p[axis]) for t, p in zip(series.times, series.points, strict=True) if axis and axis in p]
+        if len(marks) < 2 or marks[-1][0] <= marks[0][0]:
+            return 0.0
+        return max(0.0, (marks[-1][1] - marks[0][1]) / (marks[-1][0] - marks[0][0]))
+
+    # -- what remains at the end -----------------------------------------------------------------
+
+    def series(self) -> dict[str, list[dict[str, float]]]:
+        with self._lock:
+            return {label: list(s.points) for label, s in sorted(self._series.items())}
+
+    def groups(self) -> dict[str, list[dict[str, float]]]:
+        """The distinct series, each named by the replicas that reported it (``master-0, worker-0``)."""
+        merged: dict[str, tuple[list[str], list[dict[str, float]]]] = {}
+        for label, points in self.series().items():
+            key = repr(points)
+            merged.setdefault(key, ([], points))[0].append(label)
+        return {", ".join(labels): points for labels, points in merged.values()}
+
+    def final_values(self) -> dict[str, float]:
+        """The lead replica's last point, plus ``<name>.<replica>`` where another replica ended elsewhere."""
+        with self._lock:
+            lead = self._lead()
+            if lead is None:
+                return {}
+            finals = {label: s.points[-1] for label, s in self._series.items()}
+        values = dict(finals[lead])
+        for label, last in sorted(finals.items()):
+            for name, value in last.items():
+                if label != lead and values.get(name) != value and name not in X_AXES:
+                    values[f"{name}.{label}"] = value
+        return values
+
+
+def curve_names(points: list[dict[str, float]]) -> list[str]:
+    """Every curve in ``points`` (not the x-axes): ``loss`` first, then in the order first reported."""
+    return _curve_names(points)
+
+
+def _curve_names(points: list[dict[str, float]]) -> list[str]:
+    names: list[str] = []
+    for point in points:
+        names += [k for k in point if k not in X_AXES and k not in names]
+    return sorted(names, key=lambda n: (n != "loss", names.index(n)))
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.4g}"

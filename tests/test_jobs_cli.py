@@ -1,0 +1,160 @@
+"""``kftrain jobs list/status/logs/delete/download`` against the local backend (its state folder) and the fake
+Kubernetes API."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kftrain import storage
+from kftrain.backends.local.state import STATE_DIR_ENV
+from kftrain.cli.app import main
+from kftrain.cli.jobs import KubernetesJobs
+from tests.conftest import pytorchjob, replica
+from tests.fake_k8s import FakeKube, JobSim, OperatorSim
+from tests.test_kubernetes_backend import api_client, make_backend, pytorch_job, running, stamped
+
+PROGRAM = """
+import os, sys, time
+name = os.environ["POD_NAME"]
+print(f"{name} says hello", flush=True)
+said = os.path.join(os.environ["OUT_DIR"], "worker-said")
+if name.endswith("worker-0"):
+    open(said, "w").close()
+while not os.path.exists(said):  # the master (whose end ends the job) waits for the worker's line
+    time.sleep(0.02)
+if os.environ.get("HANG"):
+    while True:
+        print(f"{name} still training", flush=True)
+        time.sleep(0.1)
+"""
+
+
+def manifest(tmp_path: Path, name: str, hang: bool) -> Path:
+    program = tmp_path / "train.py"
+    program.write_text(textwrap.dedent(PROGRAM))
+    env = [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "KFTRAIN_MODEL_URI", "value": str(tmp_path / "model")},
+        {"name": "OUT_DIR", "value": str(tmp_path)},
+        *([{"name": "HANG", "value": "1"}] if hang else []),
+    ]
+    cmd = [sys.executable, str(program)]
+    m = pytorchjob({"Master": replica(1, "pytorch", cmd, env=env), "Worker": replica(1, "pytorch", cmd, env=env)})
+    m["metadata"]["name"] = name
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(m))
+    return path
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "state"
+    monkeypatch.setenv(STATE_DIR_ENV, str(folder))
+    return folder
+
+
+def jobs(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    assert main(["jobs", *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_local_jobs_list_status_logs_download_delete(
+    tmp_path: Path, state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["launch", "-f", str(manifest(tmp_path, "done-job", hang=False)), "--local"]) == 0
+    # The model its trainer would have written (launch kept the replicas' logs beside it itself).
+    with storage.ArtifactWriter(str(tmp_path / "model")) as writer, writer.open("weights.bin") as out:
+        out.write(b"weights")
+    capsys.readouterr()
+
+    listed = jobs(capsys, "list")
+    assert "done-job" in listed and "PyTorchJob" in listed and "Succeeded" in listed
+    status = jobs(capsys, "status", "done-job")
+    assert "PyTorchJob Succeeded" in status and "replicas: master-0, worker-0" in status
+    # The job succeeded: its workdir is gone, the kept logs are read.
+    assert jobs(capsys, "logs", "done-job", "--replica", "worker-0") == "[worker-0] done-job-worker-0 says hello\n"
+    out = jobs(capsys, "download", "done-job", str(tmp_path / "dest"))
+    assert (tmp_path / "dest" / "model" / "weights.bin").read_bytes() == b"weights"
+    assert (tmp_path / "dest" / "logs" / "worker-0.log").read_text() == "done-job-worker-0 says hello\n"
+    assert "model:" in out
+    assert jobs(capsys, "delete", "done-job") == "deleted done-job\n"
+    assert "done-job" not in jobs(capsys, "list")
+    assert main(["jobs", "status", "done-job"]) == 2
+
+
+def test_a_running_local_job_is_listed_its_live_log_read_and_delete_stops_it(
+    tmp_path: Path, state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {**os.environ, STATE_DIR_ENV: str(state)}
+    launcher = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kftrain.cli",
+            "launch",
+            "-f",
+            str(manifest(tmp_path, "long-job", hang=True)),
+            "--local",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        out = ""
+        while "still training" not in out:  # the job starts, is recorded, its master prints
+            assert time.monotonic() < deadline and launcher.poll() is None, out
+            time.sleep(0.1)
+            code = main(["jobs", "logs", "long-job", "--replica", "master-0", "--tail", "2"])
+            out = capsys.readouterr().out if code == 0 else ""
+        assert len(out.splitlines()) == 2
+        assert "Running" in jobs(capsys, "list")
+        assert jobs(capsys, "delete", "long-job") == "deleted long-job\n"
+        assert launcher.wait(timeout=30) != 0  # stopped, as a cancelled run is
+        assert "long-job" not in jobs(capsys, "list")
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+
+
+def test_kubernetes_jobs_list_status_logs_delete(kube: FakeKube, operator: OperatorSim) -> None:
+    def train(sim: JobSim) -> None:
+        running(sim)
+        sim.log("worker-0", "epoch 1", "epoch 2")
+        sim.restart_in_place("worker-0", 137)
+        sim.log("worker-0", "resumed from epoch 2")
+        sim.wait_deleted()
+
+    operator.scenario = train
+    backend, _ = make_backend(kube)
+    handle = backend.submit(stamped(pytorch_job(workers=1), "run-1", "task-1"))
+    ops = KubernetesJobs(handle.namespace, api_client(kube))
+    deadline = time.monotonic() + 20
+    resumed = ("worker-0", "resumed from epoch 2")
+    while "1 restart(s)" not in " ".join(ops.status(handle.name)) or resumed not in ops.logs(
+        handle.name, None, None, False
+    ):
+        assert time.monotonic() < deadline, ops.status(handle.name)
+        time.sleep(0.05)
+    (row,) = ops.rows()
+    assert (row["name"], row["kind"], row["run"]) == (handle.name, "PyTorchJob", "run-1/task-1")
+    status = "\n".join(ops.status(handle.name))
+    assert "(worker-0): Running, 1 restart(s), previous run exited 137" in status and "BackOff" in status, status
+    assert list(ops.logs(handle.name, "worker-0", 1, False)) == [resumed]
+    assert ops.delete(handle.name) == f"deleted {handle.name}"
+    deadline = time.monotonic() + 20
+    while ops.rows():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert json.dumps(kube.deletions)
