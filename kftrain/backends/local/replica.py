@@ -110,6 +110,9 @@ def prepare_replica(
             f"(or --command {rid.type}=...) with the program to run",
         )
     argv = [expand_k8s_vars(a, env) for a in argv]
+    # A file the operator mounts (/etc/mpi/discover_hosts.sh) named on the command line is found under the workdir.
+    mounted = {path: str(topology.file(path)) for path in kind.operator_files(job, topology)}
+    argv = [mounted.get(a, a) for a in argv]
     if argv[0] in _PYTHON_NAMES:
         argv[0] = sys.executable  # the image's python is this environment's python
     if shutil.which(argv[0], path=env.get("PATH")) is None:
