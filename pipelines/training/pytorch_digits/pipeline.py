@@ -12,5 +12,4 @@ pytorch_digits = training_pipeline(
     ),
     Param("workers", int, 1, "PyTorchJob Worker replicas besides the Master."),
     epochs=20,
-    learning_rate=0.05,
 )
