@@ -16,6 +16,7 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -23,6 +24,7 @@ from kftrain.backends import LocalBackend, LocalConfig
 from kftrain.job import load_manifest
 from kftrain.steps.evaluate import evaluate_classifier
 from kftrain.steps.prep import prepare_dataset
+from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
 
 pytestmark = [
     pytest.mark.slow,
@@ -185,6 +187,30 @@ def test_elastic_pytorchjob_shrinks_and_grows_with_the_same_global_batch(dataset
     accuracy = evaluate_classifier(str(out / "model"), dataset).accuracy
     expected = evaluate_classifier(str(baseline_out / "model"), dataset).accuracy
     assert abs(accuracy - expected) <= 0.01, (accuracy, expected)
+
+
+def test_the_launch_component_runs_an_elastic_job_under_torchrun_one_process_per_worker(dataset, tmp_path, capfd):
+    """The typed path, through the component's own function on the local backend."""
+    model = SimpleNamespace(uri=str(tmp_path / "model"), metadata={})
+    pytorchjob_launch.python_func(
+        dataset=SimpleNamespace(uri=dataset, metadata={}),
+        model=model,
+        job=str(tmp_path / "job"),
+        workers=2,
+        elastic_min_workers=1,
+        elastic_max_workers=3,
+        elastic_rdzv_conf={"last_call_timeout": "1"},
+        args=["--epochs", 3.0, "--global-batch-size", 48.0, "--batch-size", 8.0],
+        checkpoint_uri=str(tmp_path / "ckpt"),
+        backend="local",
+        run_id="run-1",
+        task_id="task-1",
+    )
+    out = capfd.readouterr().out
+    # Two replicas, one process each (the operator's default, auto, would start one per core here).
+    assert plans(out) == {2: (48, 3, 8, 0.1)}, out[-3000:]
+    assert "[worker-0]" in out and "[worker-1]" in out and "[master-0]" not in out
+    assert evaluate_classifier(model.uri, dataset).accuracy >= 0.8
 
 
 def horovod_elastic_manifest(name: str, trainer_args: list[str], env: dict[str, str]) -> dict:

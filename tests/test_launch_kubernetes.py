@@ -358,3 +358,47 @@ def test_sigterm_during_the_wait_deletes_the_job(
     assert rc == 143, output  # the step reports the signal, as a shell would (128 + 15)
     assert f"deleted {case.kind} {expected_namespace()}/{load_identity(identity).name}" in output
     assert [d[2] for d in kube.deletions] == [load_identity(identity).name]
+
+
+def test_an_elastic_pytorchjob_reaches_the_cluster_with_its_policy_queue_and_scheduling(
+    kube: FakeKube, operator: OperatorSim, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """Fair share across jobs is the scheduler's: the elastic job carries the Kueue queue label and the Volcano
+    schedulingPolicy the platform inputs ask for, beside the elasticPolicy the operator scales it within."""
+    operator.scenario = s_success
+    case = KindCase(
+        pytorchjob_launch,
+        "PyTorchJob",
+        "pytorchjobs",
+        "pytorchReplicaSpecs",
+        "worker-0",
+        {
+            "workers": 3,
+            "elastic_min_workers": 2,
+            "elastic_max_workers": 4,
+            "elastic_rdzv_conf": {"last_call_timeout": "30"},
+            "queue_name": "team-a",
+            "scheduling": {"queue": "volcano-a", "minAvailable": 2},
+            "priority_class": "batch-low",
+        },
+    )
+    launch(case, step_inputs(case, tmp_path))
+
+    (created,) = kube.created
+    assert load_crd_schemas(CRD_DIR).errors(created) == []
+    assert created["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    spec = created["spec"]
+    assert spec["runPolicy"]["schedulingPolicy"] == {"queue": "volcano-a", "minAvailable": 2}
+    assert spec["elasticPolicy"] == {
+        "minReplicas": 2,
+        "maxReplicas": 4,
+        "rdzvBackend": "c10d",
+        "rdzvConf": [{"key": "last_call_timeout", "value": "30"}],
+        "maxRestarts": 3,
+    }
+    assert list(spec["pytorchReplicaSpecs"]) == ["Worker"]
+    worker = spec["pytorchReplicaSpecs"]["Worker"]
+    assert worker["replicas"] == 3
+    pod = worker["template"]["spec"]
+    assert pod["priorityClassName"] == "batch-low"
+    assert pod["containers"][0]["command"] == ["torchrun", "--module", "kftrain.trainers.torch_ddp"]
