@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+try:
+    from s3_server import boto3_client, moto
+except ImportError:  # tests/ imported as a package
+    from tests.s3_server import boto3_client, moto  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,3 +57,28 @@ def test_run_writes_the_results_table(tmp_path: Path) -> None:
     assert "| P5 | compile every pipeline, cold process |" in text
     assert "| P7 |" in text
     assert "error:" not in text
+
+
+def test_p10_checkpoint_stall_times_every_mode_and_publishes_the_checkpoints(tmp_path: Path, moto) -> None:
+    """Tiny model, 2 interleaved rounds against the tests' S3 server: per-round ratios for async and sync, and
+    every checkpointing run's checkpoints published complete (none for the baseline)."""
+    out = tmp_path / "p10.json"
+    bucket = "p10-smoke"
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "programs" / "checkpoint_stall.py"), "--steps", "4", "--every", "2",
+         "--warmup", "1", "--widths", "32,64,10", "--repeat", "2", "--endpoint", moto.endpoint, "--bucket", bucket,
+         "--json", str(out)],
+        check=True, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    data = json.loads(out.read_text())
+    assert data["parameters"] == 32 * 64 + 64 + 64 * 10 + 10
+    assert [sorted(r) for r in data["rounds"]] == [["async", "none", "sync"]] * 2
+    assert set(data["round_ratios"]) == {"async", "sync"}
+    assert all(len(v) == 2 and all(r > 0 for r in v) for v in data["round_ratios"].values())
+    keys = [o["Key"] for o in boto3_client(moto.endpoint).list_objects_v2(Bucket=bucket).get("Contents", [])]
+    complete = sorted(k.rsplit("/", 1)[0] for k in keys if k.endswith("/_COMPLETE.json"))
+    # Checkpoints after timed steps 2 and 4 (steps 3 and 5 counting the warm-up one), both kept.
+    assert complete == [
+        f"round-{r}/{mode}/ckpt-{step:010d}" for r in (0, 1) for mode in ("async", "sync") for step in (3, 5)
+    ]
