@@ -45,16 +45,18 @@ class Trainer:
 
     image: str
     program: tuple[str, ...]
-    # What runs it in an elastic job (the launcher that re-forms the group as replicas come and go).
-    elastic_program: tuple[str, ...] | None = None
+    # What runs it when the options need a launcher in each replica (KindOptions.per_replica_launcher).
+    launcher_program: tuple[str, ...] | None = None
 
 
 TRAINERS = {
-    # Elastic: torchrun reads the operator's PET_* variables (nodes min:max, rendezvous, restarts, processes).
+    # One process per replica: python itself (the operator's MASTER_ADDR, RANK, WORLD_SIZE). Elastic, or more
+    # processes per replica: torchrun, which reads the operator's PET_* variables (nodes, or min:max and the
+    # rendezvous, restarts, processes per node) and starts the replica's processes.
     JobKind.PYTORCHJOB: Trainer(
         images.PYTORCH,
         ("python", "-m", "kftrain.trainers.torch_ddp"),
-        elastic_program=("torchrun", "--module", "kftrain.trainers.torch_ddp"),
+        launcher_program=("torchrun", "--module", "kftrain.trainers.torch_ddp"),
     ),
     JobKind.TFJOB: Trainer(images.TENSORFLOW, ("python", "-m", "kftrain.trainers.tf_trainer")),
     # mpirun without -n starts one rank per slot of the hostfile.
@@ -100,8 +102,8 @@ def request_from_inputs(kind: JobKind, inputs: Mapping[str, Any]) -> LaunchReque
     options = options_type(**{k: values.pop(k) for k in list(values) if k in option_names})
     trainer = TRAINERS[kind]
     if not values.get("command"):
-        elastic = options.elastic and trainer.elastic_program
-        values["command"] = list(trainer.elastic_program if elastic and trainer.elastic_program else trainer.program)
+        launcher = trainer.launcher_program if options.per_replica_launcher else None
+        values["command"] = list(launcher or trainer.program)
         values["args"] = [*TRAINER_FLAGS, *values.get("args", ())]
     values["image"] = values.get("image") or images.image(trainer.image)
     values["active_deadline_seconds"] = values.get("active_deadline_seconds") or None

@@ -70,6 +70,11 @@ class KindOptions:
         """Whether the job changes size while it runs (its replicas then run under an elastic launcher)."""
         return False
 
+    @property
+    def per_replica_launcher(self) -> bool:
+        """Whether this release's trainer runs under a launcher in each replica (elastic, or several processes)."""
+        return self.elastic
+
     def default_env(self) -> dict[str, str]:
         """Variables every replica gets unless the request's env sets them."""
         return {}
@@ -100,6 +105,11 @@ class PyTorchJobOptions(KindOptions):
     @property
     def elastic(self) -> bool:
         return self.elastic_max_workers > 0
+
+    @property
+    def per_replica_launcher(self) -> bool:
+        # python alone is one process: WORLD_SIZE counts nprocPerNode per replica, torchrun starts them.
+        return self.elastic or self.nproc_per_node != "1"
 
     def validate(self) -> None:
         if not self.elastic:

@@ -39,6 +39,16 @@ def test_default_is_a_master_and_a_worker_with_one_process_each(monkeypatch, tmp
     assert _container(m, "Worker")["command"] == ["python", "-m", "kftrain.trainers.torch_ddp"]
 
 
+@pytest.mark.parametrize("nproc", ["2", "auto"])
+def test_several_processes_per_replica_run_the_default_program_under_torchrun(nproc, monkeypatch, tmp_path):
+    # The operator's WORLD_SIZE counts nprocPerNode processes per replica; python alone would start one.
+    m = render(monkeypatch, tmp_path, nproc_per_node=nproc)
+    assert m["spec"]["nprocPerNode"] == nproc
+    for rtype in ("Master", "Worker"):
+        assert _container(m, rtype)["command"] == ["torchrun", "--module", "kftrain.trainers.torch_ddp"]
+        assert _container(m, rtype)["args"][:2] == ["--dataset", "$(KFTRAIN_DATASET_URI)"]
+
+
 def test_elastic_inputs_render_the_operators_elastic_policy(monkeypatch, tmp_path, crd_schemas):
     metric = {
         "type": "Resource",
