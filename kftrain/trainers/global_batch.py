@@ -17,7 +17,8 @@ fixed instead and derives, from the world size of the moment, what each process 
   skipped or seen twice.
 
 Only the standard library and numpy are imported, and importing does nothing else, so a training script of
-your own can use it (the recipe in the README, "Elastic training with a constant global batch")::
+your own can use it (the README's "Elastic training" section has the same recipe without this module,
+examples/elastic/ddp_global_batch.py a whole script)::
 
     plan = plan_batch(global_batch, world_size, max_micro_batch)      # after every (re)start or resize
     order = GlobalOrder(num_rows, global_batch, seed)
