@@ -46,8 +46,20 @@ DATA = (
 # The trainers' flags (kftrain_components.training.trainer_args); each pipeline gives its own defaults.
 TRAINING = (
     Param("epochs", int, 20, "Passes over the training data."),
-    Param("batch_size", int, 32, "Batch size of each process (the global batch is this times the processes)."),
-    Param("learning_rate", float, 0.05, "Learning rate."),
+    Param(
+        "global_batch_size",
+        int,
+        64,
+        "Rows per optimizer step across all processes, kept when the job changes size (0: batch_size x processes).",
+    ),
+    Param(
+        "batch_size",
+        int,
+        32,
+        "Most rows a process computes at once (PyTorch accumulates gradients up to the global batch); "
+        "without a global batch, each process's batch.",
+    ),
+    Param("learning_rate", float, 0.1, "Learning rate of a step over the global batch (not scaled by the processes)."),
     Param("checkpoint_every_steps", int, 0, "Also checkpoint every this many steps (0: the trainer's default)."),
 )
 QUALITY = (
@@ -163,6 +175,7 @@ def wire(p: SimpleNamespace, launch: Launch, model_image: str) -> None:
     prep.set_caching_options(False)
     flags = trainer_args(
         epochs=p.epochs,
+        global_batch_size=p.global_batch_size,
         batch_size=p.batch_size,
         learning_rate=p.learning_rate,
         seed=p.seed,

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+try:
+    from s3_server import boto3_client, moto
+except ImportError:  # tests/ imported as a package
+    from tests.s3_server import boto3_client, moto  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,18 +61,6 @@ def test_run_writes_the_results_table(tmp_path: Path) -> None:
     assert "error:" not in text
 
 
-def test_run_reports_p10_as_not_run_until_it_lands(tmp_path: Path) -> None:
-    out = tmp_path / "results.md"
-    subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "run.py"), "--only", "P10", "--repeat", "1", "--out", str(out)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert "| P10 |" in out.read_text() and "not run" in out.read_text()
-
-
 @pytest.mark.slow  # installs the launch image's requirement set with pip (cached after the first run)
 def test_p8_measures_the_launch_image_and_its_import(tmp_path: Path) -> None:
     out = tmp_path / "images.json"
@@ -110,3 +104,28 @@ def test_p9_counts_what_each_launcher_asks_of_the_api_server(tmp_path: Path) -> 
     assert 2 <= ours["peak_open"]["watch"] <= 4 and 4 <= ours["peak_open"]["log-follow"] <= 8, ours["peak_open"]
     assert 0 < ours["rss_mb"]["max"] < 150  # P9's goal per launcher
     assert ours["cpu_s_per_job_minute"] > 0
+
+
+def test_p10_checkpoint_stall_times_every_mode_and_publishes_the_checkpoints(tmp_path: Path, moto) -> None:
+    """Tiny model, 2 interleaved rounds against the tests' S3 server: per-round ratios for async and sync, and
+    every checkpointing run's checkpoints published complete (none for the baseline)."""
+    out = tmp_path / "p10.json"
+    bucket = "p10-smoke"
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "programs" / "checkpoint_stall.py"), "--steps", "4", "--every", "2",
+         "--warmup", "1", "--widths", "32,64,10", "--repeat", "2", "--endpoint", moto.endpoint, "--bucket", bucket,
+         "--json", str(out)],
+        check=True, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    data = json.loads(out.read_text())
+    assert data["parameters"] == 32 * 64 + 64 + 64 * 10 + 10
+    assert [sorted(r) for r in data["rounds"]] == [["async", "none", "sync"]] * 2
+    assert set(data["round_ratios"]) == {"async", "sync"}
+    assert all(len(v) == 2 and all(r > 0 for r in v) for v in data["round_ratios"].values())
+    keys = [o["Key"] for o in boto3_client(moto.endpoint).list_objects_v2(Bucket=bucket).get("Contents", [])]
+    complete = sorted(k.rsplit("/", 1)[0] for k in keys if k.endswith("/_COMPLETE.json"))
+    # Checkpoints after timed steps 2 and 4 (steps 3 and 5 counting the warm-up one), both kept.
+    assert complete == [
+        f"round-{r}/{mode}/ckpt-{step:010d}" for r in (0, 1) for mode in ("async", "sync") for step in (3, 5)
+    ]

@@ -107,13 +107,14 @@ def test_horovod_torch_trains_checkpoints_and_resumes(tmp_path, dataset):
     first = launch(tmp_path, [*trainer, "--model-dir", str(model_dir / "a"), "--epochs", "3"])
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "rank 0/2" in first.stdout and "rank 1/2" in first.stdout
-    assert "checkpoint at step 7" in first.stdout
+    assert "checkpoint complete at step 7: " in first.stdout
     steps = sorted(int(p.name.split("-")[1]) for p in ckpt_dir.iterdir() if p.name.startswith("ckpt-"))
     assert steps and len(steps) <= 3  # pruned to the newest 3
 
     second = launch(tmp_path, [*trainer, "--model-dir", str(model_dir / "b"), "--epochs", "8"])
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    assert f"resumed from checkpoint {ckpt_dir}/ckpt-{steps[-1]:010d} at step {steps[-1]} (epoch 3)" in second.stdout
+    resumed = f"resumed from checkpoint {ckpt_dir}/ckpt-{steps[-1]:010d} at step {steps[-1]} (epoch 3, 0 global"
+    assert resumed in second.stdout
     assert "epoch 4/8" in second.stdout and "epoch 1/8" not in second.stdout
 
     import torch

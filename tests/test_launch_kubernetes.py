@@ -699,3 +699,40 @@ def test_sigterm_during_the_wait_deletes_the_job(
     assert_logs_kept(out, tmp_path / "model-logs")
     assert "step 1" in (tmp_path / "model-logs" / f"{operator.sims[0].labels()[0]}.log").read_text()
     assert [d[2] for d in kube.deletions] == [name] and kube.jobs_of(launch.plural) == []
+
+
+def test_an_elastic_pytorchjob_reaches_the_cluster_with_its_policy_queue_and_scheduling(
+    kube: FakeKube, operator: OperatorSim, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """Fair share across jobs is the scheduler's: the elastic job carries the Kueue queue label and the Volcano
+    schedulingPolicy the platform inputs ask for, beside the elasticPolicy the operator scales it within."""
+    elastic = {
+        "workers": 3,
+        "image": IMAGE,
+        "elastic_min_workers": 2,
+        "elastic_max_workers": 4,
+        "elastic_rdzv_conf": {"last_call_timeout": "30"},
+        "priority_class": "batch-low",
+    }
+    launch = Launch(pytorchjob_launch, "PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", "typed", elastic, "worker-0")
+    operator.scenario = lambda sim: s_success(sim, launch)
+    launch.component.python_func(**step_inputs(launch, tmp_path))
+
+    (created,) = kube.created
+    assert load_crd_schemas(CRD_DIR).errors(created) == []
+    assert created["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    spec = created["spec"]
+    assert spec["runPolicy"]["schedulingPolicy"] == {"queue": "volcano-a", "minAvailable": 2}
+    assert spec["elasticPolicy"] == {
+        "minReplicas": 2,
+        "maxReplicas": 4,
+        "rdzvBackend": "c10d",
+        "rdzvConf": [{"key": "last_call_timeout", "value": "30"}],
+        "maxRestarts": 3,
+    }
+    assert list(spec["pytorchReplicaSpecs"]) == ["Worker"]
+    worker = spec["pytorchReplicaSpecs"]["Worker"]
+    assert worker["replicas"] == 3
+    pod = worker["template"]["spec"]
+    assert pod["priorityClassName"] == "batch-low"
+    assert pod["containers"][0]["command"] == ["torchrun", "--module", "kftrain.trainers.torch_ddp"]

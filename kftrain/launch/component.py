@@ -46,10 +46,19 @@ class Trainer:
 
     image: str
     program: tuple[str, ...]
+    # What runs it when the options need a launcher in each replica (KindOptions.per_replica_launcher).
+    launcher_program: tuple[str, ...] | None = None
 
 
 TRAINERS = {
-    JobKind.PYTORCHJOB: Trainer(images.PYTORCH, ("python", "-m", "kftrain.trainers.torch_ddp")),
+    # One process per replica: python itself (the operator's MASTER_ADDR, RANK, WORLD_SIZE). Elastic, or more
+    # processes per replica: torchrun, which reads the operator's PET_* variables (nodes, or min:max and the
+    # rendezvous, restarts, processes per node) and starts the replica's processes.
+    JobKind.PYTORCHJOB: Trainer(
+        images.PYTORCH,
+        ("python", "-m", "kftrain.trainers.torch_ddp"),
+        launcher_program=("torchrun", "--module", "kftrain.trainers.torch_ddp"),
+    ),
     JobKind.TFJOB: Trainer(images.TENSORFLOW, ("python", "-m", "kftrain.trainers.tf_trainer")),
     # mpirun without -n starts one rank per slot of the hostfile.
     JobKind.MPIJOB: Trainer(
@@ -103,7 +112,8 @@ def request_from_inputs(kind: JobKind, inputs: Mapping[str, Any]) -> LaunchReque
     options = options_type(**{k: values.pop(k) for k in list(values) if k in option_names})
     trainer = trainer_for(kind, options)
     if not values.get("command"):
-        values["command"] = list(trainer.program)
+        launcher = trainer.launcher_program if options.per_replica_launcher else None
+        values["command"] = list(launcher or trainer.program)
         values["args"] = [*TRAINER_FLAGS, *values.get("args", ())]
     if not values.get("image"):
         # A manifest names its own images: the request's is then never used.

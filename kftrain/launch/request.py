@@ -4,7 +4,8 @@ A :class:`LaunchRequest` holds what every kind takes (image, program, workers, r
 settings) and the kind's own options (:class:`PyTorchJobOptions`, :class:`TFJobOptions`,
 :class:`MPIJobOptions`), each with the rules only the compiled components used to carry. ``to_job``
 lays the replicas out as the kind declares (:class:`kftrain.job.kinds.KindSpec`: the fixed single
-replicas, whether Workers run the program) and builds a validated job.
+replicas, whether Workers run the program), as the options adjust it (an elastic PyTorchJob has Workers only),
+and builds a validated job.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from kftrain.job import (
     kind_for,
 )
 from kftrain.job.kinds.mpijob import V1 as MPI_V1
-from kftrain.job.model import LauncherCreationPolicy, MPIImplementation
+from kftrain.job.model import ElasticPolicy, LauncherCreationPolicy, MPIImplementation, RdzvConf
 
 _WHOLE_FLOAT = re.compile(r"^-?\d+\.0$")
 E = TypeVar("E", bound=enum.Enum)
@@ -53,8 +54,29 @@ class KindOptions:
     def validate(self) -> None:
         """Refuse values the operator would reject or misread, naming the input."""
 
+    def validate_workers(self, workers: int) -> None:
+        """Refuse a Worker count these options cannot start with, naming the input."""
+
     def extra_replicas(self) -> dict[str, int]:
         """Replica types beyond the kind's fixed ones and the Workers (TFJob: Chief, PS, Evaluator)."""
+        return {}
+
+    def fixed_replicas(self, declared: tuple[str, ...]) -> tuple[str, ...]:
+        """The kind's single replicas this job has (the kind declares them; an elastic PyTorchJob has none)."""
+        return declared
+
+    @property
+    def elastic(self) -> bool:
+        """Whether the job changes size while it runs (its replicas then run under an elastic launcher)."""
+        return False
+
+    @property
+    def per_replica_launcher(self) -> bool:
+        """Whether this release's trainer runs under a launcher in each replica (elastic, or several processes)."""
+        return self.elastic
+
+    def default_env(self) -> dict[str, str]:
+        """Variables every replica gets unless the request's env sets them."""
         return {}
 
     def spec(self) -> JobSpec:
@@ -103,12 +125,93 @@ class TrainJobOptions(KindOptions):
         return load_manifest({"apiVersion": API_VERSION, "kind": "TrainJob", "metadata": {"name": name}, "spec": spec})
 
 
+# The rendezvous backends torchrun knows (torch.distributed.elastic.rendezvous).
+RDZV_BACKENDS = ("c10d", "etcd", "etcd-v2", "static")
+
+
 @dataclass
 class PyTorchJobOptions(KindOptions):
+    """``nproc_per_node`` processes per replica (one unless asked: the operator's default, auto, is one per core
+    or GPU); elastic between ``elastic_min_workers`` and ``elastic_max_workers`` Workers when the maximum is
+    set: the operator's ``elasticPolicy``, with the rendezvous backend and its settings (``rdzvConf``, e.g.
+    ``join_timeout``, ``last_call_timeout``), the restarts torchrun allows, and an HPA's ``metrics``."""
+
     nproc_per_node: str = "1"
+    elastic_min_workers: int = 0
+    elastic_max_workers: int = 0
+    elastic_max_restarts: int = 3
+    elastic_rdzv_backend: str = "c10d"
+    elastic_rdzv_conf: Mapping[str, object] = field(default_factory=dict)
+    elastic_metrics: Sequence[Mapping[str, object]] = ()
+
+    @property
+    def elastic(self) -> bool:
+        return self.elastic_max_workers > 0
+
+    @property
+    def per_replica_launcher(self) -> bool:
+        # python alone is one process: WORLD_SIZE counts nprocPerNode per replica, torchrun starts them.
+        return self.elastic or self.nproc_per_node != "1"
+
+    def validate(self) -> None:
+        if not self.elastic:
+            given = [n for n, v in (("elastic_min_workers", self.elastic_min_workers),
+                                    ("elastic_rdzv_conf", self.elastic_rdzv_conf),
+                                    ("elastic_metrics", self.elastic_metrics)) if v]  # fmt: skip
+            if given or self.elastic_max_workers < 0:
+                raise JobSpecError(
+                    "elastic_max_workers", f"must be >= 1 for an elastic job ({', '.join(given) or 'it'} is set)"
+                )
+            return
+        low = self.elastic_min_workers or 1
+        if low < 1:
+            raise JobSpecError("elastic_min_workers", f"must be >= 1, got {low}")
+        if low > self.elastic_max_workers:
+            raise JobSpecError(
+                "elastic_max_workers", f"must be >= elastic_min_workers ({low}), got {self.elastic_max_workers}"
+            )
+        if self.elastic_max_restarts < 0:
+            raise JobSpecError("elastic_max_restarts", f"must be >= 0, got {self.elastic_max_restarts}")
+        if self.elastic_rdzv_backend not in RDZV_BACKENDS:
+            raise JobSpecError(
+                "elastic_rdzv_backend", f"{self.elastic_rdzv_backend!r} is not one of: {', '.join(RDZV_BACKENDS)}"
+            )
+        for key in self.elastic_rdzv_conf:
+            if not str(key) or "=" in str(key) or "," in str(key):
+                raise JobSpecError("elastic_rdzv_conf", f"{key!r} is not a rendezvous setting name")
+        for i, metric in enumerate(self.elastic_metrics):
+            if not isinstance(metric, Mapping) or not metric.get("type"):
+                raise JobSpecError(f"elastic_metrics[{i}]", "must be an autoscaling/v2 MetricSpec with a type")
+
+    def validate_workers(self, workers: int) -> None:
+        low, high = self.elastic_min_workers or 1, self.elastic_max_workers
+        if self.elastic and not low <= workers <= high:
+            raise JobSpecError(
+                "workers",
+                f"must be between elastic_min_workers ({low}) and elastic_max_workers ({high}), got {workers}",
+            )
+
+    def fixed_replicas(self, declared: tuple[str, ...]) -> tuple[str, ...]:
+        # Elastic: Workers only, as the operator's elastic examples; the rendezvous replaces the Master.
+        return () if self.elastic else declared
+
+    def default_env(self) -> dict[str, str]:
+        # A fresh worker store per rendezvous round: agents whose restart counts diverged after a lost worker
+        # otherwise keep meeting stale peer addresses in the store shared with the workers.
+        return {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"} if self.elastic else {}
 
     def spec(self) -> JobSpec:
-        return JobSpec(nproc_per_node=self.nproc_per_node)
+        elastic = None
+        if self.elastic:
+            elastic = ElasticPolicy(
+                min_replicas=self.elastic_min_workers or 1,
+                max_replicas=self.elastic_max_workers,
+                max_restarts=self.elastic_max_restarts,
+                rdzv_backend=self.elastic_rdzv_backend,
+                rdzv_conf=[RdzvConf(key=str(k), value=str(v)) for k, v in self.elastic_rdzv_conf.items()] or None,
+                metrics=[dict(m) for m in self.elastic_metrics] or None,
+            )
+        return JobSpec(nproc_per_node=self.nproc_per_node, elastic_policy=elastic)
 
 
 @dataclass
@@ -215,6 +318,7 @@ class LaunchRequest:
         _enum(RestartPolicy, self.restart_policy, "restart_policy")
         _enum(CleanPodPolicy, self.clean_pod_policy, "clean_pod_policy")
         self.options.validate()
+        self.options.validate_workers(self.workers)
 
     def to_job(self, name: str | None = None) -> TrainingJob:
         """The validated job this request describes, named ``name`` (default: the kind in lower case)."""
@@ -230,7 +334,7 @@ class LaunchRequest:
         def running(count: int) -> ReplicaInput:
             return ReplicaInput(count, command=command, args=args, restart_policy=policy)
 
-        replicas = {rtype: running(1) for rtype in kind.fixed_replicas}
+        replicas = {rtype: running(1) for rtype in self.options.fixed_replicas(kind.fixed_replicas)}
         replicas.update({rtype: running(count) for rtype, count in self.options.extra_replicas().items() if count})
         if not kind.workers_run_program:
             replicas["Worker"] = ReplicaInput(self.workers, restart_policy=policy)
@@ -247,7 +351,7 @@ class LaunchRequest:
             name or self.kind.value.lower(),
             replicas,
             image=self.image,
-            env=self.env,
+            env={**self.options.default_env(), **self.env},
             spec=spec,
             api_version=kind.api_version,
         )

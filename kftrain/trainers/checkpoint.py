@@ -1,13 +1,30 @@
-"""Checkpoints by URI: written atomically, found newest-complete-first, at a step or time frequency."""
+"""Checkpoints by URI: written atomically, found newest-complete-first, at a step or time frequency, and
+published in the background so that training does not wait for the upload.
+
+:class:`Checkpointer` takes a snapshot (state the trainer has already copied in memory) and publishes it as
+``ckpt-<step>`` with :class:`~kftrain.storage.ArtifactWriter` (files first, ``_COMPLETE.json`` last) on a
+background thread, while training goes on. At most ``max_in_flight`` snapshots wait or upload at once (the
+memory they hold is bounded: a save beyond that waits for the oldest to finish); ``0`` saves synchronously.
+Publishing is in step order, each followed by pruning to the newest ``keep``. :meth:`Checkpointer.close` waits
+for every upload and raises the first upload error (a later :meth:`~Checkpointer.save` raises it too), so a
+trainer never ends successfully with a checkpoint silently lost. A process killed mid-upload leaves an
+incomplete folder that :func:`latest_checkpoint` ignores: a restart resumes from the newest complete one.
+"""
 
 from __future__ import annotations
 
 import logging
+import queue
 import re
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
 
 from kftrain import storage
+from kftrain.errors import KftrainError
 
 log = logging.getLogger(__name__)
 
@@ -67,3 +84,99 @@ def prune(root: str, keep: int) -> None:
         _, path = storage.filesystem(uri)
         fs.rm(path, recursive=True)
         log.debug("removed old checkpoint %s", uri)
+
+
+class CheckpointError(KftrainError):
+    """A checkpoint could not be published."""
+
+
+Writer = Callable[[storage.ArtifactWriter], None]
+_DONE = object()
+
+
+class Checkpointer:
+    """Publishes checkpoints under ``root`` on a background thread, at most ``max_in_flight`` at a time.
+
+    ``save(step, write, metadata)`` hands over ``write``, which fills the checkpoint's ArtifactWriter from a
+    snapshot the caller took (it must not read live training state: it runs while training goes on).
+    """
+
+    def __init__(self, root: str, *, keep: int = 3, max_in_flight: int = 1) -> None:
+        if max_in_flight < 0:
+            raise ValueError(f"max_in_flight must be >= 0, got {max_in_flight}")
+        self.root = root
+        self.keep = keep
+        self.max_in_flight = max_in_flight
+        self._slots = threading.Semaphore(max(1, max_in_flight))
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self.waited_s = 0.0  # time save() spent waiting for a free slot
+
+    def save(self, step: int, write: Writer, metadata: dict[str, Any] | None = None) -> None:
+        """Publish ``ckpt-<step>`` (in the background unless ``max_in_flight`` is 0)."""
+        self._raise_failure()
+        if self.max_in_flight == 0:
+            self._publish(step, write, metadata or {})
+            return
+        if not self._slots.acquire(blocking=False):
+            started = time.monotonic()
+            log.info("checkpoint at step %d waits: %d already in flight", step, self.max_in_flight)
+            self._slots.acquire()
+            self.waited_s += time.monotonic() - started
+        self._raise_failure()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="checkpoint-upload", daemon=True)
+            self._thread.start()
+        self._queue.put((step, write, metadata or {}))
+
+    def wait(self) -> None:
+        """Until every checkpoint handed over is published; raises the first upload error."""
+        if self._thread is not None:
+            self._queue.put(_DONE)
+            self._thread.join()
+            self._thread = None
+        self._raise_failure()
+
+    close = wait
+
+    def __enter__(self) -> Checkpointer:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            self.wait()
+        elif self._thread is not None:
+            # Training failed: still finish what was handed over, but let the training error be the one raised.
+            try:
+                self.wait()
+            except Exception:
+                log.exception("a checkpoint upload also failed")
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _DONE:
+                return
+            step, write, metadata = item
+            try:
+                if self._error is None:  # after a failure nothing more is published: the trainer fails anyway
+                    self._publish(step, write, metadata)
+            except BaseException as exc:  # surfaced to the training thread by save() / wait()
+                log.error("checkpoint at step %d failed: %s", step, exc)
+                self._error = exc
+            finally:
+                self._slots.release()
+
+    def _publish(self, step: int, write: Writer, metadata: dict[str, Any]) -> None:
+        uri = checkpoint_uri(self.root, step)
+        with storage.ArtifactWriter(uri, metadata={"step": step, **metadata}) as w:
+            write(w)
+        log.info("checkpoint complete at step %d: %s", step, uri)
+        prune(self.root, self.keep)
+
+    def _raise_failure(self) -> None:
+        if self._error is not None:
+            raise CheckpointError(f"a checkpoint upload to {self.root} failed: {self._error}") from self._error

@@ -1,8 +1,16 @@
 """What every trainer program shares: the arguments the launch steps pass, logging, the closing summary line.
 
 The pipelines and launch components hand every trainer the same flags (``--dataset``, ``--model-dir``,
-``--checkpoint-dir``, ``--epochs``, ``--batch-size``, ``--lr``, ``--seed``, ...); defining them once keeps
-the four programs' command lines in agreement. Each trainer adds its own flags after these.
+``--checkpoint-dir``, ``--epochs``, ``--global-batch-size``, ``--batch-size``, ``--lr``, ``--seed``, ...);
+defining them once keeps the four programs' command lines in agreement. Each trainer adds its own flags
+after these.
+
+The batch: ``--global-batch-size`` is the rows of one optimizer step across all processes, the same at every
+world size (an elastic job that resizes keeps training the same way); when it is given it wins, and
+``--batch-size`` only bounds the micro-batch one process computes at once (the PyTorch trainers accumulate
+gradients to reach the global batch). Without it the global batch is ``--batch-size`` x the processes, as it
+always was, and changes when an elastic job resizes. ``--lr`` is the learning rate of one step over the
+global batch; it is never scaled by the number of processes.
 """
 
 from __future__ import annotations
@@ -29,8 +37,20 @@ def trainer_parser(
     p.add_argument("--model-dir", required=True, help="URI the final model is written to (by one process only)")
     p.add_argument("--checkpoint-dir", default="", help="URI of checkpoints; a restarted job resumes from the newest")
     p.add_argument("--epochs", type=int, default=epochs)
-    p.add_argument("--batch-size", type=int, default=32, help="batch size of each process")
-    p.add_argument("--lr", type=float, default=lr, help="learning rate (data-parallel SGD scales it by the processes)")
+    p.add_argument(
+        "--global-batch-size",
+        type=_non_negative,
+        default=0,
+        help="rows per optimizer step across all processes, constant when an elastic job resizes "
+        "(wins over --batch-size; 0: --batch-size x the processes)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=_positive,
+        default=32,
+        help="rows each process computes at once: its batch, or with --global-batch-size its largest micro-batch",
+    )
+    p.add_argument("--lr", type=float, default=lr, help="learning rate of a step over the global batch (not scaled)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="intra-op threads of each process")
     p.add_argument("--hidden", type=_widths, default=(128, 64), help="hidden layer widths, comma-separated")
@@ -39,6 +59,26 @@ def trainer_parser(
         p.add_argument("--checkpoint-every-epochs", type=int, default=checkpoint_every_epochs, help="0: not by epochs")
     p.add_argument("--keep-checkpoints", type=int, default=3, help="how many of the newest checkpoints to keep")
     return p
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def global_batch_size(args: argparse.Namespace, world_size: int) -> int:
+    """The rows of one optimizer step across all processes: ``--global-batch-size``, else ``--batch-size`` x the
+    processes."""
+    return int(args.global_batch_size) or int(args.batch_size) * world_size
 
 
 def _widths(text: str) -> tuple[int, ...]:
@@ -54,6 +94,7 @@ def _widths(text: str) -> tuple[int, ...]:
 def trainer_flags(
     *,
     epochs: int = 0,
+    global_batch_size: int = 0,
     batch_size: int = 0,
     lr: float = 0.0,
     seed: int = -1,
@@ -66,6 +107,7 @@ def trainer_flags(
     """
     wanted = {
         "--epochs": epochs,
+        "--global-batch-size": global_batch_size,
         "--batch-size": batch_size,
         "--lr": lr,
         "--seed": seed if seed >= 0 else None,

@@ -1,10 +1,18 @@
-"""Horovod TensorFlow/Keras trainer: one process per MPI rank (``mpirun -n N python -m kftrain.trainers.horovod_tf``).
+"""Horovod TensorFlow/Keras trainer: one process per rank (``mpirun -n N python -m kftrain.trainers.horovod_tf``),
+or elastic under ``horovodrun --min-np/--max-np --host-discovery-script``.
 
 Keras 2 (``tf_keras``, selected by ``TF_USE_LEGACY_KERAS=1`` before TensorFlow is imported): Horovod 0.28.1's
 Keras integration wraps ``tf.keras`` optimizers and callbacks and predates Keras 3. Gradients are averaged by
 ``hvd.DistributedOptimizer``; ``BroadcastGlobalVariablesCallback(0)`` gives every rank rank 0's variables
-(fresh or restored); ``MetricAverageCallback`` averages the logged metrics; the learning rate is scaled by
-``hvd.size()``. Each rank reads its own part of the prepared dataset by URI.
+(fresh or restored); ``MetricAverageCallback`` averages the logged metrics. The global batch
+(``--global-batch-size``, else ``--batch-size`` x the ranks at the start) stays the same at every size: each
+rank's batch is its share of it (Keras computes it at once: no accumulation), and the learning rate is the
+global batch's, not scaled by the ranks. Each rank reads its own part of the prepared dataset by URI.
+
+Elastic (``HOROVOD_ELASTIC=1``, set by horovodrun's elastic mode): model, optimizer, epoch and batch are a
+``hvd.elastic.KerasState`` committed every ``--checkpoint-every-steps`` steps and at every epoch's end; after a
+rank is lost the others restore the last commit and fit again at the new size, from that epoch and batch
+(``UpdateBatchStateCallback`` shortens the first epoch after a reset).
 
 Only rank 0 writes checkpoints (a ``tf.train.Checkpoint`` of model and optimizer, every
 ``--checkpoint-every-steps`` steps and every epoch, published atomically under ``ckpt-<step>``) and the model
@@ -36,7 +44,14 @@ from kftrain import storage
 from kftrain.data.dataset import DatasetInfo, load_split, read_info
 from kftrain.models import tensorflow as tf_models
 from kftrain.trainers import checkpoint
-from kftrain.trainers.common import keras_reporter, print_summary, setup_logging, trainer_parser
+from kftrain.trainers.common import (
+    global_batch_size,
+    keras_reporter,
+    print_summary,
+    setup_logging,
+    trainer_parser,
+)
+from kftrain.trainers.global_batch import plan_batch
 
 log = logging.getLogger("kftrain.trainer")
 
@@ -45,7 +60,7 @@ CKPT_STATE = "state.json"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = trainer_parser(__doc__, epochs=20, lr=0.05, checkpoint_every_epochs=None)
+    p = trainer_parser(__doc__, epochs=20, lr=0.1, checkpoint_every_epochs=None)
     return p.parse_args(argv)
 
 
@@ -93,26 +108,18 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     import tf_keras as keras
 
     hvd.init()
-    rank, size = hvd.rank(), hvd.size()
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(max(args.threads, 2))
     keras.utils.set_random_seed(args.seed)  # the same initial weights everywhere; rank 0's are broadcast anyway
     info = read_info(args.dataset)
-    x, y = _rank_data(args.dataset, rank, size, len(info.shards["train"]))
     xv, yv = load_split(args.dataset, "validation")
     hidden = args.hidden
-    # Every rank takes the same number of steps per epoch (each step is an allreduce).
-    steps_per_epoch = max(1, info.rows["train"] // (args.batch_size * size))
-    data = (
-        tf.data.Dataset.from_tensor_slices((x, y))
-        .shuffle(len(y), seed=args.seed + rank, reshuffle_each_iteration=True)
-        .repeat()
-        .batch(args.batch_size)
-    )
+    global_batch = global_batch_size(args, hvd.size())  # fixed for the run, whatever the size becomes
     model = tf_models.build_model(info.num_features, info.num_classes, hidden, dropout=0.0)
-    # Legacy optimizer: Horovod 0.28.1's DistributedOptimizer targets the Keras 2 optimizer API.
+    # Legacy optimizer: Horovod 0.28.1's DistributedOptimizer targets the Keras 2 optimizer API. The learning
+    # rate is the global batch's: not scaled by the ranks.
     # hvd.DistributedOptimizer builds a new optimizer from this one's config: checkpoint and count steps with it.
-    opt = hvd.DistributedOptimizer(keras.optimizers.legacy.SGD(learning_rate=args.lr * size, momentum=0.9))
+    opt = hvd.DistributedOptimizer(keras.optimizers.legacy.SGD(learning_rate=args.lr, momentum=0.9))
     ckpt = tf.train.Checkpoint(model=model, optimizer=opt)
     # Optimizer slots are restored lazily, when first created: the restored files must outlive training.
     with tempfile.TemporaryDirectory(prefix="kftrain-hvd-restore-") as restored:
@@ -133,37 +140,60 @@ def train(args: argparse.Namespace) -> dict[str, float]:
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=["accuracy"],
         )
-        callbacks: list[Any] = [
-            hvd.callbacks.BroadcastGlobalVariablesCallback(0),
-            hvd.callbacks.MetricAverageCallback(),
-        ]
-        for callback in callbacks:
-            # Horovod 0.28.1 gives its Keras callbacks `from keras import backend`, which is Keras 3 when it is
-            # installed, while the model and optimizer are Keras 2 (tf_keras); give them Keras 2's backend.
-            callback.backend = keras.backend
-        if rank == 0 and args.checkpoint_dir:
-            callbacks.append(_checkpoint_callback(keras, args, ckpt, opt, steps_per_epoch))
-        if rank == 0:  # after MetricAverageCallback: the averaged values, said once for all ranks
-            callbacks.append(keras_reporter(keras, args.epochs))
-        log.info(
-            "rank %d/%d: %d training rows, %d epochs x %d steps, lr %.4g",
-            rank,
-            size,
-            len(y),
-            args.epochs,
-            steps_per_epoch,
-            args.lr * size,
-        )
+
+        def fit(epoch: int, extra_callbacks: list[Any], global_batch: int) -> Any:
+            """``model.fit`` from ``epoch`` at the current size: each rank's share of the global batch per step."""
+            rank, size = hvd.rank(), hvd.size()
+            per_rank = plan_batch(global_batch, size).per_process
+            log.info("world size %d: global batch %d = %d rank(s) x %d; lr %g", size, global_batch, size, per_rank,
+                     args.lr)  # fmt: skip
+            x, y = _rank_data(args.dataset, rank, size, len(info.shards["train"]))
+            # Every rank takes the same number of steps per epoch (each step is an allreduce).
+            steps_per_epoch = max(1, info.rows["train"] // global_batch)
+            data = (
+                tf.data.Dataset.from_tensor_slices((x, y))
+                .shuffle(len(y), seed=args.seed + rank, reshuffle_each_iteration=True)
+                .repeat()
+                .batch(per_rank)
+            )
+            callbacks: list[Any] = [*extra_callbacks, hvd.callbacks.MetricAverageCallback()]
+            for callback in callbacks:
+                # Horovod 0.28.1 gives its Keras callbacks `from keras import backend`, which is Keras 3 when it is
+                # installed, while the model and optimizer are Keras 2 (tf_keras); give them Keras 2's backend.
+                callback.backend = keras.backend
+            if rank == 0 and args.checkpoint_dir:
+                callbacks.append(_checkpoint_callback(keras, args, ckpt, opt, steps_per_epoch))
+            if rank == 0:  # after MetricAverageCallback: the averaged values, said once for all ranks
+                callbacks.append(keras_reporter(keras, args.epochs))
+            log.info("rank %d/%d: %d training rows, %d epochs x %d steps from epoch %d", rank, size, len(y),
+                     args.epochs, steps_per_epoch, epoch)  # fmt: skip
+            return model.fit(
+                data,
+                epochs=args.epochs,
+                initial_epoch=epoch,
+                steps_per_epoch=steps_per_epoch,
+                callbacks=callbacks,
+                verbose=2 if rank == 0 else 0,
+            )
+
         started = time.monotonic()
-        history = model.fit(
-            data,
-            epochs=args.epochs,
-            initial_epoch=initial_epoch,
-            steps_per_epoch=steps_per_epoch,
-            callbacks=callbacks,
-            verbose=2 if rank == 0 else 0,
-        )
+        if elastic():
+            # Model, optimizer and epoch are committed in memory every --checkpoint-every-steps steps (or every
+            # epoch); a lost rank makes the others restore the last commit and go on at the new size.
+            every = args.checkpoint_every_steps or None
+            state = hvd.elastic.KerasState(model, batch=0, epoch=initial_epoch, global_batch=global_batch)
+
+            @hvd.elastic.run
+            def fit_elastic(state: Any) -> Any:
+                commit = [hvd.elastic.CommitStateCallback(state, batches_per_commit=every or 10**9)]
+                commit += [hvd.elastic.UpdateBatchStateCallback(state), hvd.elastic.UpdateEpochStateCallback(state)]
+                return fit(state.epoch, commit, state.global_batch)
+
+            history = fit_elastic(state)
+        else:
+            history = fit(initial_epoch, [hvd.callbacks.BroadcastGlobalVariablesCallback(0)], global_batch)
         elapsed = time.monotonic() - started
+        rank, size = hvd.rank(), hvd.size()
         losses = [float(v) for v in history.history.get("loss", [])]
         step = int(opt.iterations.numpy())
         metrics = {
@@ -178,8 +208,14 @@ def train(args: argparse.Namespace) -> dict[str, float]:
             metrics["val_accuracy"] = float((logits.argmax(axis=1) == yv).mean()) if len(yv) else float("nan")
             log.info("trained to step %d in %.1fs, val_accuracy %.4f", step, elapsed, metrics["val_accuracy"])
             _publish(args, model, info, hidden, metrics)
-        hvd_tf.join()
+        if not elastic():
+            hvd_tf.join()
         return metrics
+
+
+def elastic() -> bool:
+    """Run by horovodrun's elastic mode (``--min-np``/``--max-np``/``--host-discovery-script``)."""
+    return os.environ.get("HOROVOD_ELASTIC") == "1"
 
 
 def _checkpoint_callback(keras: Any, args: argparse.Namespace, ckpt: Any, opt: Any, steps_per_epoch: int) -> Any:

@@ -49,7 +49,13 @@ from kftrain import storage
 from kftrain.data.dataset import DatasetInfo, load_split, read_info
 from kftrain.models import tensorflow as tf_models
 from kftrain.trainers import faults
-from kftrain.trainers.common import keras_reporter, print_summary, setup_logging, trainer_parser
+from kftrain.trainers.common import (
+    global_batch_size,
+    keras_reporter,
+    print_summary,
+    setup_logging,
+    trainer_parser,
+)
 
 log = logging.getLogger("kftrain.trainer")
 
@@ -295,8 +301,8 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     x, y = load_split(args.dataset, "train")
     xv, yv = load_split(args.dataset, "validation")
     strategy = make_strategy(role)
-    workers = role.num_workers
-    steps_per_data_epoch = max(1, math.ceil(len(y) / (args.batch_size * (workers if role.mode == MWMS else 1))))
+    global_batch = global_batch_size(args, role.num_workers if role.mode == MWMS else 1)  # PS: one worker's step
+    steps_per_data_epoch = max(1, math.ceil(len(y) / global_batch))
     total_steps = steps_per_data_epoch * args.epochs
     ckpt_uri = args.checkpoint_dir or ""
     ckpt = CheckpointDir(ckpt_uri, role.is_chief) if ckpt_uri else None
@@ -306,10 +312,10 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     if role.mode == PS:
         # No batch-level callbacks with ParameterServerStrategy: one fit "epoch" = one checkpoint interval.
         steps_per_epoch, epochs = every, math.ceil(total_steps / every)
-        data: Any = _ps_dataset_creator(x, y, args.batch_size, args.seed)
+        data: Any = _ps_dataset_creator(x, y, global_batch, args.seed)
     else:
         steps_per_epoch, epochs = steps_per_data_epoch, args.epochs
-        data = _train_dataset(x, y, args.batch_size * workers, args.seed)
+        data = _train_dataset(x, y, global_batch, args.seed)
     with strategy.scope():
         model = tf_models.build_model(info.num_features, info.num_classes, args.hidden)
         model.compile(
@@ -331,13 +337,8 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     if os.environ.get(faults.FAULT_AT_STEP) and role.mode != PS:  # PS strategy allows no batch callbacks
         callbacks.append(_fault_injector(role.task_index or 0))
     log.info(
-        "%s: %d training rows, %d worker(s), %d epochs x %d steps (checkpoint every %d steps)",
-        role.label,
-        len(y),
-        workers,
-        epochs,
-        steps_per_epoch,
-        every,
+        "%s: %d training rows, %d worker(s), global batch %d, %d epochs x %d steps (checkpoint every %d steps)",
+        *(role.label, len(y), role.num_workers, global_batch, epochs, steps_per_epoch, every),
     )
     started = time.monotonic()
     history = model.fit(data, epochs=epochs, steps_per_epoch=steps_per_epoch, callbacks=callbacks, verbose=2)

@@ -1,10 +1,17 @@
 """Reference PyTorch trainer: DDP over gloo (CPU) or NCCL (GPU), run unchanged by the local backend
-and by the training operator.
+and by the training operator, elastic (under torchrun) or not.
 
 It reads only what the operator gives a replica (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
 ``WORLD_SIZE``; or ``LOCAL_RANK`` too under torchrun) and URIs: the prepared dataset, a checkpoint
-root and the model output. Only rank 0 writes checkpoints and the model; every write is atomic, and
-a restarted job resumes from the newest complete checkpoint.
+root and the model output. Only rank 0 writes checkpoints (snapshotted in memory, uploaded in the
+background) and the model; every write is atomic, and a restarted job resumes from the newest complete
+checkpoint, at the global batch after the last one it holds.
+
+Every optimizer step trains on the same rows whatever the world size (``--global-batch-size``, see
+:mod:`kftrain.trainers.common`): each process computes its share as micro-batches of at most
+``--batch-size`` rows and accumulates their gradients; DDP averages them across processes at the last one.
+An elastic job that shrinks or grows restarts its processes (torchrun) at the new size, which re-plans the
+micro-batches and resumes from the checkpoint's sample position.
 
     python -m kftrain.trainers.torch_ddp --dataset URI --model-dir URI [--checkpoint-dir URI]
 """
@@ -17,18 +24,30 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data.distributed import DistributedSampler
 
 from kftrain.data.dataset import load_split, read_info
 from kftrain.models.pytorch import MLP, MLPConfig, write_model
 from kftrain.trainers import checkpoint, faults
-from kftrain.trainers.common import print_summary, report_epoch, setup_logging, trainer_parser
-from kftrain.trainers.torch_common import accuracy, restore_latest, save_checkpoint, train_loader, train_split
+from kftrain.trainers.common import global_batch_size, print_summary, report_epoch, setup_logging, trainer_parser
+from kftrain.trainers.global_batch import GlobalOrder, SamplerPosition, check_world_sizes, world_sizes_of_elastic_job
+from kftrain.trainers.torch_common import (
+    accumulate,
+    accuracy,
+    add_torch_flags,
+    batch_plan,
+    epoch_batches,
+    latest_uri,
+    log_samples,
+    restore,
+    save_checkpoint,
+    set_lr,
+)
 
 log = logging.getLogger("kftrain.trainer")
 
@@ -61,10 +80,20 @@ def init_distributed(backend: str | None = None) -> DistContext:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = trainer_parser(__doc__, epochs=20, lr=0.05)
+    p = trainer_parser(__doc__, epochs=20, lr=0.1)
     p.add_argument("--checkpoint-every-seconds", type=float, default=0.0)
     p.add_argument("--backend", default=None, choices=["gloo", "nccl"], help="default: nccl on GPU, else gloo")
+    add_torch_flags(p)
     return p.parse_args(argv)
+
+
+def _agreed(ctx: DistContext, value: Any) -> Any:
+    """Rank 0's ``value`` on every rank."""
+    if ctx.world_size == 1:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def train(args: argparse.Namespace) -> dict[str, float]:
@@ -72,59 +101,74 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     ctx = init_distributed(args.backend)
     torch.manual_seed(args.seed)
     info = read_info(args.dataset)
-    x, y, sharded = train_split(args.dataset, info, ctx.rank, ctx.world_size)
+    if args.global_batch_size and (sizes := world_sizes_of_elastic_job(dict(os.environ))) is not None:
+        check_world_sizes(args.global_batch_size, sizes)  # before any step, not at the first resize
+    plan = batch_plan(args, ctx.world_size)
+    x, y = load_split(args.dataset, "train")
     xv, yv = load_split(args.dataset, "validation")
+    order = GlobalOrder(len(y), global_batch_size(args, ctx.world_size), args.seed)
     config = MLPConfig(info.num_features, info.num_classes, args.hidden)
     model: nn.Module = MLP(config).to(ctx.device)
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr * ctx.world_size, momentum=0.9)
-    step, start_epoch = restore_latest(args.checkpoint_dir, model, opt)
-    ddp = DistributedDataParallel(model) if ctx.world_size > 1 else model
-    loader = train_loader(x, y, args.batch_size, ctx.rank, ctx.world_size, args.seed, sharded)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    # Every rank resumes from the checkpoint rank 0 chose (a newer one may appear while they look).
+    step, position = restore(_agreed(ctx, latest_uri(args.checkpoint_dir)), model, opt)
+    set_lr(opt, args.lr)
+    ddp = DistributedDataParallel(model) if ctx.world_size > 1 else None
+    forward: nn.Module = ddp or model
+    no_sync = ddp.no_sync if ddp is not None else None
+    xt, yt = torch.from_numpy(x).to(ctx.device), torch.from_numpy(y).to(ctx.device)
     policy = checkpoint.CheckpointPolicy(
         args.checkpoint_every_steps, args.checkpoint_every_seconds, keep=args.keep_checkpoints
     )
+    saver = checkpoint.Checkpointer(
+        args.checkpoint_dir, keep=args.keep_checkpoints, max_in_flight=args.checkpoints_in_flight
+    )
     loss_fn = nn.CrossEntropyLoss()
     log.info(
-        "rank %d/%d: %d training rows (%s), %d epochs",
+        "rank %d/%d: %d training rows, %d global batches per epoch, %d epochs",
         ctx.rank,
         ctx.world_size,
         len(y),
-        "own shards" if sharded else "sampled",
+        order.steps_per_epoch,
         args.epochs,
     )
     started = time.monotonic()
     val_acc = float("nan")
-    for epoch in range(start_epoch, args.epochs):
-        if isinstance(loader.sampler, DistributedSampler):
-            loader.sampler.set_epoch(epoch)
-        total, batches = 0.0, 0
-        for xb, yb in loader:
-            opt.zero_grad()
-            loss = loss_fn(ddp(xb.to(ctx.device)), yb.to(ctx.device))
-            loss.backward()
-            opt.step()
-            step += 1
-            total += float(loss.detach())
-            batches += 1
-            faults.maybe_inject_fault(step, ctx.rank)
-            if args.checkpoint_dir and ctx.is_chief and policy.due(step):
-                save_checkpoint(args.checkpoint_dir, step, epoch - 1 if batches < len(loader) else epoch, model, opt)
-                policy.saved()
-        if ctx.is_chief:
-            val_acc = accuracy(model, xv, yv)
-            log.info(
-                "epoch %d/%d step %d loss %.4f val_accuracy %.4f",
-                epoch + 1,
-                args.epochs,
-                step,
-                total / max(batches, 1),
-                val_acc,
-            )
-            report_epoch(epoch + 1, args.epochs, loss=total / max(batches, 1), val_accuracy=val_acc)
-            every = args.checkpoint_every_epochs
-            if args.checkpoint_dir and every and (epoch + 1) % every == 0:
-                save_checkpoint(args.checkpoint_dir, step, epoch, model, opt)
-                checkpoint.prune(args.checkpoint_dir, policy.keep)
+    saved_step = step
+    with saver:
+        for epoch in range(position.epoch, args.epochs):
+            total, batches = 0.0, 0
+            for b in epoch_batches(order, position, epoch):
+                faults.hold(step, ctx.rank)
+                opt.zero_grad()
+                total += accumulate(forward, loss_fn, xt, yt, order.micro_batches(epoch, b, plan, ctx.rank), no_sync)
+                opt.step()
+                step += 1
+                batches += 1
+                position = order.normalize(SamplerPosition(epoch, b + 1))
+                if args.log_samples:
+                    log_samples(step, SamplerPosition(epoch, b), b, ctx.rank, ctx.world_size,
+                                order.process_rows(epoch, b, ctx.rank, ctx.world_size))  # fmt: skip
+                faults.maybe_inject_fault(step, ctx.rank)
+                if args.checkpoint_dir and ctx.is_chief and policy.due(step):
+                    save_checkpoint(saver, step, position, model, opt)
+                    policy.saved()
+                    saved_step = step
+            if ctx.is_chief:
+                val_acc = accuracy(model, xv, yv)
+                log.info(
+                    "epoch %d/%d step %d loss %.4f val_accuracy %.4f",
+                    epoch + 1,
+                    args.epochs,
+                    step,
+                    total / max(batches, 1),
+                    val_acc,
+                )
+                report_epoch(epoch + 1, args.epochs, loss=total / max(batches, 1), val_accuracy=val_acc)
+                every = args.checkpoint_every_epochs
+                if args.checkpoint_dir and every and (epoch + 1) % every == 0 and saved_step != step:
+                    save_checkpoint(saver, step, SamplerPosition(epoch + 1, 0), model, opt)
+                    saved_step = step
     elapsed = time.monotonic() - started
     metrics = {"val_accuracy": val_acc, "steps": float(step), "train_seconds": elapsed}
     if ctx.is_chief:

@@ -8,7 +8,9 @@
   are stopped and the job fails with that replica's exit code and its last log lines;
 * each replica's output streamed live with a ``[worker-1]`` prefix and kept whole in ``<workdir>/logs``
   (:mod:`.output`);
-* ``scale`` and ``kill_replica``, as ``kubectl scale`` and a lost node would.
+* ``scale`` and ``kill_replica``, as ``kubectl scale`` and a lost node would; for workers that run no program
+  (an MPIJob's) they change the workers the operator's files list and stop the ranks placed on a lost one
+  (:mod:`kftrain.backends.local.hosted`).
 
 Differences from a cluster, on purpose: images are ignored (the program comes from the container's
 command or the config's ``commands``); sidecar containers are not run; ``Always`` restarts a replica that
@@ -37,6 +39,7 @@ from kftrain.backends.base import Backend, JobHandle, JobPhase, JobResult
 from kftrain.backends.console import Console
 from kftrain.backends.local import state as job_state
 from kftrain.backends.local.config import LocalConfig
+from kftrain.backends.local.hosted import ranks_on, write_mounted
 from kftrain.backends.local.output import pump
 from kftrain.backends.local.processes import ReplicaProcess, shell_exit_code, stop_replicas
 from kftrain.backends.local.replica import LocalReplica, free_port, prepare_replica
@@ -45,7 +48,7 @@ from kftrain.errors import JobSpecError
 from kftrain.job.kinds import kind_of
 from kftrain.job.kinds.base import is_retryable_exit_code
 from kftrain.job.model import RestartPolicy, TrainingJob
-from kftrain.job.topology import ReplicaId, Topology, total_replicas
+from kftrain.job.topology import ReplicaId, Topology, all_replicas, total_replicas
 from kftrain.job.validate import validate_job
 from kftrain.signals import shielded
 
@@ -58,6 +61,9 @@ class _LocalJob:
     replicas: list[LocalReplica]
     started_at: float
     topology: Topology
+    # Workers that run no program here (an MPIJob's), which the operator's files list while they "run".
+    hosted: list[ReplicaId]
+    next_hosted: int = 0
     total_restarts: int = 0
     result: JobResult | None = None
 
@@ -100,11 +106,8 @@ class LocalBackend(Backend):
             if owns:
                 shutil.rmtree(workdir, ignore_errors=True)
             raise
-        for absolute, mounted in kind.operator_files(job, topology).items():
-            path = topology.file(absolute)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(mounted.content)
-            path.chmod(mounted.mode)
+        write_mounted(topology, kind.operator_files(job, topology))
+        processes = {r.id for r in replicas}
         state = _LocalJob(
             job=job,
             workdir=workdir,
@@ -112,6 +115,8 @@ class LocalBackend(Backend):
             replicas=replicas,
             started_at=time.monotonic(),
             topology=topology,
+            hosted=[r for r in all_replicas(job) if r.type == "Worker" and r not in processes],
+            next_hosted=job.replicas_of("Worker"),
         )
         self._jobs[job.name] = state
         self.console.say(
@@ -268,6 +273,9 @@ class LocalBackend(Backend):
             low, high = elastic.min_replicas or 1, elastic.max_replicas or replicas
             if not low <= replicas <= high:
                 raise JobSpecError("spec.elasticPolicy", f"{replicas} workers is outside [{low}, {high}]")
+        if replica_type == "Worker" and not kind_of(job).spec.workers_run_program:
+            self._scale_hosted(state, replicas)
+            return
         current = [r for r in state.replicas if r.id.type == replica_type]
         live = [r for r in current if not r.finished]
         self._check_replica_count(job, total_replicas(job) - job.replicas_of(replica_type) + replicas)
@@ -284,9 +292,42 @@ class LocalBackend(Backend):
             self._stop([replica])
         job.replica_specs[replica_type].replicas = replicas
 
+    def _scale_hosted(self, state: _LocalJob, workers: int) -> None:
+        """Workers without a program of their own: new ones get indices never used before in this job (a lost
+        worker's host may be blacklisted by horovodrun), the highest go first."""
+        while len(state.hosted) < workers:
+            added = ReplicaId("Worker", state.next_hosted)
+            state.next_hosted += 1
+            state.hosted.append(added)
+            self.console.say(f"scaled Worker up: {added.label} hosts ranks")
+        while len(state.hosted) > workers:
+            gone = state.hosted.pop()
+            self.console.say(f"scaled Worker down: {gone.label} removed")
+        state.job.replica_specs["Worker"].replicas = workers
+        self._update_membership(state)
+
+    def _update_membership(self, state: _LocalJob) -> None:
+        write_mounted(state.topology, kind_of(state.job).membership_files(state.job, state.topology, state.hosted))
+
     def kill_replica(self, handle: JobHandle, label: str, sig: signal.Signals = signal.SIGKILL) -> None:
-        """Send ``sig`` to one replica's whole process tree, as a node loss or OOM kill would."""
+        """Send ``sig`` to one replica's whole process tree, as a node loss or OOM kill would.
+
+        A worker that runs no program (an MPIJob's) is lost: it leaves the operator's files and ``sig`` goes to
+        the ranks the launcher placed on it.
+        """
         state = self._jobs[handle.name]
+        with self._state_lock:
+            hosted = next((w for w in state.hosted if w.label == label), None)
+            if hosted is not None:
+                state.hosted.remove(hosted)
+                self._update_membership(state)
+                host = kind_of(state.job).local_host_name(hosted, state.topology)
+                ranks = [p for r in state.replicas if r.proc is not None for p in ranks_on(r.proc.pid, host)]
+                for proc in ranks:
+                    with contextlib.suppress(psutil.Error):
+                        proc.send_signal(sig)
+                self.console.say(f"lost {label} (host {host}): signalled {len(ranks)} rank process(es) on it")
+                return
         replica = next((r for r in state.replicas if r.id.label == label), None)
         if replica is None or replica.proc is None:
             raise KeyError(f"{label}: no running replica of that name")

@@ -146,6 +146,9 @@ def prepare_replica(
         argv = [expand_k8s_vars(a, env, limit=MAX_ARG_STRLEN) for a in argv]
     except ExpansionTooLarge as exc:
         raise JobSpecError(command_path, f"an argument {exc}") from None
+    # A file the operator mounts (/etc/mpi/discover_hosts.sh) named on the command line is found under the workdir.
+    mounted = {path: str(topology.file(path)) for path in kind.operator_files(job, topology)}
+    argv = [mounted.get(a, a) for a in argv]
     if argv[0] in _PYTHON_NAMES:
         argv[0] = sys.executable  # the image's python is this environment's python
     _check_program(argv[0], env, command_path)

@@ -11,7 +11,7 @@ where versions behave differently) lives in this package, one module per kind.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,6 +121,17 @@ class Kind:
     def operator_files(self, job: TrainingJob, topology: Topology) -> dict[str, MountedFile]:
         """Files the operator mounts into the pods, by absolute path (the MPI hostfile)."""
         return {}
+
+    def membership_files(
+        self, job: TrainingJob, topology: Topology, running: Sequence[ReplicaId]
+    ) -> dict[str, MountedFile]:
+        """Mounted files the operator rewrites as Worker pods start and stop, for the ``running`` Workers (a v1
+        MPIJob's ``discover_hosts.sh``); :meth:`operator_files` includes them as they are at the start."""
+        return {}
+
+    def local_host_name(self, replica: ReplicaId, topology: Topology) -> str:
+        """The name this machine goes by, for ``replica``, in the files the operator mounts here."""
+        return topology.host
 
     def default_restart_policy(self, job: TrainingJob, replica_type: str) -> RestartPolicy:
         """The operator's restart policy for a replica spec that leaves it unset."""

@@ -6,7 +6,16 @@ v2beta1, ``kubectl exec`` in v1). The operator mounts a hostfile listing each wo
 the variables that point its MPI at it; both hide GPUs from a launcher that does not host ranks, and
 v2beta1 also sets ``K_MPI_JOB_ROLE`` on every pod. Success: the Launcher succeeds.
 
-Locally every host is ``localhost``, so the hostfile collapses to one line holding all the slots.
+A v1 MPIJob's launcher also gets ``/etc/mpi/discover_hosts.sh``, the host-discovery script of elastic Horovod
+(``horovodrun --min-np/--max-np --host-discovery-script``): one ``echo <pod>:<slots>`` line per running worker
+pod, sorted, rewritten as workers come and go (:func:`discover_hosts`; :meth:`Kind.membership_files`).
+
+Locally every host is this machine. The hostfile collapses to one ``localhost`` line holding all the slots.
+The discovery script cannot: horovodrun needs a name per worker (a failed host is blacklisted, and a host's
+slots are its own), and it starts a rank without ssh only on a host whose name resolves to one of this
+machine's addresses. Worker ``i`` is therefore written as 127.0.0.1 with ``i`` zeros before its last digit
+(``127.0.0.1``, ``127.0.0.01``, ``127.0.0.001``: :func:`local_worker_host`), distinct names that all resolve to
+127.0.0.1; horovodrun gives each rank its host as ``HOROVOD_HOSTNAME``.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ import copy
 import dataclasses
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds.base import GROUP, Kind, KindSpec, MountedFile
@@ -32,6 +41,8 @@ from kftrain.job.topology import ReplicaId, Topology
 V2BETA1 = f"{GROUP}/v2beta1"
 V1 = f"{GROUP}/v1"
 HOSTFILE = "/etc/mpi/hostfile"
+# training-operator v1: elastic Horovod's host-discovery script (mode 0555, like kubexec.sh).
+DISCOVER_HOSTS = "/etc/mpi/discover_hosts.sh"
 # training-operator v1: mpirun's remote shell, `kubectl exec` into the worker pod (locally: a shell here).
 KUBEXEC = "/etc/mpi/kubexec.sh"
 I_MPI_DEFAULT_BOOTSTRAP = "rsh"
@@ -111,6 +122,32 @@ def local_mpirun_env(env: dict[str, str]) -> None:
         # Every slot is on localhost, so mpirun never starts a remote daemon; but OpenMPI 4 refuses to start
         # at all when its rsh launch agent (ssh or rsh) is missing. Any existing program satisfies that check.
         env.setdefault("OMPI_MCA_plm_rsh_agent", shutil.which("false") or "/bin/false")
+
+
+def local_worker_host(index: int) -> str:
+    """Worker ``index``'s host name on one machine: 127.0.0.1 with ``index`` zeros before its last digit.
+
+    Each is a distinct name (horovodrun tells the workers apart by name) that resolves to 127.0.0.1 (so
+    horovodrun starts its ranks here, without ssh); the leading zeros are read as the same octet.
+    """
+    return "127.0.0." + "0" * index + "1"
+
+
+def discover_hosts(job: TrainingJob, running: Iterable[ReplicaId], *, local: bool = False) -> str:
+    """The v1 controller's ``discover_hosts.sh`` for the ``running`` worker pods (training-operator v1.9.0,
+    ``updateDiscoverHostsInConfigMap``): ``#!/bin/sh``, the launcher first when it asks for a GPU, then one
+    ``echo <pod>:<slots>`` per running worker sorted by pod name; no final newline.
+
+    ``local`` names the pods as this machine (:func:`local_worker_host`; the launcher ``localhost``).
+    """
+    slots = slots_per_worker(job)
+    pods = sorted((f"{job.name}-{r.label}", r) for r in running if r.type == "Worker")
+    script = "#!/bin/sh"
+    if _launcher_asks_for_gpu(job):
+        script += f"\necho {'localhost' if local else job.name + '-launcher'}:{slots}\n"
+    for pod, replica in pods:
+        script += f"\necho {local_worker_host(replica.index) if local else pod}:{slots}"
+    return script
 
 
 def _launcher_asks_for_gpu(job: TrainingJob) -> bool:
@@ -222,7 +259,20 @@ class MPIJobV1Kind(MPIJobV2Beta1Kind):
         return env
 
     def operator_files(self, job: TrainingJob, topology: Topology) -> dict[str, MountedFile]:
-        return {**super().operator_files(job, topology), KUBEXEC: MountedFile(_LOCAL_KUBEXEC, 0o555)}
+        workers = [ReplicaId("Worker", i) for i in range(job.replicas_of("Worker"))]
+        return {
+            **super().operator_files(job, topology),
+            KUBEXEC: MountedFile(_LOCAL_KUBEXEC, 0o555),
+            **self.membership_files(job, topology, workers),
+        }
+
+    def membership_files(
+        self, job: TrainingJob, topology: Topology, running: Sequence[ReplicaId]
+    ) -> dict[str, MountedFile]:
+        return {DISCOVER_HOSTS: MountedFile(discover_hosts(job, running, local=True), 0o555)}
+
+    def local_host_name(self, replica: ReplicaId, topology: Topology) -> str:
+        return local_worker_host(replica.index) if replica.type == "Worker" else topology.host
 
     def default_restart_policy(self, job: TrainingJob, replica_type: str) -> RestartPolicy:
         return RestartPolicy.NEVER

@@ -9,5 +9,4 @@ pytorch_digits = training_pipeline(
     lambda p, dataset, args, platform: pytorchjob_launch(dataset=dataset, workers=p.workers, args=args, **platform),
     Param("workers", int, 1, "PyTorchJob Worker replicas besides the Master."),
     epochs=20,
-    learning_rate=0.05,
 )

@@ -22,6 +22,7 @@ tf_digits_ps = training_pipeline(
     Param("evaluator", int, 1, "1 to run a side-car evaluator on every checkpoint, 0 for none."),
     model_image=TENSORFLOW_IMAGE,
     epochs=8,
+    global_batch_size=32,  # ParameterServerStrategy: one worker's step
     learning_rate=0.003,
     checkpoint_every_steps=50,
 )

@@ -1,0 +1,140 @@
+"""Checkpoints published in the background (kftrain.trainers.checkpoint.Checkpointer): training goes on while
+they upload, at most ``max_in_flight`` at a time, upload errors reach the trainer, and a process killed
+mid-upload leaves the newest complete checkpoint to resume from."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from kftrain import storage
+from kftrain.trainers import checkpoint
+from kftrain.trainers.checkpoint import Checkpointer, CheckpointError, latest_checkpoint
+from kftrain.trainers.global_batch import SamplerPosition
+from kftrain.trainers.torch_common import latest_uri, restore, save_checkpoint
+
+
+def gated(release: threading.Event, started: threading.Event | None = None, name: str = "state.bin"):
+    def write(w: storage.ArtifactWriter) -> None:
+        if started is not None:
+            started.set()
+        assert release.wait(30), "never released"
+        w.write_bytes(name, b"weights")
+
+    return write
+
+
+def test_a_checkpoint_uploads_while_the_caller_goes_on(tmp_path):
+    root = str(tmp_path / "ckpt")
+    release = threading.Event()
+    saver = Checkpointer(root, keep=3, max_in_flight=1)
+    saver.save(10, gated(release))  # returns at once: the upload waits for `release`
+    assert latest_checkpoint(root) is None
+    release.set()
+    saver.wait()
+    assert latest_checkpoint(root) == (10, checkpoint.checkpoint_uri(root, 10))
+    assert storage.read_json(storage.join(checkpoint.checkpoint_uri(root, 10), storage.COMPLETE_MARKER))
+
+
+def test_at_most_max_in_flight_checkpoints_wait_or_upload(tmp_path):
+    root = str(tmp_path / "ckpt")
+    release, started = threading.Event(), threading.Event()
+    saver = Checkpointer(root, keep=1, max_in_flight=1)
+    saver.save(10, gated(release, started))
+    assert started.wait(30)
+    second_returned = threading.Event()
+
+    def second() -> None:
+        saver.save(20, gated(release))
+        second_returned.set()
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    assert not second_returned.wait(0.5)  # the second save waits for the first upload's slot
+    release.set()
+    thread.join(30)
+    assert second_returned.is_set()
+    saver.wait()
+    assert [step for step, _ in checkpoint.complete_checkpoints(root)] == [20]  # published in order, pruned to 1
+    assert saver.waited_s > 0
+
+
+def test_an_upload_error_reaches_the_trainer(tmp_path):
+    root = str(tmp_path / "ckpt")
+
+    def broken(w: storage.ArtifactWriter) -> None:
+        raise OSError("bucket is gone")
+
+    saver = Checkpointer(root, keep=3, max_in_flight=2)
+    saver.save(10, broken)
+    with pytest.raises(CheckpointError, match=r"checkpoint upload to .*ckpt failed: bucket is gone"):
+        saver.wait()
+    with pytest.raises(CheckpointError, match="bucket is gone"):
+        saver.save(20, gated(threading.Event()))
+    assert latest_checkpoint(root) is None  # nothing half-written looks complete
+
+
+def test_max_in_flight_zero_saves_synchronously(tmp_path):
+    root = str(tmp_path / "ckpt")
+    saver = Checkpointer(root, keep=3, max_in_flight=0)
+    saver.save(5, lambda w: w.write_bytes("state.bin", b"x"))
+    assert latest_checkpoint(root) == (5, checkpoint.checkpoint_uri(root, 5))
+
+
+def test_the_snapshot_is_taken_when_save_returns(tmp_path):
+    """Training changes the weights right after save(): the checkpoint holds them as they were."""
+    root = str(tmp_path / "ckpt")
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with Checkpointer(root, keep=3, max_in_flight=1) as saver:
+        save_checkpoint(saver, 7, SamplerPosition(1, 4), model, opt)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(1.0)
+    fresh = torch.nn.Linear(3, 2)
+    step, position = restore(latest_uri(root), fresh, torch.optim.SGD(fresh.parameters(), lr=0.1))
+    assert (step, position) == (7, SamplerPosition(1, 4))
+    for key, value in fresh.state_dict().items():
+        assert torch.equal(value, before[key]), key
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, threading
+    from kftrain.trainers.checkpoint import Checkpointer
+    root = sys.argv[1]
+    saver = Checkpointer(root, keep=3, max_in_flight=1)
+    saver.save(10, lambda w: w.write_bytes("state.bin", b"complete"))
+    saver.wait()
+
+    def stuck(w):
+        w.write_bytes("state.bin", b"half")
+        print("uploading 20", flush=True)
+        threading.Event().wait()
+
+    saver.save(20, stuck)
+    saver.wait()
+    """
+)
+
+
+def test_a_replica_killed_mid_upload_resumes_from_the_newest_complete_checkpoint(tmp_path):
+    root = str(tmp_path / "ckpt")
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, root], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "uploading 20\n"  # ckpt-20 is being written
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(30)
+    assert latest_checkpoint(root) == (10, checkpoint.checkpoint_uri(root, 10))
+    assert any("ckpt-0000000020" in p.name for p in Path(root).iterdir())  # its partial files are there, ignored
