@@ -549,7 +549,7 @@ def p9_launcher(repeat: int, quick: bool) -> Result:
 
 # --- P10: checkpoint stall ------------------------------------------------------------------------
 
-P10_EVERY = 100  # steps between checkpoints (~85 s here): one 0.8 GB upload to the local S3 server (~55 s) fits
+P10_EVERY = 100  # steps between checkpoints (~66 s on a quiet 2-core machine): one 0.8 GB upload (~32 s) fits
 
 
 def p10_checkpoint_stall(repeat: int, quick: bool) -> Result:
