@@ -206,8 +206,21 @@ def contract(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k in CONTRACT_NAMES or k.startswith(("PET_", "TORCHELASTIC_"))}
 
 
+def _interpreter_sets() -> set[str]:
+    """Variables this Python sets in its own environment as it starts (the Horovod build's ``.pth`` sets
+    ``TF_USE_LEGACY_KERAS``, as the framework images' ``ENV`` does): a replica's program sees them whatever it
+    is given."""
+    probe = "import json, os; print(json.dumps(sorted(os.environ)))"
+    started = subprocess.run([sys.executable, "-c", probe], env={}, capture_output=True, text=True, check=True)
+    return set(json.loads(started.stdout)) - {"LC_CTYPE"}
+
+
 # What an image gives a clean-env replica before its spec's env (LocalConfig.clean_env).
-IMAGE_BASE = {"PATH", "HOME", "LANG", "HOSTNAME"} | {k for k in ("LC_ALL", "TMPDIR", "TZ") if k in os.environ}
+IMAGE_BASE = (
+    {"PATH", "HOME", "LANG", "HOSTNAME"}
+    | {k for k in ("LC_ALL", "TMPDIR", "TZ") if k in os.environ}
+    | _interpreter_sets()
+)
 
 
 def assert_only_declared(env: dict[str, str], pod: str, *declared: str) -> None:
