@@ -28,6 +28,14 @@ class Rendered:
     model_metadata: dict[str, Any]  # what the component wrote on its Model output
 
 
+def kfp_outputs(tmp_path: Path) -> dict[str, Any]:
+    """The training observations a launch component writes (KFP Metrics and an HTML artifact), as KFP hands them."""
+    return {
+        "metrics": SimpleNamespace(uri=str(tmp_path / "metrics"), metadata={}, log_metric=lambda name, value: None),
+        "curves": SimpleNamespace(uri=str(tmp_path / "curves"), metadata={}, path=str(tmp_path / "curves.html")),
+    }
+
+
 def render_launch(component: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **inputs: Any) -> Rendered:
     """Call ``component``'s Python function as a pipeline would; only the job's run is replaced by a record of it."""
     seen: dict[str, Any] = {}
@@ -44,8 +52,7 @@ def render_launch(component: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
         dataset=SimpleNamespace(uri="/data/ds"),
         model=model,
         job=str(tmp_path / "job"),
-        metrics=SimpleNamespace(uri=str(tmp_path / "metrics"), metadata={}, log_metric=lambda name, value: None),
-        curves=SimpleNamespace(uri=str(tmp_path / "curves"), metadata={}, path=str(tmp_path / "curves.html")),
+        **kfp_outputs(tmp_path),
         **{"run_id": "run-1", "task_id": "task-1", **inputs},
     )
     return Rendered(seen["manifest"], seen["kind"], seen["config"], model.metadata)

@@ -19,6 +19,7 @@ from kftrain.models import describe_model, predictor_for
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
+from tests.launch_harness import kfp_outputs
 
 
 def train_ddp(width: int, marker: str) -> None:
@@ -74,7 +75,7 @@ def launch(component, tmp_path: Path, capfd, **inputs) -> tuple[SimpleNamespace,
     """The launch component's own function, as a pipeline calls it, on the local backend."""
     model = SimpleNamespace(uri=str(tmp_path / "model"), metadata={})
     component.python_func(model=model, job=str(tmp_path / "job"), run_id="run-1", task_id="task-1", backend="local",
-                          **inputs)  # fmt: skip
+                          **kfp_outputs(tmp_path), **inputs)  # fmt: skip
     out, err = capfd.readouterr()
     return model, out + err
 

@@ -30,6 +30,7 @@ from kftrain.job import TrainingJob, load_manifest
 from kftrain.job.naming import stamp_run_identity
 from kftrain.retry import RetryPolicy
 from tests.fake_k8s import FakeKube, JobSim, OperatorSim, kueue_webhook
+from tests.launch_harness import kfp_outputs
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RUN_ID, TASK_ID = "run-1", "task-1"
@@ -124,7 +125,8 @@ def s_queued_then_admitted(sim: JobSim, out: io.StringIO) -> None:
 CASES: list[tuple[str, Callable[[JobSim, io.StringIO], None], dict[str, Any], JobPhase, list[str]]] = [
     ("success", s_success, {}, JobPhase.SUCCEEDED, ["[node-0] hello from node-0", "[node-1] hello from node-1"]),
     ("failure", s_failure, {}, JobPhase.FAILED, ["RuntimeError: node-1 ran out of memory"]),
-    ("image-not-found", s_image_not_found, {}, JobPhase.FAILED, ["ImagePullBackOff"]),
+    # The kubelet says ErrImagePull, then ImagePullBackOff: the backend fails on whichever it sees first.
+    ("image-not-found", s_image_not_found, {}, JobPhase.FAILED, ["cannot start: ", "ImagePull", "image busybox"]),
     (
         "kueue-suspended-then-admitted",
         s_queued_then_admitted,
@@ -262,6 +264,7 @@ def test_trainjob_launch_step_puts_the_pod_settings_where_the_trainer_takes_them
         dataset=SimpleNamespace(uri=str(tmp_path / "dataset"), metadata={}),
         model=SimpleNamespace(uri=str(tmp_path / "model"), metadata={}),
         job=str(tmp_path / "job.json"),
+        **kfp_outputs(tmp_path),
         run_id="4f1c9a6e-2b1d-4c8e-9f00-abcdef012345",
         task_id="9a8b7c6d-0000-1111-2222-333344445555",
         backend="kubernetes",

@@ -26,11 +26,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def say(line: str) -> None:
+    """One write per line, flushed: the processes share torchrun's stdout, and a line written in parts (print
+    writes its text, then its newline, when Python is unbuffered) interleaves with another process's."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def batch_plan(global_batch: int, world_size: int, max_micro_batch: int) -> tuple[int, int]:
@@ -83,10 +91,9 @@ def main() -> None:
         opt.load_state_dict(state["optimizer"])
         step, epoch, done = state["step"], state["epoch"], state["batches_done"]
     steps_per_epoch = args.rows // args.global_batch_size
-    print(
+    say(
         f"rank {rank}/{world}: global batch {args.global_batch_size} = {world} x {accumulation} micro-batch(es) "
-        f"of {micro}; lr {args.lr}; from step {step} (epoch {epoch}, {done} batches done)",
-        flush=True,
+        f"of {micro}; lr {args.lr}; from step {step} (epoch {epoch}, {done} batches done)"
     )
     loss_fn = torch.nn.CrossEntropyLoss()
     share = args.global_batch_size // world
@@ -103,7 +110,7 @@ def main() -> None:
             opt.step()
             opt.zero_grad()
             step += 1
-            print(f"step {step} epoch {epoch} batch {batch} rank {rank} rows {','.join(map(str, rows.tolist()))}")
+            say(f"step {step} epoch {epoch} batch {batch} rank {rank} rows {','.join(map(str, rows.tolist()))}")
             if rank == 0:  # save where the next step starts; write then rename, so a reader never sees half
                 args.checkpoint_dir.mkdir(parents=True, exist_ok=True)
                 nxt = (epoch, batch + 1) if batch + 1 < steps_per_epoch else (epoch + 1, 0)
