@@ -24,7 +24,7 @@ help: ## list the targets
 
 install: $(STAMP) ## create .venv, install the pinned dependencies, OpenMPI and chromium (Debian), Horovod (built once, cached)
 
-$(STAMP): pyproject.toml constraints.txt scripts/install_mpi.sh scripts/install_chromium.sh scripts/build_horovod.sh
+$(STAMP): pyproject.toml constraints.txt scripts/lib.sh scripts/install_mpi.sh scripts/install_chromium.sh scripts/build_horovod.sh
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	./scripts/install_mpi.sh
 	./scripts/install_chromium.sh

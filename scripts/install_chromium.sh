@@ -3,6 +3,8 @@
 # Idempotent: does nothing when a chromium is already on PATH. Needs root (or sudo) for apt; without either it
 # says so and exits 0, and that test skips, naming what is missing.
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 for exe in chromium chromium-browser google-chrome; do
     if command -v "$exe" >/dev/null 2>&1; then
@@ -11,28 +13,8 @@ for exe in chromium chromium-browser google-chrome; do
     fi
 done
 
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install_chromium: no chromium and no apt-get here; the HTML report rendering test will skip" >&2
-    exit 0
-fi
-
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then
-        SUDO="sudo"
-    else
-        echo "install_chromium: need root to apt-get install chromium; the HTML report rendering test will skip" >&2
-        exit 0
-    fi
-fi
-
-echo "install_chromium: installing chromium"
-export DEBIAN_FRONTEND=noninteractive
-if [ -z "$(ls -A /var/lib/apt/lists 2>/dev/null | grep -v -e '^lock$' -e '^partial$' || true)" ]; then
-    $SUDO apt-get update -qq
-fi
-if ! $SUDO apt-get install -y -qq --no-install-recommends chromium; then
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends chromium
-fi
+apt_install install_chromium 0 \
+    "no chromium and no apt-get here; the HTML report rendering test will skip" \
+    "need root to apt-get install chromium; the HTML report rendering test will skip" \
+    chromium
 echo "install_chromium: $(chromium --version 2>/dev/null || echo installed)"

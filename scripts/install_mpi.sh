@@ -5,6 +5,8 @@
 # Also installs what scripts/build_horovod.sh needs to compile (cmake, g++), since both run on the
 # same fresh machine from `make install`.
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 need=()
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
@@ -18,29 +20,8 @@ if [ ${#need[@]} -eq 0 ]; then
     exit 0
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "install_mpi: missing ${need[*]} and no apt-get here; install OpenMPI (mpirun, mpicxx) by hand" >&2
-    exit 1
-fi
-
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then
-        SUDO="sudo"
-    else
-        echo "install_mpi: need root to apt-get install ${need[*]}" >&2
-        exit 1
-    fi
-fi
-
-echo "install_mpi: installing ${need[*]}"
-export DEBIAN_FRONTEND=noninteractive
-# Refresh the package lists only when they are absent (a fresh container) or the install fails.
-if [ -z "$(ls -A /var/lib/apt/lists 2>/dev/null | grep -v -e '^lock$' -e '^partial$' || true)" ]; then
-    $SUDO apt-get update -qq
-fi
-if ! $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"; then
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
-fi
+apt_install install_mpi 1 \
+    "missing ${need[*]} and no apt-get here; install OpenMPI (mpirun, mpicxx) by hand" \
+    "need root to apt-get install ${need[*]}" \
+    "${need[@]}"
 echo "install_mpi: $(mpirun --version 2>/dev/null | head -n1)"

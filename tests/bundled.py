@@ -42,6 +42,18 @@ def table_source(tmp_path, name, x, y, columns):
     return str(path)
 
 
+def prepared_breast_cancer(tmp_path) -> str:
+    """scikit-learn's breast cancer data (30 features, binary) prepared as a dataset under ``tmp_path/ds``."""
+    from sklearn.datasets import load_breast_cancer
+
+    from kftrain.steps.prep import prepare_dataset
+
+    data = load_breast_cancer()
+    source = table_source(tmp_path, "bc", data.data, data.target, [f"f{i}" for i in range(30)])
+    prepare_dataset(str(tmp_path / "ds"), source=source, label_column="target")
+    return str(tmp_path / "ds")
+
+
 def least_squares(x: np.ndarray, y: np.ndarray) -> nn.Module:
     """Ordinary least squares as a one-output linear layer: the regression baseline, solved exactly."""
     design = np.column_stack([x, np.ones(len(x))]).astype(np.float64)

@@ -6,23 +6,21 @@ import numpy as np
 import pytest
 import torch
 from sklearn import metrics as skm
-from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits
+from sklearn.datasets import load_diabetes, load_digits
 from torch import nn
 
 from kftrain.models import save_model
 from kftrain.steps.evaluate import EvaluationError, evaluate_model, gate_metric, quality_gate
 from kftrain.steps.evaluate.scores import BinaryCurves, ClassificationScores, RegressionScores, class_probabilities
 from kftrain.steps.prep import prepare_dataset
-from tests.bundled import fit_linear, least_squares, table_source
+from tests.bundled import fit_linear, least_squares, prepared_breast_cancer, table_source
 
 
 @pytest.fixture(scope="module")
 def breast_cancer(tmp_path_factory):
     """A prepared binary dataset and a TorchScript logistic regression trained on its train split."""
     tmp = tmp_path_factory.mktemp("bc")
-    data = load_breast_cancer()
-    source = table_source(tmp, "bc", data.data, data.target, [f"f{i}" for i in range(30)])
-    prepare_dataset(str(tmp / "ds"), source=source, label_column="target")
+    prepared_breast_cancer(tmp)
     from kftrain.data.dataset import load_split
 
     x, y = load_split(str(tmp / "ds"), "train")

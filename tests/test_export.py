@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from sklearn.datasets import load_breast_cancer
 from torch import nn
 
 from kftrain import storage
@@ -19,17 +18,13 @@ from kftrain.models import predictor_for, save_model
 from kftrain.models.pytorch import MLP, MLPConfig, write_model
 from kftrain.steps import export as export_step
 from kftrain.steps.export import ExportError, export_model
-from kftrain.steps.prep import prepare_dataset
-from tests.bundled import fit_linear, table_source
+from tests.bundled import fit_linear, prepared_breast_cancer
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bc")
-    data = load_breast_cancer()
-    source = table_source(tmp, "bc", data.data, data.target, [f"f{i}" for i in range(30)])
-    prepare_dataset(str(tmp / "ds"), source=source, label_column="target")
-    return str(tmp / "ds")
+    return prepared_breast_cancer(tmp)
 
 
 @pytest.fixture(scope="module")

@@ -16,23 +16,12 @@ import os
 
 import fsspec
 import numpy as np
-import pyarrow.parquet as pq
 import torch
 import torch.distributed as dist
+from tabular_data import read_split
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
-
-
-def read_split(root: str, info: dict, split: str) -> tuple[np.ndarray, np.ndarray]:
-    """Features (float32, in feature_names order) and labels of one split of the prepared dataset."""
-    xs, ys = [], []
-    for rel in info["shards"][split]:
-        with fsspec.open(f"{root}/{rel}", "rb") as handle:
-            table = pq.read_table(handle)
-        xs.append(np.column_stack([table[name].to_numpy() for name in info["feature_names"]]))
-        ys.append(table["label"].to_numpy())
-    return np.concatenate(xs).astype(np.float32), np.concatenate(ys)
 
 
 class Net(nn.Module):

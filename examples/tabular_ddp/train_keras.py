@@ -20,19 +20,8 @@ import shutil
 import tempfile
 
 import fsspec
-import numpy as np
-import pyarrow.parquet as pq
 import tensorflow as tf
-
-
-def read_split(root: str, info: dict, split: str) -> tuple[np.ndarray, np.ndarray]:
-    xs, ys = [], []
-    for rel in info["shards"][split]:
-        with fsspec.open(f"{root}/{rel}", "rb") as handle:
-            table = pq.read_table(handle)
-        xs.append(np.column_stack([table[name].to_numpy() for name in info["feature_names"]]))
-        ys.append(table["label"].to_numpy())
-    return np.concatenate(xs).astype(np.float32), np.concatenate(ys)
+from tabular_data import read_split
 
 
 def main() -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from kftrain.storage.errors import StorageError, errors, storage_error, with_retry
 from kftrain.storage.io import FileDigest, digest_of, exists, read_bytes
@@ -21,6 +22,8 @@ from kftrain.storage.marker import COMPLETE_MARKER, Manifest, parse
 from kftrain.storage.paths import confine, local_target
 from kftrain.storage.publish import sibling
 from kftrain.storage.uri import filesystem, is_local, join, local_path
+
+T = TypeVar("T")
 
 
 def _missing(uri: str) -> StorageError:
@@ -70,41 +73,41 @@ class ArtifactReader:
 
     def read_bytes(self, rel: str) -> bytes:
         """The content of ``rel``, checked against the marker (the SHA-256 on its first read)."""
-        for attempt in (1, 2):
-            target = self.uri_of(rel)
-            expected = self.manifest.files[rel]
-            try:
-                data = read_bytes(target)
-            except StorageError as exc:
-                if attempt == 1 and self._moved_since():
-                    continue  # the same version, now read from where the promotion put it
-                raise exc from None
-            problem = _mismatch(expected, len(data), None if rel in self._checked else _sha256(data))
-            if problem is None:
-                self._checked.add(rel)
-                return data
-            if attempt == 1 and self._moved_since():
-                continue
-            raise StorageError(f"{target}: {problem}")
-        raise AssertionError("unreachable: the second attempt returns or raises")
+
+        def load(target: str) -> tuple[bytes, int, str | None]:
+            data = read_bytes(target)
+            return data, len(data), None if rel in self._checked else _sha256(data)
+
+        return self._checked_load(rel, load)
 
     def checked_uri(self, rel: str) -> str:
         """Where ``rel`` of this version is, its size and SHA-256 checked against the marker by one streamed
         read: for a reader that then opens the file itself (Arrow reading a local Parquet file)."""
+        if rel in self._checked:
+            return self.uri_of(rel)
+
+        def load(target: str) -> tuple[str, int, str | None]:
+            got = digest_of(target)
+            return target, got.size, got.sha256
+
+        return self._checked_load(rel, load)
+
+    def _checked_load(self, rel: str, load: Callable[[str], tuple[T, int, str | None]]) -> T:
+        """``load(target)`` of ``rel``'s URI, its size and SHA-256 (None: not checked) matched against the marker;
+        tried a second time when the version moved (was promoted) meanwhile."""
         for attempt in (1, 2):
             target = self.uri_of(rel)
-            if rel in self._checked:
-                return target
+            expected = self.manifest.files[rel]
             try:
-                got = digest_of(target)
-            except StorageError:
+                value, size, sha256 = load(target)
+            except StorageError as exc:
                 if attempt == 1 and self._moved_since():
-                    continue
-                raise
-            problem = _mismatch(self.manifest.files[rel], got.size, got.sha256)
+                    continue  # the same version, now read from where the promotion put it
+                raise exc from None
+            problem = _mismatch(expected, size, sha256)
             if problem is None:
                 self._checked.add(rel)
-                return target
+                return value
             if attempt == 1 and self._moved_since():
                 continue
             raise StorageError(f"{target}: {problem}")

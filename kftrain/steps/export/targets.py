@@ -82,18 +82,26 @@ def _torch_predict(module: Any, dtype: Any) -> RawPredict:
     return predict
 
 
+def _write_model(
+    spec: ModelSpec, writer: storage.ArtifactWriter, rel: str, fmt: str, convert: Callable[[], bytes]
+) -> None:
+    """Writes ``rel``: the model's own bytes if already ``fmt`` (checked against its marker), else ``convert()``."""
+    writer.write_bytes(rel, model_bytes(spec) if spec.format == fmt else convert())
+
+
 def write_torchscript(spec: ModelSpec, writer: storage.ArtifactWriter, model_dir: str, num_features: int) -> Written:
     """TorchScript as Triton's libtorch backend loads it: ``<model_dir>/1/model.pt``, tensors ``input__0``..."""
     with requires("torch", "exporting a PyTorch model"):
         import torch
 
     rel = f"{model_dir}/1/model.pt"
-    if spec.format == TORCHSCRIPT:
-        writer.write_bytes(rel, model_bytes(spec))  # read checked against its marker
-    else:
+
+    def convert() -> bytes:
         buf = io.BytesIO()
         torch.jit.save(_torch_module(spec), buf)
-        writer.write_bytes(rel, buf.getvalue())
+        return buf.getvalue()
+
+    _write_model(spec, writer, rel, TORCHSCRIPT, convert)
     reloaded = torch.jit.load(io.BytesIO(storage.read_bytes(writer.path_for(rel))), map_location="cpu")
     reloaded.eval()
     dtype = input_dtype(spec)
@@ -117,9 +125,8 @@ def write_onnx(spec: ModelSpec, writer: storage.ArtifactWriter, model_dir: str, 
         import onnxruntime
 
     rel = f"{model_dir}/1/model.onnx"
-    if spec.format == ONNX:
-        writer.write_bytes(rel, model_bytes(spec))  # read checked against its marker
-    else:
+
+    def convert() -> bytes:
         with requires("torch", "converting a PyTorch model to ONNX"):
             import torch
 
@@ -140,7 +147,9 @@ def write_onnx(spec: ModelSpec, writer: storage.ArtifactWriter, model_dir: str, 
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
             raise ExportError(f"{spec.location}: the model could not be converted to ONNX ({first})") from exc
         onnx.checker.check_model(onnx.load_from_string(buf.getvalue()))
-        writer.write_bytes(rel, buf.getvalue())
+        return buf.getvalue()
+
+    _write_model(spec, writer, rel, ONNX, convert)
     session = onnxruntime.InferenceSession(storage.read_bytes(writer.path_for(rel)), providers=["CPUExecutionProvider"])
     (feed,) = session.get_inputs()
     output = session.get_outputs()[0].name
