@@ -56,6 +56,8 @@ pytorchjob_launch.python_func(
     dataset=SimpleNamespace(uri=f"{tmp}/dataset", metadata={}),
     model=SimpleNamespace(uri=f"{tmp}/model-{index}", metadata={}),
     job=f"{tmp}/job-{index}",
+    metrics=SimpleNamespace(uri=f"{tmp}/metrics-{index}", metadata={}, log_metric=lambda name, value: None),
+    curves=SimpleNamespace(uri=f"{tmp}/curves-{index}", metadata={}, path=f"{tmp}/curves-{index}.html"),
     run_id=f"run-{index}",
     task_id="train",
     backend="kubernetes",
