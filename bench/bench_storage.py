@@ -15,15 +15,15 @@ import argparse
 import json
 import os
 import resource
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
+
+from local_s3 import start_moto, stop_moto  # bench/local_s3.py, beside this script
 
 BUCKET = "bench"
 IMPLEMENTATIONS = ("kftrain", "boto3")
@@ -73,31 +73,6 @@ def _worker(impl: str, endpoint: str, src: str, repeat: int = 1) -> dict[str, An
     return {"upload_s": up, "download_s": down, "peak_rss_mb": _maxrss_mb() - baseline, "baseline_rss_mb": baseline}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _start_moto() -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    exe = Path(sys.executable).with_name("moto_server")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "moto.server"]
-    proc = subprocess.Popen(
-        [*cmd, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1):
-                return proc, endpoint
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise SystemExit(f"moto_server did not start on {endpoint}")
-
-
 def _write_random(path: str, size: int) -> None:
     with open(path, "wb") as handle:
         left = size
@@ -128,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     proc = None
     endpoint = args.endpoint
     if not endpoint:
-        proc, endpoint = _start_moto()
+        proc, endpoint = start_moto()
     try:
         import boto3
 
@@ -163,9 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                     merged["peak_rss_mb"] = max(merged["peak_rss_mb"], one["peak_rss_mb"])
                     merged["baseline_rss_mb"] = one["baseline_rss_mb"]
     finally:
-        if proc is not None:
-            proc.kill()
-            proc.wait()
+        stop_moto(proc)
 
     mib = size / (1024 * 1024)
     rows = []

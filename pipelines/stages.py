@@ -114,6 +114,20 @@ MODEL_IMAGES = (PYTORCH_IMAGE, TENSORFLOW_IMAGE, HOROVOD_IMAGE)
 Launch = Callable[[SimpleNamespace, Any, Any, dict[str, Any]], dsl.PipelineTask]
 
 
+def launched_by(component: Any, *same_names: str, fixed: dict[str, Any] | None = None, **renamed: str) -> Launch:
+    """The :data:`Launch` that calls the launch component ``component`` with the dataset, the trainer args and the
+    platform inputs, and the pipeline's own parameters: ``same_names`` under their own names, ``renamed`` as
+    ``input=parameter``; ``fixed`` sets inputs to constants.
+    """
+    inputs = {**{name: name for name in same_names}, **renamed}
+
+    def launch(p: SimpleNamespace, dataset: Any, args: Any, platform: dict[str, Any]) -> dsl.PipelineTask:
+        own = {key: getattr(p, name) for key, name in inputs.items()}
+        return component(dataset=dataset, **(fixed or {}), **own, args=args, **platform)
+
+    return launch
+
+
 def pipeline_function(module: str, every: list[Param], wire: Callable[[SimpleNamespace], None]) -> Any:
     """The pipeline defined in ``module`` (``pipelines/<category>/<name>/pipeline.py``): parameters ``every``.
 

@@ -22,38 +22,17 @@ import argparse
 import itertools
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/, for its local_s3.py
+from local_s3 import start_moto, stop_moto
+
 MODES = ("none", "async", "sync")
 BUCKET = "p10-checkpoints"
-
-
-def start_moto() -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    exe = Path(sys.executable).with_name("moto_server")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "moto.server"]
-    proc = subprocess.Popen(
-        [*cmd, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1):
-                return proc, endpoint
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise SystemExit(f"moto_server did not start on {endpoint}")
 
 
 def build(widths: list[int]) -> Any:
@@ -148,9 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs[mode].append(result)
                 print(f"{mode:>5}: " + " ".join(f"{k} {v:.3f}" for k, v in result.items()), flush=True)
     finally:
-        if proc is not None:
-            proc.kill()
-            proc.wait()
+        stop_moto(proc)
     step = {m: statistics.median(r["step_s"] for r in rs) for m, rs in runs.items()}
     summary: dict[str, Any] = {
         "parameters": params,

@@ -16,9 +16,11 @@ global batch; it is never scaled by the number of processes.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from kftrain import metrics
@@ -135,6 +137,19 @@ def print_summary(identity: dict[str, Any], metrics: dict[str, float]) -> None:
 
 
 _totals_said: set[int] = set()
+
+
+def horovod_main(train: Callable[[], dict[str, float]], hvd_module: str) -> int:
+    """A Horovod trainer's ``main``: logging set up, ``train`` run, then the summary line with this process's rank
+    and Horovod shut down. ``hvd_module``: the trainer's Horovod module (``horovod.torch``, ...), imported once
+    training is done.
+    """
+    setup_logging()
+    metrics = train()
+    hvd = importlib.import_module(hvd_module)
+    print_summary({"rank": hvd.rank()}, metrics)
+    hvd.shutdown()
+    return 0
 
 
 def report_epoch(epoch: int, epochs: int, **values: float) -> None:

@@ -24,13 +24,12 @@ work unchanged). A restarted job resumes from the newest complete checkpoint.
 
 from __future__ import annotations
 
-import os
+from kftrain.trainers import keras_env  # noqa: F401  # sets TF_USE_LEGACY_KERAS before TensorFlow is imported
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # before TensorFlow is imported anywhere in this process
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
+# isort: split
 import argparse
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -44,13 +43,7 @@ from kftrain import storage
 from kftrain.data.dataset import DatasetInfo, load_split, read_info
 from kftrain.models import tensorflow as tf_models
 from kftrain.trainers import checkpoint
-from kftrain.trainers.common import (
-    global_batch_size,
-    keras_reporter,
-    print_summary,
-    setup_logging,
-    trainer_parser,
-)
+from kftrain.trainers.common import global_batch_size, horovod_main, keras_reporter, trainer_parser
 from kftrain.trainers.global_batch import plan_batch
 
 log = logging.getLogger("kftrain.trainer")
@@ -258,13 +251,7 @@ def _publish(
 
 
 def main(argv: list[str] | None = None) -> int:
-    setup_logging()
-    metrics = train(parse_args(argv))
-    import horovod.tensorflow as hvd
-
-    print_summary({"rank": hvd.rank()}, metrics)
-    hvd.shutdown()
-    return 0
+    return horovod_main(lambda: train(parse_args(argv)), "horovod.tensorflow")
 
 
 if __name__ == "__main__":

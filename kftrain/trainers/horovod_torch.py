@@ -34,21 +34,9 @@ from torch import nn
 
 from kftrain.data.dataset import load_split, read_info
 from kftrain.models.pytorch import MLP, MLPConfig, write_model
-from kftrain.trainers import checkpoint, faults
-from kftrain.trainers.common import global_batch_size, print_summary, report_epoch, setup_logging, trainer_parser
+from kftrain.trainers import checkpoint, faults, torch_common
+from kftrain.trainers.common import global_batch_size, horovod_main, report_epoch, trainer_parser
 from kftrain.trainers.global_batch import GlobalOrder, SamplerPosition
-from kftrain.trainers.torch_common import (
-    accumulate,
-    accuracy,
-    add_torch_flags,
-    batch_plan,
-    epoch_batches,
-    latest_uri,
-    log_samples,
-    restore,
-    save_checkpoint,
-    set_lr,
-)
 
 log = logging.getLogger("kftrain.trainer")
 
@@ -56,7 +44,7 @@ log = logging.getLogger("kftrain.trainer")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = trainer_parser(__doc__, epochs=20, lr=0.1)
     p.add_argument("--fp16-allreduce", action="store_true", help="compress gradients to fp16 for the allreduce")
-    add_torch_flags(p)
+    torch_common.add_torch_flags(p)
     return p.parse_args(argv)
 
 
@@ -77,8 +65,12 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     config = MLPConfig(info.num_features, info.num_classes, args.hidden)
     model: nn.Module = MLP(config)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    step, position = restore(latest_uri(args.checkpoint_dir), model, opt) if hvd.rank() == 0 else (0, SamplerPosition())
-    set_lr(opt, args.lr)
+    step, position = (
+        torch_common.restore(torch_common.latest_uri(args.checkpoint_dir), model, opt)
+        if hvd.rank() == 0
+        else (0, SamplerPosition())
+    )
+    torch_common.set_lr(opt, args.lr)
     state = _state(hvd, model, opt, step, position, global_batch_size(args, hvd.size()))
     compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
     policy = checkpoint.CheckpointPolicy(args.checkpoint_every_steps, 0.0, keep=args.keep_checkpoints)
@@ -96,7 +88,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     def epochs(state: Any) -> float:
         """Train from ``state`` to the last epoch: the body horovod's elastic run restarts after a resize."""
         rank, size = hvd.rank(), hvd.size()
-        plan = batch_plan(args, size, state.global_batch)
+        plan = torch_common.batch_plan(args, size, state.global_batch)
         order = GlobalOrder(len(y), state.global_batch, args.seed)
         start = SamplerPosition(state.epoch, state.batches_done)
         log.info(
@@ -107,12 +99,12 @@ def train(args: argparse.Namespace) -> dict[str, float]:
         val_acc = float("nan")
         for epoch in range(start.epoch, args.epochs):
             total, batches = 0.0, 0
-            for b in epoch_batches(order, start, epoch):
+            for b in torch_common.epoch_batches(order, start, epoch):
                 faults.hold(state.step, rank, stop=state.hosts_changed.is_set)
                 if elastic():
                     state.check_host_updates()
                 opt.zero_grad()
-                total += accumulate(model, loss_fn, xt, yt, order.micro_batches(epoch, b, plan, rank))
+                total += torch_common.accumulate(model, loss_fn, xt, yt, order.micro_batches(epoch, b, plan, rank))
                 _allreduce_gradients(hvd, model, compression)
                 opt.step()
                 state.step += 1
@@ -120,18 +112,18 @@ def train(args: argparse.Namespace) -> dict[str, float]:
                 done = order.normalize(SamplerPosition(epoch, b + 1))
                 state.epoch, state.batches_done = done.epoch, done.batches_done
                 if args.log_samples:
-                    log_samples(state.step, SamplerPosition(epoch, b), b, rank, size,
+                    torch_common.log_samples(state.step, SamplerPosition(epoch, b), b, rank, size,
                                 order.process_rows(epoch, b, rank, size))  # fmt: skip
                 faults.maybe_inject_fault(state.step, rank)
                 if policy.due(state.step):
                     if args.checkpoint_dir and rank == 0:
-                        save_checkpoint(saver, state.step, done, model, opt)
+                        torch_common.save_checkpoint(saver, state.step, done, model, opt)
                         saved.add(state.step)
                     policy.saved()
                     commit()
             mean_loss = float(hvd.allreduce(torch.tensor(total / max(batches, 1)), name="epoch_loss").item())
             if rank == 0:
-                val_acc = accuracy(model, xv, yv)
+                val_acc = torch_common.accuracy(model, xv, yv)
                 log.info(
                     "epoch %d/%d step %d loss %.4f val_accuracy %.4f", epoch + 1, args.epochs, state.step,
                     mean_loss, val_acc,
@@ -139,7 +131,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
                 report_epoch(epoch + 1, args.epochs, loss=mean_loss, val_accuracy=val_acc)
                 every = args.checkpoint_every_epochs
                 if args.checkpoint_dir and every and (epoch + 1) % every == 0 and state.step not in saved:
-                    save_checkpoint(saver, state.step, SamplerPosition(epoch + 1, 0), model, opt)
+                    torch_common.save_checkpoint(saver, state.step, SamplerPosition(epoch + 1, 0), model, opt)
                     saved.add(state.step)
             commit()
         return val_acc
@@ -197,13 +189,7 @@ def _allreduce_gradients(hvd: Any, model: nn.Module, compression: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    setup_logging()
-    metrics = train(parse_args(argv))
-    import horovod.torch as hvd
-
-    print_summary({"rank": hvd.rank()}, metrics)
-    hvd.shutdown()
-    return 0
+    return horovod_main(lambda: train(parse_args(argv)), "horovod.torch")
 
 
 if __name__ == "__main__":

@@ -20,21 +20,20 @@ temporary folder they delete, as TensorFlow's multi-worker saving convention ask
 
     python -m kftrain.trainers.tf_trainer --dataset URI --model-dir URI [--checkpoint-dir URI]
 
-``TF_USE_LEGACY_KERAS=1`` is set here before TensorFlow is imported (Keras 3's ``fit`` fails under
-MultiWorkerMirroredStrategy); the program needs the ``tf_keras`` package.
+``TF_USE_LEGACY_KERAS=1`` is set before TensorFlow is imported, by :mod:`kftrain.trainers.keras_env` (imported
+first; Keras 3's ``fit`` fails under MultiWorkerMirroredStrategy); the program needs the ``tf_keras`` package.
 """
 
 from __future__ import annotations
 
-import os
+from kftrain.trainers import keras_env  # noqa: F401  # sets TF_USE_LEGACY_KERAS before TensorFlow is imported
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # before TensorFlow is imported anywhere in this process
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
+# isort: split
 import argparse
 import json
 import logging
 import math
+import os
 import shutil
 import sys
 import tempfile
@@ -49,13 +48,7 @@ from kftrain import storage
 from kftrain.data.dataset import DatasetInfo, load_split, read_info
 from kftrain.models import tensorflow as tf_models
 from kftrain.trainers import faults
-from kftrain.trainers.common import (
-    global_batch_size,
-    keras_reporter,
-    print_summary,
-    setup_logging,
-    trainer_parser,
-)
+from kftrain.trainers.common import global_batch_size, keras_reporter, print_summary, setup_logging, trainer_parser
 
 log = logging.getLogger("kftrain.trainer")
 

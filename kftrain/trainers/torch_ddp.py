@@ -33,21 +33,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 from kftrain.data.dataset import load_split, read_info
 from kftrain.models.pytorch import MLP, MLPConfig, write_model
-from kftrain.trainers import checkpoint, faults
+from kftrain.trainers import checkpoint, faults, torch_common
 from kftrain.trainers.common import global_batch_size, print_summary, report_epoch, setup_logging, trainer_parser
 from kftrain.trainers.global_batch import GlobalOrder, SamplerPosition, check_world_sizes, world_sizes_of_elastic_job
-from kftrain.trainers.torch_common import (
-    accumulate,
-    accuracy,
-    add_torch_flags,
-    batch_plan,
-    epoch_batches,
-    latest_uri,
-    log_samples,
-    restore,
-    save_checkpoint,
-    set_lr,
-)
 
 log = logging.getLogger("kftrain.trainer")
 
@@ -83,7 +71,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = trainer_parser(__doc__, epochs=20, lr=0.1)
     p.add_argument("--checkpoint-every-seconds", type=float, default=0.0)
     p.add_argument("--backend", default=None, choices=["gloo", "nccl"], help="default: nccl on GPU, else gloo")
-    add_torch_flags(p)
+    torch_common.add_torch_flags(p)
     return p.parse_args(argv)
 
 
@@ -103,7 +91,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     info = read_info(args.dataset)
     if args.global_batch_size and (sizes := world_sizes_of_elastic_job(dict(os.environ))) is not None:
         check_world_sizes(args.global_batch_size, sizes)  # before any step, not at the first resize
-    plan = batch_plan(args, ctx.world_size)
+    plan = torch_common.batch_plan(args, ctx.world_size)
     x, y = load_split(args.dataset, "train")
     xv, yv = load_split(args.dataset, "validation")
     order = GlobalOrder(len(y), global_batch_size(args, ctx.world_size), args.seed)
@@ -111,8 +99,8 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     model: nn.Module = MLP(config).to(ctx.device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     # Every rank resumes from the checkpoint rank 0 chose (a newer one may appear while they look).
-    step, position = restore(_agreed(ctx, latest_uri(args.checkpoint_dir)), model, opt)
-    set_lr(opt, args.lr)
+    step, position = torch_common.restore(_agreed(ctx, torch_common.latest_uri(args.checkpoint_dir)), model, opt)
+    torch_common.set_lr(opt, args.lr)
     ddp = DistributedDataParallel(model) if ctx.world_size > 1 else None
     forward: nn.Module = ddp or model
     no_sync = ddp.no_sync if ddp is not None else None
@@ -138,24 +126,26 @@ def train(args: argparse.Namespace) -> dict[str, float]:
     with saver:
         for epoch in range(position.epoch, args.epochs):
             total, batches = 0.0, 0
-            for b in epoch_batches(order, position, epoch):
+            for b in torch_common.epoch_batches(order, position, epoch):
                 faults.hold(step, ctx.rank)
                 opt.zero_grad()
-                total += accumulate(forward, loss_fn, xt, yt, order.micro_batches(epoch, b, plan, ctx.rank), no_sync)
+                total += torch_common.accumulate(
+                    forward, loss_fn, xt, yt, order.micro_batches(epoch, b, plan, ctx.rank), no_sync
+                )
                 opt.step()
                 step += 1
                 batches += 1
                 position = order.normalize(SamplerPosition(epoch, b + 1))
                 if args.log_samples:
-                    log_samples(step, SamplerPosition(epoch, b), b, ctx.rank, ctx.world_size,
+                    torch_common.log_samples(step, SamplerPosition(epoch, b), b, ctx.rank, ctx.world_size,
                                 order.process_rows(epoch, b, ctx.rank, ctx.world_size))  # fmt: skip
                 faults.maybe_inject_fault(step, ctx.rank)
                 if args.checkpoint_dir and ctx.is_chief and policy.due(step):
-                    save_checkpoint(saver, step, position, model, opt)
+                    torch_common.save_checkpoint(saver, step, position, model, opt)
                     policy.saved()
                     saved_step = step
             if ctx.is_chief:
-                val_acc = accuracy(model, xv, yv)
+                val_acc = torch_common.accuracy(model, xv, yv)
                 log.info(
                     "epoch %d/%d step %d loss %.4f val_accuracy %.4f",
                     epoch + 1,
@@ -167,7 +157,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
                 report_epoch(epoch + 1, args.epochs, loss=total / max(batches, 1), val_accuracy=val_acc)
                 every = args.checkpoint_every_epochs
                 if args.checkpoint_dir and every and (epoch + 1) % every == 0 and saved_step != step:
-                    save_checkpoint(saver, step, SamplerPosition(epoch + 1, 0), model, opt)
+                    torch_common.save_checkpoint(saver, step, SamplerPosition(epoch + 1, 0), model, opt)
                     saved_step = step
     elapsed = time.monotonic() - started
     metrics = {"val_accuracy": val_acc, "steps": float(step), "train_seconds": elapsed}

@@ -4,19 +4,11 @@ meets the accuracy bar."""
 
 from kftrain_components.images import TENSORFLOW_IMAGE
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
-from kftrain_pipelines.stages import Param, training_pipeline
+from kftrain_pipelines.stages import Param, launched_by, training_pipeline
 
 tf_digits_ps = training_pipeline(
     __name__,
-    lambda p, dataset, args, platform: tfjob_launch(
-        dataset=dataset,
-        chief=1,
-        ps=p.ps,
-        workers=p.workers,
-        evaluator=p.evaluator,
-        args=args,
-        **platform,
-    ),
+    launched_by(tfjob_launch, "ps", "workers", "evaluator", fixed={"chief": 1}),
     Param("ps", int, 1, "Parameter server replicas (they hold the variables)."),
     Param("workers", int, 2, "Worker replicas (they run the steps the chief schedules)."),
     Param("evaluator", int, 1, "1 to run a side-car evaluator on every checkpoint, 0 for none."),
