@@ -105,6 +105,8 @@ def test_output_never_replaces_what_it_did_not_write(case: str, tmp_path: Path, 
     before = snapshot(tmp_path)
     monkeypatch.chdir(target if target.is_dir() and not target.is_symlink() else tmp_path)
     uri = "." if target.is_dir() and not target.is_symlink() else str(target)  # `--model-dir .`
+    with pytest.raises(storage.StorageError, match=fragment):  # checked up front, reading only
+        storage.check_output(uri)
     with pytest.raises(storage.StorageError, match=fragment) as exc:
         storage.ArtifactWriter(uri)
     assert "\n" not in str(exc.value)
@@ -126,6 +128,23 @@ def test_trainer_model_dir_dot_keeps_the_project(tmp_path: Path, monkeypatch) ->
     with pytest.raises(storage.StorageError, match="not empty and not a kftrain artifact"):
         torch_models.write_model(".", torch_models.MLP(config), config, [0, 1], list("abcd"), {})
     assert snapshot(tmp_path) == before
+
+
+def test_every_trainer_refuses_model_dir_dot_before_it_trains(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The shared parser checks the output at start: no training is spent on a model it cannot publish."""
+    from kftrain.trainers.common import trainer_parser
+
+    project = _user_folder(tmp_path)
+    monkeypatch.chdir(project)
+    parser = trainer_parser(None, epochs=1, lr=0.1)
+    with pytest.raises(SystemExit) as ended:
+        parser.parse_args(["--dataset", "d", "--model-dir", "."])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --model-dir: " in err and "not empty and not a kftrain artifact (it holds 'src/model.py'" in err
+    assert parser.parse_args(["--dataset", "d", "--model-dir", str(tmp_path / "new")]).model_dir == str(
+        tmp_path / "new"
+    )
 
 
 def test_previous_artifact_is_replaced_whole(tmp_path: Path) -> None:

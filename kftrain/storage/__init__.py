@@ -79,6 +79,7 @@ from kftrain.storage.io import (
 from kftrain.storage.marker import COMPLETE_MARKER
 from kftrain.storage.outputs import ARTIFACT_ROOT_ENV, output_uri
 from kftrain.storage.paths import confine
+from kftrain.storage.publish import check_output
 from kftrain.storage.reader import ArtifactReader
 from kftrain.storage.uri import filesystem, join, local_path, s3_endpoint
 
@@ -91,6 +92,7 @@ __all__ = [
     "FileDigest",
     "Progress",
     "StorageError",
+    "check_output",
     "confine",
     "copy",
     "digest_of",

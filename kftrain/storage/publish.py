@@ -76,6 +76,15 @@ class Destination:
         raise NotImplementedError
 
 
+def check_output(uri: str) -> None:
+    """Refuse ``uri`` now if publishing an artifact there would be refused later (it holds files that are not
+    a previous kftrain artifact's): a program checks its output before hours of work, not after. Reads only."""
+    scheme, path = split_uri(uri)
+    where = (path.rstrip(os.sep) or os.sep) if scheme == "file" else uri.rstrip("/")
+    listing = _local_listing(where) if scheme == "file" else list_files(where)
+    check_replaceable(where, listing, _previous_manifest(where, listing))
+
+
 def open_destination(uri: str) -> Destination:
     """A destination for a new version of the artifact at ``uri``; refused if it would lose anything there."""
     scheme, path = split_uri(uri)

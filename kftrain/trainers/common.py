@@ -36,7 +36,13 @@ def trainer_parser(
     """
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", required=True, help="URI of the prepared dataset")
-    p.add_argument("--model-dir", required=True, help="URI the final model is written to (by one process only)")
+    p.add_argument(
+        "--model-dir",
+        required=True,
+        type=_output_uri,
+        help="URI the final model is written to (by one process only); refused at start when it holds "
+        "files that are not a previous model's",
+    )
     p.add_argument("--checkpoint-dir", default="", help="URI of checkpoints; a restarted job resumes from the newest")
     p.add_argument("--epochs", type=int, default=epochs)
     p.add_argument(
@@ -81,6 +87,17 @@ def global_batch_size(args: argparse.Namespace, world_size: int) -> int:
     """The rows of one optimizer step across all processes: ``--global-batch-size``, else ``--batch-size`` x the
     processes."""
     return int(args.global_batch_size) or int(args.batch_size) * world_size
+
+
+def _output_uri(uri: str) -> str:
+    """An output the model can be published to, checked before training rather than after it."""
+    from kftrain import storage
+
+    try:
+        storage.check_output(uri)
+    except storage.StorageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return uri
 
 
 def _widths(text: str) -> tuple[int, ...]:
