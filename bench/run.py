@@ -607,19 +607,24 @@ def machine() -> str:
 
 
 def kept_results(text: str, run: set[str]) -> dict[str, Any]:
-    """From an earlier results.md: the table rows and notes of the keys not in ``run``, by key, and where they
-    come from (that file's first date and machine lines)."""
-    rows: dict[str, str] = {}
+    """From an earlier results.md: the table rows and notes of the keys not in ``run``, by key, and the run each
+    comes from (that file's date and machine, or the earlier run that file itself kept it from)."""
+    rows: dict[str, list[str]] = {}
     notes: dict[str, list[str]] = {}
     source = []
+    carried: dict[str, str] = {}
     for line in text.splitlines():
         if (row := re.match(r"\| (P\d+) \|", line)) and row.group(1) not in run:
-            rows[row.group(1)] = line
+            rows.setdefault(row.group(1), []).append(line)
+        elif kept := re.match(r"- ((?:P\d+, )*P\d+): kept from an earlier run \((.*)\)$", line):
+            carried.update({key: kept.group(2) for key in kept.group(1).split(", ")})
         elif (note := re.match(r"- (P\d+): ", line)) and note.group(1) not in run:
             notes.setdefault(note.group(1), []).append(line)
         elif (found := re.match(r"-.*?\b(date|machine): (.*)", line)) and len(source) < 2:
             source.append(f"{found.group(1)} {found.group(2)}")
-    return {"source": "; ".join(source) or "unknown", "rows": rows, "notes": notes}
+    this_file = "; ".join(source) or "unknown"
+    sources = {key: carried.get(key, this_file) for key in rows}
+    return {"sources": sources, "rows": rows, "notes": notes}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -659,15 +664,21 @@ def main(argv: list[str] | None = None) -> int:
         f"- repeats: {args.repeat}{' (quick mode: smaller sizes)' if args.quick else ''}; "
         "baseline and ours interleaved; verdict on the median",
     ]
-    rows = {r.key: r.row() for r in results}
-    notes = {r.key: [f"- {r.key}: {note}" for note in r.notes] for r in results}
+    # A bench may give several rows under one key (P8: one per image).
+    rows: dict[str, list[str]] = {}
+    notes: dict[str, list[str]] = {}
+    for r in results:
+        rows.setdefault(r.key, []).append(r.row())
+        notes.setdefault(r.key, []).extend(f"- {r.key}: {note}" for note in r.notes)
+    order = {key: i for i, key in enumerate(BENCHES)}
     if args.keep_others and Path(args.out).exists():
         kept = kept_results(Path(args.out).read_text(), set(run_keys))
-        if kept["rows"]:
-            header.append(f"- {', '.join(sorted(kept['rows']))}: kept from an earlier run ({kept['source']})")
+        by_source: dict[str, list[str]] = {}
+        for key in sorted(kept["rows"], key=lambda k: order.get(k, len(order))):
+            by_source.setdefault(kept["sources"][key], []).append(key)
+        header += [f"- {', '.join(keys)}: kept from an earlier run ({source})" for source, keys in by_source.items()]
         rows = {**kept["rows"], **rows}
         notes = {**kept["notes"], **notes}
-    order = {key: i for i, key in enumerate(BENCHES)}
     keys = sorted(rows, key=lambda k: order.get(k, len(order)))
     lines = [
         "# Benchmark results",
@@ -676,7 +687,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "| key | what | ours (median) | baseline (median) | ratio min / median / max | goal | verdict |",
         "|---|---|---|---|---|---|---|",
-        *[rows[k] for k in keys],
+        *[row for k in keys for row in rows[k]],
         "",
         "Notes:",
         "",
