@@ -151,6 +151,8 @@ class FaultProxy:
     # The most requests of each method the proxy was serving at one moment: evidence of client concurrency.
     peak_in_flight: dict[str, int] = field(default_factory=dict)
     _in_flight: dict[str, int] = field(default_factory=dict)
+    # While set, every request is dropped (RST), as a server that is away: see ``GatedMoto``.
+    down: bool = False
 
     def __post_init__(self) -> None:
         proxy = self
@@ -189,6 +191,9 @@ class FaultProxy:
 
             def _serve(self) -> None:
                 body = self._body()
+                if proxy.down:
+                    self._reset()
+                    return
                 proxy.requests.append(f"{self.command} {self.path}")
                 fault = proxy._take(self.command, self.path)
                 if fault is not None and fault.kind == "delay":

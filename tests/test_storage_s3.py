@@ -366,31 +366,55 @@ def test_stream_past_the_part_limit_is_refused_and_aborted(
     assert [u["Key"] for u in uploads if u["Key"] == "too-many-parts.bin"] == []
 
 
+@dataclasses.dataclass
+class GatedMoto:
+    """A moto server the client reaches through a proxy that drops every request while the server is away.
+
+    Moto keeps objects in RAM, so a restarted server is re-seeded (standing in for a real MinIO's persistent
+    volume) before the gate opens: the transfer's concurrent requests, retried by s3fs on its own as well as
+    by kftrain, see a server that is away or one that holds the data, never a half-seeded one.
+    """
+
+    server: MotoServer
+    gate: FaultProxy
+
+    @property
+    def endpoint(self) -> str:
+        """The server itself (for seeding), not the gate the client uses."""
+        return self.server.endpoint
+
+    def stop(self) -> None:
+        self.gate.down = True
+        self.server.stop()
+
+    def start_seeded(self, reseed: list[Path]) -> None:
+        self.server.start()
+        client = boto3_client(self.server.endpoint)
+        client.create_bucket(Bucket="restart")
+        for path in reseed:
+            client.upload_file(str(path), "restart", path.name)
+        self.gate.down = False
+
+
 @pytest.fixture
-def own_moto(monkeypatch: pytest.MonkeyPatch, small_chunks: int) -> Iterator[MotoServer]:
-    """A moto server this test may stop and restart."""
+def own_moto(monkeypatch: pytest.MonkeyPatch, small_chunks: int) -> Iterator[GatedMoto]:
+    """A moto server this test may stop and restart, behind its gate."""
     with MotoServer() as server:
-        set_s3_env(monkeypatch, server.endpoint)
+        gate = FaultProxy(server.port)
+        set_s3_env(monkeypatch, gate.endpoint)
         monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")  # as in `proxied`: keep botocore's backoff short
         boto3_client(server.endpoint).create_bucket(Bucket="restart")
-        yield server
+        yield GatedMoto(server, gate)
+        gate.close()
 
 
-def _restart_on_first_backoff(monkeypatch: pytest.MonkeyPatch, server: MotoServer, reseed: list[Path]) -> list[float]:
-    """Make the first retry backoff restart ``server`` (empty, as moto forgets), then re-create the data.
-
-    The re-seeding stands in for a real MinIO's persistent volume; doing it inside the backoff keeps the
-    test deterministic (the client never sees a half-seeded server).
-    """
+def _restart_on_first_backoff(monkeypatch: pytest.MonkeyPatch, server: GatedMoto, reseed: list[Path]) -> list[float]:
+    """Make the first retry backoff restart ``server`` (empty, as moto forgets) and re-create the data."""
     slept: list[float] = []
 
     def sleep(seconds: float) -> None:
         if not slept:
-            server.start()
-            client = boto3_client(server.endpoint)
-            client.create_bucket(Bucket="restart")
-            for path in reseed:
-                client.upload_file(str(path), "restart", path.name)
+            server.start_seeded(reseed)
         slept.append(seconds)
         time.sleep(min(seconds, 0.05))
 
@@ -398,7 +422,7 @@ def _restart_on_first_backoff(monkeypatch: pytest.MonkeyPatch, server: MotoServe
     return slept
 
 
-def test_server_restart_mid_download(own_moto: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_server_restart_mid_download(own_moto: GatedMoto, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = tmp_path / "obj.bin"
     digest = _random_file(src, 12 * storage_io.CHUNK + 1)
     boto3_client(own_moto.endpoint).upload_file(str(src), "restart", "obj.bin")
@@ -418,7 +442,7 @@ def test_server_restart_mid_download(own_moto: MotoServer, tmp_path: Path, monke
     assert got[""].sha256 == digest and _sha(tmp_path / "back.bin") == digest
 
 
-def test_server_restart_mid_upload(own_moto: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_server_restart_mid_upload(own_moto: GatedMoto, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = tmp_path / "up.bin"
     digest = _random_file(src, 12 * MiB + 1)
     slept = _restart_on_first_backoff(monkeypatch, own_moto, [])
