@@ -81,8 +81,14 @@ def check_output(uri: str) -> None:
     a previous kftrain artifact's): a program checks its output before hours of work, not after. Reads only."""
     scheme, path = split_uri(uri)
     where = (path.rstrip(os.sep) or os.sep) if scheme == "file" else uri.rstrip("/")
-    listing = _local_listing(where) if scheme == "file" else list_files(where)
-    check_replaceable(where, listing, _previous_manifest(where, listing))
+    replaceable_previous(where, _local_listing(where) if scheme == "file" else list_files(where))
+
+
+def replaceable_previous(where: str, listing: list[str]) -> Manifest | None:
+    """The complete artifact at ``where`` (None if none), once :func:`check_replaceable` allows replacing it."""
+    previous = _previous_manifest(where, listing)
+    check_replaceable(where, listing, previous)
+    return previous
 
 
 def open_destination(uri: str) -> Destination:
@@ -143,9 +149,7 @@ class _LocalDestination(Destination):
         self.uri = uri
         self.final = final
         partials.clean_stale(final)  # staging left by writers that died
-        listing = _local_listing(final)
-        self.previous = _previous_manifest(final, listing)
-        check_replaceable(final, listing, self.previous)
+        self.previous = replaceable_previous(final, _local_listing(final))
         with errors(final):
             self.staging_uri, self._lock_fd = partials.make_staging_dir(final)
 
@@ -186,9 +190,7 @@ class _ObjectDestination(Destination):
         _, path = split_uri(uri)
         if "/" not in path.strip("/"):
             raise StorageError(f"{uri}: an artifact needs a prefix inside the bucket, not the bucket itself")
-        listing = list_files(uri)  # an absent prefix lists nothing
-        self.previous = _previous_manifest(uri, listing)
-        check_replaceable(uri, listing, self.previous)
+        self.previous = replaceable_previous(uri, list_files(uri))  # an absent prefix lists nothing
         self.name = staging_name(uri.rsplit("/", 1)[-1], uuid.uuid4().hex[:12])
         self.staging_uri = sibling(uri, self.name)
         self._committed = False
