@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import yaml
 
 from kftrain import images
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
@@ -43,67 +44,58 @@ class Kind:
     inputs: dict[str, Any]
 
 
-PYTORCH_MANIFEST = """
-apiVersion: kubeflow.org/v1
-kind: PyTorchJob
-metadata: {name: own}
-spec:
-  pytorchReplicaSpecs:
-    Master:
-      replicas: 1
-      template:
-        spec:
-          serviceAccountName: manifest-sa
-          nodeSelector: {pool: cpu}
-          containers:
-          - name: pytorch
-            image: x
-            command: [python, train.py]
-            resources: {limits: {cpu: "8"}, requests: {cpu: "8"}}
-    Worker:
-      replicas: 1
-      template: {spec: {containers: [{name: pytorch, image: x, command: [python, train.py]}]}}
-"""
-TF_MANIFEST = """
-apiVersion: kubeflow.org/v1
-kind: TFJob
-metadata: {name: own}
-spec:
-  tfReplicaSpecs:
-    Worker:
-      replicas: 2
-      template:
-        spec:
-          serviceAccountName: manifest-sa
-          nodeSelector: {pool: cpu}
-          containers:
-          - name: tensorflow
-            image: x
-            command: [python, train.py]
-            resources: {limits: {cpu: "8"}, requests: {cpu: "8"}}
-"""
-MPI_MANIFEST = """
-apiVersion: kubeflow.org/v2beta1
-kind: MPIJob
-metadata: {name: own}
-spec:
-  slotsPerWorker: 1
-  mpiReplicaSpecs:
-    Launcher:
-      replicas: 1
-      template:
-        spec:
-          serviceAccountName: manifest-sa
-          nodeSelector: {pool: cpu}
-          containers:
-          - name: launcher
-            image: x
-            command: [mpirun, python, train.py]
-            resources: {limits: {cpu: "8"}, requests: {cpu: "8"}}
-    Worker:
-      replicas: 2
-      template: {spec: {containers: [{name: worker, image: x}]}}
-"""
+def own_replica(replicas: int, container: str, command: list[str]) -> dict[str, Any]:
+    """A replica with settings of its own: its service account, node selector and cpu."""
+    pod = {
+        "serviceAccountName": "manifest-sa",
+        "nodeSelector": {"pool": "cpu"},
+        "containers": [
+            {
+                "name": container,
+                "image": "x",
+                "command": command,
+                "resources": {"limits": {"cpu": "8"}, "requests": {"cpu": "8"}},
+            }
+        ],
+    }
+    return {"replicas": replicas, "template": {"spec": pod}}
+
+
+def plain_replica(replicas: int, container: dict[str, Any]) -> dict[str, Any]:
+    return {"replicas": replicas, "template": {"spec": {"containers": [{"image": "x", **container}]}}}
+
+
+def manifest_text(api_version: str, kind: str, spec: dict[str, Any]) -> str:
+    return yaml.safe_dump(
+        {"apiVersion": api_version, "kind": kind, "metadata": {"name": "own"}, "spec": spec}, sort_keys=False
+    )
+
+
+TRAIN = ["python", "train.py"]
+PYTORCH_MANIFEST = manifest_text(
+    "kubeflow.org/v1",
+    "PyTorchJob",
+    {
+        "pytorchReplicaSpecs": {
+            "Master": own_replica(1, "pytorch", TRAIN),
+            "Worker": plain_replica(1, {"name": "pytorch", "command": TRAIN}),
+        }
+    },
+)
+TF_MANIFEST = manifest_text(
+    "kubeflow.org/v1", "TFJob", {"tfReplicaSpecs": {"Worker": own_replica(2, "tensorflow", TRAIN)}}
+)
+MPI_MANIFEST = manifest_text(
+    "kubeflow.org/v2beta1",
+    "MPIJob",
+    {
+        "slotsPerWorker": 1,
+        "mpiReplicaSpecs": {
+            "Launcher": own_replica(1, "launcher", ["mpirun", *TRAIN]),
+            "Worker": plain_replica(2, {"name": "worker"}),
+        },
+    },
+)
 
 KINDS = [
     Kind("pytorchjob", pytorchjob_launch, "pytorchReplicaSpecs", PYTORCH_MANIFEST, {"workers": 2}),
