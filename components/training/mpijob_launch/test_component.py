@@ -6,21 +6,16 @@ from typing import Any
 
 import pytest
 
-from kftrain.job.crd_schema import CRDSchemas
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
-from tests.launch_harness import load_crd_schemas, render_launch
+from tests.launch_harness import crd_schemas_fixture, launch_renderer
 
-
-@pytest.fixture(scope="module")
-def crd_schemas() -> CRDSchemas:
-    return load_crd_schemas()
+crd_schemas = crd_schemas_fixture()
+_render = launch_renderer(mpijob_launch, "MPIJob")
 
 
 def render(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, **inputs: Any) -> dict[str, Any]:
     """The manifest mpijob_launch would launch for ``inputs``."""
-    rendered = render_launch(mpijob_launch, monkeypatch, tmp_path, **inputs)
-    assert rendered.kind == "MPIJob"
-    return rendered.manifest
+    return _render(monkeypatch, tmp_path, **inputs).manifest
 
 
 def _launcher(manifest: dict[str, Any]) -> dict[str, Any]:

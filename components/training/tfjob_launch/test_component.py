@@ -6,20 +6,16 @@ from typing import Any
 
 import pytest
 
-from kftrain.job.crd_schema import CRDSchemas
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
-from tests.launch_harness import load_crd_schemas, render_launch
+from tests.launch_harness import crd_schemas_fixture, launch_renderer
 
-
-@pytest.fixture(scope="module")
-def crd_schemas() -> CRDSchemas:
-    return load_crd_schemas()
+crd_schemas = crd_schemas_fixture()
+_render = launch_renderer(tfjob_launch, "TFJob")
 
 
 def render(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, **inputs: Any) -> dict[str, Any]:
     """The manifest tfjob_launch would launch for ``inputs``."""
-    rendered = render_launch(tfjob_launch, monkeypatch, tmp_path, **inputs)
-    assert rendered.kind == "TFJob"
+    rendered = _render(monkeypatch, tmp_path, **inputs)
     # The framework is what the trainer recorded in model.json; nothing ran here, so nothing is claimed.
     assert rendered.model_metadata["framework"] == ""
     assert rendered.model_metadata["job"] == rendered.manifest["metadata"]["name"]
