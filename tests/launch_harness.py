@@ -86,6 +86,17 @@ def crd_schemas_fixture() -> Any:
     return crd_schemas
 
 
+def manifest_text(api_version: str, kind: str, name: str, spec: dict[str, Any]) -> str:
+    """A job manifest as a user hands it to a launch component: YAML text."""
+    manifest = {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, "spec": spec}
+    return yaml.safe_dump(manifest, sort_keys=False)
+
+
+def replica_spec(replicas: int, **container: Any) -> dict[str, Any]:
+    """A replica spec whose pod has the one container ``container``."""
+    return {"replicas": replicas, "template": {"spec": {"containers": [container]}}}
+
+
 def load_crd_schemas() -> CRDSchemas:
     """The operators' CRD schemas, or a skip when the reference data is not checked out beside the repo."""
     crds = REFERENCE_DIR / "crds"

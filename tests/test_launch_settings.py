@@ -8,13 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import yaml
 
 from kftrain import images
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
-from tests.launch_harness import load_crd_schemas, render_launch
+from tests.launch_harness import load_crd_schemas, manifest_text, render_launch, replica_spec
 
 SETTINGS: dict[str, Any] = {
     "node_selector": {"pool": "gpu"},
@@ -61,38 +60,30 @@ def own_replica(replicas: int, container: str, command: list[str]) -> dict[str, 
     return {"replicas": replicas, "template": {"spec": pod}}
 
 
-def plain_replica(replicas: int, container: dict[str, Any]) -> dict[str, Any]:
-    return {"replicas": replicas, "template": {"spec": {"containers": [{"image": "x", **container}]}}}
-
-
-def manifest_text(api_version: str, kind: str, spec: dict[str, Any]) -> str:
-    return yaml.safe_dump(
-        {"apiVersion": api_version, "kind": kind, "metadata": {"name": "own"}, "spec": spec}, sort_keys=False
-    )
-
-
 TRAIN = ["python", "train.py"]
 PYTORCH_MANIFEST = manifest_text(
     "kubeflow.org/v1",
     "PyTorchJob",
+    "own",
     {
         "pytorchReplicaSpecs": {
             "Master": own_replica(1, "pytorch", TRAIN),
-            "Worker": plain_replica(1, {"name": "pytorch", "command": TRAIN}),
+            "Worker": replica_spec(1, name="pytorch", image="x", command=TRAIN),
         }
     },
 )
 TF_MANIFEST = manifest_text(
-    "kubeflow.org/v1", "TFJob", {"tfReplicaSpecs": {"Worker": own_replica(2, "tensorflow", TRAIN)}}
+    "kubeflow.org/v1", "TFJob", "own", {"tfReplicaSpecs": {"Worker": own_replica(2, "tensorflow", TRAIN)}}
 )
 MPI_MANIFEST = manifest_text(
     "kubeflow.org/v2beta1",
     "MPIJob",
+    "own",
     {
         "slotsPerWorker": 1,
         "mpiReplicaSpecs": {
             "Launcher": own_replica(1, "launcher", ["mpirun", *TRAIN]),
-            "Worker": plain_replica(2, {"name": "worker"}),
+            "Worker": replica_spec(2, name="worker", image="x"),
         },
     },
 )

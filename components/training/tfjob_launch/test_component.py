@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
-from tests.launch_harness import crd_schemas_fixture, launch_renderer
+from tests.launch_harness import crd_schemas_fixture, launch_renderer, manifest_text, replica_spec
 
 crd_schemas = crd_schemas_fixture()
 _render = launch_renderer(tfjob_launch, "TFJob")
@@ -81,19 +81,9 @@ def test_bad_replica_counts_are_refused(monkeypatch, tmp_path, capsys, inputs, f
 
 
 def test_a_manifest_replaces_the_typed_inputs(monkeypatch, tmp_path, crd_schemas):
-    text = """
-apiVersion: kubeflow.org/v1
-kind: TFJob
-metadata: {name: from-manifest}
-spec:
-  tfReplicaSpecs:
-    Chief:
-      replicas: 1
-      template: {spec: {containers: [{name: tensorflow, image: x, command: [python, train.py]}]}}
-    Worker:
-      replicas: 4
-      template: {spec: {containers: [{name: tensorflow, image: x, command: [python, train.py]}]}}
-"""
+    container = {"name": "tensorflow", "image": "x", "command": ["python", "train.py"]}
+    replicas = {"Chief": replica_spec(1, **container), "Worker": replica_spec(4, **container)}
+    text = manifest_text("kubeflow.org/v1", "TFJob", "from-manifest", {"tfReplicaSpecs": replicas})
     m = render(monkeypatch, tmp_path, manifest=text, workers=1)
     assert m["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 4
     assert crd_schemas.errors(m) == []
