@@ -26,6 +26,25 @@ except ImportError:  # imported as tests.launch_harness
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Every platform input of the launch components, as a platform engineer sets them on the pipeline.
+SETTINGS: dict[str, Any] = {
+    "node_selector": {"pool": "gpu"},
+    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    "service_account": "trainer",
+    "image_pull_secrets": ["regcred"],
+    "secret_env": {"WANDB_API_KEY": "wandb/api-key"},
+    "storage_secret": "mlpipeline-minio-artifact",
+    "pvc_mounts": {"/data": "datasets"},
+    "shm_size": "1Gi",
+    "priority_class": "training",
+    "queue_name": "team-a",
+    "scheduling": {"queue": "volcano-a", "minAvailable": 2},
+    "ttl_seconds_after_finished": 600,
+    "cpu": "2",
+    "memory": "4Gi",
+    "gpus": 1,
+}
+
 
 @dataclass
 class Rendered:

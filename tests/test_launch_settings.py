@@ -13,25 +13,7 @@ from kftrain import images
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
-from tests.launch_harness import load_crd_schemas, manifest_text, render_launch, replica_spec
-
-SETTINGS: dict[str, Any] = {
-    "node_selector": {"pool": "gpu"},
-    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-    "service_account": "trainer",
-    "image_pull_secrets": ["regcred"],
-    "secret_env": {"WANDB_API_KEY": "wandb/api-key"},
-    "storage_secret": "mlpipeline-minio-artifact",
-    "pvc_mounts": {"/data": "datasets"},
-    "shm_size": "1Gi",
-    "priority_class": "training",
-    "queue_name": "team-a",
-    "scheduling": {"queue": "volcano-a", "minAvailable": 2},
-    "ttl_seconds_after_finished": 600,
-    "cpu": "2",
-    "memory": "4Gi",
-    "gpus": 1,
-}
+from tests.launch_harness import SETTINGS, load_crd_schemas, manifest_text, render_launch, replica_spec
 
 
 @dataclass(frozen=True)
