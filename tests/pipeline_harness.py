@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 
 @dataclass
 class PipelineRun:
@@ -40,6 +42,17 @@ def run_pipeline(
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     (run_dir,) = [p for p in root.iterdir() if p.is_dir()]
     return PipelineRun(run_dir, proc.stdout, proc.stderr)
+
+
+def shared_run(name: str, *args: str, timeout: int) -> Any:
+    """A module-scoped ``pipeline_run`` fixture: (run folder, whole log) of one run of ``name``, for a file's tests."""
+
+    @pytest.fixture(scope="module")
+    def pipeline_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+        run = run_pipeline(name, tmp_path_factory.mktemp("runs"), *args, timeout=timeout)
+        return run.run_dir, run.log
+
+    return pipeline_run
 
 
 def step(run_dir: Path, name: str) -> Path:

@@ -9,19 +9,23 @@ before a step while ``KFTRAIN_HOLD_FILE`` says so, and each wait below waits for
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import sys
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from kftrain.backends import LocalBackend, LocalConfig
-from kftrain.job import load_manifest
+from kftrain.backends.base import JobResult
+from kftrain.job import TrainingJob, load_manifest
 from kftrain.steps.evaluate import evaluate_model
 from kftrain.steps.prep import prepare_dataset
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
@@ -55,6 +59,31 @@ class Log(io.StringIO):
                 return after + match.end()
             time.sleep(0.1)
         raise AssertionError(f"timed out waiting for {pattern!r}; log tail:\n{self.getvalue()[-4000:]}")
+
+
+@contextlib.contextmanager
+def held_run(job: TrainingJob, log: Log, hold: Path) -> Iterator[tuple[LocalBackend, Any, list[JobResult]]]:
+    """Submit ``job`` and wait for its end in the background: yields the backend, the job's handle and the list
+    its result is appended to. On leaving, the hold file goes (also when a wait failed: the job then runs to its
+    end instead of hanging), the waiter is joined and the job cancelled."""
+    backend = LocalBackend(LocalConfig(out=log, grace_period_s=2))
+    handle = backend.submit(job)
+    results: list[JobResult] = []
+    waiter = threading.Thread(target=lambda: results.append(backend.wait(handle, timeout=600)))
+    waiter.start()
+    try:
+        yield backend, handle, results
+    finally:
+        hold.unlink(missing_ok=True)
+        waiter.join(timeout=600)
+        backend.cancel(handle)
+
+
+def succeeded(results: list[JobResult], log: Log, tail: int) -> str:
+    """The job's whole log, once its result says it succeeded (else the failure, with the log's last ``tail``)."""
+    text = log.getvalue()
+    assert results and results[0].succeeded, (results[0].describe() if results else "no result") + text[-tail:]
+    return text
 
 
 def elastic_job(name: str, dataset: str, out: Path, env: dict[str, str]):
@@ -141,12 +170,8 @@ def test_elastic_pytorchjob_shrinks_and_grows_with_the_same_global_batch(dataset
     hold = tmp_path / "hold"
     hold.write_text("60")  # no process starts step 61 until the file says so
     out, log = tmp_path / "elastic", Log()
-    backend = LocalBackend(LocalConfig(out=log, grace_period_s=2))
-    handle = backend.submit(elastic_job("elastic", dataset, out, {"KFTRAIN_HOLD_FILE": str(hold)}))
-    results: list = []
-    waiter = threading.Thread(target=lambda: results.append(backend.wait(handle, timeout=600)))
-    waiter.start()
-    try:
+    job = elastic_job("elastic", dataset, out, {"KFTRAIN_HOLD_FILE": str(hold)})
+    with held_run(job, log, hold) as (backend, handle, results):
         pos = log.wait_for(r"rank 0/3: ")
         log.wait_for(r"rank 0 holding after step 60 ", pos)
         log.wait_for(r"checkpoint complete at step 60: ", pos)
@@ -162,12 +187,7 @@ def test_elastic_pytorchjob_shrinks_and_grows_with_the_same_global_batch(dataset
         pos = log.wait_for(r"scaled Worker up: starting worker-3", pos)
         pos = log.wait_for(r"rank 0/3: ", pos)
         log.wait_for(r"rank 0 holding after step 120 ", pos)
-    finally:
-        hold.unlink(missing_ok=True)  # also when a wait failed: the job then runs to its end instead of hanging
-        waiter.join(timeout=600)
-        backend.cancel(handle)
-    text = log.getvalue()
-    assert results and results[0].succeeded, (results[0].describe() if results else "no result") + text[-3000:]
+    text = succeeded(results, log, tail=3000)
 
     # The same global batch and learning rate at every size; only micro-batches and accumulation change.
     assert plans(text) == {3: (48, 2, 8, LR), 2: (48, 3, 8, LR)}
@@ -272,12 +292,7 @@ def test_horovod_elastic_mpijob_loses_a_worker_and_admits_a_new_one(dataset, tmp
     assert crd_schemas.errors(manifest) == []  # what the API server accepts
     job = load_manifest(manifest)  # and what the operator's webhook and this package accept
     log = Log()
-    backend = LocalBackend(LocalConfig(out=log, grace_period_s=2))
-    handle = backend.submit(job)
-    results: list = []
-    waiter = threading.Thread(target=lambda: results.append(backend.wait(handle, timeout=600)))
-    waiter.start()
-    try:
+    with held_run(job, log, hold) as (backend, handle, results):
         pos = log.wait_for(r"rank 0/2: ")
         log.wait_for(r"rank 0 committed state at step 40$", pos)
         pos = log.wait_for(r"rank 0 holding after step 40 ", pos)
@@ -296,11 +311,6 @@ def test_horovod_elastic_mpijob_loses_a_worker_and_admits_a_new_one(dataset, tmp
         pos = log.wait_for(r"scaled Worker up: worker-2 hosts ranks", pos)
         pos = log.wait_for(r"rank 0/2: .* at step 80 ", pos)
         log.wait_for(r"rank 0 holding after step 80 ", pos)
-    finally:
-        hold.unlink(missing_ok=True)  # also when a wait failed: the job then runs to its end instead of hanging
-        waiter.join(timeout=600)
-        backend.cancel(handle)
-    text = log.getvalue()
-    assert results and results[0].succeeded, (results[0].describe() if results else "no result") + text[-4000:]
+    text = succeeded(results, log, tail=4000)
     assert plans(text) == {2: (48, 3, 8, LR), 1: (48, 6, 8, LR)}
     assert evaluate_model(str(tmp_path / "model"), dataset).metrics["accuracy"] >= 0.9

@@ -12,13 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from kftrain.data.dataset import load_split
 from kftrain.steps.prep import prepare_dataset
 from tests.conftest import mpijob_v1, mpijob_v2, replica
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.launch_harness import launch_locally
 
 
 def _horovod_frameworks() -> tuple[bool, bool]:
@@ -54,16 +52,20 @@ def launch(
         name="hvd-test",
         slotsPerWorker=1,
     )
-    path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump(manifest, sort_keys=False))
-    return subprocess.run(
-        [sys.executable, "-m", "kftrain.cli", "launch", "-f", str(path), "--local", "--timeout", str(timeout - 20)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-        env=env,
-    )
+    return launch_locally(manifest, tmp_path, job_timeout=timeout - 20, timeout=timeout, env=env)
+
+
+def two_rank_trainer(module: str, dataset: str, ckpt_dir: Path, *flags: str) -> list[str]:
+    """``mpirun -n 2`` of a trainer module, checkpointing into ``ckpt_dir``."""
+    mpirun = ["mpirun", "-n", "2", "python", "-m", module]
+    return [*mpirun, "--dataset", dataset, "--checkpoint-dir", str(ckpt_dir), *flags]
+
+
+def train(tmp_path: Path, trainer: list[str], model_dir: Path, epochs: int) -> str:
+    """The output of ``trainer`` run to ``epochs`` into ``model_dir``, once it succeeded."""
+    proc = launch(tmp_path, [*trainer, "--model-dir", str(model_dir), "--epochs", str(epochs)])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
 
 
 @pytest.fixture(scope="module")
@@ -102,20 +104,18 @@ def test_a_horovod_tf2_keras_program_of_the_users_runs_in_the_shipped_environmen
 
 def test_horovod_torch_trains_checkpoints_and_resumes(tmp_path, dataset):
     model_dir, ckpt_dir = tmp_path / "model", tmp_path / "ckpt"
-    trainer = ["mpirun", "-n", "2", "python", "-m", "kftrain.trainers.horovod_torch", "--dataset", dataset,
-               "--checkpoint-dir", str(ckpt_dir), "--checkpoint-every-steps", "7", "--seed", "1"]  # fmt: skip
-    first = launch(tmp_path, [*trainer, "--model-dir", str(model_dir / "a"), "--epochs", "3"])
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    assert "rank 0/2" in first.stdout and "rank 1/2" in first.stdout
-    assert "checkpoint complete at step 7: " in first.stdout
+    flags = ("--checkpoint-every-steps", "7", "--seed", "1")
+    trainer = two_rank_trainer("kftrain.trainers.horovod_torch", dataset, ckpt_dir, *flags)
+    first = train(tmp_path, trainer, model_dir / "a", epochs=3)
+    assert "rank 0/2" in first and "rank 1/2" in first
+    assert "checkpoint complete at step 7: " in first
     steps = sorted(int(p.name.split("-")[1]) for p in ckpt_dir.iterdir() if p.name.startswith("ckpt-"))
     assert steps and len(steps) <= 3  # pruned to the newest 3
 
-    second = launch(tmp_path, [*trainer, "--model-dir", str(model_dir / "b"), "--epochs", "8"])
-    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    second = train(tmp_path, trainer, model_dir / "b", epochs=8)
     resumed = f"resumed from checkpoint {ckpt_dir}/ckpt-{steps[-1]:010d} at step {steps[-1]} (epoch 3, 0 global"
-    assert resumed in second.stdout
-    assert "epoch 4/8" in second.stdout and "epoch 1/8" not in second.stdout
+    assert resumed in second
+    assert "epoch 4/8" in second and "epoch 1/8" not in second
 
     import torch
 
@@ -134,15 +134,14 @@ def test_horovod_keras_trains_checkpoints_and_resumes(tmp_path, dataset):
     if importlib.util.find_spec("tf_keras") is None:
         pytest.skip("tf_keras missing: the Horovod Keras trainer uses Keras 2")
     model_dir, ckpt_dir = tmp_path / "model", tmp_path / "ckpt"
-    trainer = ["mpirun", "-n", "2", "python", "-m", "kftrain.trainers.horovod_tf", "--dataset", dataset,
-               "--checkpoint-dir", str(ckpt_dir), "--checkpoint-every-steps", "5", "--lr", "0.05"]  # fmt: skip
-    first = launch(tmp_path, [*trainer, "--model-dir", str(model_dir / "a"), "--epochs", "2"])
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    assert "rank 0/2" in first.stdout and "rank 1/2" in first.stdout
-    assert "checkpoint at step 5" in first.stdout
-    second = launch(tmp_path, [*trainer, "--model-dir", str(model_dir / "b"), "--epochs", "10"])
-    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    assert "resumed from checkpoint" in second.stdout and "(epoch 2)" in second.stdout
+    trainer = two_rank_trainer(
+        "kftrain.trainers.horovod_tf", dataset, ckpt_dir, "--checkpoint-every-steps", "5", "--lr", "0.05"
+    )
+    first = train(tmp_path, trainer, model_dir / "a", epochs=2)
+    assert "rank 0/2" in first and "rank 1/2" in first
+    assert "checkpoint at step 5" in first
+    second = train(tmp_path, trainer, model_dir / "b", epochs=10)
+    assert "resumed from checkpoint" in second and "(epoch 2)" in second
 
     from kftrain.models import load_predictor
 

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from tests.pipeline_harness import accuracy_passed, assert_steps_ran, model_metadata, run_pipeline
+from tests.pipeline_harness import accuracy_passed, assert_steps_ran, model_metadata, shared_run
 
 pytestmark = [
     pytest.mark.slow,
@@ -19,10 +19,7 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def pipeline_run(tmp_path_factory):
-    run = run_pipeline("horovod-digits", tmp_path_factory.mktemp("runs"), "--param", "epochs=12", timeout=900)
-    return run.run_dir, run.log
+pipeline_run = shared_run("horovod-digits", "--param", "epochs=12", timeout=900)
 
 
 def test_every_step_ran_and_two_ranks_trained(pipeline_run):

@@ -181,11 +181,16 @@ def s_image_pull(sim: JobSim) -> None:
     sim.wait_deleted()
 
 
-def s_unschedulable(sim: JobSim) -> None:
+def unschedulable_worker_0(sim: JobSim) -> None:
+    """Every pod is placed but worker-0, which the scheduler reports unschedulable."""
     sim.create_pods(scheduled=False)
     sim.condition("Created")
     sim.schedule(*(label for label in sim.labels() if label != "worker-0"))
     sim.unschedulable("worker-0")
+
+
+def s_unschedulable(sim: JobSim) -> None:
+    unschedulable_worker_0(sim)
     sim.wait_deleted()
 
 
@@ -198,10 +203,7 @@ def s_config_error(sim: JobSim) -> None:
 
 def s_scale_up_declined(sim: JobSim) -> None:
     """A scale-up was triggered, then the autoscaler gave up on the pod: it is unschedulable again."""
-    sim.create_pods(scheduled=False)
-    sim.condition("Created")
-    sim.schedule(*(label for label in sim.labels() if label != "worker-0"))
-    sim.unschedulable("worker-0")
+    unschedulable_worker_0(sim)
     sim.autoscaler("worker-0", triggered=True)
     sim.autoscaler("worker-0", triggered=False)
     sim.wait_deleted()

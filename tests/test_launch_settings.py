@@ -13,25 +13,7 @@ from kftrain import images
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
-from tests.launch_harness import load_crd_schemas, render_launch
-
-SETTINGS: dict[str, Any] = {
-    "node_selector": {"pool": "gpu"},
-    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-    "service_account": "trainer",
-    "image_pull_secrets": ["regcred"],
-    "secret_env": {"WANDB_API_KEY": "wandb/api-key"},
-    "storage_secret": "mlpipeline-minio-artifact",
-    "pvc_mounts": {"/data": "datasets"},
-    "shm_size": "1Gi",
-    "priority_class": "training",
-    "queue_name": "team-a",
-    "scheduling": {"queue": "volcano-a", "minAvailable": 2},
-    "ttl_seconds_after_finished": 600,
-    "cpu": "2",
-    "memory": "4Gi",
-    "gpus": 1,
-}
+from tests.launch_harness import SETTINGS, load_crd_schemas, manifest_text, render_launch, replica_spec
 
 
 @dataclass(frozen=True)
@@ -43,67 +25,50 @@ class Kind:
     inputs: dict[str, Any]
 
 
-PYTORCH_MANIFEST = """
-apiVersion: kubeflow.org/v1
-kind: PyTorchJob
-metadata: {name: own}
-spec:
-  pytorchReplicaSpecs:
-    Master:
-      replicas: 1
-      template:
-        spec:
-          serviceAccountName: manifest-sa
-          nodeSelector: {pool: cpu}
-          containers:
-          - name: pytorch
-            image: x
-            command: [python, train.py]
-            resources: {limits: {cpu: "8"}, requests: {cpu: "8"}}
-    Worker:
-      replicas: 1
-      template: {spec: {containers: [{name: pytorch, image: x, command: [python, train.py]}]}}
-"""
-TF_MANIFEST = """
-apiVersion: kubeflow.org/v1
-kind: TFJob
-metadata: {name: own}
-spec:
-  tfReplicaSpecs:
-    Worker:
-      replicas: 2
-      template:
-        spec:
-          serviceAccountName: manifest-sa
-          nodeSelector: {pool: cpu}
-          containers:
-          - name: tensorflow
-            image: x
-            command: [python, train.py]
-            resources: {limits: {cpu: "8"}, requests: {cpu: "8"}}
-"""
-MPI_MANIFEST = """
-apiVersion: kubeflow.org/v2beta1
-kind: MPIJob
-metadata: {name: own}
-spec:
-  slotsPerWorker: 1
-  mpiReplicaSpecs:
-    Launcher:
-      replicas: 1
-      template:
-        spec:
-          serviceAccountName: manifest-sa
-          nodeSelector: {pool: cpu}
-          containers:
-          - name: launcher
-            image: x
-            command: [mpirun, python, train.py]
-            resources: {limits: {cpu: "8"}, requests: {cpu: "8"}}
-    Worker:
-      replicas: 2
-      template: {spec: {containers: [{name: worker, image: x}]}}
-"""
+def own_replica(replicas: int, container: str, command: list[str]) -> dict[str, Any]:
+    """A replica with settings of its own: its service account, node selector and cpu."""
+    pod = {
+        "serviceAccountName": "manifest-sa",
+        "nodeSelector": {"pool": "cpu"},
+        "containers": [
+            {
+                "name": container,
+                "image": "x",
+                "command": command,
+                "resources": {"limits": {"cpu": "8"}, "requests": {"cpu": "8"}},
+            }
+        ],
+    }
+    return {"replicas": replicas, "template": {"spec": pod}}
+
+
+TRAIN = ["python", "train.py"]
+PYTORCH_MANIFEST = manifest_text(
+    "kubeflow.org/v1",
+    "PyTorchJob",
+    "own",
+    {
+        "pytorchReplicaSpecs": {
+            "Master": own_replica(1, "pytorch", TRAIN),
+            "Worker": replica_spec(1, name="pytorch", image="x", command=TRAIN),
+        }
+    },
+)
+TF_MANIFEST = manifest_text(
+    "kubeflow.org/v1", "TFJob", "own", {"tfReplicaSpecs": {"Worker": own_replica(2, "tensorflow", TRAIN)}}
+)
+MPI_MANIFEST = manifest_text(
+    "kubeflow.org/v2beta1",
+    "MPIJob",
+    "own",
+    {
+        "slotsPerWorker": 1,
+        "mpiReplicaSpecs": {
+            "Launcher": own_replica(1, "launcher", ["mpirun", *TRAIN]),
+            "Worker": replica_spec(2, name="worker", image="x"),
+        },
+    },
+)
 
 KINDS = [
     Kind("pytorchjob", pytorchjob_launch, "pytorchReplicaSpecs", PYTORCH_MANIFEST, {"workers": 2}),

@@ -16,11 +16,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kftrain.backends.local import LocalBackend, LocalConfig
 from kftrain.job import load_manifest
 from tests.conftest import mpijob_v1, mpijob_v2, replica
+from tests.launch_harness import launch_locally
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "mpi"
@@ -154,16 +154,8 @@ def hello_binary(tmp_path_factory) -> Path:
     return out
 
 
-def _launch(manifest: dict, tmp_path: Path, *extra: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
-    path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump(manifest, sort_keys=False))
-    return subprocess.run(
-        [sys.executable, "-m", "kftrain.cli", "launch", "-f", str(path), "--local", "--timeout", "90", *extra],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-    )
+def _launch(manifest: dict, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return launch_locally(manifest, tmp_path, *extra, job_timeout=90, timeout=120)
 
 
 @needs_mpi

@@ -14,15 +14,12 @@ import torch
 from kftrain import storage
 from kftrain.data.dataset import load_split
 from kftrain.models.pytorch import load_model
-from tests.pipeline_harness import assert_steps_ran, executor_output, run_pipeline
+from tests.pipeline_harness import assert_steps_ran, executor_output, run_pipeline, shared_run
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def pipeline_run(tmp_path_factory):
-    run = run_pipeline("pytorch-digits", tmp_path_factory.mktemp("runs"), "--param", "epochs=12", timeout=600)
-    return run.run_dir, run.log
+pipeline_run = shared_run("pytorch-digits", "--param", "epochs=12", timeout=600)
 
 
 def test_all_four_steps_ran_and_training_used_two_replicas(pipeline_run):

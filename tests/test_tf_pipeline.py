@@ -6,16 +6,13 @@ import json
 
 import pytest
 
-from tests.pipeline_harness import accuracy_passed, assert_steps_ran, model_metadata, run_pipeline
+from tests.pipeline_harness import accuracy_passed, assert_steps_ran, model_metadata, shared_run
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("tf_keras", reason="the TensorFlow trainer needs tensorflow + tf_keras")
 
 
-@pytest.fixture(scope="module")
-def pipeline_run(tmp_path_factory):
-    run = run_pipeline("tf-digits", tmp_path_factory.mktemp("runs"), "--param", "epochs=6", timeout=600)
-    return run.run_dir, run.log
+pipeline_run = shared_run("tf-digits", "--param", "epochs=6", timeout=600)
 
 
 def test_every_step_ran_with_two_mwms_workers(pipeline_run):

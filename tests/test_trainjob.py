@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from kftrain.job.topology import ReplicaId, Topology
 from kftrain.job.trainer_builtin import builtin_manifest
 from kftrain.job.trainer_runtime import RuntimeCatalog, parse_runtime
 from tests.conftest import REFERENCE_DIR
+from tests.launch_harness import launch_locally
 
 RUNTIMES_DIR = REFERENCE_DIR / "trainer-v2.3.0-runtimes"
 REPO = Path(__file__).resolve().parents[1]
@@ -39,6 +39,12 @@ def trainjob(runtime: str = "torch-distributed", name: str = "tj", **spec: Any) 
         "metadata": {"name": name},
         "spec": {"runtimeRef": {"name": runtime}, **spec},
     }
+
+
+def node_pod_patch(manager: str, pod_spec: dict[str, Any]) -> dict[str, Any]:
+    """A runtime patch, by ``manager``, of the pod spec of the runtime's ``node`` replicated job."""
+    node = {"name": "node", "template": {"spec": {"template": {"spec": pod_spec}}}}
+    return {"manager": manager, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [node]}}}}
 
 
 def node_env(job, replica: ReplicaId) -> dict[str, str]:
@@ -238,31 +244,7 @@ REFUSED = [
         TORCH,
         {
             "runtimePatches": [
-                {
-                    "manager": "a.io/b",
-                    "trainingRuntimeSpec": {
-                        "template": {
-                            "spec": {
-                                "replicatedJobs": [
-                                    {
-                                        "name": "node",
-                                        "template": {
-                                            "spec": {
-                                                "template": {
-                                                    "spec": {
-                                                        "containers": [
-                                                            {"name": "node", "env": [{"name": "X", "value": "1"}]}
-                                                        ]
-                                                    }
-                                                }
-                                            }
-                                        },
-                                    }
-                                ]
-                            }
-                        }
-                    },
-                }
+                node_pod_patch("a.io/b", {"containers": [{"name": "node", "env": [{"name": "X", "value": "1"}]}]})
             ]
         },
         "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.containers[0].env",
@@ -278,32 +260,13 @@ def test_what_the_webhooks_refuse_is_refused_naming_the_field(runtime, spec, fie
 
 
 def test_runtime_patches_are_merged_and_the_trainjob_renders_back_unchanged(crd_schemas):
-    patch = {
-        "manager": "kftrain.io/launch",
-        "trainingRuntimeSpec": {
-            "template": {
-                "spec": {
-                    "replicatedJobs": [
-                        {
-                            "name": "node",
-                            "template": {
-                                "spec": {
-                                    "template": {
-                                        "spec": {
-                                            "nodeSelector": {"pool": "gpu"},
-                                            "containers": [
-                                                {"name": "node", "volumeMounts": [{"name": "d", "mountPath": "/d"}]}
-                                            ],
-                                        }
-                                    }
-                                }
-                            },
-                        }
-                    ]
-                }
-            }
+    patch = node_pod_patch(
+        "kftrain.io/launch",
+        {
+            "nodeSelector": {"pool": "gpu"},
+            "containers": [{"name": "node", "volumeMounts": [{"name": "d", "mountPath": "/d"}]}],
         },
-    }
+    )
     manifest = trainjob(
         trainer={"numNodes": 2, "image": "me/train:1", "command": ["python", "t.py"]},
         runtimePatches=[patch],
@@ -337,15 +300,7 @@ dist.destroy_process_group()
 
 
 def _launch(manifest: dict[str, Any], tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    path = tmp_path / "trainjob.yaml"
-    path.write_text(yaml.safe_dump(manifest, sort_keys=False))
-    return subprocess.run(
-        [sys.executable, "-m", "kftrain.cli", "launch", "-f", str(path), "--local", "--timeout", "150", *extra],
-        capture_output=True,
-        text=True,
-        timeout=200,
-        cwd=REPO,
-    )
+    return launch_locally(manifest, tmp_path, *extra, job_timeout=150, timeout=200)
 
 
 def test_three_node_torch_trainjob_all_reduces_over_gloo(tmp_path):

@@ -24,8 +24,15 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "tabular_ddp"
 
 
-def run(tmp: Path, *params: str, cwd: Path = ROOT):
-    return run_pipeline("train-evaluate-export", tmp / "runs", *params, timeout=900, cwd=cwd)
+def run(tmp: Path, *args: str, cwd: Path = ROOT, **params: str):
+    """The pipeline run with ``args``, then ``--param NAME=VALUE`` for each of ``params``."""
+    param_args = [arg for name, value in params.items() for arg in ("--param", f"{name}={value}")]
+    return run_pipeline("train-evaluate-export", tmp / "runs", *args, *param_args, timeout=900, cwd=cwd)
+
+
+def example_command(script: str) -> str:
+    """The ``command`` parameter that runs one of the example's training scripts."""
+    return f'["python", "{EXAMPLE / script}"]'
 
 
 def evaluation(run_dir: Path) -> tuple[dict, dict, str]:
@@ -93,16 +100,9 @@ def test_the_example_torchscript_binary_classifier_as_make_run_runs_it(tmp_path)
 def test_an_onnx_regressor(tmp_path):
     source = partitioned_parquet(tmp_path / "diabetes", diabetes_table(), by="sex")
     result = run(
-        tmp_path,
-        "--param", f"source={source}",
-        "--param", "label_column=progression",
-        "--param", "task=regression",
-        "--param", f'command=["python", "{EXAMPLE / "train.py"}"]',
-        "--param", 'args=["--save-as", "onnx", "--epochs", "60", "--lr", "0.02"]',
-        "--param", "workers=0",
-        "--param", "gate_metric=r2",
-        "--param", "gate_threshold=0.3",
-        "--param", "model_name=diabetes",
+        tmp_path, source=source, label_column="progression", task="regression",
+        command=example_command("train.py"), args='["--save-as", "onnx", "--epochs", "60", "--lr", "0.02"]',
+        workers="0", gate_metric="r2", gate_threshold="0.3", model_name="diabetes",
     )  # fmt: skip
     run_dir = result.run_dir
     assert describe_model(str(run_dir / "pytorchjob-launch" / "model")).format == "onnx"
@@ -126,15 +126,9 @@ def test_a_keras_savedmodel_from_a_tfjob(tmp_path):
     assert_never_imports_kftrain(EXAMPLE / "train_keras.py")
     source = partitioned_parquet(tmp_path / "wine", wine_table(), by="alcohol_level")
     result = run(
-        tmp_path,
-        "--param", f"source={source}",
-        "--param", "label_column=cultivar",
-        "--param", "job_kind=TFJob",
-        "--param", f'command=["python", "{EXAMPLE / "train_keras.py"}"]',
-        "--param", 'args=["--epochs", "30"]',
-        "--param", "workers=2",
-        "--param", "gate_threshold=0.85",
-        "--param", "model_name=wine",
+        tmp_path, source=source, label_column="cultivar", job_kind="TFJob",
+        command=example_command("train_keras.py"), args='["--epochs", "30"]',
+        workers="2", gate_threshold="0.85", model_name="wine",
     )  # fmt: skip
     run_dir = result.run_dir
     assert "[worker-0]" in result.log and "[worker-1]" in result.log

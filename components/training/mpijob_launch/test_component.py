@@ -6,21 +6,16 @@ from typing import Any
 
 import pytest
 
-from kftrain.job.crd_schema import CRDSchemas
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
-from tests.launch_harness import load_crd_schemas, render_launch
+from tests.launch_harness import crd_schemas_fixture, launch_renderer, manifest_text, replica_spec
 
-
-@pytest.fixture(scope="module")
-def crd_schemas() -> CRDSchemas:
-    return load_crd_schemas()
+crd_schemas = crd_schemas_fixture()
+_render = launch_renderer(mpijob_launch, "MPIJob")
 
 
 def render(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, **inputs: Any) -> dict[str, Any]:
     """The manifest mpijob_launch would launch for ``inputs``."""
-    rendered = render_launch(mpijob_launch, monkeypatch, tmp_path, **inputs)
-    assert rendered.kind == "MPIJob"
-    return rendered.manifest
+    return _render(monkeypatch, tmp_path, **inputs).manifest
 
 
 def _launcher(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -102,20 +97,12 @@ def test_unknown_api_version_is_refused(monkeypatch, tmp_path, capsys):
 
 
 def test_a_manifest_replaces_the_typed_inputs(monkeypatch, tmp_path, crd_schemas):
-    text = """
-apiVersion: kubeflow.org/v2beta1
-kind: MPIJob
-metadata: {name: from-manifest}
-spec:
-  slotsPerWorker: 4
-  mpiReplicaSpecs:
-    Launcher:
-      replicas: 1
-      template: {spec: {containers: [{name: l, image: x, command: [mpirun, prog]}]}}
-    Worker:
-      replicas: 1
-      template: {spec: {containers: [{name: w, image: x}]}}
-"""
+    replicas = {
+        "Launcher": replica_spec(1, name="l", image="x", command=["mpirun", "prog"]),
+        "Worker": replica_spec(1, name="w", image="x"),
+    }
+    spec = {"slotsPerWorker": 4, "mpiReplicaSpecs": replicas}
+    text = manifest_text("kubeflow.org/v2beta1", "MPIJob", "from-manifest", spec)
     m = render(monkeypatch, tmp_path, manifest=text)
     assert m["spec"]["slotsPerWorker"] == 4
     assert crd_schemas.errors(m) == []

@@ -9,20 +9,16 @@ from typing import Any
 import pytest
 import yaml
 
-from kftrain.job.crd_schema import CRDSchemas
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
-from tests.launch_harness import load_crd_schemas, render_launch
+from tests.launch_harness import crd_schemas_fixture, launch_renderer, render_launch
 
-
-@pytest.fixture(scope="module")
-def crd_schemas() -> CRDSchemas:
-    return load_crd_schemas()
+crd_schemas = crd_schemas_fixture()
+_render = launch_renderer(pytorchjob_launch, "PyTorchJob")
 
 
 def render(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, **inputs: Any) -> dict[str, Any]:
-    rendered = render_launch(pytorchjob_launch, monkeypatch, tmp_path, **inputs)
-    assert rendered.kind == "PyTorchJob"
-    return rendered.manifest
+    """The manifest pytorchjob_launch would launch for ``inputs``."""
+    return _render(monkeypatch, tmp_path, **inputs).manifest
 
 
 def _container(manifest: dict[str, Any], rtype: str) -> dict[str, Any]:

@@ -6,20 +6,16 @@ from typing import Any
 
 import pytest
 
-from kftrain.job.crd_schema import CRDSchemas
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
-from tests.launch_harness import load_crd_schemas, render_launch
+from tests.launch_harness import crd_schemas_fixture, launch_renderer, manifest_text, replica_spec
 
-
-@pytest.fixture(scope="module")
-def crd_schemas() -> CRDSchemas:
-    return load_crd_schemas()
+crd_schemas = crd_schemas_fixture()
+_render = launch_renderer(tfjob_launch, "TFJob")
 
 
 def render(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, **inputs: Any) -> dict[str, Any]:
     """The manifest tfjob_launch would launch for ``inputs``."""
-    rendered = render_launch(tfjob_launch, monkeypatch, tmp_path, **inputs)
-    assert rendered.kind == "TFJob"
+    rendered = _render(monkeypatch, tmp_path, **inputs)
     # The framework is what the trainer recorded in model.json; nothing ran here, so nothing is claimed.
     assert rendered.model_metadata["framework"] == ""
     assert rendered.model_metadata["job"] == rendered.manifest["metadata"]["name"]
@@ -85,19 +81,9 @@ def test_bad_replica_counts_are_refused(monkeypatch, tmp_path, capsys, inputs, f
 
 
 def test_a_manifest_replaces_the_typed_inputs(monkeypatch, tmp_path, crd_schemas):
-    text = """
-apiVersion: kubeflow.org/v1
-kind: TFJob
-metadata: {name: from-manifest}
-spec:
-  tfReplicaSpecs:
-    Chief:
-      replicas: 1
-      template: {spec: {containers: [{name: tensorflow, image: x, command: [python, train.py]}]}}
-    Worker:
-      replicas: 4
-      template: {spec: {containers: [{name: tensorflow, image: x, command: [python, train.py]}]}}
-"""
+    container = {"name": "tensorflow", "image": "x", "command": ["python", "train.py"]}
+    replicas = {"Chief": replica_spec(1, **container), "Worker": replica_spec(4, **container)}
+    text = manifest_text("kubeflow.org/v1", "TFJob", "from-manifest", {"tfReplicaSpecs": replicas})
     m = render(monkeypatch, tmp_path, manifest=text, workers=1)
     assert m["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 4
     assert crd_schemas.errors(m) == []
