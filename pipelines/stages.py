@@ -128,6 +128,11 @@ def launched_by(component: Any, *same_names: str, fixed: dict[str, Any] | None =
     return launch
 
 
+def values(p: SimpleNamespace, params: tuple[Param, ...] | list[Param]) -> dict[str, Any]:
+    """The pipeline parameters ``params`` by name, for a step whose inputs carry the same names."""
+    return {param.name: getattr(p, param.name) for param in params}
+
+
 def pipeline_function(module: str, every: list[Param], wire: Callable[[SimpleNamespace], None]) -> Any:
     """The pipeline defined in ``module`` (``pipelines/<category>/<name>/pipeline.py``): parameters ``every``.
 
@@ -187,15 +192,8 @@ def wire(p: SimpleNamespace, launch: Launch, model_image: str) -> None:
     prep = prepare_dataset(source=p.source, seed=p.seed)
     # A source URI's content can change between runs of a schedule; a cached prep would hide that.
     prep.set_caching_options(False)
-    flags = trainer_args(
-        epochs=p.epochs,
-        global_batch_size=p.global_batch_size,
-        batch_size=p.batch_size,
-        learning_rate=p.learning_rate,
-        seed=p.seed,
-        checkpoint_every_steps=p.checkpoint_every_steps,
-    )
-    platform = {param.name: getattr(p, param.name) for param in PLATFORM}
+    flags = trainer_args(seed=p.seed, **values(p, TRAINING))
+    platform = values(p, PLATFORM)
     train = launch(p, prep.outputs["dataset"], flags.output, platform)
     train.set_caching_options(False)  # a training job is never replayed from cache
     for task in (prep, train):

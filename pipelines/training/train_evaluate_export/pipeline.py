@@ -19,6 +19,7 @@ from kftrain_pipelines.stages import (
     evaluate_and_export,
     pipeline_function,
     use_storage_secret,
+    values,
 )
 from kftrain_pipelines.stages import with_defaults as _with_defaults
 
@@ -89,19 +90,10 @@ def launch(kind: str, p: Any, dataset: Any, platform: dict[str, Any]) -> dsl.Pip
 def wire(p: Any) -> None:
     """Prep, then one branch per job kind: launch -> evaluate -> gate -> export (KFP 2.17.0's local runner has
     no ``dsl.OneOf`` for artifacts, so each branch evaluates its own launch's model); an unknown kind fails."""
-    prep = prepare_dataset(
-        source=p.source,
-        label_column=p.label_column,
-        task=p.task,
-        features=p.features,
-        missing=p.missing,
-        seed=p.seed,
-        validation_fraction=p.validation_fraction,
-        test_fraction=p.test_fraction,
-    )
+    prep = prepare_dataset(**values(p, DATA))
     prep.set_caching_options(False)  # a source URI's content can change between runs
     use_storage_secret(prep, p.storage_secret)
-    platform = {param.name: getattr(p, param.name) for param in PLATFORM}
+    platform = values(p, PLATFORM)
     branches = (dsl.If, dsl.Elif, dsl.Elif)
     for branch, kind in zip(branches, JOB_KINDS, strict=True):
         with branch(p.job_kind == kind, name=kind.lower()):
