@@ -89,9 +89,17 @@ def _torchscript(spec: ModelSpec) -> Predictor:
 
 def _kftrain_mlp(spec: ModelSpec) -> Predictor:
     with requires("torch", "loading a PyTorch model"):
+        import torch
+
         from kftrain.models import pytorch
 
-    return pytorch.predictor(spec.uri)
+    model, _ = pytorch.load_model(spec.uri)
+
+    def predict(x: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return model(torch.from_numpy(np.asarray(x, dtype=np.float32))).numpy()
+
+    return predict
 
 
 def _onnx(spec: ModelSpec) -> Predictor:

@@ -13,13 +13,11 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from kftrain import storage
 from kftrain.models.folder import ModelFolder
-from kftrain.models.predictors import Predictor
 from kftrain.models.spec import CLASSIFICATION, KFTRAIN_MLP, LOGITS, MODEL_INFO, TensorSpec, describing_fields
 
 FRAMEWORK = "pytorch"
@@ -103,14 +101,3 @@ def load_model(uri: str) -> tuple[nn.Module, dict[str, Any]]:
     model.load_state_dict(state)
     model.eval()
     return model, info
-
-
-def predictor(uri: str) -> Predictor:
-    """The model at ``uri`` as ``predict(x) -> logits`` on numpy arrays."""
-    model, _ = load_model(uri)
-
-    def predict(x: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            return model(torch.from_numpy(np.asarray(x, dtype=np.float32))).numpy()
-
-    return predict

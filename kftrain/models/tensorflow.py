@@ -24,8 +24,6 @@ from typing import Any
 
 from kftrain import storage
 from kftrain.data.dataset import DatasetInfo
-from kftrain.models.folder import ModelFolder
-from kftrain.models.predictors import Predictor, savedmodel_predictor
 from kftrain.models.spec import CLASSIFICATION, LOGITS, MODEL_INFO, SAVEDMODEL, TensorSpec, describing_fields
 
 FRAMEWORK = "tensorflow"
@@ -91,8 +89,3 @@ def publish_model(uri: str, saved_dir: str | os.PathLike[str], info: dict[str, A
             with writer.open(rel) as handle, open(path, "rb") as src:
                 shutil.copyfileobj(src, handle, storage.CHUNK)
         writer.write_json(MODEL_INFO, {"framework": FRAMEWORK, "format": SAVEDMODEL, **info})
-
-
-def predictor(model_uri: str) -> Predictor:
-    """The model at ``model_uri`` as ``predict(x) -> logits`` (used by evaluation and export)."""
-    return savedmodel_predictor(ModelFolder(model_uri), "", SIGNATURE, OUTPUT_NAME)

@@ -33,7 +33,6 @@ from kubernetes.config.config_exception import ConfigException
 
 from kftrain.backends.base import JobHandle
 from kftrain.backends.kubernetes.config import SERVICE_ACCOUNT_NAMESPACE
-from kftrain.backends.kubernetes.pods import JOB_NAME_LABEL
 from kftrain.errors import KftrainError
 from kftrain.job.kinds import GROUP, kind_for
 from kftrain.job.model import JobKind
@@ -78,9 +77,9 @@ class JobRef:
     version: str
     # The container the operator runs the replica's program in; None: the first one (mpi-operator).
     main_container: str | None
-    group: str = GROUP
-    # The label with the job's name on every pod of the job.
-    pod_label: str = JOB_NAME_LABEL
+    group: str
+    # The label with the job's name on every pod of the job (the kind's controller sets it).
+    pod_label: str
 
     @classmethod
     def make(cls, kind: JobKind | str, api_version: str | None, name: str, namespace: str) -> JobRef:

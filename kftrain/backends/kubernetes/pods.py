@@ -3,7 +3,8 @@ the job failed.
 
 Pods are the API's JSON objects (dicts), as the pod watch and the pod list deliver them.
 
-* The operators label every replica pod (:data:`JOB_NAME_LABEL`, replica type and index);
+* The operators label every replica pod (the job's name under its kind's ``pod_job_label``, replica type
+  and index);
   :func:`replica_label` turns those labels into the ``worker-1`` that prefixes the replica's log lines.
 * :func:`main_container` says which container runs the replica's program, which run of it this is
   (its restart count) and whether it has started.
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 Pod = dict[str, Any]
 
 # training-operator and mpi-operator share these keys.
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
