@@ -1,5 +1,7 @@
-"""Reading the prepared dataset, shared by train.py and train_keras.py (imported from this folder, which Python puts
-first on the path when it runs either script)."""
+"""The command line and the reading of the prepared dataset, shared by train.py and train_keras.py (imported
+from this folder, which Python puts first on the path when it runs either script)."""
+
+import argparse
 
 import fsspec
 import numpy as np
@@ -15,3 +17,13 @@ def read_split(root: str, info: dict, split: str) -> tuple[np.ndarray, np.ndarra
         xs.append(np.column_stack([table[name].to_numpy() for name in info["feature_names"]]))
         ys.append(table["label"].to_numpy())
     return np.concatenate(xs).astype(np.float32), np.concatenate(ys)
+
+
+def parser(description: str | None, epochs: int) -> argparse.ArgumentParser:
+    """The flags both programs take; ``epochs`` is the program's own default."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--epochs", type=int, default=epochs)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--hidden", type=int, default=32)
+    return p

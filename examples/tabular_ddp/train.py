@@ -9,7 +9,6 @@ training curves in metrics.jsonl. It handles classification and regression, whic
     python train.py [--epochs 30] [--lr 0.01] [--hidden 32] [--save-as torchscript|onnx]
 """
 
-import argparse
 import io
 import json
 import os
@@ -18,7 +17,7 @@ import fsspec
 import numpy as np
 import torch
 import torch.distributed as dist
-from tabular_data import read_split
+from tabular_data import parser, read_split
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
@@ -71,11 +70,7 @@ def save(model: Net, uri: str, info: dict, history: list[dict], save_as: str) ->
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--epochs", type=int, default=30)
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--hidden", type=int, default=32)
+    p = parser(__doc__, epochs=30)
     p.add_argument("--save-as", choices=["torchscript", "onnx"], default="torchscript")
     args = p.parse_args()
 

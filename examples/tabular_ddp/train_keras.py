@@ -14,23 +14,17 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras is Keras 2 (tf_keras), before TensorFlow loads
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import argparse
 import json
 import shutil
 import tempfile
 
 import fsspec
 import tensorflow as tf
-from tabular_data import read_split
+from tabular_data import parser, read_split
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--epochs", type=int, default=40)
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--hidden", type=int, default=32)
-    args = p.parse_args()
+    args = parser(__doc__, epochs=40).parse_args()
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {"type": "worker", "index": 0})
