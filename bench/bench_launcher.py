@@ -129,41 +129,13 @@ def scenario(timeline: Timeline, duration_s: float) -> Any:
             step += 1
             time.sleep(min(1.0, max(0.0, end - time.monotonic())))
             sim.check()
-        write_model(sim)
+        if sim.env("KFTRAIN_MODEL_URI"):  # ours (the step checks it was written); the baseline has none
+            sim.write_model()
         sim.exit_all(0)
         sim.condition("Succeeded")
         timeline.mark(timeline.ended, sim.name)
 
     return play
-
-
-def write_model(sim: JobSim) -> None:
-    """What the trainer does before it exits 0: write the model where the job's env points (ours only)."""
-    for spec in sim.obj["spec"]["pytorchReplicaSpecs"].values():
-        for container in spec["template"]["spec"]["containers"]:
-            for env in container.get("env", []):
-                if env["name"] == "KFTRAIN_MODEL_URI":
-                    Path(env["value"]).mkdir(parents=True, exist_ok=True)
-                    (Path(env["value"]) / "model.bin").write_bytes(b"weights")
-                    return
-
-
-def kubeconfig(path: Path, url: str) -> Path:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": url}}],
-                "users": [{"name": "runner", "user": {"token": "not-a-secret"}}],
-                "contexts": [
-                    {"name": "fake", "context": {"cluster": "fake", "user": "runner", "namespace": NAMESPACE}}
-                ],
-                "current-context": "fake",
-            }
-        )
-    )
-    return path
 
 
 def ensure_baseline() -> Path:
@@ -183,7 +155,7 @@ def run_side(side: str, jobs: int, duration_s: float, polling_s: int, settle_s: 
     kube = FakeKube(CRD_DIR).start()
     timeline = Timeline()
     operator = OperatorSim(kube, scenario(timeline, duration_s))
-    config = kubeconfig(tmp / f"kubeconfig-{side}", kube.url)
+    config = kube.write_kubeconfig(tmp / f"kubeconfig-{side}", NAMESPACE)
     env = {**os.environ, "KUBECONFIG": str(config), "KFP_POD_NAME": "", "KFP_POD_UID": ""}
     env.pop("KUBERNETES_SERVICE_HOST", None)
     if side == "baseline":

@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -747,73 +747,89 @@ def test_waiting_makes_no_periodic_request(kube: FakeKube, operator: OperatorSim
     assert peak == {"watch": 2, "log-follow": 3}
 
 
-SIGTERM_SCRIPT = textwrap.dedent(
-    """
-    import sys
-    from kubernetes import client
-    from kftrain.backends.kubernetes import KubernetesConfig
-    from kftrain.backends.kubernetes.backend import KubernetesBackend
-    from kftrain.job import ReplicaInput, build_job
-    from kftrain.job.naming import stamp_run_identity
-    from kftrain.retry import RetryPolicy
-    from kftrain.signals import Terminated
-
-    cfg = client.Configuration()
-    cfg.host = sys.argv[1]
-    config = KubernetesConfig(
-        namespace="default", identity_path=sys.argv[2],
-        poll_interval_s=0.05, watch_window_s=1, log_drain_s=0.5,
-        retry=RetryPolicy(attempts=4, initial_s=0.02, max_s=0.1),
-    )
-    job = build_job(
-        "PyTorchJob", "digits",
-        {"Master": ReplicaInput(1, command=["python", "t.py"]), "Worker": ReplicaInput(1, command=["python", "t.py"])},
-        image="example.com/train:1",
-    )
-    stamp_run_identity(job, "run-sig", "train")
-    try:
-        result = KubernetesBackend(config, client.ApiClient(cfg)).run(job)  # SIGTERM raises Terminated in run
-    except Terminated as exc:
-        print("terminated", flush=True)
-        sys.exit(exc.exit_code)
-    sys.exit(0 if result.succeeded else 1)
-    """
-)
+# The CLI (`kftrain launch -f JOB --backend kubernetes`) on a training-operator kind and on a TrainJob, both
+# streaming a replica's log when SIGTERM comes.
+CLI_JOBS = {
+    "PyTorchJob": (
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": "term"},
+            "spec": {
+                "pytorchReplicaSpecs": {
+                    rtype: {
+                        "replicas": 1,
+                        "template": {"spec": {"containers": [{"name": "pytorch", "image": "example.com/t:1"}]}},
+                    }
+                    for rtype in ("Master", "Worker")
+                }
+            },
+        },
+        "master-0",
+    ),
+    "TrainJob": (
+        {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": "term"},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2, "command": ["x"]}},
+        },
+        "node-0",
+    ),
+}
 
 
-def test_sigterm_deletes_the_job(kube: FakeKube, operator: OperatorSim, tmp_path: Path) -> None:
-    operator.scenario = s_forever
-    script = tmp_path / "launch.py"
-    script.write_text(SIGTERM_SCRIPT)
+@pytest.mark.parametrize("kind", list(CLI_JOBS))
+def test_sigterm_deletes_the_job(kind: str, kube: FakeKube, operator: OperatorSim, tmp_path: Path) -> None:
+    manifest, streaming = CLI_JOBS[kind]
+
+    def forever(sim: JobSim) -> None:
+        sim.create_pods()
+        sim.start()
+        n = 0
+        while True:
+            n += 1
+            sim.log(streaming, f"step {n}")
+            sim.sleep(0.05)
+
+    operator.scenario = forever
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(yaml.safe_dump(manifest))
     identity = tmp_path / "job.json"
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    env.pop("KFP_POD_NAME", None)
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kube.write_kubeconfig(tmp_path / "kubeconfig")),
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+    for name in ("KFP_POD_NAME", "KFP_POD_UID", "KUBERNETES_SERVICE_HOST"):
+        env.pop(name, None)
+    cli = [sys.executable, "-m", "kftrain.cli", "launch", "-f", str(job_file), "--backend", "kubernetes"]
     proc = subprocess.Popen(
-        [sys.executable, str(script), kube.url, str(identity)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+        [*cli, "--identity-file", str(identity)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
+    plural = manifest["kind"].lower() + "s"
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True)
+    reader.start()
     try:
         end = time.monotonic() + 20
-        while not (identity.exists() and any(s.pod_names for s in operator.sims)):
-            assert proc.poll() is None and time.monotonic() < end, proc.stdout.read() if proc.stdout else ""
+        while not any(line.startswith(f"[{streaming}] step") for line in list(lines)):  # inside the wait
+            assert proc.poll() is None and time.monotonic() < end, "".join(lines)
             time.sleep(0.05)
-        time.sleep(0.5)  # well inside wait(), streaming logs
-        assert kube.jobs_of("pytorchjobs")
+        assert identity.exists() and kube.jobs_of(plural)
         proc.send_signal(signal.SIGTERM)
         sent = time.monotonic()
-        while kube.jobs_of("pytorchjobs"):
+        while kube.jobs_of(plural):
             assert time.monotonic() - sent < 10, "job not deleted within 10 s of SIGTERM"
             time.sleep(0.05)
         rc = proc.wait(timeout=10)
     finally:
         if proc.poll() is None:
             proc.kill()
-    output = proc.stdout.read() if proc.stdout else ""
+    reader.join(timeout=10)
+    output = "".join(lines)
     assert rc == 143, output
-    assert "terminated" in output and "[master-0] step" in output
+    assert "terminated" in output, output
     assert [d[2] for d in kube.deletions] == [load_identity(identity).name]
 
 

@@ -7,7 +7,8 @@ step finds the cluster as it would outside a pod, through the kubeconfig that ``
 cluster is the fake API server (tests/fake_k8s) and a simulated operator plays the job. Nothing is
 configured for the test: the backend runs with its production :class:`KubernetesConfig`.
 
-The table: the three kinds x {typed inputs, manifest} (:data:`LAUNCHES`) x what the cluster does
+The table: the four kinds (PyTorchJob, TFJob, MPIJob, Trainer v2's TrainJob on a simulated Trainer + JobSet) x
+{typed inputs, manifest} (:data:`LAUNCHES`) x what the cluster does
 (:data:`OUTCOMES`): the job succeeds at once, a replica fails, the image cannot be pulled, Kueue holds the
 job then admits it, the cluster autoscaler adds a node, no node fits past ``pending_timeout_seconds``.
 Every run also checks that a secret value in the launcher's environment reaches no created object and no
@@ -16,6 +17,7 @@ output. A relaunched step and a SIGTERMed one are tested per launch too.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -38,6 +40,7 @@ import kftrain
 import kftrain_components
 from kftrain.backends.base import load_identity
 from kftrain.backends.kubernetes.config import SERVICE_ACCOUNT_NAMESPACE
+from kftrain.job.kinds import kind_for
 from kftrain.job.naming import (
     RUN_ID_ANNOTATION,
     RUN_ID_LABEL,
@@ -49,8 +52,10 @@ from kftrain.job.naming import (
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
+from kftrain_components.training.trainjob_launch.component import trainjob_launch
 from tests.fake_k8s import FakeKube, JobSim, OperatorSim, kueue_webhook
 from tests.fake_k8s.server import load_crd_schemas
+from tests.launch_harness import SETTINGS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CRD_DIR = REPO_ROOT.parent / "shared/reference/crds"
@@ -58,27 +63,9 @@ KUBECONFIG_NAMESPACE = "kfp-user"
 RUN_ID = "4f1c9a6e-2b1d-4c8e-9f00-abcdef012345"
 TASK_ID = "9a8b7c6d-0000-1111-2222-333344445555"
 IMAGE = "registry.example.com/team/train:1"
+TRAINJOB_API = "trainer.kubeflow.org/v1alpha1"
 # A secret's value in the launcher's own environment: it must reach no job, no pod and no output.
 CANARY = "canary-7d1e5b-never-print-me"
-
-# Every platform input, as a platform engineer sets them on the pipeline.
-SETTINGS: dict[str, Any] = {
-    "node_selector": {"pool": "gpu"},
-    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-    "service_account": "trainer",
-    "image_pull_secrets": ["regcred"],
-    "secret_env": {"WANDB_API_KEY": "wandb/api-key"},
-    "storage_secret": "mlpipeline-minio-artifact",
-    "pvc_mounts": {"/data": "datasets"},
-    "shm_size": "1Gi",
-    "priority_class": "training",
-    "queue_name": "team-a",
-    "scheduling": {"queue": "volcano-a", "minAvailable": 2},
-    "ttl_seconds_after_finished": 600,
-    "cpu": "2",
-    "memory": "4Gi",
-    "gpus": 1,
-}
 
 PYTORCH_MANIFEST = f"""
 apiVersion: kubeflow.org/v1
@@ -117,6 +104,14 @@ spec:
       replicas: 2
       template: {{spec: {{containers: [{{name: worker, image: "{IMAGE}"}}]}}}}
 """
+TRAINJOB_MANIFEST = f"""
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {{name: ddp-v2}}
+spec:
+  runtimeRef: {{name: torch-distributed}}
+  trainer: {{numNodes: 2, image: "{IMAGE}", command: [torchrun, train.py]}}
+"""
 
 
 @dataclass(frozen=True)
@@ -125,14 +120,18 @@ class Launch:
 
     component: Any
     kind: str
+    api_version: str
     plural: str
-    replica_key: str
     source: str  # "typed" or "manifest"
     inputs: dict[str, Any]
     # The replica the failure scenario fails: the one whose exit ends the job for its operator.
     failing: str
+    # Where the platform settings land on the created job: checks them all.
+    check_settings: Callable[[dict[str, Any], Launch], None]
     # The replica type that runs no training (the MPI launcher): no GPU and no /dev/shm.
     not_training: str | None = None
+    # The platform inputs the component does not take (SETTINGS minus these are given).
+    not_taken: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -145,21 +144,41 @@ class Launch:
             return str(yaml.safe_load(self.inputs["manifest"])["metadata"]["name"])
         return self.kind.lower()
 
+    @property
+    def settings(self) -> dict[str, Any]:
+        return {k: v for k, v in SETTINGS.items() if k not in self.not_taken}
+
 
 def _launches() -> list[Launch]:
+    operator_v1 = "kubeflow.org/v1"
+    # A TrainJob's run policy is its runtime's (no Volcano scheduling policy, no TTL input), and Trainer v2.3.0's
+    # pod patch has no priorityClassName (the step refuses it: the runtime sets it).
+    not_on_trainjob = ("scheduling", "ttl_seconds_after_finished", "priority_class")
     kinds = [
-        (pytorchjob_launch, "PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", 1, PYTORCH_MANIFEST, "worker-0", None),
-        (tfjob_launch, "TFJob", "tfjobs", "tfReplicaSpecs", 2, TF_MANIFEST, "worker-1", None),
-        (mpijob_launch, "MPIJob", "mpijobs", "mpiReplicaSpecs", 2, MPI_MANIFEST, "launcher-0", "Launcher"),
+        (pytorchjob_launch, "PyTorchJob", operator_v1, "pytorchjobs", {"workers": 1}, PYTORCH_MANIFEST, "worker-0"),
+        (tfjob_launch, "TFJob", operator_v1, "tfjobs", {"workers": 2}, TF_MANIFEST, "worker-1"),
+        (mpijob_launch, "MPIJob", "kubeflow.org/v2beta1", "mpijobs", {"workers": 2}, MPI_MANIFEST, "launcher-0"),
+        (trainjob_launch, "TrainJob", TRAINJOB_API, "trainjobs", {"num_nodes": 2}, TRAINJOB_MANIFEST, "node-1"),
     ]
     out = []
-    for component, kind, plural, key, workers, manifest, failing, not_training in kinds:
-        for source, inputs in (("typed", {"workers": workers, "image": IMAGE}), ("manifest", {"manifest": manifest})):
-            out.append(Launch(component, kind, plural, key, source, inputs, failing, not_training))
+    for component, kind, api_version, plural, replicas, manifest, failing in kinds:
+        trainjob = kind == "TrainJob"
+        for source, inputs in (("typed", {**replicas, "image": IMAGE}), ("manifest", {"manifest": manifest})):
+            out.append(
+                Launch(
+                    component,
+                    kind,
+                    api_version,
+                    plural,
+                    source,
+                    inputs,
+                    failing,
+                    check_trainjob_settings if trainjob else check_replica_settings,
+                    not_training="Launcher" if kind == "MPIJob" else None,
+                    not_taken=not_on_trainjob if trainjob else (),
+                )
+            )
     return out
-
-
-LAUNCHES = _launches()
 
 
 # -- the cluster, as the step finds it -------------------------------------------------------------
@@ -172,24 +191,7 @@ def kubeconfig(kube: FakeKube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     The launcher's environment also holds a secret's value (:data:`CANARY`) under the names a platform
     gives secrets, so that a test can show it goes nowhere.
     """
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": kube.url}}],
-                "users": [{"name": "pipeline-runner", "user": {"token": "not-a-secret"}}],
-                "contexts": [
-                    {
-                        "name": "fake",
-                        "context": {"cluster": "fake", "user": "pipeline-runner", "namespace": KUBECONFIG_NAMESPACE},
-                    }
-                ],
-                "current-context": "fake",
-            }
-        )
-    )
+    path = kube.write_kubeconfig(tmp_path / "kubeconfig", KUBECONFIG_NAMESPACE, user="pipeline-runner")
     monkeypatch.setenv("KUBECONFIG", str(path))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)  # not in a pod: no in-cluster configuration
     monkeypatch.setenv("KFP_POD_NAME", "launch-step-a")
@@ -225,7 +227,7 @@ def step_inputs(launch: Launch, tmp_path: Path, job_output: str = "job", **extra
         "run_id": RUN_ID,
         "task_id": TASK_ID,
         "backend": "kubernetes",
-        **SETTINGS,
+        **launch.settings,
         **launch.inputs,
         **extra,
     }
@@ -234,9 +236,10 @@ def step_inputs(launch: Launch, tmp_path: Path, job_output: str = "job", **extra
 def read_back(kube: FakeKube, launch: Launch, name: str) -> dict[str, Any]:
     """The job as the API serves it (GET over HTTP)."""
     api = client.ApiClient(client.Configuration(host=kube.url))
+    group, version = launch.api_version.split("/")
     return dict(
         client.CustomObjectsApi(api).get_namespaced_custom_object(
-            "kubeflow.org", "v1" if launch.kind != "MPIJob" else "v2beta1", expected_namespace(), launch.plural, name
+            group, version, expected_namespace(), launch.plural, name
         )
     )
 
@@ -265,24 +268,10 @@ def start(sim: JobSim) -> None:
     sim.condition("Running")
 
 
-def write_model(sim: JobSim) -> None:
-    """What the trainer does before it exits 0: write the model where the job's env points it."""
-    for replica in sim.obj["spec"].values():
-        if not isinstance(replica, dict):
-            continue
-        for spec in replica.values():
-            for container in spec["template"]["spec"]["containers"]:
-                for env in container.get("env", []):
-                    if env["name"] == "KFTRAIN_MODEL_URI":
-                        Path(env["value"]).mkdir(parents=True, exist_ok=True)
-                        (Path(env["value"]) / "model.bin").write_bytes(b"weights")
-                        return
-
-
 def succeed(sim: JobSim) -> None:
     for label in sim.labels():
         sim.log(label, f"hello from {label}", f"{label} done")
-    write_model(sim)
+    sim.write_model()
     sim.exit_all(0)
     sim.condition("Succeeded")
 
@@ -379,7 +368,7 @@ def check_success(kube: FakeKube, launch: Launch, inputs: dict[str, Any]) -> Non
     job = read_back(kube, launch, handle.name)
     assert load_crd_schemas(CRD_DIR).errors(job) == []
     check_identity(job)
-    check_platform_settings(job, launch)
+    launch.check_settings(job, launch)
     assert inputs["model"].metadata["job"] == handle.name
 
 
@@ -392,47 +381,82 @@ def check_identity(job: dict[str, Any]) -> None:
     assert [o["uid"] for o in meta["ownerReferences"]] == ["uid-a"]  # the launcher pod, from KFP_POD_UID
 
 
-def check_platform_settings(job: dict[str, Any], launch: Launch) -> None:
-    """Every platform input on the job and on every replica's pod template."""
+def check_replica_settings(job: dict[str, Any], launch: Launch) -> None:
+    """Every platform input on the job and on every replica's pod template (the training-operator's kinds)."""
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     run_policy = job["spec"]["runPolicy"]
     assert run_policy["schedulingPolicy"] == {"queue": "volcano-a", "minAvailable": 2}
     assert run_policy["ttlSecondsAfterFinished"] == 600
-    for rtype, rspec in job["spec"][launch.replica_key].items():
-        trains = rtype != launch.not_training
+    for rtype, rspec in job["spec"][kind_for(launch.kind, launch.api_version).spec.replica_key].items():
         template = rspec["template"]
         assert (template["metadata"]["labels"][RUN_ID_LABEL], template["metadata"]["labels"][TASK_ID_LABEL]) == (
             label_value(RUN_ID),
             label_value(TASK_ID),
         )
-        pod = template["spec"]
-        assert pod["serviceAccountName"] == "trainer", rtype
-        assert pod["nodeSelector"] == {"pool": "gpu"}, rtype
-        assert pod["tolerations"] == SETTINGS["tolerations"], rtype
-        assert pod["imagePullSecrets"] == [{"name": "regcred"}], rtype
-        assert pod["priorityClassName"] == "training", rtype
-        volumes = {v["name"]: v for v in pod["volumes"]}
-        assert volumes["pvc-datasets"]["persistentVolumeClaim"] == {"claimName": "datasets"}, rtype
-        assert volumes["kftrain-object-store"]["secret"]["secretName"] == "mlpipeline-minio-artifact", rtype
-        assert ("kftrain-shm" in volumes) is trains, rtype
-        main = pod["containers"][0]
+        main = template["spec"]["containers"][0]
         assert main["image"] == IMAGE
-        mounts = {m["mountPath"] for m in main["volumeMounts"]}
-        assert {"/data", "/var/run/secrets/kftrain/object-store"} <= mounts and ("/dev/shm" in mounts) is trains
-        limits = main["resources"]["limits"]
-        assert (limits["cpu"], limits["memory"]) == ("2", "4Gi"), rtype
-        assert ("nvidia.com/gpu" in limits) is trains, rtype
-        env = {e["name"]: e.get("value", e.get("valueFrom")) for e in main["env"]}
-        assert env["WANDB_API_KEY"] == {"secretKeyRef": {"name": "wandb", "key": "api-key"}}, rtype
-        for name, key in (("AWS_ACCESS_KEY_ID", "accesskey"), ("AWS_SECRET_ACCESS_KEY", "secretkey")):
-            ref = {"secretKeyRef": {"name": "mlpipeline-minio-artifact", "key": key, "optional": True}}
-            assert env[name] == ref, (rtype, name)
+        check_pod(template["spec"], main, main, launch, trains=rtype != launch.not_training, where=rtype)
+
+
+def check_trainjob_settings(job: dict[str, Any], launch: Launch) -> None:
+    """Every platform input where Trainer v2 takes it: the trainer's fields for its container, a runtime patch
+    for the pods of the runtime's ``node`` job (the webhook refuses ``env`` there: it stays the trainer's)."""
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    trainer = job["spec"]["trainer"]
+    assert trainer["image"] == IMAGE and trainer["numNodes"] == 2
+    if launch.source == "typed":  # this release's PyTorch trainer under the runtime's torchrun
+        assert trainer["command"] == ["torchrun", "-m", "kftrain.trainers.torch_ddp"]
+    (patch,) = job["spec"]["runtimePatches"]
+    assert patch["manager"] == "kftrain.io/launch"
+    (node,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    assert node["name"] == "node"
+    template = node["template"]["spec"]["template"]
+    assert (template["metadata"]["labels"][RUN_ID_LABEL], template["metadata"]["labels"][TASK_ID_LABEL]) == (
+        label_value(RUN_ID),
+        label_value(TASK_ID),
+    )
+    (patched,) = template["spec"]["containers"]
+    assert "env" not in patched
+    trainer_container = {"env": trainer["env"], "resources": trainer["resourcesPerNode"]}
+    check_pod(template["spec"], patched, trainer_container, launch, trains=True, where="node")
+
+
+def check_pod(
+    pod: dict[str, Any], mounts_from: dict[str, Any], main: dict[str, Any], launch: Launch, trains: bool, where: str
+) -> None:
+    """The pod-level settings on ``pod``, the mounts on its container ``mounts_from``, the environment and
+    resources on ``main`` (the container, or where the kind keeps them)."""
+    assert pod["serviceAccountName"] == "trainer", where
+    assert pod["nodeSelector"] == {"pool": "gpu"}, where
+    assert pod["tolerations"] == SETTINGS["tolerations"], where
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}], where
+    assert pod.get("priorityClassName") == launch.settings.get("priority_class"), where
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["pvc-datasets"]["persistentVolumeClaim"] == {"claimName": "datasets"}, where
+    assert volumes["kftrain-object-store"]["secret"]["secretName"] == "mlpipeline-minio-artifact", where
+    assert ("kftrain-shm" in volumes) is trains, where
+    mounts = {m["mountPath"] for m in mounts_from["volumeMounts"]}
+    assert {"/data", "/var/run/secrets/kftrain/object-store"} <= mounts and ("/dev/shm" in mounts) is trains
+    limits = main["resources"]["limits"]
+    assert (limits["cpu"], limits["memory"]) == ("2", "4Gi"), where
+    assert ("nvidia.com/gpu" in limits) is trains, where
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in main["env"]}
+    assert env["WANDB_API_KEY"] == {"secretKeyRef": {"name": "wandb", "key": "api-key"}}, where
+    for name, key in (("AWS_ACCESS_KEY_ID", "accesskey"), ("AWS_SECRET_ACCESS_KEY", "secretkey")):
+        ref = {"secretKeyRef": {"name": "mlpipeline-minio-artifact", "key": key, "optional": True}}
+        assert env[name] == ref, (where, name)
+
+
+def suspended_at_creation(job: dict[str, Any]) -> bool:
+    """The job's suspend field: a TrainJob's own, the training-operator kinds' in their run policy."""
+    spec = job["spec"]
+    return bool(spec["suspend"] if "suspend" in spec else spec["runPolicy"]["suspend"])
 
 
 def check_queued(kube: FakeKube, launch: Launch, inputs: dict[str, Any]) -> None:
     (created,) = kube.created
-    assert created["spec"]["runPolicy"]["suspend"] is True  # as Kueue's webhook left it
-    assert read_back(kube, launch, created["metadata"]["name"])["spec"]["runPolicy"]["suspend"] is False
+    assert suspended_at_creation(created)  # as Kueue's webhook left it
+    assert not suspended_at_creation(read_back(kube, launch, created["metadata"]["name"]))
 
 
 OUTCOMES = [
@@ -514,6 +538,9 @@ def assert_no_secret_anywhere(kube: FakeKube, *outputs: str) -> None:
     assert CANARY not in objects
     for text in outputs:
         assert CANARY not in text
+
+
+LAUNCHES = _launches()
 
 
 # -- tests -----------------------------------------------------------------------------------------
@@ -714,7 +741,8 @@ def test_an_elastic_pytorchjob_reaches_the_cluster_with_its_policy_queue_and_sch
         "elastic_rdzv_conf": {"last_call_timeout": "30"},
         "priority_class": "batch-low",
     }
-    launch = Launch(pytorchjob_launch, "PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", "typed", elastic, "worker-0")
+    launch = next(x for x in LAUNCHES if x.id == "PyTorchJob-typed")
+    launch = dataclasses.replace(launch, inputs=elastic)
     operator.scenario = lambda sim: s_success(sim, launch)
     launch.component.python_func(**step_inputs(launch, tmp_path))
 

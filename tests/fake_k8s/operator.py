@@ -12,6 +12,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tests.fake_k8s.server import JOB_NAME_LABEL, FakeKube, now_iso
@@ -26,6 +27,12 @@ Scenario = Callable[["JobSim"], None]
 REPLICA_KEYS = {"tfjobs": "tfReplicaSpecs", "pytorchjobs": "pytorchReplicaSpecs", "mpijobs": "mpiReplicaSpecs"}
 OPERATOR_NAMES = {"tfjobs": "tfjob-controller", "pytorchjobs": "pytorchjob-controller", "mpijobs": "mpijob-controller"}
 MASTER_ROLES = {"Master", "Chief", "Launcher"}
+# What Trainer v2 calls the training-operator's conditions on a TrainJob (None: it has no such condition).
+TRAINJOB_CONDITIONS: dict[str, tuple[str, str] | None] = {
+    "Running": None,
+    "Succeeded": ("Complete", "JobsCompleted"),
+    "Failed": ("Failed", "JobSetFailed"),
+}
 
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -86,8 +93,14 @@ class JobSim:
     # -- job status ------------------------------------------------------------------------------
 
     def condition(self, ctype: str, status: str = "True", reason: str | None = None, message: str = "") -> None:
-        """Set a condition as training-operator does (Running goes False on Succeeded/Failed/Suspended)."""
+        """Set a condition as training-operator does (Running goes False on Succeeded/Failed/Suspended); on a
+        TrainJob, as Trainer v2 names it (:data:`TRAINJOB_CONDITIONS`), so one scenario plays every kind."""
         self.check()
+        if self.plural == "trainjobs" and ctype in TRAINJOB_CONDITIONS:
+            renamed = TRAINJOB_CONDITIONS[ctype]
+            if renamed is None:
+                return
+            ctype, reason = renamed[0], reason or renamed[1]
         stamp = now_iso()
         kind = self.obj["kind"]
 
@@ -168,7 +181,8 @@ class JobSim:
     def _create_jobset_pods(self, scheduled: bool) -> list[str]:
         """A TrainJob on a torch runtime: the JobSet's ``node`` job, ``numNodes`` pods (1 unless the trainer says),
         each named ``<name>-node-0-<index>-<random>`` and labelled as JobSet and Indexed Jobs label them."""
-        nodes = int((self.obj["spec"].get("trainer") or {}).get("numNodes") or 1)
+        trainer = self.obj["spec"].get("trainer") or {}
+        nodes = int(trainer.get("numNodes") or 1)
         labels_out = []
         for index in range(nodes):
             labels = {
@@ -179,7 +193,8 @@ class JobSim:
             label = f"node-{index}"
             self.pod_names[label] = f"{self.name}-node-0-{index}-{uuid.uuid4().hex[:5]}"
             labels_out.append(label)
-            self._new_pod(self.pod_names[label], labels, {"containers": [{"name": "node"}]})
+            container = {"name": "node", "image": trainer.get("image")}
+            self._new_pod(self.pod_names[label], labels, {"containers": [container]})
         if scheduled:
             self.schedule(*labels_out)
         return labels_out
@@ -234,6 +249,23 @@ class JobSim:
     def _change_pod(self, label: str, change: Callable[[dict[str, Any]], None]) -> None:
         self.check()
         self.kube.change_pod(self.namespace, self.pod_names[label], change)
+
+    def env(self, name: str) -> str | None:
+        """The value the job gives ``name`` in its program's environment (any replica's, or the trainer's)."""
+        if self.plural == "trainjobs":
+            containers = [self.obj["spec"].get("trainer") or {}]
+        else:
+            replicas = self.obj["spec"][REPLICA_KEYS[self.plural]].values()
+            containers = [c for r in replicas for c in r["template"]["spec"]["containers"]]
+        values = [e.get("value") for c in containers for e in c.get("env") or [] if e["name"] == name]
+        return values[0] if values else None
+
+    def write_model(self) -> None:
+        """What a trainer does before it exits 0: write a model where the job's ``KFTRAIN_MODEL_URI`` points."""
+        uri = self.env("KFTRAIN_MODEL_URI")
+        assert uri, f"{self.name}: no KFTRAIN_MODEL_URI in the job's environment"
+        Path(uri).mkdir(parents=True, exist_ok=True)
+        (Path(uri) / "model.bin").write_bytes(b"weights")
 
     def labels(self) -> list[str]:
         return list(self.pod_names)

@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import yaml
+
 from kftrain.job.crd_schema import CRDSchemas
 
 GROUP = "kubeflow.org"
@@ -256,6 +258,20 @@ class FakeKube:
     def url(self) -> str:
         assert self._httpd is not None
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def write_kubeconfig(self, path: Path, namespace: str = "default", user: str = "runner") -> Path:
+        """A kubeconfig at ``path`` whose current context is this server (a token that is not a secret)."""
+        context = {"cluster": "fake", "user": user, "namespace": namespace}
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": user, "user": {"token": "not-a-secret"}}],
+            "contexts": [{"name": "fake", "context": context}],
+            "current-context": "fake",
+        }
+        path.write_text(yaml.safe_dump(config))
+        return path
 
     def stop(self) -> None:
         with self.cond:
