@@ -55,7 +55,7 @@ from kftrain_components.training.tfjob_launch.component import tfjob_launch
 from kftrain_components.training.trainjob_launch.component import trainjob_launch
 from tests.fake_k8s import FakeKube, JobSim, OperatorSim, kueue_webhook
 from tests.fake_k8s.server import load_crd_schemas
-from tests.launch_harness import SETTINGS
+from tests.launch_harness import SETTINGS, manifest_text, replica_spec
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CRD_DIR = REPO_ROOT.parent / "shared/reference/crds"
@@ -67,43 +67,28 @@ TRAINJOB_API = "trainer.kubeflow.org/v1alpha1"
 # A secret's value in the launcher's own environment: it must reach no job, no pod and no output.
 CANARY = "canary-7d1e5b-never-print-me"
 
-PYTORCH_MANIFEST = f"""
-apiVersion: kubeflow.org/v1
-kind: PyTorchJob
-metadata: {{name: ddp}}
-spec:
-  pytorchReplicaSpecs:
-    Master:
-      replicas: 1
-      template: {{spec: {{containers: [{{name: pytorch, image: "{IMAGE}", command: [python, train.py]}}]}}}}
-    Worker:
-      replicas: 1
-      template: {{spec: {{containers: [{{name: pytorch, image: "{IMAGE}", command: [python, train.py]}}]}}}}
-"""
-TF_MANIFEST = f"""
-apiVersion: kubeflow.org/v1
-kind: TFJob
-metadata: {{name: mwms}}
-spec:
-  tfReplicaSpecs:
-    Worker:
-      replicas: 2
-      template: {{spec: {{containers: [{{name: tensorflow, image: "{IMAGE}", command: [python, train.py]}}]}}}}
-"""
-MPI_MANIFEST = f"""
-apiVersion: kubeflow.org/v2beta1
-kind: MPIJob
-metadata: {{name: allreduce}}
-spec:
-  slotsPerWorker: 1
-  mpiReplicaSpecs:
-    Launcher:
-      replicas: 1
-      template: {{spec: {{containers: [{{name: launcher, image: "{IMAGE}", command: [mpirun, python, train.py]}}]}}}}
-    Worker:
-      replicas: 2
-      template: {{spec: {{containers: [{{name: worker, image: "{IMAGE}"}}]}}}}
-"""
+TRAIN = {"image": IMAGE, "command": ["python", "train.py"]}
+PYTORCH_MANIFEST = manifest_text(
+    "kubeflow.org/v1",
+    "PyTorchJob",
+    "ddp",
+    {"pytorchReplicaSpecs": {rtype: replica_spec(1, name="pytorch", **TRAIN) for rtype in ("Master", "Worker")}},
+)
+TF_MANIFEST = manifest_text(
+    "kubeflow.org/v1", "TFJob", "mwms", {"tfReplicaSpecs": {"Worker": replica_spec(2, name="tensorflow", **TRAIN)}}
+)
+MPI_MANIFEST = manifest_text(
+    "kubeflow.org/v2beta1",
+    "MPIJob",
+    "allreduce",
+    {
+        "slotsPerWorker": 1,
+        "mpiReplicaSpecs": {
+            "Launcher": replica_spec(1, name="launcher", image=IMAGE, command=["mpirun", "python", "train.py"]),
+            "Worker": replica_spec(2, name="worker", image=IMAGE),
+        },
+    },
+)
 TRAINJOB_MANIFEST = f"""
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
@@ -389,10 +374,7 @@ def check_replica_settings(job: dict[str, Any], launch: Launch) -> None:
     assert run_policy["ttlSecondsAfterFinished"] == 600
     for rtype, rspec in job["spec"][kind_for(launch.kind, launch.api_version).spec.replica_key].items():
         template = rspec["template"]
-        assert (template["metadata"]["labels"][RUN_ID_LABEL], template["metadata"]["labels"][TASK_ID_LABEL]) == (
-            label_value(RUN_ID),
-            label_value(TASK_ID),
-        )
+        check_run_labels(template)
         main = template["spec"]["containers"][0]
         assert main["image"] == IMAGE
         check_pod(template["spec"], main, main, launch, trains=rtype != launch.not_training, where=rtype)
@@ -411,14 +393,17 @@ def check_trainjob_settings(job: dict[str, Any], launch: Launch) -> None:
     (node,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
     assert node["name"] == "node"
     template = node["template"]["spec"]["template"]
-    assert (template["metadata"]["labels"][RUN_ID_LABEL], template["metadata"]["labels"][TASK_ID_LABEL]) == (
-        label_value(RUN_ID),
-        label_value(TASK_ID),
-    )
+    check_run_labels(template)
     (patched,) = template["spec"]["containers"]
     assert "env" not in patched
     trainer_container = {"env": trainer["env"], "resources": trainer["resourcesPerNode"]}
     check_pod(template["spec"], patched, trainer_container, launch, trains=True, where="node")
+
+
+def check_run_labels(template: dict[str, Any]) -> None:
+    """The run's and task's ids on a pod template, so every pod of the job can be found by them."""
+    labels = template["metadata"]["labels"]
+    assert (labels[RUN_ID_LABEL], labels[TASK_ID_LABEL]) == (label_value(RUN_ID), label_value(TASK_ID))
 
 
 def check_pod(

@@ -872,10 +872,12 @@ _ROUTES: Sequence[tuple[str, Callable[..., None]]] = (
     (rf"/apis/{re.escape(GROUP)}/(v[a-z0-9]+)", _Handler.api_resources),
     (r"/api", _Handler.core_api),
     (r"/api/v1", _Handler.core_resources),
-    (rf"/apis/{re.escape(GROUP)}/(v[a-z0-9]+){_NS}/(tfjobs|pytorchjobs|mpijobs)", _Handler.collection),
-    (rf"/apis/{re.escape(GROUP)}/(v[a-z0-9]+){_NS}/(tfjobs|pytorchjobs|mpijobs)/([^/]+)", _Handler.item),
-    (rf"/apis/{re.escape(TRAINER_GROUP)}/(v[a-z0-9]+){_NS}/(trainjobs)", _Handler.collection),
-    (rf"/apis/{re.escape(TRAINER_GROUP)}/(v[a-z0-9]+){_NS}/(trainjobs)/([^/]+)", _Handler.item),
+    # The jobs each API group serves: a collection and its items.
+    *(
+        (rf"/apis/{re.escape(group)}/(v[a-z0-9]+){_NS}/({plurals}){item}", handler)
+        for group, plurals in ((GROUP, "tfjobs|pytorchjobs|mpijobs"), (TRAINER_GROUP, "trainjobs"))
+        for item, handler in (("", _Handler.collection), ("/([^/]+)", _Handler.item))
+    ),
     (rf"/api/v1{_NS}/pods", _Handler.pods),
     (rf"/api/v1{_NS}/pods/([^/]+)", _Handler.pod),
     (rf"/api/v1{_NS}/pods/([^/]+)/log", _Handler.pod_log),
