@@ -24,7 +24,8 @@ from kftrain.job.kinds import kind_of
 from kftrain.job.kinds.trainjob import hostfile
 from kftrain.job.topology import ReplicaId, Topology
 from kftrain.job.trainer_builtin import builtin_manifest
-from kftrain.job.trainer_runtime import RuntimeCatalog, parse_runtime
+from kftrain.job.trainer_catalog import RuntimeCatalog
+from kftrain.job.trainer_runtime import parse_runtime
 from tests.conftest import REFERENCE_DIR
 from tests.launch_harness import launch_locally
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kftrain.job.trainer_runtime import RuntimeCatalog
+    from kftrain.job.trainer_catalog import RuntimeCatalog
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
@@ -77,7 +77,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def runtime_catalog(args: argparse.Namespace) -> RuntimeCatalog | None:
     """The runtimes a TrainJob may name: those Trainer installs, ``KFTRAIN_TRAINER_RUNTIMES``, and ``--runtimes``."""
-    from kftrain.job.trainer_runtime import RuntimeCatalog
+    from kftrain.job.trainer_catalog import RuntimeCatalog
 
     if not getattr(args, "runtimes", None):
         return None

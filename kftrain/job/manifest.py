@@ -16,7 +16,7 @@ from kftrain.errors import JobSpecError
 from kftrain.job.kinds import KindSpec, kind_for, kind_of
 from kftrain.job.model import JobSpec, ObjectMeta, ReplicaSpec, TrainingJob
 from kftrain.job.serde import from_dict, to_dict
-from kftrain.job.trainer_runtime import RuntimeCatalog
+from kftrain.job.trainer_catalog import RuntimeCatalog
 from kftrain.job.validate import validate_job
 from kftrain.job.yaml_input import MAX_MANIFEST_BYTES, check_size, decode_manifest, parse_yaml
 

@@ -127,7 +127,8 @@ def trainer_for(kind: JobKind, options: object) -> Trainer:
     """This release's trainer for a job of ``kind``; a TrainJob's follows its runtime's ML policy."""
     runtime = getattr(options, "runtime", "")
     if kind == JobKind.TRAINJOB and runtime:
-        from kftrain.job.trainer_runtime import CLUSTER_RUNTIME, RuntimeCatalog
+        from kftrain.job.trainer_catalog import RuntimeCatalog
+        from kftrain.job.trainer_runtime import CLUSTER_RUNTIME
 
         if RuntimeCatalog.from_env().find(CLUSTER_RUNTIME, runtime).framework == "mpi":
             return TRAINERS[JobKind.MPIJOB]

@@ -43,6 +43,7 @@ from kftrain.job.kinds.mpijob import local_mpirun_env
 from kftrain.job.model import JobKind, ObjectMeta, PodTemplate, ReplicaSpec, RunPolicy, TrainingJob
 from kftrain.job.serde import from_dict, to_dict
 from kftrain.job.topology import ReplicaId, Topology
+from kftrain.job.trainer_catalog import RuntimeCatalog
 from kftrain.job.trainer_runtime import (
     API_VERSION,
     GROUP,
@@ -51,7 +52,6 @@ from kftrain.job.trainer_runtime import (
     RUNTIME_KINDS,
     Resolved,
     Runtime,
-    RuntimeCatalog,
     node_container,
     resolve,
 )
