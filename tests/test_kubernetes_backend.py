@@ -1019,12 +1019,20 @@ def test_rbac_role_grants_exactly_what_the_backend_uses() -> None:
         ("kubeflow.org", "pytorchjobs"): job_verbs,
         ("kubeflow.org", "mpijobs"): job_verbs,
         ("trainer.kubeflow.org", "trainjobs"): job_verbs,
+        ("trainer.kubeflow.org", "trainingruntimes"): {"get"},
         ("", "pods"): read,
         ("", "pods/log"): read,
         ("", "events"): read,
     }
     text = "\n".join(p.read_text() for p in RBAC_DIR.glob("*.yaml"))
     assert "*" not in text
+    # A TrainJob's ClusterTrainingRuntime is cluster-scoped: a ClusterRole grants reading it, and nothing else.
+    (cluster_role,) = [d for d in _rbac_docs() if d["kind"] == "ClusterRole"]
+    assert cluster_role["rules"] == [
+        {"apiGroups": ["trainer.kubeflow.org"], "resources": ["clustertrainingruntimes"], "verbs": ["get"]}
+    ]
+    (binding,) = [d for d in _rbac_docs() if d["kind"] == "ClusterRoleBinding"]
+    assert binding["roleRef"]["name"] == cluster_role["metadata"]["name"]
 
 
 def test_rbac_bindings_target_the_accounts_kfp_runs_steps_as() -> None:
@@ -1060,3 +1068,78 @@ def test_a_crash_loop_ended_by_the_steps_timeout_names_the_replica_and_its_exit_
     assert (result.phase, result.reason) == (JobPhase.FAILED, "Timeout"), out.getvalue()
     assert (result.failed_replica, result.exit_code) == ("worker-1", 137)
     assert "BackOff" in result.message
+
+
+# -- a TrainJob's runtime, read from the cluster before anything is created -----------------------------------
+
+CLUSTER_TORCH = ("clustertrainingruntimes", "", "torch-distributed")
+
+
+def _team_runtime(kube: FakeKube) -> dict[str, Any]:
+    """Trainer's torch runtime as a namespaced TrainingRuntime ``team-torch``."""
+    runtime = json.loads(json.dumps(kube.runtimes[CLUSTER_TORCH]))
+    runtime["kind"] = "TrainingRuntime"
+    runtime["metadata"] = {"name": "team-torch", "namespace": "default"}
+    return runtime
+
+
+def _without_torch(kube: FakeKube) -> None:
+    del kube.runtimes[CLUSTER_TORCH]
+
+
+def _torch_is_mpi(kube: FakeKube) -> None:
+    (mpi,) = [r for key, r in kube.runtimes.items() if key[2] == "deepspeed-distributed"]
+    kube.runtimes[CLUSTER_TORCH] = {**mpi, "metadata": {"name": "torch-distributed"}}
+
+
+def _forbidden(kube: FakeKube) -> None:
+    kube.fault("403", path="/clustertrainingruntimes/torch-distributed$", times=10)
+
+
+def _team_runtime_served(kube: FakeKube) -> None:
+    kube.runtimes[("trainingruntimes", "default", "team-torch")] = _team_runtime(kube)
+
+
+# (id, what the cluster holds, the runtime the TrainJob names, what the step says; None: the job is created)
+RUNTIME_CASES: list[tuple[str, Callable[[FakeKube], None] | None, str, str | None]] = [
+    ("served", None, "ClusterTrainingRuntime", None),
+    ("missing", _without_torch, "ClusterTrainingRuntime", "the cluster has no ClusterTrainingRuntime named"),
+    ("another-policy", _torch_is_mpi, "ClusterTrainingRuntime", "on the cluster has a mpi ML policy, but the job"),
+    ("forbidden", _forbidden, "ClusterTrainingRuntime", "grant get on clustertrainingruntimes.trainer.kubeflow.org"),
+    ("namespaced-served", _team_runtime_served, "TrainingRuntime", None),
+    ("namespaced-missing", None, "TrainingRuntime", "no TrainingRuntime named 'team-torch' in namespace default"),
+]
+
+
+@pytest.mark.parametrize(
+    ("cluster", "runtime_kind", "said"), [c[1:] for c in RUNTIME_CASES], ids=[c[0] for c in RUNTIME_CASES]
+)
+def test_a_trainjob_runtime_is_read_from_the_cluster_before_the_job_is_created(
+    kube: FakeKube, cluster: Callable[[FakeKube], None] | None, runtime_kind: str, said: str | None
+) -> None:
+    from kftrain.job import load_manifest
+    from kftrain.job.trainer_catalog import RuntimeCatalog
+    from kftrain.job.trainer_runtime import parse_runtime
+
+    name = "torch-distributed" if runtime_kind == "ClusterTrainingRuntime" else "team-torch"
+    catalog = RuntimeCatalog([parse_runtime(_team_runtime(kube), "team-torch.yaml")])
+    job = load_manifest(
+        {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": "tj"},
+            "spec": {"runtimeRef": {"name": name, "kind": runtime_kind}, "trainer": {"command": ["x"]}},
+        },
+        runtimes=catalog,
+    )
+    if cluster is not None:
+        cluster(kube)
+    backend, _ = make_backend(kube)
+    if said is None:
+        backend.submit(job)
+        assert [c["kind"] for c in kube.created] == ["TrainJob"]
+        return
+    with pytest.raises(KftrainError) as raised:
+        backend.submit(job)
+    assert said in str(raised.value)
+    assert kube.created == []  # nothing created

@@ -159,7 +159,7 @@ def verb_of(method: str, path: str, query: Mapping[str, str]) -> str:
         return method.lower()
     if query.get("watch", "").lower() in ("true", "1"):
         return "watch"
-    if "/namespaces/" not in path:
+    if "/namespaces/" not in path and "/clustertrainingruntimes/" not in path:
         return "discovery"
     return "list" if re.search(r"/(pods|events|tfjobs|pytorchjobs|mpijobs)$", path) else "get"
 
@@ -229,6 +229,13 @@ class FakeKube:
         self.requests: list[tuple[str, str]] = []
         self.deletions: list[tuple[str, str, str, str | None]] = []
         self.created: list[dict[str, Any]] = []
+        # Trainer v2 runtimes by (plural, namespace or "", name): those Trainer v2.3.0 installs, as a cluster
+        # with Trainer has them (read from the reference data beside the CRDs).
+        self.runtimes: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for path in sorted((self.crd_dir.parent / "trainer-v2.3.0-runtimes").glob("*.yaml")):
+            for doc in yaml.safe_load_all(path.read_text()):
+                if doc and doc.get("kind") == "ClusterTrainingRuntime":
+                    self.runtimes[("clustertrainingruntimes", "", doc["metadata"]["name"])] = doc
         self.stopping = False
         self.on_job_created: Callable[[str, dict[str, Any]], None] | None = None
         # Mutating admission webhooks: each may change a custom resource being created, before it is validated.
@@ -717,6 +724,19 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_event(self, kind: str, obj: dict[str, Any]) -> None:
         self._chunk(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
 
+    def runtime(self, method: str, query: dict[str, str], body: Any, version: str, *where: str) -> None:
+        """GET of a Trainer v2 runtime: ``where`` is (plural, name), or (namespace, plural, name)."""
+        ns, plural, name = ("", *where) if len(where) == 2 else where
+        if method != "GET":
+            self._status(405, "MethodNotAllowed", f"{method} is not served for {plural} here")
+            return
+        with self.kube.cond:
+            obj = copy.deepcopy(self.kube.runtimes.get((plural, ns, name)))
+        if obj is None:
+            self._status(404, "NotFound", f'{plural}.{TRAINER_GROUP} "{name}" not found')
+        else:
+            self._send_json(200, obj)
+
     def item(
         self, method: str, query: dict[str, str], body: Any, version: str, ns: str, plural: str, name: str
     ) -> None:
@@ -878,6 +898,8 @@ _ROUTES: Sequence[tuple[str, Callable[..., None]]] = (
         for group, plurals in ((GROUP, "tfjobs|pytorchjobs|mpijobs"), (TRAINER_GROUP, "trainjobs"))
         for item, handler in (("", _Handler.collection), ("/([^/]+)", _Handler.item))
     ),
+    (rf"/apis/{re.escape(TRAINER_GROUP)}/(v[a-z0-9]+)/(clustertrainingruntimes)/([^/]+)", _Handler.runtime),
+    (rf"/apis/{re.escape(TRAINER_GROUP)}/(v[a-z0-9]+){_NS}/(trainingruntimes)/([^/]+)", _Handler.runtime),
     (rf"/api/v1{_NS}/pods", _Handler.pods),
     (rf"/api/v1{_NS}/pods/([^/]+)", _Handler.pod),
     (rf"/api/v1{_NS}/pods/([^/]+)/log", _Handler.pod_log),

@@ -223,6 +223,17 @@ class KubeApi:
             ),
         )
 
+    def get_cluster_object(self, group: str, version: str, plural: str, name: str, namespace: str | None) -> Any:
+        """A custom object by name: cluster-scoped when ``namespace`` is None, else in that namespace."""
+        where = f"{plural}.{group} {name!r}" + (f" in {namespace}" if namespace else "")
+        if namespace is None:
+            return self.call(
+                f"get {where}", lambda: self.custom.get_cluster_custom_object(group, version, plural, name)
+            )
+        return self.call(
+            f"get {where}", lambda: self.custom.get_namespaced_custom_object(group, version, namespace, plural, name)
+        )
+
     def patch_job(self, job: JobRef, patch: dict[str, Any]) -> dict[str, Any]:
         return self.call(
             f"patch {job}",

@@ -42,8 +42,9 @@ from kftrain.backends.kubernetes.logs import LogFollower
 from kftrain.backends.kubernetes.pending import PendingTracker, SuspensionTracker
 from kftrain.backends.kubernetes.pods import diagnose_failure
 from kftrain.backends.kubernetes.watch import StatusPrinter, Watcher, result_of
-from kftrain.errors import KftrainError
+from kftrain.errors import JobSpecError, KftrainError
 from kftrain.job.kinds import kind_of
+from kftrain.job.kinds.base import ClusterObject
 from kftrain.job.kinds.mpijob import served_version
 from kftrain.job.manifest import render_manifest
 from kftrain.job.model import JobKind, TrainingJob
@@ -87,11 +88,38 @@ class KubernetesBackend(Backend):
         meta.namespace = self.resolve_namespace(job)
         if not meta.name:
             raise KftrainError("kubernetes backend: the job needs metadata.name")
+        dependency = kind_of(out).cluster_dependency(out)
+        if dependency is not None:
+            self._check_dependency(dependency, meta.namespace)
         owner = self._owner_reference()
         if owner is not None:
             meta.extra = {**meta.extra, "ownerReferences": [owner]}
         validate_job(out)
         return out
+
+    def _check_dependency(self, needed: ClusterObject, namespace: str) -> None:
+        """Read what the job depends on (a TrainJob's runtime) and check it, before anything is created."""
+        where = f" in namespace {namespace}" if needed.namespaced else ""
+        try:
+            served = self.api.get_cluster_object(
+                needed.group, needed.version, needed.plural, needed.name, namespace if needed.namespaced else None
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                raise JobSpecError(
+                    "spec.runtimeRef",
+                    f"the cluster has no {needed.kind} named {needed.name!r}{where}: install it, or name one it has",
+                ) from None
+            if exc.status == 403:
+                raise KftrainError(
+                    f"kubernetes backend: not allowed to read {needed.kind} {needed.name!r}{where} "
+                    f"({api_message(exc)}): grant get on {needed.plural}.{needed.group} (deploy/rbac/)"
+                ) from None
+            raise KftrainError(
+                f"kubernetes backend: reading {needed.kind} {needed.name!r}{where} failed: HTTP {exc.status} "
+                f"{api_message(exc)}"
+            ) from None
+        needed.check(served)
 
     def _owner_reference(self) -> dict[str, Any] | None:
         name = self.config.owner_pod_name or os.environ.get("KFP_POD_NAME")

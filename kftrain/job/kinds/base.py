@@ -11,7 +11,7 @@ where versions behave differently) lives in this package, one module per kind.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +69,20 @@ def is_retryable_exit_code(code: int) -> bool:
     return code >= 128 or code < 0
 
 
+@dataclass(frozen=True)
+class ClusterObject:
+    """A custom object a job depends on: where the API serves it, and ``check`` to run on what it serves."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    name: str
+    namespaced: bool
+    # Raises a JobSpecError when the object served does not fit the job as it was built.
+    check: Callable[[Mapping[str, Any]], None]
+
+
 class Kind:
     """The behaviour of one kind; the defaults are what the operators share."""
 
@@ -105,6 +119,10 @@ class Kind:
     def summary(self, job: TrainingJob) -> dict[str, object]:
         """Facts of ``job`` worth showing beside its name (MPIJob: its slots)."""
         return {}
+
+    def cluster_dependency(self, job: TrainingJob) -> ClusterObject | None:
+        """An object the cluster must already hold for the job to run (a TrainJob's runtime); None: nothing."""
+        return None
 
     def convert(self, job: TrainingJob, api_version: str) -> TrainingJob:
         """``job`` rendered for ``api_version`` of the same kind."""

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kftrain.errors import JobSpecError
-from kftrain.job.kinds.base import Kind, KindSpec, MountedFile
+from kftrain.job.kinds.base import ClusterObject, Kind, KindSpec, MountedFile
 from kftrain.job.kinds.mpijob import local_mpirun_env
 from kftrain.job.model import JobKind, ObjectMeta, PodTemplate, ReplicaSpec, RunPolicy, TrainingJob
 from kftrain.job.serde import from_dict, to_dict
@@ -48,11 +48,13 @@ from kftrain.job.trainer_runtime import (
     API_VERSION,
     GROUP,
     LAUNCHER,
+    NAMESPACED_RUNTIME,
     NODE,
     RUNTIME_KINDS,
     Resolved,
     Runtime,
     node_container,
+    parse_runtime,
     resolve,
 )
 
@@ -190,6 +192,25 @@ class TrainJobKind(Kind):
         src = source(job)
         trainer = src.resolved.trainer_job
         return {"runtime": src.resolved.runtime.name, "nodes": trainer.count if trainer else 0}
+
+    def cluster_dependency(self, job: TrainingJob) -> ClusterObject | None:
+        """The runtime the TrainJob names: the cluster must serve it, with the ML policy the job was built for
+        (the environment each node gets, and the hostfile, follow from that policy)."""
+        built_for = source(job).resolved.runtime
+
+        def check(served: Mapping[str, Any]) -> None:
+            on_cluster = parse_runtime(served, f"the cluster's {built_for.kind} {built_for.name}")
+            if on_cluster.framework != built_for.framework:
+                raise JobSpecError(
+                    "spec.runtimeRef",
+                    f"{built_for.kind} {built_for.name!r} on the cluster has a {on_cluster.framework} ML policy, "
+                    f"but the job was built for {built_for.framework} ({built_for.source}): give the cluster's "
+                    "runtime with --runtimes (or KFTRAIN_TRAINER_RUNTIMES), or name another runtime",
+                )
+
+        plural = built_for.kind.lower() + "s"
+        namespaced = built_for.kind == NAMESPACED_RUNTIME
+        return ClusterObject(GROUP, "v1alpha1", built_for.kind, plural, built_for.name, namespaced, check)
 
     # -- loading and rendering -----------------------------------------------------------------------
 
