@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -21,6 +22,15 @@ from kftrain.cli.jobs import KubernetesJobs
 from tests.conftest import pytorchjob, replica
 from tests.fake_k8s import FakeKube, JobSim, OperatorSim
 from tests.test_kubernetes_backend import api_client, make_backend, pytorch_job, running, stamped
+from tests.test_launch_kubernetes import (  # noqa: F401 (kubeconfig: the fixture)
+    LAUNCHES,
+    RUN_ID,
+    TASK_ID,
+    Launch,
+    kubeconfig,
+    s_success,
+    step_inputs,
+)
 
 PROGRAM = """
 import os, sys, time
@@ -109,6 +119,7 @@ def test_a_running_local_job_is_listed_its_live_log_read_and_delete_stops_it(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    follower: subprocess.Popen[str] | None = None
     try:
         deadline = time.monotonic() + 60
         out = ""
@@ -119,13 +130,30 @@ def test_a_running_local_job_is_listed_its_live_log_read_and_delete_stops_it(
             out = capsys.readouterr().out if code == 0 else ""
         assert len(out.splitlines()) == 2
         assert "Running" in jobs(capsys, "list")
+        follow = ["jobs", "logs", "long-job", "--replica", "master-0", "--tail", "1", "--follow"]
+        follower = subprocess.Popen(
+            [sys.executable, "-m", "kftrain.cli", *follow],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        followed: list[str] = []
+        reader = threading.Thread(target=lambda: followed.extend(follower.stdout or []), daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 60
+        while len(followed) < 4:  # the last line, then the new ones as the master prints them
+            assert time.monotonic() < deadline and follower.poll() is None, followed
+            time.sleep(0.05)
+        assert set(followed[:4]) == {"[master-0] long-job-master-0 still training\n"}
         assert jobs(capsys, "delete", "long-job") == "deleted long-job\n"
         assert launcher.wait(timeout=30) != 0  # stopped, as a cancelled run is
+        assert follower.wait(timeout=30) == 0  # the job ended: so does following it
         assert "long-job" not in jobs(capsys, "list")
     finally:
-        if launcher.poll() is None:
-            launcher.kill()
-            launcher.wait()
+        for process in (launcher, follower):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
 
 
 def test_kubernetes_jobs_list_status_logs_delete(kube: FakeKube, operator: OperatorSim) -> None:
@@ -158,3 +186,68 @@ def test_kubernetes_jobs_list_status_logs_delete(kube: FakeKube, operator: Opera
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert json.dumps(kube.deletions)
+
+
+TYPED = [launch for launch in LAUNCHES if launch.source == "typed"]
+
+
+@pytest.mark.parametrize("launch", TYPED, ids=[launch.kind for launch in TYPED])
+def test_kubernetes_jobs_find_a_launch_steps_job_and_its_logs_after_its_pods_are_gone(
+    launch: Launch,
+    kube: FakeKube,
+    operator: OperatorSim,
+    kubeconfig: Path,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What a pipeline's launch step left on the cluster, through ``kftrain jobs --backend kubernetes``."""
+    operator.scenario = lambda sim: s_success(sim, launch)
+    launch.component.python_func(**step_inputs(launch, tmp_path))  # the job succeeds
+    operator.join()
+    capsys.readouterr()
+    (sim,) = operator.sims
+    k8s = ("--backend", "kubernetes")
+    phase = "Complete" if launch.kind == "TrainJob" else "Succeeded"
+    (row,) = jobs(capsys, *k8s, "list").splitlines()[1:]
+    assert row.split()[:3] == [sim.name, launch.kind, phase] and row.endswith(f"{RUN_ID}/{TASK_ID}"), row
+    assert f"{sim.name}: {launch.kind} {phase}" in jobs(capsys, *k8s, "status", sim.name)
+    said = "".join(f"[{label}] hello from {label}\n[{label}] {label} done\n" for label in sorted(sim.labels()))
+    assert jobs(capsys, *k8s, "logs", sim.name) == said  # from the pods
+    for pod in sim.pod_names.values():
+        kube.delete_pod(sim.namespace, pod)  # cleaned up (cleanPodPolicy All, or a TTL's garbage collection)
+    assert jobs(capsys, *k8s, "logs", sim.name) == said  # from the logs the step kept beside the model
+    jobs(capsys, *k8s, "download", sim.name, str(tmp_path / "dest"))
+    assert (tmp_path / "dest" / "model" / "model.bin").read_bytes() == b"weights"
+    for label in sim.labels():
+        assert (tmp_path / "dest" / "logs" / f"{label}.log").read_text() == f"hello from {label}\n{label} done\n"
+    assert jobs(capsys, *k8s, "delete", sim.name) == f"deleted {sim.name}\n"
+
+
+def test_kubernetes_logs_follow_streams_every_replica_until_it_ends(kube: FakeKube, operator: OperatorSim) -> None:
+    more = threading.Event()
+
+    def train(sim: JobSim) -> None:
+        running(sim)
+        for label in sim.labels():
+            sim.log(label, f"{label} epoch 1", f"{label} epoch 2")
+        while not more.is_set():
+            sim.sleep(0.02)
+        for label in sim.labels():
+            sim.log(label, f"{label} epoch 3")
+        sim.exit_all(0)
+        sim.condition("Succeeded")
+
+    operator.scenario = train
+    backend, _ = make_backend(kube)
+    handle = backend.submit(stamped(pytorch_job(workers=1), "run-1", "task-1"))
+    ops = KubernetesJobs(handle.namespace, api_client(kube))
+    deadline = time.monotonic() + 20
+    while len(list(ops.logs(handle.name, None, None, False))) < 4:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    followed = ops.logs(handle.name, None, 1, True)
+    first = sorted(next(followed) for _ in range(2))  # each replica's last line, then what it prints next
+    assert first == [("master-0", "master-0 epoch 2"), ("worker-0", "worker-0 epoch 2")]
+    more.set()
+    rest = sorted(followed)  # ends when both containers have ended
+    assert rest == [("master-0", "master-0 epoch 3"), ("worker-0", "worker-0 epoch 3")]

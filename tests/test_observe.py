@@ -20,18 +20,22 @@ from kftrain import storage
 from kftrain.backends.base import JobPhase, JobResult
 from kftrain.backends.local import LocalBackend, LocalConfig
 from kftrain.job import load_manifest
+from kftrain.job.naming import outputs_of
 from kftrain.launch.observe import JobObserver, logs_uri, observing, tensorboard_uri
 from kftrain.signals import Terminated
 from tests.conftest import pytorchjob, replica
 from tests.s3_server import moto, s3_env  # noqa: F401
 
 # Reports 3 epochs, then ends as $END says: "ok", "fail" (worker-0 exits 3), or "hang" (until stopped). The
-# master ends after the worker (a PyTorchJob succeeds when its master does, stopping the rest).
+# master ends after the worker (a PyTorchJob succeeds when its master does, stopping the rest). worker-1 ends
+# at once, silent.
 PROGRAM = """
 import os, sys, time
+name = os.environ["POD_NAME"]
+if name.endswith("worker-1"):
+    sys.exit(0)
 from kftrain.metrics import report, report_total
 report_total(epoch=3)
-name = os.environ["POD_NAME"]
 for epoch in range(1, 4):
     print(f"{name} epoch {epoch}", flush=True)
     report(epoch=epoch, loss=1.0 / epoch, val_accuracy=0.3 * epoch)
@@ -68,7 +72,7 @@ def job_of(tmp_path: Path, end: str) -> Any:
     manifest = pytorchjob(
         {
             "Master": replica(1, "pytorch", cmd, env=env, restart_policy="Never"),
-            "Worker": replica(1, "pytorch", cmd, env=env, restart_policy="Never"),
+            "Worker": replica(2, "pytorch", cmd, env=env, restart_policy="Never"),
         }
     )
     return load_manifest(manifest)
@@ -88,8 +92,10 @@ def run_observed(tmp_path: Path, model_uri: str, end: str) -> tuple[JobResult | 
 
         threading.Thread(target=cancel_when_waiting, daemon=True).start()
     expected = pytest.raises(Terminated) if end == "hang" else contextlib.nullcontext()
-    with expected, observing(config, model_uri, "test job", progress_every_s=0.0) as observer:
-        result = LocalBackend(config).run(job_of(tmp_path, end), timeout=90)  # a hang fails, never blocks
+    job = job_of(tmp_path, end)
+    with expected, observing(config, job, model_uri, progress_every_s=0.0) as observer:
+        result = LocalBackend(config).run(job, timeout=90)  # a hang fails, never blocks
+    assert outputs_of(job.metadata.annotations) == (model_uri, logs_uri(model_uri))  # for `kftrain jobs`
     return result, observer, out.getvalue()
 
 
@@ -102,12 +108,14 @@ def test_every_replica_log_is_kept_beside_the_model_however_the_job_ends(tmp_pat
     if end == "fail":
         assert result is not None and (result.phase, result.exit_code) == (JobPhase.FAILED, 3)
     logs = Path(logs_uri(model_uri))
-    assert sorted(p.name for p in logs.iterdir()) == ["master-0.log", "worker-0.log"]
-    for label in ("master-0", "worker-0"):
+    assert sorted(p.name for p in logs.iterdir()) == ["master-0.log", "worker-0.log", "worker-1.log"]
+    for label in ("master-0", "worker-0", "worker-1"):
         text = (logs / f"{label}.log").read_text()
         streamed = [line.split("] ", 1)[1] for line in out.splitlines() if line.startswith(f"[{label}] ")]
         assert text.splitlines() == streamed  # whole: every line the step streamed, in order
-        assert f"{label} epoch 3" in text
+    assert (logs / "worker-1.log").read_text() == ""  # printed nothing: an empty log, not a missing one
+    for label in ("master-0", "worker-0"):
+        assert f"{label} epoch 3" in (logs / f"{label}.log").read_text()
     last = {"ok": "last line", "fail": "worker-0: out of memory, giving up", "hang": "waiting forever"}[end]
     assert last in (logs / "worker-0.log").read_text()
     assert f"replica logs: {logs_uri(model_uri)}/" in out
@@ -127,7 +135,7 @@ def test_logs_reach_object_storage(tmp_path: Path, s3_env: str, end: str) -> Non
     model_uri = f"{s3_env}/run-1/task-1/model"
     _, _, out = run_observed(tmp_path, model_uri, end)
     names = sorted(storage.list_files(logs_uri(model_uri)))
-    assert names == ["master-0.log", "worker-0.log"]
+    assert names == ["master-0.log", "worker-0.log", "worker-1.log"]
     text = storage.read_bytes(storage.join(logs_uri(model_uri), "worker-0.log")).decode()
     assert "worker-0 epoch 3" in text
     assert storage.list_files(tensorboard_uri(model_uri))

@@ -1,9 +1,11 @@
 """``kftrain jobs``: list, inspect, read the logs of, delete and download the jobs kftrain launched.
 
 ``--backend local`` (the default) reads the local backend's state folder (:mod:`kftrain.backends.local.state`);
-``--backend kubernetes`` asks the cluster for the TFJobs, PyTorchJobs and MPIJobs labelled
-``app.kubernetes.io/managed-by=kftrain``. Logs come from the running replicas (the live log files, the pods),
-else from the logs the launch step kept beside the model (``<model>-logs/<replica>.log``).
+``--backend kubernetes`` asks the cluster for the jobs of every kind kftrain launches (TFJob, PyTorchJob,
+MPIJob, TrainJob) labelled ``app.kubernetes.io/managed-by=kftrain``. Logs come from the running replicas (the
+live log files, the pods), else from the logs the launch step kept beside the model; where those and the model
+are, the job itself records (:func:`kftrain.job.naming.outputs_of`), so ``logs`` and ``download`` work
+after the pods are gone. ``logs --follow`` prints every running replica's new lines until they end.
 """
 
 from __future__ import annotations
@@ -11,18 +13,22 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import queue
 import signal
+import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from kftrain import storage
 from kftrain.backends.local import state as local_state
-from kftrain.contract import MODEL_ENV
 from kftrain.errors import KftrainError
+from kftrain.job.naming import MANAGED_BY, MANAGED_BY_LABEL, outputs_of
 from kftrain.progress import format_duration
 
-KINDS = (("TFJob", "tfjobs", "v1"), ("PyTorchJob", "pytorchjobs", "v1"), ("MPIJob", "mpijobs", "v2beta1"))
-MANAGED = "app.kubernetes.io/managed-by=kftrain"
+MANAGED = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+Line = tuple[str, str]  # (replica, one line of its log)
 
 
 def add_commands(sub: Any) -> None:
@@ -36,7 +42,7 @@ def add_commands(sub: Any) -> None:
     logs.add_argument("name")
     logs.add_argument("--replica", default=None, help="one replica (worker-1); default: every one")
     logs.add_argument("--tail", type=int, default=None, help="only the last N lines of each")
-    logs.add_argument("--follow", action="store_true", help="keep printing while the job runs (local)")
+    logs.add_argument("--follow", action="store_true", help="then print new lines while the replicas run")
     verbs.add_parser("delete", help="stop and forget the job").add_argument("name")
     download = verbs.add_parser("download", help="copy the job's model and logs to a local folder")
     download.add_argument("name")
@@ -58,23 +64,47 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         return 0
     if args.verb == "logs":
         for label, line in ops.logs(args.name, args.replica, args.tail, args.follow):
-            print(f"[{label}] {line}")
+            print(f"[{label}] {line}", flush=True)  # followed lines show as they come
         return 0
     if args.verb == "delete":
         print(ops.delete(args.name))
         return 0
-    model_uri, logs_uri = ops.locations(args.name)
-    dest = os.path.abspath(args.dest)
+    return download(ops.locations(args.name), args.name, Path(args.dest))
+
+
+def download(locations: tuple[str, str], name: str, dest: Path) -> int:
+    """Copy the job's model (when it wrote one) and every kept replica log under ``dest``."""
+    model_uri, logs_uri = locations
+    if not (model_uri or logs_uri):
+        raise KftrainError(f"job {name} records no model or logs location (it was launched without a model URI)")
+    dest = dest.absolute()
     if model_uri and storage.exists(model_uri):
-        storage.download(model_uri, os.path.join(dest, "model"))
-        print(f"model: {model_uri} -> {os.path.join(dest, 'model')}")
-    for name in storage.list_files(logs_uri) if logs_uri and storage.exists(logs_uri) else []:
-        target = os.path.join(dest, "logs", name)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "wb") as out:
-            out.write(storage.read_bytes(storage.join(logs_uri, name)))
-        print(f"log: {storage.join(logs_uri, name)} -> {target}")
+        storage.download(model_uri, str(dest / "model"))
+        print(f"model: {model_uri} -> {dest / 'model'}")
+    else:
+        print(f"model: none at {model_uri} (the job wrote none)")
+    for label in kept_logs(logs_uri):
+        source = storage.join(logs_uri, f"{label}.log")
+        target = dest / "logs" / f"{label}.log"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(storage.read_bytes(source))
+        print(f"log: {source} -> {target}")
     return 0
+
+
+def kept_logs(logs_uri: str) -> list[str]:
+    """The replicas whose log the launch step kept at ``logs_uri``."""
+    if not logs_uri or not storage.exists(logs_uri):
+        return []
+    return sorted(name[: -len(".log")] for name in storage.list_files(logs_uri) if name.endswith(".log"))
+
+
+def read_kept(logs_uri: str, label: str) -> str | None:
+    """The kept log of replica ``label``; None when there is none."""
+    source = storage.join(logs_uri, f"{label}.log") if logs_uri else ""
+    if not source or not storage.exists(source):
+        return None
+    return storage.read_bytes(source).decode("utf-8", "replace")
 
 
 def _age(created: float) -> str:
@@ -122,36 +152,46 @@ class LocalJobs:
             lines += [f"  model: {r['model_uri']}", f"  logs: {r.get('logs_uri')}"]
         return lines
 
-    def logs(self, name: str, replica: str | None, tail: int | None, follow: bool) -> Any:
+    def logs(self, name: str, replica: str | None, tail: int | None, follow: bool) -> Iterator[Line]:
         r = self._record(name)
+        live = Path(r.get("workdir", "")) / "logs"
         labels = [replica] if replica else list(r.get("replicas") or [])
-        live = os.path.join(r.get("workdir", ""), "logs")
+        offsets: dict[str, int] = {}  # live log -> how much of it was printed
         for label in labels:
-            path = os.path.join(live, f"{label}.log")
-            if os.path.exists(path):
-                with open(path, encoding="utf-8", errors="replace") as live_log:
-                    text = live_log.read()
-            elif r.get("logs_uri") and storage.exists(storage.join(r["logs_uri"], f"{label}.log")):
-                text = storage.read_bytes(storage.join(r["logs_uri"], f"{label}.log")).decode("utf-8", "replace")
+            path = live / f"{label}.log"
+            if path.is_file():
+                data = path.read_bytes()
+                # Following, only whole lines now: the rest of a line being written comes with what follows.
+                offsets[label] = data.rfind(b"\n") + 1 if follow else len(data)
+                text: str | None = data[: offsets[label]].decode("utf-8", "replace")
             else:
-                continue
-            for line in _tail(text.splitlines(), tail):
+                text = read_kept(r.get("logs_uri", ""), label)
+            for line in _tail((text or "").splitlines(), tail):
                 yield label, line
-        if follow and len(labels) == 1:
-            yield from self._follow(name, os.path.join(live, f"{labels[0]}.log"), labels[0])
+        if follow and r.get("phase") == local_state.RUNNING:
+            yield from self._follow(name, {label: live / f"{label}.log" for label in labels}, offsets)
 
-    def _follow(self, name: str, path: str, label: str) -> Any:
-        """Lines appended to a running replica's live log until the job ends."""
-        with open(path, encoding="utf-8", errors="replace") as log:
-            log.seek(0, os.SEEK_END)
-            while True:
-                line = log.readline()
-                if line:
-                    yield label, line.rstrip("\n")
-                elif (local_state.read(name) or {}).get("phase") != local_state.RUNNING:
-                    return
-                else:
-                    time.sleep(0.2)
+    def _follow(self, name: str, paths: dict[str, Path], offsets: dict[str, int]) -> Iterator[Line]:
+        """The whole lines appended to the replicas' live logs from ``offsets`` on, until the job has ended."""
+        while True:
+            running = (local_state.read(name) or {}).get("phase") == local_state.RUNNING
+            printed = False
+            for label, path in paths.items():
+                try:
+                    with path.open("rb") as log:
+                        log.seek(offsets.get(label, 0))
+                        data = log.read()
+                except OSError:
+                    continue  # not started yet (or its folder is gone with the job)
+                whole = data[: data.rfind(b"\n") + 1]
+                offsets[label] = offsets.get(label, 0) + len(whole)
+                for line in whole.decode("utf-8", "replace").splitlines():
+                    printed = True
+                    yield label, line
+            if not running:
+                return  # what the replicas wrote before the job ended is printed
+            if not printed:
+                time.sleep(0.2)
 
     def delete(self, name: str) -> str:
         r = self._record(name)
@@ -177,19 +217,32 @@ class KubernetesJobs:
         self.namespace = self.api.resolve_namespace(namespace)
 
     def _jobs(self) -> list[dict[str, Any]]:
-        found = []
-        for kind, plural, version in KINDS:
+        """kftrain's jobs of every kind at every version the cluster serves (one a cluster lacks is skipped)."""
+        from kubernetes.client.exceptions import ApiException
+
+        from kftrain.job.kinds import KINDS
+
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        for kind in KINDS:
+            k = kind.spec
             request = functools.partial(
                 self.api.custom.list_namespaced_custom_object,
-                "kubeflow.org",
-                version,
+                k.group,
+                k.version,
                 self.namespace,
-                plural,
+                k.plural,
                 label_selector=MANAGED,
             )
-            listed: dict[str, Any] = self.api.call(f"list {plural}", request)
-            found += [{**obj, "kind": kind} for obj in listed.get("items") or []]
-        return found
+            try:
+                listed: dict[str, Any] = self.api.call(f"list {k.plural}.{k.group}/{k.version}", request)
+            except ApiException as exc:
+                if exc.status != 404:  # 404: this version of the kind is not installed
+                    raise
+                continue
+            for obj in listed.get("items") or []:
+                # A kind served at two versions lists each job twice; the first (the kind's default) is kept.
+                found.setdefault((k.kind.value, obj["metadata"]["name"]), {**obj, "kind": k.kind.value})
+        return list(found.values())
 
     def _job(self, name: str) -> dict[str, Any]:
         for obj in self._jobs():
@@ -239,54 +292,65 @@ class KubernetesJobs:
             lines += [f"    event {e.reason}: {e.message}" for e in self.api.events_of(self.namespace, pod_name(pod))]
         return lines
 
-    def logs(self, name: str, replica: str | None, tail: int | None, follow: bool) -> Any:
+    def logs(self, name: str, replica: str | None, tail: int | None, follow: bool) -> Iterator[Line]:
         from kftrain.backends.kubernetes.pods import main_container, pod_label, pod_name
 
         obj = self._job(name)
         ref = self._ref(obj)
         pods = {pod_label(p): p for p in self.api.job_pods(ref)}
-        _, logs_uri = self._locations(obj)
-        labels = [replica] if replica else sorted(pods)
+        _, logs_uri = outputs_of(obj["metadata"].get("annotations"))
+        labels = [replica] if replica else sorted({*pods, *kept_logs(logs_uri)})
+        streams: dict[str, tuple[str, str | None]] = {}  # replica -> (pod, container) to follow
         for label in labels:
             if label in pods:
-                pod = pods[label]
-                text = self.api.pod_log(
-                    self.namespace,
-                    pod_name(pod),
-                    main_container(pod, ref.main_container).name,
-                    tail_lines=tail,
-                    previous=False,
-                )
-            elif logs_uri and storage.exists(storage.join(logs_uri, f"{label}.log")):
-                text = storage.read_bytes(storage.join(logs_uri, f"{label}.log")).decode("utf-8", "replace")
+                pod, container = pod_name(pods[label]), main_container(pods[label], ref.main_container).name
+                if follow:
+                    streams[label] = (pod, container)  # its stream starts with the same last lines
+                    continue
+                text: str | None = self.api.pod_log(self.namespace, pod, container, tail_lines=tail, previous=False)
             else:
-                continue
-            for line in _tail(text.splitlines(), tail):
+                text = read_kept(logs_uri, label)
+            for line in _tail((text or "").splitlines(), tail):
                 yield label, line
+        if streams:
+            yield from self._follow(streams, tail)
+
+    def _follow(self, streams: dict[str, tuple[str, str | None]], tail: int | None) -> Iterator[Line]:
+        """Each pod's log as the API streams it (its last ``tail`` lines first), until every stream has ended."""
+        from kubernetes.client.exceptions import ApiException
+        from kubernetes.watch.watch import iter_resp_lines
+
+        lines: queue.Queue[Line | None] = queue.Queue()
+
+        def stream(label: str, pod: str, container: str | None) -> None:
+            try:
+                response = self.api.follow_pod_log(self.namespace, pod, container, tail_lines=tail)
+                try:
+                    for line in iter_resp_lines(response):
+                        lines.put((label, line))
+                finally:
+                    response.release_conn()
+            except ApiException as exc:  # not started yet, or gone: say so, and follow the others
+                lines.put((label, f"(no log to follow: {exc.reason})"))
+            finally:
+                lines.put(None)
+
+        for label, (pod, container) in streams.items():
+            threading.Thread(target=stream, args=(label, pod, container), name=f"follow {label}", daemon=True).start()
+        ended = 0
+        while ended < len(streams):
+            item = lines.get()
+            if item is None:
+                ended += 1
+            else:
+                yield item
 
     def delete(self, name: str) -> str:
         self.api.delete_job(self._ref(self._job(name)), "Background")
         return f"deleted {name}"
 
-    def _locations(self, obj: dict[str, Any]) -> tuple[str, str]:
-        for spec in _replica_specs(obj).values():
-            for container in (((spec.get("template") or {}).get("spec") or {}).get("containers")) or []:
-                for env in container.get("env") or []:
-                    if env.get("name") == MODEL_ENV and env.get("value"):
-                        uri = str(env["value"])
-                        return uri, f"{uri.rstrip('/')}-logs"
-        return "", ""
-
     def locations(self, name: str) -> tuple[str, str]:
-        return self._locations(self._job(name))
-
-
-def _replica_specs(obj: dict[str, Any]) -> dict[str, Any]:
-    spec = obj.get("spec") or {}
-    for key in ("tfReplicaSpecs", "pytorchReplicaSpecs", "mpiReplicaSpecs"):
-        if key in spec:
-            return dict(spec[key])
-    return {}
+        return outputs_of(self._job(name)["metadata"].get("annotations"))
 
 
 def _phase(obj: dict[str, Any]) -> str:

@@ -42,7 +42,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
         from kftrain.launch.observe import observing
 
         # As the launch step does: replica logs and reported curves kept beside the model the job writes.
-        with observing(config, model_uri, f"{job.kind.value} {job.name}"):
+        with observing(config, job, model_uri):
             result = run_job(job, config, timeout=args.timeout)
     else:
         result = run_job(job, config, timeout=args.timeout)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 
 from kftrain import __version__
 from kftrain.job.model import TrainingJob
@@ -22,6 +23,10 @@ TASK_ID_ANNOTATION = "kftrain.io/task-id"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 VERSION_LABEL = "kftrain.io/version"
 MANAGED_BY = "kftrain"
+# Where the launch step keeps what outlives the job's pods: the model it writes and every replica's log, so
+# `kftrain jobs logs` and `download` find them (on either backend) once the pods are gone.
+MODEL_URI_ANNOTATION = "kftrain.io/model-uri"
+LOGS_URI_ANNOTATION = "kftrain.io/logs-uri"
 
 _NOT_NAME = re.compile(r"[^a-z0-9-]+")
 _NOT_LABEL = re.compile(r"[^A-Za-z0-9._-]+")
@@ -85,3 +90,18 @@ def run_identity(job: TrainingJob) -> dict[str, str]:
     """The run and task labels ``job`` carries (empty when it was not launched by a pipeline step)."""
     labels = job.metadata.labels or {}
     return {k: labels[k] for k in (RUN_ID_LABEL, TASK_ID_LABEL) if k in labels}
+
+
+def stamp_outputs(job: TrainingJob, model_uri: str, logs_uri: str) -> None:
+    """Record on ``job`` where its model and its replicas' logs are kept."""
+    job.metadata.annotations = {
+        **(job.metadata.annotations or {}),
+        MODEL_URI_ANNOTATION: model_uri,
+        LOGS_URI_ANNOTATION: logs_uri,
+    }
+
+
+def outputs_of(annotations: Mapping[str, str] | None) -> tuple[str, str]:
+    """The (model URI, logs URI) a job's annotations record; "" for what they do not."""
+    annotations = annotations or {}
+    return annotations.get(MODEL_URI_ANNOTATION, ""), annotations.get(LOGS_URI_ANNOTATION, "")

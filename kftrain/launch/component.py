@@ -183,7 +183,7 @@ def launch_component(
         )
         pending = inputs.get("pending_timeout_seconds", 600)
         config = backend_config(inputs.get("backend", "auto"), identity_path=job, pending_timeout_s=pending or None)
-        with observing(config, model.uri, f"{kind} {training_job.name}") as observer:
+        with observing(config, training_job, model.uri) as observer:
             result = run_job(training_job, config, timeout=inputs.get("timeout_seconds") or None)
         write_observation(observer.observation, metrics, curves)
         require_model_written(model.uri)

@@ -9,7 +9,11 @@ the progress line. When the job has ended, however it ended (succeeded, failed, 
 * ``<model>-tensorboard/<series>/events.out.tfevents.*``: the reported points as TensorBoard scalars, one
   run per distinct series (``tensorboard --logdir <model>-tensorboard``);
 
-and says where. They are siblings of the model folder, not inside it: the model is an atomic artifact whose
+and says where. Once any replica has printed, every replica of the job has a log there, an empty one for a
+replica that printed nothing (so a missing file never has to be explained). The job records both places in
+its annotations (:func:`kftrain.job.naming.stamp_outputs`) for ``kftrain jobs``.
+
+They are siblings of the model folder, not inside it: the model is an atomic artifact whose
 marker lists every file, and a failed or cancelled job has no model at all.
 """
 
@@ -20,7 +24,7 @@ import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -29,6 +33,8 @@ from kftrain import storage
 from kftrain.backends.base import BackendConfig
 from kftrain.backends.console import Console
 from kftrain.errors import KftrainError
+from kftrain.job import TrainingJob, kind_of
+from kftrain.job.naming import stamp_outputs
 from kftrain.metrics import x_axis
 from kftrain.metrics.collect import Collector
 from kftrain.metrics.html import render
@@ -58,8 +64,16 @@ class Observation:
 
 
 class JobObserver:
-    def __init__(self, model_uri: str, *, say: Callable[[str], None], progress_every_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        model_uri: str,
+        *,
+        say: Callable[[str], None],
+        progress_every_s: float = 10.0,
+        replicas: Sequence[str] = (),
+    ) -> None:
         self.model_uri = model_uri
+        self.replicas = tuple(replicas)  # the replicas expected to print (each gets a log once any has printed)
         self._say = say
         self.collector = Collector(say, every_s=progress_every_s)
         self._spool = Path(tempfile.mkdtemp(prefix="kftrain-logs-"))
@@ -85,8 +99,10 @@ class JobObserver:
         with self._lock:
             for out in self._files.values():
                 out.close()
-            labels = sorted(self._files)
+            labels = sorted({*self._files, *self.replicas}) if self._files else []
             self._files.clear()
+        for label in labels:
+            (self._spool / f"{_SAFE.sub('_', label)}.log").touch()  # a replica that printed nothing: empty
         seen = Observation(final=self.collector.final_values())
         groups = self.collector.groups()
         seen.html = render(groups, title)
@@ -125,14 +141,22 @@ class JobObserver:
 
 @contextlib.contextmanager
 def observing(
-    config: BackendConfig, model_uri: str, title: str, progress_every_s: float = 10.0
+    config: BackendConfig, job: TrainingJob, model_uri: str, progress_every_s: float = 10.0
 ) -> Iterator[JobObserver]:
-    """Observe the job run within the block on ``config``'s backend; keep its logs and curves however it ends."""
-    observer = JobObserver(model_uri, say=Console(config.out).say, progress_every_s=progress_every_s)
+    """Observe ``job`` run within the block on ``config``'s backend; keep its logs and curves however it ends.
+
+    The job is stamped with where they are kept before it is submitted."""
+    stamp_outputs(job, model_uri, logs_uri(model_uri))
+    observer = JobObserver(
+        model_uri,
+        say=Console(config.out).say,
+        progress_every_s=progress_every_s,
+        replicas=[r.label for r in kind_of(job).process_replicas(job)],
+    )
     config.line_sinks.append(observer.sink)
     try:
         yield observer
     finally:
         config.line_sinks.remove(observer.sink)
         with shielded():  # a second SIGTERM must not cut the last log lines short
-            observer.finish(title)
+            observer.finish(f"{job.kind.value} {job.name}")

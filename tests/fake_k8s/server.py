@@ -161,7 +161,7 @@ def verb_of(method: str, path: str, query: Mapping[str, str]) -> str:
         return "watch"
     if "/namespaces/" not in path and "/clustertrainingruntimes/" not in path:
         return "discovery"
-    return "list" if re.search(r"/(pods|events|tfjobs|pytorchjobs|mpijobs)$", path) else "get"
+    return "list" if re.search(r"/(pods|events|tfjobs|pytorchjobs|mpijobs|trainjobs)$", path) else "get"
 
 
 @dataclass
@@ -812,10 +812,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._status(400, "BadRequest", f'container in pod "{name}" is waiting to start: {reason}')
                 return
             lines = list(kube.logs.get(uid, {}).get(run, []))
+        tail = query.get("tailLines")
+        skipped = max(0, len(lines) - int(tail)) if tail is not None else 0  # tailLines: only the last lines
         if query.get("follow", "").lower() != "true":
-            tail = query.get("tailLines")
-            if tail is not None:
-                lines = lines[-int(tail) :] if int(tail) > 0 else []
+            lines = lines[skipped:]
             data = "".join(line + "\n" for line in lines).encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
@@ -827,13 +827,12 @@ class _Handler(BaseHTTPRequestHandler):
         with kube.cond:
             kube.stats.opened("log-follow")
         try:
-            self._follow_log(kube, ns, name, uid, run)
+            self._follow_log(kube, ns, name, uid, run, skipped)
         finally:
             with kube.cond:
                 kube.stats.closed("log-follow")
 
-    def _follow_log(self, kube: FakeKube, ns: str, name: str, uid: str, run: int) -> None:
-        sent = 0
+    def _follow_log(self, kube: FakeKube, ns: str, name: str, uid: str, run: int, sent: int) -> None:
         while True:
             with kube.cond:
                 current = kube.pods.get((ns, name))

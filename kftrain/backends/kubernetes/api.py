@@ -292,14 +292,13 @@ class KubeApi:
         text = self.call(f"log of {name}", lambda: self.core.read_namespaced_pod_log(name, namespace, **params))
         return str(text)
 
-    def follow_pod_log(self, namespace: str, name: str, container: str | None) -> Any:
-        """The open HTTP response that streams the container's log as it is written (the caller releases it)."""
-        return self.call(
-            f"log of {name}",
-            lambda: self.core.read_namespaced_pod_log(
-                name, namespace, container=container, follow=True, _preload_content=False
-            ),
-        )
+    def follow_pod_log(self, namespace: str, name: str, container: str | None, *, tail_lines: int | None = None) -> Any:
+        """The open HTTP response that streams the container's log as it is written (its last ``tail_lines``
+        lines first; None: from the start); the caller releases it."""
+        params: dict[str, Any] = {"container": container, "follow": True, "_preload_content": False}
+        if tail_lines is not None:
+            params["tail_lines"] = tail_lines
+        return self.call(f"log of {name}", lambda: self.core.read_namespaced_pod_log(name, namespace, **params))
 
     def events_of(self, namespace: str, name: str) -> list[client.CoreV1Event]:
         """The events about the object called ``name`` (a pod, or the job), oldest first as the server lists them."""

@@ -43,11 +43,11 @@ from kftrain.backends.local.hosted import ranks_on, write_mounted
 from kftrain.backends.local.output import pump
 from kftrain.backends.local.processes import ReplicaProcess, shell_exit_code, stop_replicas
 from kftrain.backends.local.replica import LocalReplica, free_port, prepare_replica
-from kftrain.contract import MODEL_ENV
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds import kind_of
 from kftrain.job.kinds.base import is_retryable_exit_code
 from kftrain.job.model import RestartPolicy, TrainingJob
+from kftrain.job.naming import outputs_of
 from kftrain.job.topology import ReplicaId, Topology, all_replicas, total_replicas
 from kftrain.job.validate import validate_job
 from kftrain.signals import shielded
@@ -366,7 +366,7 @@ class LocalBackend(Backend):
 
     def _record(self, state: _LocalJob) -> None:
         """The job's entry in the state folder (``kftrain jobs``): running, with where its logs are."""
-        model_uri = next((r.env[MODEL_ENV] for r in state.replicas if r.env.get(MODEL_ENV)), "")
+        model_uri, logs_uri = outputs_of(state.job.metadata.annotations)
         job_state.write(
             state.job.name,
             kind=state.job.kind.value,
@@ -377,7 +377,7 @@ class LocalBackend(Backend):
             workdir=str(state.workdir),
             replicas=[r.id.label for r in state.replicas],
             model_uri=model_uri,
-            logs_uri=f"{model_uri.rstrip('/')}-logs" if model_uri else "",
+            logs_uri=logs_uri,
         )
 
     def _finish(self, state: _LocalJob, result: JobResult) -> None:
