@@ -7,9 +7,11 @@ constraints.txt) is installed with ``pip install --target`` into an empty folder
 ``pip install`` does (bytecode compiled), and the folder's size is summed (bytes of every file, in MB of
 10^6 bytes). Framework images are measured in their cpu variant: torch is asked for as ``2.13.0+cpu`` so a
 CUDA build is never measured by accident (pip must find the CPU wheel: PyTorch's CPU index, or a local
-wheel). The cuda variants are not measured (several GB of nvidia-* wheels). Horovod itself is built from
-source in its image and is not part of the horovod figure. Installs are cached by the hash of pyproject.toml,
-setup.py, constraints.txt and the extras (``~/.cache/kftrain/bench-images``).
+wheel). An image whose build slims its environment (``containers/slim_site_packages.py``) is measured after
+the same slimming, with the same options. The cuda variants are not measured (several GB of nvidia-* wheels).
+Horovod itself is built from source in its image and is not part of the horovod figure. Installs are cached by
+the hash of pyproject.toml, setup.py, constraints.txt, the slimming script and the extras
+(``~/.cache/kftrain/bench-images``).
 
 The cold import time is that of the entry point's modules in a fresh ``python -S`` whose path is the
 installed folder alone (and this checkout's code first): no other site-packages can lend a module. The median
@@ -48,6 +50,7 @@ OWN_MODULES: dict[str, list[str]] = {
     "data": ["kftrain.steps.prep"],
 }
 CPU_TORCH = "torch==2.13.0+cpu"
+SLIM = ROOT / "containers" / "slim_site_packages.py"
 
 IMPORT_TIMER = """
 import sys, time
@@ -73,6 +76,13 @@ def image_extras(folder: str) -> list[str]:
     return sorted({e for group in found for e in group.split(",")})
 
 
+def slim_options(folder: str) -> list[str] | None:
+    """The options the image's build runs containers/slim_site_packages.py with; None when it does not run it."""
+    text = (ROOT / "containers" / folder / "Dockerfile").read_text().replace("\\\n", " ")
+    match = re.search(r"python3?\s+\S*slim_site_packages\.py\s+\S+((?:[ \t]+--[\w-]+)*)", text)
+    return match[1].split() if match else None
+
+
 # Not part of the package's source: a build from the checkout itself would reuse a stale build/ folder.
 NOT_SOURCE = shutil.ignore_patterns(
     ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", "runs", "local_outputs"
@@ -89,16 +99,17 @@ def requirement_set(folder: str, source: Path = ROOT) -> list[str]:
 
 def cache_key(requirements: list[str]) -> str:
     digest = hashlib.sha256()
-    for name in ("pyproject.toml", "setup.py", "constraints.txt"):
+    for name in ("pyproject.toml", "setup.py", "constraints.txt", "containers/slim_site_packages.py"):
         digest.update((ROOT / name).read_bytes())
     digest.update("\n".join(r.replace(str(ROOT), ".") for r in requirements).encode())
     return digest.hexdigest()[:16]
 
 
 def install(folder: str) -> Path:
-    """The folder the image's requirement set is installed in (cached)."""
+    """The folder the image's requirement set is installed in, slimmed as its build slims it (cached)."""
     requirements = requirement_set(folder)
-    target = CACHE / f"{folder}-{cache_key(requirements)}"
+    slim = slim_options(folder)
+    target = CACHE / f"{folder}-{cache_key([*requirements, f'slim {slim}'])}"
     if (target / ".complete").exists():
         return target
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -111,6 +122,8 @@ def install(folder: str) -> Path:
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"pip install for {folder} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+        if slim is not None:
+            subprocess.run([sys.executable, str(SLIM), str(work), *slim], check=True, stdout=subprocess.DEVNULL)
         (work / ".complete").write_text("\n".join(requirements))
         shutil.rmtree(target, ignore_errors=True)
         work.rename(target)
@@ -159,6 +172,7 @@ def measure(folder: str, repeat: int) -> dict[str, Any]:
         "image": folder,
         "extras": image_extras(folder),
         "requirements": [r.replace(str(ROOT), ".") for r in requirement_set(folder)],
+        "slimmed": slim_options(folder) is not None,
         "size_mb": size_mb(target),
         "largest": largest(target),
         "entry": modules,

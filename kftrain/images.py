@@ -3,7 +3,8 @@
 Each step runs in the smallest image that holds what it imports (README.md, "Images", has the matrix and sizes):
 
 - ``python-launch``: the launch steps and ``trainer_args``; kftrain with ``[s3]``, no ML framework;
-- ``python-data``: data prep; kftrain with ``[data,s3]`` (pyarrow, numpy, scikit-learn's bundled sample);
+- ``python-data``: data prep; kftrain with ``[data,s3]`` (pyarrow, numpy), the ``builtin:`` samples baked as
+  Parquet at build time (no scikit-learn);
 - ``python-pytorch-{cpu,cuda}``, ``python-tensorflow-{cpu,cuda}``, ``python-horovod-cpu``: the trainers,
   and evaluation and export of the models they train (a model is loaded by its own framework).
 

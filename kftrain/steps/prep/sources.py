@@ -1,5 +1,6 @@
 """Where data prep reads from: a single file, a folder, a glob or an object-store prefix of Parquet, CSV or JSON
-Lines files (hive-style ``key=value`` folders become columns), or one of scikit-learn's bundled datasets.
+Lines files (hive-style ``key=value`` folders become columns), or one of scikit-learn's bundled datasets
+(:mod:`~kftrain.steps.prep.samples`).
 
 Files are listed and checked one by one before anything is read (an empty file, a Parquet file named ``.csv``,
 a file that is not what its name says), then read as one pyarrow dataset: hive partitions discovered,
@@ -21,7 +22,6 @@ from typing import Any
 from kftrain.extras import requires
 
 with requires("data", "data prep"):
-    import numpy as np
     import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.dataset as ds
@@ -37,7 +37,6 @@ FORMATS = (PARQUET, CSV, JSONL)
 SUFFIXES = {PARQUET: (".parquet", ".pq", ".parq"), CSV: (".csv",), JSONL: (".jsonl", ".ndjson", ".json")}
 COMPRESSED = (".gz", ".bz2", ".zst", ".lz4")
 BUILTIN = "builtin:"
-BUILTINS = ("digits", "breast_cancer", "diabetes", "wine")
 PARQUET_MAGIC = b"PAR1"
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -73,33 +72,15 @@ def format_of(name: str) -> str:
     return next((fmt for fmt, suffixes in SUFFIXES.items() if lower.endswith(suffixes)), "")
 
 
-def builtin_table(name: str, label: str = "label") -> pa.Table:
-    """One of scikit-learn's bundled datasets (no download), features named as scikit-learn names them."""
-    with requires("data", "the builtin: sample datasets"):
-        from sklearn import datasets
-
-    if name not in BUILTINS:
-        raise DataValidationError(
-            f"source builtin:{name}: unknown (bundled: {', '.join(BUILTIN + b for b in BUILTINS)})"
-        )
-    if name == "digits":
-        data = datasets.load_digits()
-        x = (data.data / 16.0).astype(np.float32)  # pixel intensities 0..16 -> 0..1
-        names = [f"pixel_{i:02d}" for i in range(x.shape[1])]
-    else:
-        data = getattr(datasets, f"load_{name}")()
-        x, names = data.data.astype(np.float32), [str(n) for n in data.feature_names]
-    columns = {n: pa.array(x[:, i], type=pa.float32()) for i, n in enumerate(names)}
-    columns[label] = pa.array(data.target)
-    return pa.table(columns)
-
-
 def resolve(text: str, fmt: str = "auto") -> Source:
     """The files ``text`` names, each checked for what it is; an error naming the source or the file."""
     if fmt not in ("auto", *FORMATS):
         raise DataValidationError(f"format: {fmt!r} is not one of auto, {', '.join(FORMATS)}")
     if text.startswith(BUILTIN):
-        return Source(text, "builtin", table=builtin_table(text[len(BUILTIN) :]))
+        # Imported here, so `python -m kftrain.steps.prep.samples` (the data image's build) runs it unimported.
+        from kftrain.steps.prep.samples import sample_table
+
+        return Source(text, "builtin", table=sample_table(text[len(BUILTIN) :]))
     try:
         fs, path = storage.filesystem(text)
     except KftrainError as exc:
