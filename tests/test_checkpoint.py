@@ -1,6 +1,7 @@
 """Checkpoints published in the background (kftrain.trainers.checkpoint.Checkpointer): training goes on while
-they upload, at most ``max_in_flight`` at a time, upload errors reach the trainer, and a process killed
-mid-upload leaves the newest complete checkpoint to resume from."""
+they upload, at most ``max_in_flight`` at a time, upload errors reach the trainer, a process killed
+mid-upload leaves the newest complete checkpoint to resume from, and to an object store (the S3 test server)
+the upload runs in a child process from a local spool."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ import torch
 
 from kftrain import storage
 from kftrain.trainers import checkpoint
-from kftrain.trainers.checkpoint import Checkpointer, CheckpointError, latest_checkpoint
+from kftrain.trainers.checkpoint import SPOOL_ENV, Checkpointer, CheckpointError, latest_checkpoint
 from kftrain.trainers.global_batch import SamplerPosition
 from kftrain.trainers.torch_common import latest_uri, restore, save_checkpoint
+from tests.s3_server import moto, s3_env  # noqa: F401
 
 
 def gated(release: threading.Event, started: threading.Event | None = None, name: str = "state.bin"):
@@ -88,9 +90,10 @@ def test_max_in_flight_zero_saves_synchronously(tmp_path):
     assert latest_checkpoint(root) == (5, checkpoint.checkpoint_uri(root, 5))
 
 
-def test_the_snapshot_is_taken_when_save_returns(tmp_path):
+@pytest.mark.parametrize("store", ["local", "s3"])
+def test_the_snapshot_is_taken_when_save_returns(tmp_path, store, request):
     """Training changes the weights right after save(): the checkpoint holds them as they were."""
-    root = str(tmp_path / "ckpt")
+    root = str(tmp_path / "ckpt") if store == "local" else f"{request.getfixturevalue('s3_env')}/ckpt"
     model = torch.nn.Linear(3, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -138,3 +141,38 @@ def test_a_replica_killed_mid_upload_resumes_from_the_newest_complete_checkpoint
         proc.wait(30)
     assert latest_checkpoint(root) == (10, checkpoint.checkpoint_uri(root, 10))
     assert any("ckpt-0000000020" in p.name for p in Path(root).iterdir())  # its partial files are there, ignored
+
+
+def test_to_an_object_store_the_checkpoint_is_spooled_locally_and_uploaded_by_a_child_process(
+    tmp_path,
+    s3_env,  # noqa: F811
+    monkeypatch,
+):
+    monkeypatch.setenv(SPOOL_ENV, str(tmp_path / "spool"))
+    (tmp_path / "spool").mkdir()
+    root = f"{s3_env}/ckpt"
+    written_to: list[str] = []
+
+    def write(w: storage.ArtifactWriter) -> None:
+        written_to.append(w.uri)
+        w.write_bytes("state.bin", b"weights")
+
+    with Checkpointer(root, keep=1, max_in_flight=1) as saver:
+        saver.save(10, write)
+        saver.save(20, write)
+    # The trainer's thread wrote to the local spool; only the child process can have put them in the bucket.
+    assert [Path(uri).parent.parent for uri in written_to] == [tmp_path / "spool"] * 2
+    assert latest_checkpoint(root) == (20, checkpoint.checkpoint_uri(root, 20))
+    assert [step for step, _ in checkpoint.complete_checkpoints(root)] == [20]  # pruned to keep=1
+    uri = checkpoint.checkpoint_uri(root, 20)
+    assert storage.read_bytes(storage.join(uri, "state.bin")) == b"weights"
+    assert storage.require_complete(uri)["metadata"] == {"step": 20}
+    assert list((tmp_path / "spool").iterdir()) == []  # spools removed
+
+
+def test_a_child_upload_that_fails_reaches_the_trainer(tmp_path, s3_env):  # noqa: F811
+    root = f"s3://no-such-bucket-{tmp_path.name[-8:].lower().replace('_', '-')}/ckpt"
+    saver = Checkpointer(root, keep=3, max_in_flight=1)
+    saver.save(10, lambda w: w.write_bytes("state.bin", b"x"))
+    with pytest.raises(CheckpointError, match=rf"uploading {root}/ckpt-0000000010 failed: .+"):
+        saver.wait()
