@@ -14,7 +14,7 @@ To an object store, a background checkpoint is written to a local spool (``$KFTR
 the temporary folder) and uploaded from a child process. The upload's own Python work (HTTP, request signing,
 hashing glue) then never holds the training process's GIL, which the training loop needs between every two
 operators: uploading an 806 MB checkpoint from a thread slowed each training step by about 20% while it ran,
-from a child process by about 6% (P10's model, bench/programs/checkpoint_stall.py, this machine). The child
+from a child process by about 8% (P10's model, bench/programs/checkpoint_stall.py, this machine). The child
 publishes with the same :class:`~kftrain.storage.ArtifactWriter` (files checked against the spool's marker,
 then the marker), so the atomic publish is unchanged.
 """
@@ -188,12 +188,12 @@ class Checkpointer:
                 self._slots.release()
 
     def _publish(self, step: int, write: Writer, metadata: dict[str, Any]) -> None:
-        uri = checkpoint_uri(self.root, step)
+        uri, metadata = checkpoint_uri(self.root, step), {"step": step, **metadata}
         if self.max_in_flight == 0 or is_local(uri):  # nothing to overlap, or only local file writes
-            with storage.ArtifactWriter(uri, metadata={"step": step, **metadata}) as w:
+            with storage.ArtifactWriter(uri, metadata=metadata) as w:
                 write(w)
         else:
-            self._publish_apart(uri, write, {"step": step, **metadata})
+            self._publish_apart(uri, write, metadata)
         log.info("checkpoint complete at step %d: %s", step, uri)
         prune(self.root, self.keep)
 
