@@ -48,12 +48,12 @@ if os.environ.get("HANG"):
 """
 
 
-def manifest(tmp_path: Path, name: str, hang: bool) -> Path:
+def manifest(tmp_path: Path, name: str, hang: bool, model: bool = True) -> Path:
     program = tmp_path / "train.py"
     program.write_text(textwrap.dedent(PROGRAM))
     env = [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        {"name": "KFTRAIN_MODEL_URI", "value": str(tmp_path / "model")},
+        *([{"name": "KFTRAIN_MODEL_URI", "value": str(tmp_path / "model")}] if model else []),
         {"name": "OUT_DIR", "value": str(tmp_path)},
         *([{"name": "HANG", "value": "1"}] if hang else []),
     ]
@@ -99,6 +99,18 @@ def test_local_jobs_list_status_logs_download_delete(
     assert jobs(capsys, "delete", "done-job") == "deleted done-job\n"
     assert "done-job" not in jobs(capsys, "list")
     assert main(["jobs", "status", "done-job"]) == 2
+
+
+def test_download_of_a_job_launched_without_a_model_uri_says_so(
+    tmp_path: Path, state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["launch", "-f", str(manifest(tmp_path, "bare-job", hang=False, model=False)), "--local"]) == 0
+    capsys.readouterr()
+    assert main(["jobs", "download", "bare-job", str(tmp_path / "dest")]) == 2
+    assert "job bare-job records no model or logs location (it was launched without a model URI)" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "dest").exists()  # nothing written
 
 
 def test_a_running_local_job_is_listed_its_live_log_read_and_delete_stops_it(
