@@ -211,3 +211,40 @@ def test_a_restarted_job_resumes_from_its_checkpoint(dataset, tmp_path):
     assert m and int(m.group(1)) == 40, again.stdout[-3000:]
     assert json.loads(again.stdout.strip().splitlines()[-1])["steps"] == 80
     assert Path(tmp_path / "model" / "saved_model.pb").is_file()
+
+
+def test_the_evaluator_reads_the_next_checkpoint_when_the_chief_deletes_the_one_it_named(
+    dataset, tmp_path, caplog, monkeypatch
+):
+    """The chief keeps one checkpoint: its next save can delete the one the evaluator was about to read."""
+    import tensorflow as tf
+
+    from kftrain.data.dataset import read_info
+    from kftrain.models import tensorflow as tf_models
+    from kftrain.trainers import tf_trainer
+
+    info = read_info(dataset)
+    chief_dir = tmp_path / "ckpt" / "chief"
+    chief_model = tf_models.build_model(info.num_features, info.num_classes)
+    chief = tf.train.CheckpointManager(tf.train.Checkpoint(model=chief_model), str(chief_dir), max_to_keep=1)
+    chief.save()
+    named: list[str] = []
+    real_latest = tf.train.latest_checkpoint
+
+    def latest_then_the_chief_saves_again(directory: str) -> str | None:
+        latest = real_latest(directory)
+        if not named:  # the race, once: named, then deleted by the chief's next save, then training ends
+            named.append(Path(latest).name)
+            chief.save()
+            (tmp_path / "ckpt" / tf_trainer.DONE_MARKER).write_text("{}")
+        return latest
+
+    monkeypatch.setattr(tf.train, "latest_checkpoint", latest_then_the_chief_saves_again)
+    flags = ["--dataset", dataset, "--model-dir", str(tmp_path / "model"), "--checkpoint-dir", str(tmp_path / "ckpt")]
+    args = tf_trainer.parse_args([*flags, "--eval-poll-seconds", "0"])
+    with caplog.at_level("INFO", logger=tf_trainer.log.name):
+        metrics = tf_trainer.evaluate_checkpoints(args, tf_trainer.Role("evaluator", 0, {}))
+    assert named == ["ckpt-1"] and not (chief_dir / "ckpt-1.index").exists()
+    assert "checkpoint ckpt-1 went away while read (NotFoundError)" in caplog.text
+    assert "checkpoint ckpt-2 val_accuracy" in caplog.text
+    assert 0.0 <= metrics["val_accuracy"] <= 1.0

@@ -401,8 +401,7 @@ def evaluate_checkpoints(args: argparse.Namespace, role: Role) -> dict[str, floa
         ckpt = CheckpointDir(args.checkpoint_dir, is_chief=False)  # remote: a fresh download each round
         try:
             latest = tf.train.latest_checkpoint(str(ckpt.path / "chief"))
-            if latest and latest != seen:
-                tf.train.Checkpoint(model=model).restore(latest).expect_partial()
+            if latest and latest != seen and _restore(model, latest, final=done, label=role.label):
                 acc = _accuracy(model, xv, yv)
                 seen = latest
                 metrics = {"val_accuracy": acc}
@@ -416,6 +415,30 @@ def evaluate_checkpoints(args: argparse.Namespace, role: Role) -> dict[str, floa
             log.warning("%s: no done marker after %.0fs; evaluator exits", role.label, args.eval_timeout_seconds)
             return metrics
         time.sleep(args.eval_poll_seconds)
+
+
+def _restore(model: Any, checkpoint: str, final: bool, label: str) -> bool:
+    """Load a checkpoint the chief named; False when its next save deleted it before it was read.
+
+    The chief keeps one checkpoint (Keras's BackupAndRestore), so the one `latest_checkpoint` named
+    can be gone a moment later. Once the chief is done (`final`) nothing replaces a checkpoint, so
+    an error then is real.
+    """
+    import tensorflow as tf
+
+    try:
+        tf.train.Checkpoint(model=model).restore(checkpoint).expect_partial()
+    except tf.errors.OpError as error:
+        if final:
+            raise
+        log.info(
+            "%s: checkpoint %s went away while read (%s); waiting for the next one",
+            label,
+            Path(checkpoint).name,
+            type(error).__name__,
+        )
+        return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
