@@ -6,10 +6,12 @@ the upload runs in a child process from a local spool."""
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ from kftrain.trainers import checkpoint
 from kftrain.trainers.checkpoint import SPOOL_ENV, Checkpointer, CheckpointError, latest_checkpoint
 from kftrain.trainers.global_batch import SamplerPosition
 from kftrain.trainers.torch_common import latest_uri, restore, save_checkpoint
-from tests.s3_server import moto, s3_env  # noqa: F401
+from tests.s3_server import moto, s3_env, set_s3_env  # noqa: F401
 
 
 def gated(release: threading.Event, started: threading.Event | None = None, name: str = "state.bin"):
@@ -176,3 +178,59 @@ def test_a_child_upload_that_fails_reaches_the_trainer(tmp_path, s3_env):  # noq
     saver.save(10, lambda w: w.write_bytes("state.bin", b"x"))
     with pytest.raises(CheckpointError, match=rf"uploading {root}/ckpt-0000000010 failed: .+"):
         saver.wait()
+
+
+TRAINER_THEN_STUCK_UPLOAD = textwrap.dedent(
+    """
+    import sys, threading
+    from kftrain.trainers.checkpoint import Checkpointer
+    Checkpointer(sys.argv[1], keep=3, max_in_flight=1).save(10, lambda w: w.write_bytes("state.bin", b"x"))
+    threading.Event().wait()
+    """
+)
+
+
+def _children(pid: int) -> list[int]:
+    tasks = Path(f"/proc/{pid}/task")
+    return [int(c) for task in tasks.iterdir() for c in (task / "children").read_text().split()]
+
+
+def _gone(pid: int) -> bool:
+    """Ended: no such process, or a zombie waiting for whoever adopted it to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _poll(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel ends the child on Linux only")
+def test_a_child_upload_ends_with_its_trainer_and_removes_the_spool(tmp_path, monkeypatch):
+    """A trainer killed mid-upload: its child must not complete that checkpoint behind a restarted replica."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts connections, never answers
+        set_s3_env(monkeypatch, f"http://127.0.0.1:{silent.getsockname()[1]}")
+        monkeypatch.setenv(SPOOL_ENV, str(tmp_path))
+        trainer = subprocess.Popen([sys.executable, "-c", TRAINER_THEN_STUCK_UPLOAD, "s3://bucket/ckpt"])
+        try:
+            assert _poll(lambda: bool(_children(trainer.pid)), 60), "no upload child started"
+            (uploader,) = _children(trainer.pid)
+            assert "upload_from_spool" in Path(f"/proc/{uploader}/cmdline").read_text()
+            assert len(list(tmp_path.iterdir())) == 1  # the spool
+            silent.settimeout(60)
+            connection, _ = silent.accept()  # the child is uploading
+            trainer.kill()
+            trainer.wait(30)
+            # The kernel signals the child as the trainer ends; the bound is for a busy machine, not a timing.
+            assert _poll(lambda: _gone(uploader), 30), "the upload outlived its trainer"
+            connection.close()
+        finally:
+            trainer.kill()
+    assert list(tmp_path.iterdir()) == []

@@ -16,16 +16,19 @@ hashing glue) then never holds the training process's GIL, which the training lo
 operators: uploading an 806 MB checkpoint from a thread slowed each training step by about 20% while it ran,
 from a child process by about 8% (P10's model, bench/programs/checkpoint_stall.py, this machine). The child
 publishes with the same :class:`~kftrain.storage.ArtifactWriter` (files checked against the spool's marker,
-then the marker), so the atomic publish is unchanged.
+then the marker), so the atomic publish is unchanged. The child ends with its trainer (see
+:func:`upload_from_spool`), so a killed trainer has no checkpoint completed behind it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -44,8 +47,9 @@ log = logging.getLogger(__name__)
 
 _CKPT_RE = re.compile(r"^ckpt-(\d{10})$")
 SPOOL_ENV = "KFTRAIN_CHECKPOINT_SPOOL"
-# What the child process runs: upload_artifact(SRC, DST) from this module.
-_UPLOAD = "import sys; from kftrain.trainers.checkpoint import upload_artifact; upload_artifact(*sys.argv[1:3])"
+# What the child process runs: upload_from_spool(PARENT_PID, SPOOL, DST) from this module.
+_UPLOAD = "import sys; from kftrain.trainers.checkpoint import upload_from_spool; upload_from_spool(*sys.argv[1:4])"
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def checkpoint_uri(root: str, step: int) -> str:
@@ -201,10 +205,11 @@ class Checkpointer:
         """Write the checkpoint to a local spool, then publish it at ``uri`` from a child process."""
         spool = tempfile.mkdtemp(prefix="kftrain-checkpoint-", dir=os.environ.get(SPOOL_ENV) or None)
         try:
-            local = os.path.join(spool, "ckpt")
+            local = _spooled(spool)
             with storage.ArtifactWriter(local, metadata=metadata) as w:
                 write(w)
-            child = subprocess.run([sys.executable, "-c", _UPLOAD, local, uri], capture_output=True, text=True)
+            argv = [sys.executable, "-c", _UPLOAD, str(os.getpid()), spool, uri]
+            child = subprocess.run(argv, capture_output=True, text=True)
             if child.returncode != 0:
                 lines = child.stderr.strip().splitlines() or [f"exit code {child.returncode}"]
                 raise CheckpointError(f"uploading {uri} failed: {lines[-1]}")
@@ -216,9 +221,35 @@ class Checkpointer:
             raise CheckpointError(f"a checkpoint upload to {self.root} failed: {self._error}") from self._error
 
 
+def upload_from_spool(parent_pid: str, spool: str, dst: str) -> None:
+    """The child process's entry: publish the checkpoint spooled in ``spool`` as ``dst``.
+
+    It ends with its trainer: a trainer killed mid-upload must not have a checkpoint completed behind it,
+    after a restarted replica has chosen where to resume and may be writing the same step. On Linux the
+    kernel sends SIGTERM when the thread that started this process ends (``PR_SET_PDEATHSIG``; that thread
+    waits for this process, so only the trainer's death ends it first); elsewhere only a trainer already
+    gone at start is noticed. Either way the spool, which the trainer would have removed, is removed here.
+    """
+
+    def orphaned(signum: int, _frame: object) -> None:
+        shutil.rmtree(spool, ignore_errors=True)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, orphaned)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != int(parent_pid):  # it ended before the request above
+        orphaned(signal.SIGTERM, None)
+    upload_artifact(_spooled(spool), dst)
+
+
+def _spooled(spool: str) -> str:
+    return os.path.join(spool, "ckpt")
+
+
 def upload_artifact(src: str, dst: str) -> None:
-    """Publish the complete artifact at ``src`` as ``dst``: its files, checked against its marker, then the marker
-    (the child process :class:`Checkpointer` uploads from)."""
+    """Publish the complete artifact at ``src`` as ``dst``: its files, checked against its marker, then the
+    marker."""
     manifest = storage.require_complete(src)
     with storage.ArtifactWriter(dst, metadata=manifest.get("metadata") or {}) as w:
         w.add(src)
