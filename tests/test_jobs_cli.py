@@ -3,6 +3,7 @@ Kubernetes API."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -16,9 +17,11 @@ import pytest
 import yaml
 
 from kftrain import storage
+from kftrain.backends import LocalBackend, LocalConfig
 from kftrain.backends.local.state import STATE_DIR_ENV
 from kftrain.cli.app import main
 from kftrain.cli.jobs import KubernetesJobs
+from kftrain.job import load_manifest_file
 from tests.conftest import pytorchjob, replica
 from tests.fake_k8s import FakeKube, JobSim, OperatorSim
 from tests.test_kubernetes_backend import api_client, make_backend, pytorch_job, running, stamped
@@ -166,6 +169,37 @@ def test_a_running_local_job_is_listed_its_live_log_read_and_delete_stops_it(
             if process is not None and process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+def test_a_scaled_up_local_job_lists_and_follows_its_new_replica(
+    tmp_path: Path, state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    backend = LocalBackend(LocalConfig(out=io.StringIO(), grace_period_s=2))
+    handle = backend.submit(load_manifest_file(manifest(tmp_path, "grown-job", hang=True)))
+    env = {**os.environ, STATE_DIR_ENV: str(state)}
+    follow = [sys.executable, "-m", "kftrain.cli", "jobs", "logs", "grown-job", "--tail", "1", "--follow"]
+    follower = subprocess.Popen(follow, env=env, stdout=subprocess.PIPE, text=True)
+    followed: list[str] = []
+    reader = threading.Thread(target=lambda: followed.extend(follower.stdout or []), daemon=True)
+    reader.start()
+    grown = "[worker-1] grown-job-worker-1 still training\n"
+    try:
+        deadline = time.monotonic() + 60
+        while "[worker-0] grown-job-worker-0 still training\n" not in followed:
+            assert time.monotonic() < deadline and follower.poll() is None, followed
+            time.sleep(0.05)
+        backend.scale(handle, "Worker", 2)  # as `kubectl scale`: worker-1 starts
+        while grown not in followed:  # the follower found the replica that joined
+            assert time.monotonic() < deadline and follower.poll() is None, followed
+            time.sleep(0.05)
+        assert "replicas: master-0, worker-0, worker-1" in jobs(capsys, "status", "grown-job")
+        assert "[worker-1] grown-job-worker-1 says hello\n" in jobs(capsys, "logs", "grown-job")
+    finally:
+        backend.cancel(handle)
+        backend.wait(handle, 60)
+        if follower.poll() is None and follower.wait(30) is None:
+            follower.kill()
+    assert follower.returncode == 0  # the job ended: so does following it
 
 
 def test_kubernetes_jobs_list_status_logs_delete(kube: FakeKube, operator: OperatorSim) -> None:

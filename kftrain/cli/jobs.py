@@ -169,14 +169,21 @@ class LocalJobs:
             for line in _tail((text or "").splitlines(), tail):
                 yield label, line
         if follow and r.get("phase") == local_state.RUNNING:
-            yield from self._follow(name, {label: live / f"{label}.log" for label in labels}, offsets)
+            yield from self._follow(name, live, labels, offsets, joining=replica is None)
 
-    def _follow(self, name: str, paths: dict[str, Path], offsets: dict[str, int]) -> Iterator[Line]:
-        """The whole lines appended to the replicas' live logs from ``offsets`` on, until the job has ended."""
+    def _follow(
+        self, name: str, live: Path, labels: list[str], offsets: dict[str, int], joining: bool
+    ) -> Iterator[Line]:
+        """The whole lines appended to the replicas' live logs from ``offsets`` on, until the job has ended;
+        ``joining``: also of the replicas the job starts meanwhile (scaled up), from their first line."""
         while True:
-            running = (local_state.read(name) or {}).get("phase") == local_state.RUNNING
+            record = local_state.read(name) or {}
+            running = record.get("phase") == local_state.RUNNING
+            if joining:
+                labels += [label for label in record.get("replicas") or [] if label not in labels]
             printed = False
-            for label, path in paths.items():
+            for label in labels:
+                path = live / f"{label}.log"
                 try:
                     with path.open("rb") as log:
                         log.seek(offsets.get(label, 0))

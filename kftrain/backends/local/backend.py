@@ -291,6 +291,7 @@ class LocalBackend(Backend):
             replica.finished = True
             self._stop([replica])
         job.replica_specs[replica_type].replicas = replicas
+        job_state.write(job.name, replicas=_labels(state))  # `kftrain jobs logs` reads the new ones too
 
     def _scale_hosted(self, state: _LocalJob, workers: int) -> None:
         """Workers without a program of their own: new ones get indices never used before in this job (a lost
@@ -375,7 +376,7 @@ class LocalBackend(Backend):
             launcher_pid=os.getpid(),
             phase=job_state.RUNNING,
             workdir=str(state.workdir),
-            replicas=[r.id.label for r in state.replicas],
+            replicas=_labels(state),
             model_uri=model_uri,
             logs_uri=logs_uri,
         )
@@ -424,3 +425,8 @@ class LocalBackend(Backend):
             replica.last_exit = codes.get(replica.proc.pid, replica.last_exit)
             self._drain(replica)
             replica.proc = None
+
+
+def _labels(state: _LocalJob) -> list[str]:
+    """Every replica the job has started, in the order it started them (a scaled-down one stays: its log does)."""
+    return [r.id.label for r in state.replicas]
