@@ -18,10 +18,12 @@ from kftrain.contract import CHECKPOINT_ENV, DATASET_ENV, MODEL_ENV
 from kftrain.job import JobKind
 from kftrain.launch.request import LaunchRequest, TFJobOptions
 from kftrain.launch.step import Artifacts, inject_artifact_env
+from tests.s3_server import moto, s3_env  # noqa: F401
 
 pytest.importorskip("tf_keras", reason="the TensorFlow trainer needs tensorflow + tf_keras")
 
 TRAINER = ["python", "-m", "kftrain.trainers.tf_trainer"]
+CKPT_FILES = ("data-00000-of-00001", "index")
 ARGS = ["--dataset", f"$({DATASET_ENV})", "--model-dir", f"$({MODEL_ENV})", "--checkpoint-dir", f"$({CHECKPOINT_ENV})"]
 
 
@@ -196,15 +198,21 @@ def test_parameter_server_job_with_chief_ps_workers_and_evaluator(dataset, tmp_p
 
 
 @pytest.mark.slow
-def test_a_restarted_job_resumes_from_its_checkpoint(dataset, tmp_path):
+@pytest.mark.parametrize("store", ["local", "s3"])
+def test_a_restarted_job_resumes_from_its_checkpoint(dataset, tmp_path, store, request):
     import subprocess
 
+    ckpt = str(tmp_path / "ckpt") if store == "local" else f"{request.getfixturevalue('s3_env')}/ckpt"
     base = [sys.executable, "-m", "kftrain.trainers.tf_trainer", "--dataset", dataset]
-    base += ["--model-dir", str(tmp_path / "model"), "--checkpoint-dir", str(tmp_path / "ckpt")]
+    base += ["--model-dir", str(tmp_path / "model"), "--checkpoint-dir", ckpt]
     base += ["--checkpoint-every-steps", "10"]
     first = subprocess.run([*base, "--epochs", "1"], capture_output=True, text=True, timeout=120)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "no checkpoint, starting at step 0" in first.stdout
+    # What the next run resumes from: one checkpoint (Keras keeps one), the index naming it, the done marker.
+    fs, root = storage.filesystem(ckpt)
+    kept = sorted(str(path)[len(root) :].lstrip("/") for path in fs.find(root))
+    assert kept == ["_TRAINING_DONE.json", "chief/checkpoint", *(f"chief/ckpt-4.{e}" for e in CKPT_FILES)], kept
     again = subprocess.run([*base, "--epochs", "2"], capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     m = re.search(r"resumed from checkpoint at step (\d+)", again.stdout)
@@ -213,20 +221,52 @@ def test_a_restarted_job_resumes_from_its_checkpoint(dataset, tmp_path):
     assert Path(tmp_path / "model" / "saved_model.pb").is_file()
 
 
+class Chief:
+    """The chief's side of the race: Keras's BackupAndRestore keeps one checkpoint, synced to its URI."""
+
+    def __init__(self, dataset: str, uri: str) -> None:
+        import tensorflow as tf
+
+        from kftrain.data.dataset import read_info
+        from kftrain.models import tensorflow as tf_models
+        from kftrain.trainers.tf_trainer import CheckpointDir
+
+        info = read_info(dataset)
+        self.uri = uri
+        self.folder = CheckpointDir(uri, is_chief=True)
+        model = tf_models.build_model(info.num_features, info.num_classes)
+        self.manager = tf.train.CheckpointManager(
+            tf.train.Checkpoint(model=model), str(self.folder.path / "chief"), max_to_keep=1
+        )
+
+    def save(self) -> None:
+        self.manager.save()
+        self.folder.sync()
+
+    def finish(self) -> None:
+        from kftrain.trainers.tf_trainer import DONE_MARKER
+
+        with storage.open_uri(storage.join(self.uri, DONE_MARKER), "wb") as marker:
+            marker.write(b"{}")
+        self.folder.close()
+
+
+def evaluate(dataset: str, tmp_path: Path, uri: str, caplog) -> dict[str, float]:
+    from kftrain.trainers import tf_trainer
+
+    flags = ["--dataset", dataset, "--model-dir", str(tmp_path / "model"), "--checkpoint-dir", uri]
+    args = tf_trainer.parse_args([*flags, "--eval-poll-seconds", "0"])
+    with caplog.at_level("INFO", logger=tf_trainer.log.name):
+        return tf_trainer.evaluate_checkpoints(args, tf_trainer.Role("evaluator", 0, {}))
+
+
 def test_the_evaluator_reads_the_next_checkpoint_when_the_chief_deletes_the_one_it_named(
     dataset, tmp_path, caplog, monkeypatch
 ):
     """The chief keeps one checkpoint: its next save can delete the one the evaluator was about to read."""
     import tensorflow as tf
 
-    from kftrain.data.dataset import read_info
-    from kftrain.models import tensorflow as tf_models
-    from kftrain.trainers import tf_trainer
-
-    info = read_info(dataset)
-    chief_dir = tmp_path / "ckpt" / "chief"
-    chief_model = tf_models.build_model(info.num_features, info.num_classes)
-    chief = tf.train.CheckpointManager(tf.train.Checkpoint(model=chief_model), str(chief_dir), max_to_keep=1)
+    chief = Chief(dataset, str(tmp_path / "ckpt"))
     chief.save()
     named: list[str] = []
     real_latest = tf.train.latest_checkpoint
@@ -236,15 +276,45 @@ def test_the_evaluator_reads_the_next_checkpoint_when_the_chief_deletes_the_one_
         if not named:  # the race, once: named, then deleted by the chief's next save, then training ends
             named.append(Path(latest).name)
             chief.save()
-            (tmp_path / "ckpt" / tf_trainer.DONE_MARKER).write_text("{}")
+            chief.finish()
         return latest
 
     monkeypatch.setattr(tf.train, "latest_checkpoint", latest_then_the_chief_saves_again)
-    flags = ["--dataset", dataset, "--model-dir", str(tmp_path / "model"), "--checkpoint-dir", str(tmp_path / "ckpt")]
-    args = tf_trainer.parse_args([*flags, "--eval-poll-seconds", "0"])
-    with caplog.at_level("INFO", logger=tf_trainer.log.name):
-        metrics = tf_trainer.evaluate_checkpoints(args, tf_trainer.Role("evaluator", 0, {}))
-    assert named == ["ckpt-1"] and not (chief_dir / "ckpt-1.index").exists()
+    metrics = evaluate(dataset, tmp_path, chief.uri, caplog)
+    assert named == ["ckpt-1"] and not (tmp_path / "ckpt" / "chief" / "ckpt-1.index").exists()
     assert "checkpoint ckpt-1 went away while read (NotFoundError)" in caplog.text
+    assert "checkpoint ckpt-2 val_accuracy" in caplog.text
+    assert 0.0 <= metrics["val_accuracy"] <= 1.0
+
+
+def test_the_evaluator_downloads_again_when_the_chief_prunes_during_the_download(
+    dataset,
+    tmp_path,
+    caplog,
+    monkeypatch,
+    s3_env,  # noqa: F811
+):
+    """On an object store the evaluator downloads the folder each round; the chief's sync removes the files of
+    the checkpoint it no longer keeps, which can be between the download's listing and its copy."""
+    from kftrain.storage import artifact
+
+    chief = Chief(dataset, f"{s3_env}/ckpt")
+    chief.save()
+    listed: list[list[str]] = []
+    real_sources = artifact._sources
+
+    def listed_then_the_chief_saves_again(src_uri: str):
+        found = real_sources(src_uri)
+        if not listed:  # the race, once: listed, then pruned by the chief's next sync, then training ends
+            listed.append([rel for rel, _, _ in found[1]])
+            chief.save()
+            chief.finish()
+        return found
+
+    monkeypatch.setattr(artifact, "_sources", listed_then_the_chief_saves_again)
+    metrics = evaluate(dataset, tmp_path, chief.uri, caplog)
+    assert listed == [[f"chief/{name}" for name in ("checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index")]]
+    assert "the checkpoints changed while downloaded" in caplog.text
+    assert "checkpoint ckpt-1 val_accuracy" not in caplog.text
     assert "checkpoint ckpt-2 val_accuracy" in caplog.text
     assert 0.0 <= metrics["val_accuracy"] <= 1.0

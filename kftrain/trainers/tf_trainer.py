@@ -53,6 +53,7 @@ from kftrain.trainers.common import global_batch_size, keras_reporter, print_sum
 log = logging.getLogger("kftrain.trainer")
 
 DONE_MARKER = "_TRAINING_DONE.json"
+TF_CHECKPOINT_INDEX = "checkpoint"  # the file naming the newest checkpoint in a folder
 SINGLE, MWMS, PS = "single", "multi_worker_mirrored", "parameter_server"
 
 
@@ -124,12 +125,32 @@ class CheckpointDir:
             self.path.mkdir(parents=True, exist_ok=True)
         else:
             self.path = Path(tempfile.mkdtemp(prefix="kftrain-tf-ckpt-"))
-            if storage.exists(uri):
-                storage.download(uri, self.path)
+            try:
+                if storage.exists(uri):
+                    storage.download(uri, self.path)
+            except BaseException:
+                self.close()
+                raise
 
     def sync(self) -> None:
-        if self.remote and self.is_chief and any(self.path.iterdir()):
-            storage.upload(self.path, self.uri)
+        """Mirror the local folder at the URI, in an order that keeps the URI resumable at every moment: the
+        checkpoint's files, then TensorFlow's ``checkpoint`` index that names it, then the files of the
+        checkpoints it no longer keeps (Keras keeps one; without this the URI kept every one ever saved)."""
+        if not (self.remote and self.is_chief):
+            return
+        files = sorted(
+            (p.relative_to(self.path).as_posix() for p in self.path.rglob("*") if p.is_file()),
+            key=lambda rel: (rel.rsplit("/", 1)[-1] == TF_CHECKPOINT_INDEX, rel),
+        )
+        if not files:
+            return
+        for rel in files:
+            storage.upload(self.path / rel, storage.join(self.uri, rel))
+        keep = {*files, DONE_MARKER}
+        fs, root = storage.filesystem(self.uri)
+        stale = [path for path in fs.find(root) if str(path)[len(root) :].lstrip("/") not in keep]
+        if stale:
+            fs.rm(stale)
 
     def close(self) -> None:
         if self.remote:
@@ -398,16 +419,17 @@ def evaluate_checkpoints(args: argparse.Namespace, role: Role) -> dict[str, floa
     metrics: dict[str, float] = {}
     while True:
         done = storage.exists(_done_uri(args.checkpoint_dir))
-        ckpt = CheckpointDir(args.checkpoint_dir, is_chief=False)  # remote: a fresh download each round
-        try:
-            latest = tf.train.latest_checkpoint(str(ckpt.path / "chief"))
-            if latest and latest != seen and _restore(model, latest, final=done, label=role.label):
-                acc = _accuracy(model, xv, yv)
-                seen = latest
-                metrics = {"val_accuracy": acc}
-                log.info("%s: checkpoint %s val_accuracy %.4f", role.label, Path(latest).name, acc)
-        finally:
-            ckpt.close()
+        ckpt = _fetch(args.checkpoint_dir, final=done, label=role.label)
+        if ckpt is not None:
+            try:
+                latest = tf.train.latest_checkpoint(str(ckpt.path / "chief"))
+                if latest and latest != seen and _restore(model, latest, final=done, label=role.label):
+                    acc = _accuracy(model, xv, yv)
+                    seen = latest
+                    metrics = {"val_accuracy": acc}
+                    log.info("%s: checkpoint %s val_accuracy %.4f", role.label, Path(latest).name, acc)
+            finally:
+                ckpt.close()
         if done:
             log.info("%s: the chief is done; evaluator exits", role.label)
             return metrics
@@ -415,6 +437,18 @@ def evaluate_checkpoints(args: argparse.Namespace, role: Role) -> dict[str, floa
             log.warning("%s: no done marker after %.0fs; evaluator exits", role.label, args.eval_timeout_seconds)
             return metrics
         time.sleep(args.eval_poll_seconds)
+
+
+def _fetch(uri: str, final: bool, label: str) -> CheckpointDir | None:
+    """The chief's checkpoint folder (an object store's: a fresh download); None when the chief removed a file
+    of an older checkpoint while it was downloaded. Once the chief is done (``final``) an error is real."""
+    try:
+        return CheckpointDir(uri, is_chief=False)
+    except (OSError, storage.StorageError) as error:
+        if final:
+            raise
+        log.info("%s: the checkpoints changed while downloaded (%s); trying again", label, error)
+        return None
 
 
 def _restore(model: Any, checkpoint: str, final: bool, label: str) -> bool:
