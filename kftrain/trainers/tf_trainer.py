@@ -9,12 +9,14 @@ Run unchanged by the local backend and by the training operator (TFJob). What it
   ``model.fit``; workers and parameter servers start a ``tf.distribute.Server`` and block (the
   operator, or the local backend, stops them once the chief succeeds);
 * an ``evaluator`` task (either mode) evaluates every new checkpoint on the validation split and
-  exits when the chief writes its done marker (``_TRAINING_DONE.json`` in the checkpoint root).
+  exits when the chief writes its done marker (``_TRAINING_DONE.json`` in the checkpoint root); a
+  checkpoint the chief replaces while the evaluator reads it is skipped for the next one.
 
 Checkpoints: ``BackupAndRestore`` under ``<checkpoint-dir>`` every ``--checkpoint-every-steps`` steps
 (with ParameterServerStrategy, which allows no batch-level callbacks, every "epoch" of fit is that
 many steps), so a restarted job resumes where the last checkpoint left it; the step it resumed from
-is logged. Only the chief (worker 0 when there is no chief) writes the final model: a SavedModel plus
+is logged. Keras keeps one checkpoint; to an object store the chief mirrors its local folder after each
+save (the new files, then the index naming them, then removal of the replaced ones). Only the chief (worker 0 when there is no chief) writes the final model: a SavedModel plus
 ``model.json``; non-chief MultiWorkerMirrored workers take part in the save (it is collective) into a
 temporary folder they delete, as TensorFlow's multi-worker saving convention asks.
 
