@@ -16,9 +16,10 @@ Checkpoints: ``BackupAndRestore`` under ``<checkpoint-dir>`` every ``--checkpoin
 (with ParameterServerStrategy, which allows no batch-level callbacks, every "epoch" of fit is that
 many steps), so a restarted job resumes where the last checkpoint left it; the step it resumed from
 is logged. Keras keeps one checkpoint; to an object store the chief mirrors its local folder after each
-save (the new files, then the index naming them, then removal of the replaced ones). Only the chief (worker 0 when there is no chief) writes the final model: a SavedModel plus
-``model.json``; non-chief MultiWorkerMirrored workers take part in the save (it is collective) into a
-temporary folder they delete, as TensorFlow's multi-worker saving convention asks.
+save (the new files, then the index naming them, then removal of the replaced ones). Only the chief
+(worker 0 when there is no chief) writes the final model: a SavedModel plus ``model.json``; non-chief
+MultiWorkerMirrored workers take part in the save (it is collective) into a temporary folder they
+delete, as TensorFlow's multi-worker saving convention asks.
 
     python -m kftrain.trainers.tf_trainer --dataset URI --model-dir URI [--checkpoint-dir URI]
 
@@ -456,8 +457,8 @@ def _fetch(uri: str, final: bool, label: str) -> CheckpointDir | None:
 def _restore(model: Any, checkpoint: str, final: bool, label: str) -> bool:
     """Load a checkpoint the chief named; False when its next save deleted it before it was read.
 
-    The chief keeps one checkpoint (Keras's BackupAndRestore), so the one `latest_checkpoint` named
-    can be gone a moment later. Once the chief is done (`final`) nothing replaces a checkpoint, so
+    The chief keeps one checkpoint (Keras's BackupAndRestore), so the one ``latest_checkpoint`` named
+    can be gone a moment later. Once the chief is done (``final``) nothing replaces a checkpoint, so
     an error then is real.
     """
     import tensorflow as tf
