@@ -5,6 +5,7 @@ the upload runs in a child process from a local spool."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import subprocess
@@ -191,8 +192,11 @@ TRAINER_THEN_STUCK_UPLOAD = textwrap.dedent(
 
 
 def _children(pid: int) -> list[int]:
-    tasks = Path(f"/proc/{pid}/task")
-    return [int(c) for task in tasks.iterdir() for c in (task / "children").read_text().split()]
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
+            found += [int(child) for child in (task / "children").read_text().split()]
+    return found
 
 
 def _gone(pid: int) -> bool:
