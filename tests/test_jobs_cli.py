@@ -295,5 +295,64 @@ def test_kubernetes_logs_follow_streams_every_replica_until_it_ends(kube: FakeKu
     first = sorted(next(followed) for _ in range(2))  # each replica's last line, then what it prints next
     assert first == [("master-0", "master-0 epoch 2"), ("worker-0", "worker-0 epoch 2")]
     more.set()
-    rest = sorted(followed)  # ends when both containers have ended
+    rest = sorted(followed)  # ends when the job has ended
     assert rest == [("master-0", "master-0 epoch 3"), ("worker-0", "worker-0 epoch 3")]
+    # Following a job that has ended: each replica's last lines, and the end at once.
+    assert sorted(ops.logs(handle.name, None, 2, True)) == [
+        *(("master-0", f"master-0 epoch {n}") for n in (2, 3)),
+        *(("worker-0", f"worker-0 epoch {n}") for n in (2, 3)),
+    ]
+
+
+def test_kubernetes_logs_follow_picks_up_a_replica_that_starts_later(kube: FakeKube, operator: OperatorSim) -> None:
+    """A scale-up (or a replacement pod) while following: its lines come too, from its first one."""
+    grow, finish = threading.Event(), threading.Event()
+
+    def train(sim: JobSim) -> None:
+        running(sim)
+        sim.log("worker-0", "worker-0 epoch 1")
+        while not grow.is_set():
+            sim.sleep(0.02)
+        sim.scale_up("Worker")
+        sim.start("worker-1")
+        sim.log("worker-1", "worker-1 joined", "worker-1 epoch 2")
+        while not finish.is_set():
+            sim.sleep(0.02)
+        sim.log("worker-1", "worker-1 done")
+        sim.exit_all(0)
+        sim.condition("Succeeded")
+
+    operator.scenario = train
+    backend, _ = make_backend(kube)
+    handle = backend.submit(stamped(pytorch_job(workers=1), "run-1", "task-1"))
+    ops = KubernetesJobs(handle.namespace, api_client(kube))
+    deadline = time.monotonic() + 20
+    while ("worker-0", "worker-0 epoch 1") not in ops.logs(handle.name, None, None, False):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    followed: list[tuple[str, str]] = []  # every replica
+    only_new: list[tuple[str, str]] = []  # --replica worker-1: no such pod yet, it is waited for
+    readers = [
+        threading.Thread(target=lambda: followed.extend(ops.logs(handle.name, None, None, True)), daemon=True),
+        threading.Thread(target=lambda: only_new.extend(ops.logs(handle.name, "worker-1", None, True)), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+
+    def until(line: tuple[str, str]) -> None:
+        deadline = time.monotonic() + 20
+        while line not in followed:
+            assert time.monotonic() < deadline, followed
+            time.sleep(0.02)
+
+    until(("worker-0", "worker-0 epoch 1"))
+    grow.set()
+    until(("worker-1", "worker-1 epoch 2"))
+    finish.set()
+    for reader in readers:
+        reader.join(30)
+        assert not reader.is_alive()  # the job ended: so did following it
+    assert followed == [("worker-0", "worker-0 epoch 1")] + [
+        ("worker-1", line) for line in ("worker-1 joined", "worker-1 epoch 2", "worker-1 done")
+    ]
+    assert only_new == [("worker-1", line) for line in ("worker-1 joined", "worker-1 epoch 2", "worker-1 done")]

@@ -5,7 +5,9 @@
 MPIJob, TrainJob) labelled ``app.kubernetes.io/managed-by=kftrain``. Logs come from the running replicas (the
 live log files, the pods), else from the logs the launch step kept beside the model; where those and the model
 are, the job itself records (:func:`kftrain.job.naming.outputs_of`), so ``logs`` and ``download`` work
-after the pods are gone. ``logs --follow`` prints every running replica's new lines until they end.
+after the pods are gone. ``logs --follow`` prints every replica's new lines until the job ends, those of
+replicas that start meanwhile (a scale-up, a replacement pod) too; on a cluster it is the launch step's own
+log follower (:class:`kftrain.backends.kubernetes.logs.LogFollower`) on the same two watches.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kftrain import storage
+from kftrain.backends.console import Console
 from kftrain.backends.local import state as local_state
 from kftrain.errors import KftrainError
 from kftrain.job.naming import MANAGED_BY, MANAGED_BY_LABEL, outputs_of
@@ -307,50 +310,58 @@ class KubernetesJobs:
         pods = {pod_label(p): p for p in self.api.job_pods(ref)}
         _, logs_uri = outputs_of(obj["metadata"].get("annotations"))
         labels = [replica] if replica else sorted({*pods, *kept_logs(logs_uri)})
-        streams: dict[str, tuple[str, str | None]] = {}  # replica -> (pod, container) to follow
         for label in labels:
             if label in pods:
-                pod, container = pod_name(pods[label]), main_container(pods[label], ref.main_container).name
                 if follow:
-                    streams[label] = (pod, container)  # its stream starts with the same last lines
-                    continue
+                    continue  # followed below, from the same last lines
+                pod, container = pod_name(pods[label]), main_container(pods[label], ref.main_container).name
                 text: str | None = self.api.pod_log(self.namespace, pod, container, tail_lines=tail, previous=False)
             else:
                 text = read_kept(logs_uri, label)
             for line in _tail((text or "").splitlines(), tail):
                 yield label, line
-        if streams:
-            yield from self._follow(streams, tail)
+        if follow:
+            yield from self._follow(ref, replica, tail)
 
-    def _follow(self, streams: dict[str, tuple[str, str | None]], tail: int | None) -> Iterator[Line]:
-        """Each pod's log as the API streams it (its last ``tail`` lines first), until every stream has ended."""
-        from kubernetes.client.exceptions import ApiException
-        from kubernetes.watch.watch import iter_resp_lines
+    def _follow(self, ref: Any, replica: str | None, tail: int | None) -> Iterator[Line]:
+        """The replica pods' logs as they are written, until the job has ended (or is deleted): the launcher's
+        own :class:`LogFollower` on the launcher's pod and job watches, so a pod that starts later (a scale-up,
+        a replacement) is followed too, and a container restarted in place again."""
+        from kftrain.backends.kubernetes.config import KubernetesConfig
+        from kftrain.backends.kubernetes.logs import LogFollower
+        from kftrain.backends.kubernetes.watch import Watcher, result_of
 
-        lines: queue.Queue[Line | None] = queue.Queue()
-
-        def stream(label: str, pod: str, container: str | None) -> None:
-            try:
-                response = self.api.follow_pod_log(self.namespace, pod, container, tail_lines=tail)
-                try:
-                    for line in iter_resp_lines(response):
-                        lines.put((label, line))
-                finally:
-                    response.release_conn()
-            except ApiException as exc:  # not started yet, or gone: say so, and follow the others
-                lines.put((label, f"(no log to follow: {exc.reason})"))
-            finally:
-                lines.put(None)
-
-        for label, (pod, container) in streams.items():
-            threading.Thread(target=stream, args=(label, pod, container), name=f"follow {label}", daemon=True).start()
-        ended = 0
-        while ended < len(streams):
-            item = lines.get()
-            if item is None:
-                ended += 1
-            else:
-                yield item
+        cfg = KubernetesConfig()
+        changed = threading.Event()  # a watch saw a change, or a line came
+        lines: queue.Queue[Line] = queue.Queue()
+        console = _Collected(lines, changed)
+        follower = LogFollower(self.api, console, ref, tail_lines=cfg.log_tail_lines, stream_from=tail, replica=replica)
+        options: dict[str, Any] = {"retry": cfg.retry, "window_s": cfg.watch_window_s, "changed": changed}
+        jobs = Watcher(self.api, console, str(ref), self.api.job_collection(ref), **options)
+        pods = Watcher(self.api, console, f"pods of {ref}", self.api.pod_collection(ref), **options)
+        pods.add_listener(follower.update)
+        jobs.start()
+        pods.start()
+        try:
+            while True:
+                changed.clear()  # before reading: what comes from now on wakes the wait below
+                jobs.raise_error()
+                pods.raise_error()
+                obj = jobs.items().get(ref.name)
+                ended = jobs.listed and (obj is None or result_of(ref.name, obj) is not None)
+                if ended:
+                    # The streams of ended containers end; a run no stream printed (it ended between two
+                    # changes the watch delivered) is read whole.
+                    follower.finish(cfg.log_drain_s, collect=True)
+                while not lines.empty():
+                    yield lines.get()
+                if ended:
+                    return
+                changed.wait()
+        finally:
+            jobs.stop()
+            pods.stop()
+            follower.finish(0.0, collect=False)
 
     def delete(self, name: str) -> str:
         self.api.delete_job(self._ref(self._job(name)), "Background")
@@ -358,6 +369,22 @@ class KubernetesJobs:
 
     def locations(self, name: str) -> tuple[str, str]:
         return outputs_of(self._job(name)["metadata"].get("annotations"))
+
+
+class _Collected(Console):
+    """A backend console whose replica lines and notes become the ``(label, line)`` pairs ``logs`` yields."""
+
+    def __init__(self, lines: queue.Queue[Line], changed: threading.Event) -> None:
+        super().__init__()
+        self._lines = lines
+        self._changed = changed
+
+    def say(self, message: str) -> None:
+        self.replica_line("kftrain", message)
+
+    def replica_line(self, label: str, line: str) -> None:
+        self._lines.put((label, line))
+        self._changed.set()
 
 
 def _phase(obj: dict[str, Any]) -> str:

@@ -148,35 +148,42 @@ class JobSim:
         spec = self.obj["spec"]
         if self.plural == "trainjobs":
             return self._create_jobset_pods(scheduled)
-        mpi_operator = self._mpi_operator
         labels_out = []
         for rtype, rspec in spec[REPLICA_KEYS[self.plural]].items():
             count = 1 if rspec.get("replicas") is None else int(rspec["replicas"])
-            template = rspec.get("template") or {}
-            for index in range(count):
-                labels = dict((template.get("metadata") or {}).get("labels") or {})
-                labels[JOB_NAME_LABEL] = self.name
-                if mpi_operator:
-                    labels["training.kubeflow.org/operator-name"] = "mpi-operator"
-                    labels["training.kubeflow.org/job-role"] = rtype.lower()
-                    if rtype != "Launcher":
-                        labels["training.kubeflow.org/replica-index"] = str(index)
-                    pod_name = f"{self.name}-launcher-{uuid.uuid4().hex[:5]}" if rtype == "Launcher" else None
-                else:
-                    labels["training.kubeflow.org/operator-name"] = OPERATOR_NAMES[self.plural]
-                    labels["training.kubeflow.org/replica-type"] = rtype.lower()
-                    labels["training.kubeflow.org/replica-index"] = str(index)
-                    if rtype in MASTER_ROLES:
-                        labels["training.kubeflow.org/job-role"] = "master"
-                    pod_name = None
-                label = f"{rtype.lower()}-{index}"
-                pod_name = pod_name or f"{self.name}-{label}"
-                self.pod_names[label] = pod_name
-                labels_out.append(label)
-                self._new_pod(pod_name, labels, template.get("spec") or {})
+            labels_out += [self._create_replica_pod(rtype, index) for index in range(count)]
         if scheduled:
             self.schedule(*labels_out)
         return labels_out
+
+    def scale_up(self, rtype: str) -> str:
+        """One more ``rtype`` pod, scheduled, as the operator adds when the job's replicas grow; its label."""
+        index = sum(1 for label in self.pod_names if label.startswith(f"{rtype.lower()}-"))
+        label = self._create_replica_pod(rtype, index)
+        self.schedule(label)
+        return label
+
+    def _create_replica_pod(self, rtype: str, index: int) -> str:
+        template = self.obj["spec"][REPLICA_KEYS[self.plural]][rtype].get("template") or {}
+        labels = dict((template.get("metadata") or {}).get("labels") or {})
+        labels[JOB_NAME_LABEL] = self.name
+        if self._mpi_operator:
+            labels["training.kubeflow.org/operator-name"] = "mpi-operator"
+            labels["training.kubeflow.org/job-role"] = rtype.lower()
+            if rtype != "Launcher":
+                labels["training.kubeflow.org/replica-index"] = str(index)
+            pod_name = f"{self.name}-launcher-{uuid.uuid4().hex[:5]}" if rtype == "Launcher" else None
+        else:
+            labels["training.kubeflow.org/operator-name"] = OPERATOR_NAMES[self.plural]
+            labels["training.kubeflow.org/replica-type"] = rtype.lower()
+            labels["training.kubeflow.org/replica-index"] = str(index)
+            if rtype in MASTER_ROLES:
+                labels["training.kubeflow.org/job-role"] = "master"
+            pod_name = None
+        label = f"{rtype.lower()}-{index}"
+        self.pod_names[label] = pod_name or f"{self.name}-{label}"
+        self._new_pod(self.pod_names[label], labels, template.get("spec") or {})
+        return label
 
     def _create_jobset_pods(self, scheduled: bool) -> list[str]:
         """A TrainJob on a torch runtime: the JobSet's ``node`` job, ``numNodes`` pods (1 unless the trainer says),

@@ -38,14 +38,27 @@ class LogFollower:
 
     A Pending pod is waited on rather than skipped; a container restarted in place is followed again. The
     last ``tail_lines`` lines of each replica are kept; a previous run nobody streamed is shown by its last
-    ``tail_lines`` lines.
+    ``tail_lines`` lines. ``stream_from`` N starts each stream (and each run read at the end) at its run's
+    last N lines, and ``replica`` follows that replica alone (``kftrain jobs logs --follow --tail N --replica
+    R``); the launcher reads every replica's every run from its start.
     """
 
-    def __init__(self, api: KubeApi, console: Console, job: JobRef, *, tail_lines: int) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        console: Console,
+        job: JobRef,
+        *,
+        tail_lines: int,
+        stream_from: int | None = None,
+        replica: str | None = None,
+    ) -> None:
         self._api = api
         self._console = console
         self._job = job
         self._tail_lines = tail_lines
+        self._stream_from = stream_from  # each stream starts with its run's last lines (None: its first)
+        self._replica = replica  # only this replica's pods (None: every replica's)
         self._cond = threading.Condition()
         self._pods: dict[str, Pod] = {}  # uid -> the pod as last seen; gone pods are dropped
         self._threads: dict[str, threading.Thread] = {}
@@ -70,7 +83,7 @@ class LogFollower:
         with self._cond:
             if self._finishing:
                 return
-            self._pods = {pod_uid(p): p for p in pods.values()}
+            self._pods = {pod_uid(p): p for p in pods.values() if self._wanted(p)}
             for pod in self._pods.values():
                 self._note_failure(pod)
             for uid in self._pods:
@@ -121,7 +134,9 @@ class LogFollower:
             if earlier:
                 self._print_previous(pod)
             try:
-                response = self._api.follow_pod_log(self._job.namespace, pod_name(pod), self._container(pod))
+                response = self._api.follow_pod_log(
+                    self._job.namespace, pod_name(pod), self._container(pod), tail_lines=self._stream_from
+                )
             except ApiException:
                 # Not streamable after all (the watch lagged: the container is waiting again, say): nothing
                 # was printed, so the run is left to the next change of the pod, or to the end.
@@ -180,9 +195,12 @@ class LogFollower:
     def _list(self) -> list[Pod]:
         """Every pod of the job now, also those the watch never showed; none when they cannot be listed."""
         try:
-            return self._api.job_pods(self._job)
+            return [p for p in self._api.job_pods(self._job) if self._wanted(p)]
         except ApiException:
             return []
+
+    def _wanted(self, pod: Pod) -> bool:
+        return self._replica is None or pod_label(pod) == self._replica
 
     def _collect(self, pods: list[Pod]) -> None:
         """Print what no stream printed: every pod's current run whole, and a previous run's last lines."""
@@ -193,7 +211,7 @@ class LogFollower:
                 self._print_previous(pod)
             if main.started and (uid, main.run) not in self._printed:
                 self._printed.add((uid, main.run))
-                for line in self._read(pod, tail_lines=None, previous=False):
+                for line in self._read(pod, tail_lines=self._stream_from, previous=False):
                     self._print(pod_label(pod), line)
             with self._cond:
                 self._note_failure(pod)
