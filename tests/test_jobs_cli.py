@@ -11,6 +11,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -202,6 +203,21 @@ def test_a_scaled_up_local_job_lists_and_follows_its_new_replica(
     assert follower.returncode == 0  # the job ended: so does following it
 
 
+def launched(kube: FakeKube, operator: OperatorSim, scenario: Callable[[JobSim], None]) -> tuple[str, KubernetesJobs]:
+    """A PyTorchJob (Master + 1 Worker) the fake operator plays ``scenario`` for; its name, and the jobs ops."""
+    operator.scenario = scenario
+    backend, _ = make_backend(kube)
+    handle = backend.submit(stamped(pytorch_job(workers=1), "run-1", "task-1"))
+    return handle.name, KubernetesJobs(handle.namespace, api_client(kube))
+
+
+def until(condition: Callable[[], object], seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
 def test_kubernetes_jobs_list_status_logs_delete(kube: FakeKube, operator: OperatorSim) -> None:
     def train(sim: JobSim) -> None:
         running(sim)
@@ -210,27 +226,16 @@ def test_kubernetes_jobs_list_status_logs_delete(kube: FakeKube, operator: Opera
         sim.log("worker-0", "resumed from epoch 2")
         sim.wait_deleted()
 
-    operator.scenario = train
-    backend, _ = make_backend(kube)
-    handle = backend.submit(stamped(pytorch_job(workers=1), "run-1", "task-1"))
-    ops = KubernetesJobs(handle.namespace, api_client(kube))
-    deadline = time.monotonic() + 20
+    name, ops = launched(kube, operator, train)
     resumed = ("worker-0", "resumed from epoch 2")
-    while "1 restart(s)" not in " ".join(ops.status(handle.name)) or resumed not in ops.logs(
-        handle.name, None, None, False
-    ):
-        assert time.monotonic() < deadline, ops.status(handle.name)
-        time.sleep(0.05)
+    until(lambda: "1 restart(s)" in " ".join(ops.status(name)) and resumed in ops.logs(name, None, None, False))
     (row,) = ops.rows()
-    assert (row["name"], row["kind"], row["run"]) == (handle.name, "PyTorchJob", "run-1/task-1")
-    status = "\n".join(ops.status(handle.name))
+    assert (row["name"], row["kind"], row["run"]) == (name, "PyTorchJob", "run-1/task-1")
+    status = "\n".join(ops.status(name))
     assert "(worker-0): Running, 1 restart(s), previous run exited 137" in status and "BackOff" in status, status
-    assert list(ops.logs(handle.name, "worker-0", 1, False)) == [resumed]
-    assert ops.delete(handle.name) == f"deleted {handle.name}"
-    deadline = time.monotonic() + 20
-    while ops.rows():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    assert list(ops.logs(name, "worker-0", 1, False)) == [resumed]
+    assert ops.delete(name) == f"deleted {name}"
+    until(lambda: not ops.rows())
     assert json.dumps(kube.deletions)
 
 
@@ -283,22 +288,16 @@ def test_kubernetes_logs_follow_streams_every_replica_until_it_ends(kube: FakeKu
         sim.exit_all(0)
         sim.condition("Succeeded")
 
-    operator.scenario = train
-    backend, _ = make_backend(kube)
-    handle = backend.submit(stamped(pytorch_job(workers=1), "run-1", "task-1"))
-    ops = KubernetesJobs(handle.namespace, api_client(kube))
-    deadline = time.monotonic() + 20
-    while len(list(ops.logs(handle.name, None, None, False))) < 4:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    followed = ops.logs(handle.name, None, 1, True)
+    name, ops = launched(kube, operator, train)
+    until(lambda: len(list(ops.logs(name, None, None, False))) == 4)
+    followed = ops.logs(name, None, 1, True)
     first = sorted(next(followed) for _ in range(2))  # each replica's last line, then what it prints next
     assert first == [("master-0", "master-0 epoch 2"), ("worker-0", "worker-0 epoch 2")]
     more.set()
     rest = sorted(followed)  # ends when the job has ended
     assert rest == [("master-0", "master-0 epoch 3"), ("worker-0", "worker-0 epoch 3")]
     # Following a job that has ended: each replica's last lines, and the end at once.
-    assert sorted(ops.logs(handle.name, None, 2, True)) == [
+    assert sorted(ops.logs(name, None, 2, True)) == [
         *(("master-0", f"master-0 epoch {n}") for n in (2, 3)),
         *(("worker-0", f"worker-0 epoch {n}") for n in (2, 3)),
     ]
@@ -322,32 +321,19 @@ def test_kubernetes_logs_follow_picks_up_a_replica_that_starts_later(kube: FakeK
         sim.exit_all(0)
         sim.condition("Succeeded")
 
-    operator.scenario = train
-    backend, _ = make_backend(kube)
-    handle = backend.submit(stamped(pytorch_job(workers=1), "run-1", "task-1"))
-    ops = KubernetesJobs(handle.namespace, api_client(kube))
-    deadline = time.monotonic() + 20
-    while ("worker-0", "worker-0 epoch 1") not in ops.logs(handle.name, None, None, False):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    name, ops = launched(kube, operator, train)
+    until(lambda: ("worker-0", "worker-0 epoch 1") in ops.logs(name, None, None, False))
     followed: list[tuple[str, str]] = []  # every replica
     only_new: list[tuple[str, str]] = []  # --replica worker-1: no such pod yet, it is waited for
     readers = [
-        threading.Thread(target=lambda: followed.extend(ops.logs(handle.name, None, None, True)), daemon=True),
-        threading.Thread(target=lambda: only_new.extend(ops.logs(handle.name, "worker-1", None, True)), daemon=True),
+        threading.Thread(target=lambda: followed.extend(ops.logs(name, None, None, True)), daemon=True),
+        threading.Thread(target=lambda: only_new.extend(ops.logs(name, "worker-1", None, True)), daemon=True),
     ]
     for reader in readers:
         reader.start()
-
-    def until(line: tuple[str, str]) -> None:
-        deadline = time.monotonic() + 20
-        while line not in followed:
-            assert time.monotonic() < deadline, followed
-            time.sleep(0.02)
-
-    until(("worker-0", "worker-0 epoch 1"))
+    until(lambda: ("worker-0", "worker-0 epoch 1") in followed)
     grow.set()
-    until(("worker-1", "worker-1 epoch 2"))
+    until(lambda: ("worker-1", "worker-1 epoch 2") in followed)
     finish.set()
     for reader in readers:
         reader.join(30)

@@ -329,16 +329,14 @@ class KubernetesJobs:
         a replacement) is followed too, and a container restarted in place again."""
         from kftrain.backends.kubernetes.config import KubernetesConfig
         from kftrain.backends.kubernetes.logs import LogFollower
-        from kftrain.backends.kubernetes.watch import Watcher, result_of
+        from kftrain.backends.kubernetes.watch import job_watches, result_of
 
         cfg = KubernetesConfig()
         changed = threading.Event()  # a watch saw a change, or a line came
         lines: queue.Queue[Line] = queue.Queue()
         console = _Collected(lines, changed)
         follower = LogFollower(self.api, console, ref, tail_lines=cfg.log_tail_lines, stream_from=tail, replica=replica)
-        options: dict[str, Any] = {"retry": cfg.retry, "window_s": cfg.watch_window_s, "changed": changed}
-        jobs = Watcher(self.api, console, str(ref), self.api.job_collection(ref), **options)
-        pods = Watcher(self.api, console, f"pods of {ref}", self.api.pod_collection(ref), **options)
+        jobs, pods = job_watches(self.api, console, ref, retry=cfg.retry, window_s=cfg.watch_window_s, changed=changed)
         pods.add_listener(follower.update)
         jobs.start()
         pods.start()

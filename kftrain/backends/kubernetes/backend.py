@@ -41,7 +41,7 @@ from kftrain.backends.kubernetes.config import KubernetesConfig
 from kftrain.backends.kubernetes.logs import LogFollower
 from kftrain.backends.kubernetes.pending import PendingTracker, SuspensionTracker
 from kftrain.backends.kubernetes.pods import diagnose_failure
-from kftrain.backends.kubernetes.watch import StatusPrinter, Watcher, result_of
+from kftrain.backends.kubernetes.watch import StatusPrinter, job_watches, result_of
 from kftrain.errors import JobSpecError, KftrainError
 from kftrain.job.kinds import kind_of
 from kftrain.job.kinds.base import ClusterObject
@@ -194,9 +194,9 @@ class KubernetesBackend(Backend):
         changes or a deadline comes."""
         cfg = self.config
         changed = threading.Event()  # set by either watch on every change
-        watch_options: dict[str, Any] = {"retry": cfg.retry, "window_s": cfg.watch_window_s, "changed": changed}
-        jobs = Watcher(self.api, self.console, str(job), self.api.job_collection(job), **watch_options)
-        pods = Watcher(self.api, self.console, f"pods of {job}", self.api.pod_collection(job), **watch_options)
+        jobs, pods = job_watches(
+            self.api, self.console, job, retry=cfg.retry, window_s=cfg.watch_window_s, changed=changed
+        )
         logs = LogFollower(self.api, self.console, job, tail_lines=cfg.log_tail_lines) if cfg.stream_logs else None
         if logs is not None:
             pods.add_listener(logs.update)

@@ -30,7 +30,7 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from kftrain.backends.base import JobPhase, JobResult
 from kftrain.backends.console import Console
-from kftrain.backends.kubernetes.api import KubeApi, cut, describe, is_transient, read_json
+from kftrain.backends.kubernetes.api import JobRef, KubeApi, cut, describe, is_transient, read_json
 from kftrain.retry import RetryPolicy, call_with_retry
 
 
@@ -86,6 +86,17 @@ class StatusPrinter:
 
 
 Items = dict[str, dict[str, Any]]
+
+
+def job_watches(
+    api: KubeApi, console: Console, job: JobRef, *, retry: RetryPolicy, window_s: int, changed: threading.Event
+) -> tuple[Watcher, Watcher]:
+    """The two watches a job is followed by, not started: the job alone, and its replica pods."""
+    options: dict[str, Any] = {"retry": retry, "window_s": window_s, "changed": changed}
+    return (
+        Watcher(api, console, str(job), api.job_collection(job), **options),
+        Watcher(api, console, f"pods of {job}", api.pod_collection(job), **options),
+    )
 
 
 class Watcher:
