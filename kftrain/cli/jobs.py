@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kftrain import storage
 from kftrain.backends.console import Console
@@ -29,6 +29,9 @@ from kftrain.backends.local import state as local_state
 from kftrain.errors import KftrainError
 from kftrain.job.naming import MANAGED_BY, MANAGED_BY_LABEL, outputs_of
 from kftrain.progress import format_duration
+
+if TYPE_CHECKING:
+    from kftrain.backends.kubernetes.api import JobRef
 
 MANAGED = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 Line = tuple[str, str]  # (replica, one line of its log)
@@ -260,7 +263,7 @@ class KubernetesJobs:
                 return obj
         raise KftrainError(f"no job named {name} launched by kftrain in namespace {self.namespace}")
 
-    def _ref(self, obj: dict[str, Any]) -> Any:
+    def _ref(self, obj: dict[str, Any]) -> JobRef:
         from kftrain.backends.kubernetes.api import JobRef
 
         return JobRef.make(obj["kind"], obj.get("apiVersion"), obj["metadata"]["name"], self.namespace)
@@ -323,30 +326,27 @@ class KubernetesJobs:
         if follow:
             yield from self._follow(ref, replica, tail)
 
-    def _follow(self, ref: Any, replica: str | None, tail: int | None) -> Iterator[Line]:
+    def _follow(self, ref: JobRef, replica: str | None, tail: int | None) -> Iterator[Line]:
         """The replica pods' logs as they are written, until the job has ended (or is deleted): the launcher's
         own :class:`LogFollower` on the launcher's pod and job watches, so a pod that starts later (a scale-up,
         a replacement) is followed too, and a container restarted in place again."""
         from kftrain.backends.kubernetes.config import KubernetesConfig
         from kftrain.backends.kubernetes.logs import LogFollower
-        from kftrain.backends.kubernetes.watch import job_watches, result_of
+        from kftrain.backends.kubernetes.watch import JobWatches, result_of
 
         cfg = KubernetesConfig()
         changed = threading.Event()  # a watch saw a change, or a line came
         lines: queue.Queue[Line] = queue.Queue()
         console = _Collected(lines, changed)
         follower = LogFollower(self.api, console, ref, tail_lines=cfg.log_tail_lines, stream_from=tail, replica=replica)
-        jobs, pods = job_watches(self.api, console, ref, retry=cfg.retry, window_s=cfg.watch_window_s, changed=changed)
-        pods.add_listener(follower.update)
-        jobs.start()
-        pods.start()
+        watches = JobWatches(self.api, console, ref, retry=cfg.retry, window_s=cfg.watch_window_s, changed=changed)
+        watches.pods.add_listener(follower.update)
+        watches.start()
         try:
             while True:
-                changed.clear()  # before reading: what comes from now on wakes the wait below
-                jobs.raise_error()
-                pods.raise_error()
-                obj = jobs.items().get(ref.name)
-                ended = jobs.listed and (obj is None or result_of(ref.name, obj) is not None)
+                watches.begin_round()
+                obj = watches.job.items().get(ref.name)
+                ended = watches.job.listed and (obj is None or result_of(ref.name, obj) is not None)
                 if ended:
                     # The streams of ended containers end; a run no stream printed (it ended between two
                     # changes the watch delivered) is read whole.
@@ -357,8 +357,7 @@ class KubernetesJobs:
                     return
                 changed.wait()
         finally:
-            jobs.stop()
-            pods.stop()
+            watches.stop()
             follower.finish(0.0, collect=False)
 
     def delete(self, name: str) -> str:

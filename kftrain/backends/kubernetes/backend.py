@@ -41,7 +41,7 @@ from kftrain.backends.kubernetes.config import KubernetesConfig
 from kftrain.backends.kubernetes.logs import LogFollower
 from kftrain.backends.kubernetes.pending import PendingTracker, SuspensionTracker
 from kftrain.backends.kubernetes.pods import diagnose_failure
-from kftrain.backends.kubernetes.watch import StatusPrinter, job_watches, result_of
+from kftrain.backends.kubernetes.watch import JobWatches, StatusPrinter, result_of
 from kftrain.errors import JobSpecError, KftrainError
 from kftrain.job.kinds import kind_of
 from kftrain.job.kinds.base import ClusterObject
@@ -194,9 +194,8 @@ class KubernetesBackend(Backend):
         changes or a deadline comes."""
         cfg = self.config
         changed = threading.Event()  # set by either watch on every change
-        jobs, pods = job_watches(
-            self.api, self.console, job, retry=cfg.retry, window_s=cfg.watch_window_s, changed=changed
-        )
+        watches = JobWatches(self.api, self.console, job, retry=cfg.retry, window_s=cfg.watch_window_s, changed=changed)
+        jobs, pods = watches.job, watches.pods
         logs = LogFollower(self.api, self.console, job, tail_lines=cfg.log_tail_lines) if cfg.stream_logs else None
         if logs is not None:
             pods.add_listener(logs.update)
@@ -212,13 +211,10 @@ class KubernetesBackend(Backend):
             queue=SuspensionTracker(self.console, job.name, cfg.suspended_timeout_s),
             pending=PendingTracker(self.api, self.console, job, cfg.pending_timeout_s, recheck_s=cfg.poll_interval_s),
         )
-        jobs.start()
-        pods.start()
+        watches.start()
         try:
             while True:
-                changed.clear()  # before reading: a change from now on wakes the wait below
-                jobs.raise_error()
-                pods.raise_error()
+                watches.begin_round()
                 now = time.monotonic()
                 obj = jobs.items().get(job.name) if jobs.listed else None
                 if jobs.listed and obj is None:
@@ -248,8 +244,7 @@ class KubernetesBackend(Backend):
                 logs.finish(0.0, collect=False)
             raise
         finally:
-            jobs.stop()
-            pods.stop()
+            watches.stop()
             if logs is not None:
                 logs.finish(cfg.log_drain_s, collect=False)  # a no-op once finished
 

@@ -88,15 +88,39 @@ class StatusPrinter:
 Items = dict[str, dict[str, Any]]
 
 
-def job_watches(
-    api: KubeApi, console: Console, job: JobRef, *, retry: RetryPolicy, window_s: int, changed: threading.Event
-) -> tuple[Watcher, Watcher]:
-    """The two watches a job is followed by, not started: the job alone, and its replica pods."""
-    options: dict[str, Any] = {"retry": retry, "window_s": window_s, "changed": changed}
-    return (
-        Watcher(api, console, str(job), api.job_collection(job), **options),
-        Watcher(api, console, f"pods of {job}", api.pod_collection(job), **options),
-    )
+class JobWatches:
+    """The two watches a job is followed by, each in a thread of its own: the job alone (:attr:`job`) and its
+    replica pods (:attr:`pods`). Both set ``changed`` on every change, and when they stop."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        console: Console,
+        job: JobRef,
+        *,
+        retry: RetryPolicy,
+        window_s: int,
+        changed: threading.Event,
+    ) -> None:
+        self.changed = changed
+        options: dict[str, Any] = {"retry": retry, "window_s": window_s, "changed": changed}
+        self.job = Watcher(api, console, str(job), api.job_collection(job), **options)
+        self.pods = Watcher(api, console, f"pods of {job}", api.pod_collection(job), **options)
+
+    def start(self) -> None:
+        self.job.start()
+        self.pods.start()
+
+    def stop(self) -> None:
+        self.job.stop()
+        self.pods.stop()
+
+    def begin_round(self) -> None:
+        """Before reading what they saw: a change from now on wakes a wait on ``changed``, and the error a watch
+        gave up on is raised here."""
+        self.changed.clear()
+        self.job.raise_error()
+        self.pods.raise_error()
 
 
 class Watcher:
