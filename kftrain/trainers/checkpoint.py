@@ -15,8 +15,8 @@ the temporary folder) and uploaded from a child process. The upload's own Python
 hashing glue) then never holds the training process's GIL, which the training loop needs between every two
 operators: uploading an 806 MB checkpoint from a thread slowed each training step by about 20% while it ran,
 from a child process by about 8% (P10's model, bench/programs/checkpoint_stall.py, this machine). The child
-publishes with the same :class:`~kftrain.storage.ArtifactWriter` (files checked against the spool's marker,
-then the marker), so the atomic publish is unchanged. The child ends with its trainer (see
+publishes the spooled artifact with :func:`kftrain.storage.upload` (the files its marker lists, each checked,
+through a staging copy, the marker last), so the atomic publish is unchanged. The child ends with its trainer (see
 :func:`upload_from_spool`), so a killed trainer has no checkpoint completed behind it.
 """
 
@@ -240,16 +240,8 @@ def upload_from_spool(parent_pid: str, spool: str, dst: str) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != int(parent_pid):  # it ended before the request above
         orphaned(signal.SIGTERM, None)
-    upload_artifact(_spooled(spool), dst)
+    storage.upload(_spooled(spool), dst)  # a complete artifact: its listed files, checked, then its marker
 
 
 def _spooled(spool: str) -> str:
     return os.path.join(spool, "ckpt")
-
-
-def upload_artifact(src: str, dst: str) -> None:
-    """Publish the complete artifact at ``src`` as ``dst``: its files, checked against its marker, then the
-    marker."""
-    manifest = storage.require_complete(src)
-    with storage.ArtifactWriter(dst, metadata=manifest.get("metadata") or {}) as w:
-        w.add(src)
