@@ -142,18 +142,17 @@ class CheckpointDir:
         if not (self.remote and self.is_chief):
             return
         files = sorted(
-            (p.relative_to(self.path).as_posix() for p in self.path.rglob("*") if p.is_file()),
-            key=lambda rel: (rel.rsplit("/", 1)[-1] == TF_CHECKPOINT_INDEX, rel),
+            storage.list_files(str(self.path)), key=lambda rel: (rel.rsplit("/", 1)[-1] == TF_CHECKPOINT_INDEX, rel)
         )
         if not files:
             return
         for rel in files:
             storage.upload(self.path / rel, storage.join(self.uri, rel))
         keep = {*files, DONE_MARKER}
-        fs, root = storage.filesystem(self.uri)
-        stale = [path for path in fs.find(root) if str(path)[len(root) :].lstrip("/") not in keep]
+        stale = [rel for rel in storage.list_files(self.uri) if rel not in keep]
         if stale:
-            fs.rm(stale)
+            fs, root = storage.filesystem(self.uri)
+            fs.rm([f"{root.rstrip('/')}/{rel}" for rel in stale])
 
     def close(self) -> None:
         if self.remote:
