@@ -12,7 +12,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from kftrain.trainers import checkpoint
 from kftrain.trainers.checkpoint import SPOOL_ENV, Checkpointer, CheckpointError, latest_checkpoint
 from kftrain.trainers.global_batch import SamplerPosition
 from kftrain.trainers.torch_common import latest_uri, restore, save_checkpoint
+from tests.polling import wait_until
 from tests.s3_server import moto, s3_env, set_s3_env  # noqa: F401
 
 
@@ -207,15 +207,6 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _poll(condition, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel ends the child on Linux only")
 def test_a_child_upload_ends_with_its_trainer_and_removes_the_spool(tmp_path, monkeypatch):
     """A trainer killed mid-upload: its child must not complete that checkpoint behind a restarted replica."""
@@ -224,7 +215,7 @@ def test_a_child_upload_ends_with_its_trainer_and_removes_the_spool(tmp_path, mo
         monkeypatch.setenv(SPOOL_ENV, str(tmp_path))
         trainer = subprocess.Popen([sys.executable, "-c", TRAINER_THEN_STUCK_UPLOAD, "s3://bucket/ckpt"])
         try:
-            assert _poll(lambda: bool(_children(trainer.pid)), 60), "no upload child started"
+            wait_until(lambda: bool(_children(trainer.pid)), 60, "the upload child to start")
             (uploader,) = _children(trainer.pid)
             assert "upload_from_spool" in Path(f"/proc/{uploader}/cmdline").read_text()
             assert len(list(tmp_path.iterdir())) == 1  # the spool
@@ -233,7 +224,7 @@ def test_a_child_upload_ends_with_its_trainer_and_removes_the_spool(tmp_path, mo
             trainer.kill()
             trainer.wait(30)
             # The kernel signals the child as the trainer ends; the bound is for a busy machine, not a timing.
-            assert _poll(lambda: _gone(uploader), 30), "the upload outlived its trainer"
+            wait_until(lambda: _gone(uploader), 30, "the upload to end with its trainer")
             connection.close()
         finally:
             trainer.kill()

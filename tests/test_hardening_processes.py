@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from kftrain.backends.local import LocalBackend, LocalConfig
 from kftrain.backends.local import backend as local_backend
 from kftrain.job import load_manifest
 from tests.conftest import pytorchjob, replica
+from tests.polling import wait_until
 
 PY = sys.executable
 GRACE_S = 1  # terminationGracePeriodSeconds of every replica here: SIGKILL follows SIGTERM after a second
@@ -72,13 +72,6 @@ def marked(mark: str) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
-
-
-def wait_until(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 @pytest.fixture

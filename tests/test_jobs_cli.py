@@ -25,6 +25,7 @@ from kftrain.cli.jobs import KubernetesJobs
 from kftrain.job import load_manifest_file
 from tests.conftest import pytorchjob, replica
 from tests.fake_k8s import FakeKube, JobSim, OperatorSim
+from tests.polling import wait_until
 from tests.test_kubernetes_backend import api_client, make_backend, pytorch_job, running, stamped
 from tests.test_launch_kubernetes import (  # noqa: F401 (kubeconfig: the fixture)
     LAUNCHES,
@@ -211,13 +212,6 @@ def launched(kube: FakeKube, operator: OperatorSim, scenario: Callable[[JobSim],
     return handle.name, KubernetesJobs(handle.namespace, api_client(kube))
 
 
-def until(condition: Callable[[], object], seconds: float = 20) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-
-
 def test_kubernetes_jobs_list_status_logs_delete(kube: FakeKube, operator: OperatorSim) -> None:
     def train(sim: JobSim) -> None:
         running(sim)
@@ -228,14 +222,18 @@ def test_kubernetes_jobs_list_status_logs_delete(kube: FakeKube, operator: Opera
 
     name, ops = launched(kube, operator, train)
     resumed = ("worker-0", "resumed from epoch 2")
-    until(lambda: "1 restart(s)" in " ".join(ops.status(name)) and resumed in ops.logs(name, None, None, False))
+    wait_until(
+        lambda: "1 restart(s)" in " ".join(ops.status(name)) and resumed in ops.logs(name, None, None, False),
+        20,
+        "the restart and the resumed line",
+    )
     (row,) = ops.rows()
     assert (row["name"], row["kind"], row["run"]) == (name, "PyTorchJob", "run-1/task-1")
     status = "\n".join(ops.status(name))
     assert "(worker-0): Running, 1 restart(s), previous run exited 137" in status and "BackOff" in status, status
     assert list(ops.logs(name, "worker-0", 1, False)) == [resumed]
     assert ops.delete(name) == f"deleted {name}"
-    until(lambda: not ops.rows())
+    wait_until(lambda: not ops.rows(), 20, "the job to be gone")
     assert json.dumps(kube.deletions)
 
 
@@ -289,7 +287,7 @@ def test_kubernetes_logs_follow_streams_every_replica_until_it_ends(kube: FakeKu
         sim.condition("Succeeded")
 
     name, ops = launched(kube, operator, train)
-    until(lambda: len(list(ops.logs(name, None, None, False))) == 4)
+    wait_until(lambda: len(list(ops.logs(name, None, None, False))) == 4, 20, "four log lines")
     followed = ops.logs(name, None, 1, True)
     first = sorted(next(followed) for _ in range(2))  # each replica's last line, then what it prints next
     assert first == [("master-0", "master-0 epoch 2"), ("worker-0", "worker-0 epoch 2")]
@@ -322,7 +320,7 @@ def test_kubernetes_logs_follow_picks_up_a_replica_that_starts_later(kube: FakeK
         sim.condition("Succeeded")
 
     name, ops = launched(kube, operator, train)
-    until(lambda: ("worker-0", "worker-0 epoch 1") in ops.logs(name, None, None, False))
+    wait_until(lambda: ("worker-0", "worker-0 epoch 1") in ops.logs(name, None, None, False), 20, "worker-0's line")
     followed: list[tuple[str, str]] = []  # every replica
     only_new: list[tuple[str, str]] = []  # --replica worker-1: no such pod yet, it is waited for
     readers = [
@@ -331,9 +329,9 @@ def test_kubernetes_logs_follow_picks_up_a_replica_that_starts_later(kube: FakeK
     ]
     for reader in readers:
         reader.start()
-    until(lambda: ("worker-0", "worker-0 epoch 1") in followed)
+    wait_until(lambda: ("worker-0", "worker-0 epoch 1") in followed, 20, "worker-0 followed")
     grow.set()
-    until(lambda: ("worker-1", "worker-1 epoch 2") in followed)
+    wait_until(lambda: ("worker-1", "worker-1 epoch 2") in followed, 20, "worker-1 followed")
     finish.set()
     for reader in readers:
         reader.join(30)
