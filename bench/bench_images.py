@@ -40,9 +40,9 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kftrai
 ENTRY_POINTS: dict[str, list[str]] = {
     "launch": ["kfp.dsl.executor_main", "kftrain.launch.component", "kftrain.backends.kubernetes.backend"],
     "data": ["kfp.dsl.executor_main", "kftrain.steps.prep"],
-    "pytorch": ["kftrain.trainers.torch_ddp"],
-    "tensorflow": ["kftrain.trainers.tf_trainer", "tensorflow"],
-    "horovod": ["kftrain.trainers.horovod_torch"],
+    "pytorch": ["kftrain.programs.torch_ddp"],
+    "tensorflow": ["kftrain.programs.tf_distributed", "tensorflow"],
+    "horovod": ["kftrain.programs.horovod_torch"],
 }
 # What the step's own code alone imports (the KFP executor left out), reported beside the total.
 OWN_MODULES: dict[str, list[str]] = {

@@ -92,7 +92,7 @@ def p1_pipeline_overhead(repeat: int, quick: bool) -> Result:
                     str(BIN / "torchrun"),
                     "--nproc_per_node=2",
                     "-m",
-                    "kftrain.trainers.torch_ddp",
+                    "kftrain.programs.torch_ddp",
                     "--dataset",
                     str(ds),
                     "--model-dir",

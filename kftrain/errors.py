@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import NoReturn
 
 
@@ -37,12 +35,3 @@ def fail_step(message: str, exit_code: int = 1) -> NoReturn:
     """End a pipeline step: the message in its log, the exit code as its status."""
     print(f"ERROR: {message}", file=sys.stderr)
     raise SystemExit(exit_code)
-
-
-@contextmanager
-def step_errors() -> Iterator[None]:
-    """Inside a component's body: a :class:`KftrainError` ends the step with its one-line message (exit code 2)."""
-    try:
-        yield
-    except KftrainError as exc:
-        fail_step(str(exc), getattr(exc, "exit_code", 2))

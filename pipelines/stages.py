@@ -31,12 +31,12 @@ from typing import Any
 
 from kfp import dsl, kubernetes
 
+from kftrain.launch.inputs import Input as Param
+from kftrain.launch.inputs import platform_inputs
 from kftrain_components.data.prepare_dataset.component import prepare_dataset
 from kftrain_components.evaluation.evaluate_model.component import evaluate_model
 from kftrain_components.export.export_model.component import export_model
 from kftrain_components.images import HOROVOD_IMAGE, PYTORCH_IMAGE, TENSORFLOW_IMAGE
-from kftrain_components.training import launch_inputs
-from kftrain_components.training.launch_inputs import Input as Param
 from kftrain_components.training.trainer_args.component import trainer_args
 
 DATA = (
@@ -87,7 +87,7 @@ QUALITY = (
 _PLATFORM_DEFAULTS = {"timeout_seconds": 3600, "storage_secret": "mlpipeline-minio-artifact"}
 PLATFORM = tuple(
     dataclasses.replace(i, default=_PLATFORM_DEFAULTS.get(i.name, i.default))
-    for i in (*launch_inputs.PLATFORM, *launch_inputs.STEP)
+    for i in platform_inputs()
     if i.name
     in {
         "backend",

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from kftrain.backends.local.state import STATE_DIR_ENV
-from kftrain.job.crd_schema import CRDSchemas
+from kftrain.job.manifest.schema import CRDSchemas
 
 SHARED_DIR = Path(__file__).resolve().parents[1].parent / "shared"
 REFERENCE_DIR = SHARED_DIR / "reference"

@@ -16,7 +16,7 @@ import yaml
 import kftrain.launch.component
 from kftrain.backends.base import BackendConfig, JobPhase, JobResult
 from kftrain.job import TrainingJob, render_manifest
-from kftrain.job.crd_schema import CRDSchemas
+from kftrain.job.manifest.schema import CRDSchemas
 
 try:
     from conftest import REFERENCE_DIR
@@ -68,7 +68,7 @@ def render_launch(component: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     model = SimpleNamespace(uri=str(tmp_path / "model"), metadata={})
 
     def record(job: TrainingJob, config: BackendConfig, *, timeout: float | None = None) -> JobResult:
-        seen["manifest"], seen["kind"], seen["config"] = render_manifest(job), job.kind.value, config
+        seen["manifest"], seen["kind"], seen["config"] = render_manifest(job), job.kind, config
         (Path(model.uri) / "model.bin").parent.mkdir(parents=True, exist_ok=True)
         (Path(model.uri) / "model.bin").write_bytes(b"weights")  # what a succeeding trainer leaves behind
         return JobResult(JobPhase.SUCCEEDED)

@@ -101,7 +101,7 @@ def elastic_job(name: str, dataset: str, out: Path, env: dict[str, str]):
         "restartPolicy": "Never",
         "template": {"spec": {"containers": [{
             "name": "pytorch", "image": "unused-locally",
-            "command": ["torchrun", "--module", "kftrain.trainers.torch_ddp"], "args": args,
+            "command": ["torchrun", "--module", "kftrain.programs.torch_ddp"], "args": args,
             "env": [{"name": k, "value": v} for k, v in env.items()],
         }]}},
     }  # fmt: skip
@@ -254,7 +254,7 @@ def horovod_elastic_manifest(name: str, trainer_args: list[str], env: dict[str, 
                     "image": image, "name": "mpi-launcher", "command": ["horovodrun"],
                     "args": ["-np", "2", "--min-np", "1", "--max-np", "3",
                              "--host-discovery-script", "/etc/mpi/discover_hosts.sh",
-                             "python", "-m", "kftrain.trainers.horovod_torch", *trainer_args],
+                             "python", "-m", "kftrain.programs.horovod_torch", *trainer_args],
                     "resources": {"limits": {"cpu": 1, "memory": "2Gi"}},
                     "env": [{"name": k, "value": v} for k, v in env.items()],
                 }]}}},

@@ -18,7 +18,7 @@ import yaml
 
 from kftrain.cli.app import main
 from kftrain.job import load_manifest
-from kftrain.job.yaml_input import MAX_MANIFEST_BYTES
+from kftrain.job.manifest.parse import MAX_MANIFEST_BYTES
 from tests.conftest import pytorchjob, replica
 
 GOOD = pytorchjob({"Master": replica(1, "pytorch", ["python", "-c", "pass"])}, name="good")

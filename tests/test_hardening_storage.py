@@ -132,7 +132,7 @@ def test_trainer_model_dir_dot_keeps_the_project(tmp_path: Path, monkeypatch) ->
 
 def test_every_trainer_refuses_model_dir_dot_before_it_trains(tmp_path: Path, monkeypatch, capsys) -> None:
     """The shared parser checks the output at start: no training is spent on a model it cannot publish."""
-    from kftrain.trainers.common import trainer_parser
+    from kftrain.programs.common import trainer_parser
 
     project = _user_folder(tmp_path)
     monkeypatch.chdir(project)

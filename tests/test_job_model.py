@@ -11,8 +11,6 @@ import yaml
 from kftrain.errors import JobSpecError
 from kftrain.job import (
     CleanPodPolicy,
-    JobKind,
-    JobSpec,
     ReplicaInput,
     RestartPolicy,
     RunPolicy,
@@ -22,8 +20,9 @@ from kftrain.job import (
     render_manifest,
     render_yaml,
 )
-from kftrain.job.model import ElasticPolicy, SchedulingPolicy
-from kftrain.job.pods import PodSettings, apply_pod_settings
+from kftrain.job.kinds.pytorchjob import ElasticPolicy, PyTorchJobSpec
+from kftrain.job.model import SchedulingPolicy
+from kftrain.job.pod_settings import PodSettings, apply_pod_settings
 from tests.conftest import container, mpijob_v1, mpijob_v2, pytorchjob, replica, tfjob
 
 
@@ -49,10 +48,10 @@ def test_every_official_example_loads_round_trips_and_validates(example_manifest
 def test_examples_cover_every_kind_and_version(example_manifests):
     seen = {(j.kind, j.api_version) for j in map(load_manifest_file, example_manifests.values())}
     assert seen == {
-        (JobKind.TFJOB, "kubeflow.org/v1"),
-        (JobKind.PYTORCHJOB, "kubeflow.org/v1"),
-        (JobKind.MPIJOB, "kubeflow.org/v1"),
-        (JobKind.MPIJOB, "kubeflow.org/v2beta1"),
+        ("TFJob", "kubeflow.org/v1"),
+        ("PyTorchJob", "kubeflow.org/v1"),
+        ("MPIJob", "kubeflow.org/v1"),
+        ("MPIJob", "kubeflow.org/v2beta1"),
     }
 
 
@@ -108,13 +107,13 @@ def test_build_job_exact_manifest(crd_schemas):
         env={"A": "1"},
         labels={"team": "vision"},
         annotations={"note": "x"},
-        spec=JobSpec(
+        spec=PyTorchJobSpec(
             run_policy=RunPolicy(backoff_limit=3, clean_pod_policy=CleanPodPolicy.ALL),
             nproc_per_node="2",
         ),
     )
     # Credentials come through the one pod-settings policy, as a secretKeyRef after the job's own env.
-    job = apply_pod_settings(built, PodSettings(secret_env={"TOKEN": ("creds", "token")}))
+    job = apply_pod_settings(built, PodSettings(secret_env={"TOKEN": "creds/token"}))
     shared_env = [
         {"name": "A", "value": "1"},
         {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},

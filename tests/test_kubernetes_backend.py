@@ -28,11 +28,11 @@ from kftrain.backends.base import JobHandle, JobPhase, JobResult, load_identity
 from kftrain.backends.kubernetes import KubernetesConfig
 from kftrain.backends.kubernetes.api import is_transient
 from kftrain.backends.kubernetes.backend import KubernetesBackend
-from kftrain.backends.kubernetes.pods import replica_label
+from kftrain.backends.kubernetes.pod_state import replica_label
 from kftrain.errors import KftrainError
 from kftrain.job import PodSettings, ReplicaInput, apply_pod_settings, build_job, render_manifest
-from kftrain.job.kinds.mpijob import to_v1, to_v2beta1
-from kftrain.job.model import JobKind, MPIImplementation, TrainingJob
+from kftrain.job.kinds.mpijob import MPIImplementation, to_v1, to_v2beta1
+from kftrain.job.model import TrainingJob
 from kftrain.job.naming import RUN_ID_LABEL, TASK_ID_LABEL, job_name_for, label_value, stamp_run_identity
 from kftrain.retry import RetryPolicy, call_with_retry
 from tests.fake_k8s import FakeKube, Fault, JobSim, OperatorSim, kueue_webhook
@@ -80,7 +80,7 @@ def stamped(job: TrainingJob, run_id: str, task_id: str) -> TrainingJob:
 
 def pytorch_job(workers: int = 1, name: str = "digits") -> TrainingJob:
     return build_job(
-        JobKind.PYTORCHJOB,
+        "PyTorchJob",
         name,
         {
             "Master": ReplicaInput(1, command=["python", "train.py"]),
@@ -92,7 +92,7 @@ def pytorch_job(workers: int = 1, name: str = "digits") -> TrainingJob:
 
 def mpi_job(api_version: str = "kubeflow.org/v2beta1") -> TrainingJob:
     return build_job(
-        JobKind.MPIJOB,
+        "MPIJob",
         "allreduce",
         {
             "Launcher": ReplicaInput(1, command=["mpirun", "python", "train.py"]),
@@ -904,7 +904,7 @@ def test_pod_settings_in_created_job(kube: FakeKube) -> None:
         tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         service_account="trainer",
         image_pull_secrets=["regcred"],
-        secret_env={"WANDB_API_KEY": ("wandb", "api-key")},
+        secret_env={"WANDB_API_KEY": "wandb/api-key"},
     )
     job = apply_pod_settings(pytorch_job(), settings)
     backend, _ = make_backend(kube)
@@ -1118,8 +1118,8 @@ def test_a_trainjob_runtime_is_read_from_the_cluster_before_the_job_is_created(
     kube: FakeKube, cluster: Callable[[FakeKube], None] | None, runtime_kind: str, said: str | None
 ) -> None:
     from kftrain.job import load_manifest
-    from kftrain.job.trainer_catalog import RuntimeCatalog
-    from kftrain.job.trainer_runtime import parse_runtime
+    from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
+    from kftrain.job.kinds.trainjob.runtime import parse_runtime
 
     name = "torch-distributed" if runtime_kind == "ClusterTrainingRuntime" else "team-torch"
     catalog = RuntimeCatalog([parse_runtime(_team_runtime(kube), "team-torch.yaml")])

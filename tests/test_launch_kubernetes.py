@@ -387,7 +387,7 @@ def check_trainjob_settings(job: dict[str, Any], launch: Launch) -> None:
     trainer = job["spec"]["trainer"]
     assert trainer["image"] == IMAGE and trainer["numNodes"] == 2
     if launch.source == "typed":  # this release's PyTorch trainer under the runtime's torchrun
-        assert trainer["command"] == ["torchrun", "-m", "kftrain.trainers.torch_ddp"]
+        assert trainer["command"] == ["torchrun", "-m", "kftrain.programs.torch_ddp"]
     (patch,) = job["spec"]["runtimePatches"]
     assert patch["manager"] == "kftrain.io/launch"
     (node,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
@@ -750,4 +750,4 @@ def test_an_elastic_pytorchjob_reaches_the_cluster_with_its_policy_queue_and_sch
     assert worker["replicas"] == 3
     pod = worker["template"]["spec"]
     assert pod["priorityClassName"] == "batch-low"
-    assert pod["containers"][0]["command"] == ["torchrun", "--module", "kftrain.trainers.torch_ddp"]
+    assert pod["containers"][0]["command"] == ["torchrun", "--module", "kftrain.programs.torch_ddp"]

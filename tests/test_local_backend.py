@@ -23,7 +23,7 @@ from kftrain.backends.base import JobPhase, JobResult
 from kftrain.backends.local import ALL_REPLICA_TYPES, LocalBackend, LocalConfig, parse_command_overrides
 from kftrain.errors import JobSpecError
 from kftrain.job import load_manifest
-from kftrain.job.kinds.tfjob import tf_config
+from kftrain.job.kinds.tfjob.kind import tf_config
 from kftrain.job.topology import ReplicaId, Topology
 from tests.conftest import mpijob_v2, pytorchjob, replica, tfjob
 

@@ -15,7 +15,7 @@ import pytest
 
 from kftrain.job import load_manifest_file, render_manifest
 from kftrain.job.kinds.mpijob import hostfile as mpi_hostfile
-from kftrain.job.kinds.mpijob import total_slots as total_mpi_slots
+from kftrain.job.kinds.mpijob.kind import total_slots as total_mpi_slots
 
 REPO = Path(__file__).resolve().parents[1]
 V1_EXAMPLE = "training-operator-v1.9.0_mpi_v1_tensorflow-mnist.yaml"

@@ -11,8 +11,8 @@ from kftrain.errors import JobSpecError
 from kftrain.job import RestartPolicy, TrainingJob, kind_of, load_manifest
 from kftrain.job.kinds.base import is_retryable_exit_code
 from kftrain.job.kinds.mpijob import hostfile as mpi_hostfile
-from kftrain.job.kinds.mpijob import total_slots as total_mpi_slots
-from kftrain.job.kinds.tfjob import tf_config
+from kftrain.job.kinds.mpijob.kind import total_slots as total_mpi_slots
+from kftrain.job.kinds.tfjob.kind import tf_config
 from kftrain.job.topology import ReplicaId, Topology, all_replicas
 from tests.conftest import mpijob_v1, mpijob_v2, pytorchjob, replica, tfjob
 
@@ -34,7 +34,7 @@ def replica_files(job: TrainingJob, topology: Topology) -> dict[str, str]:
 
 
 def replicas_needing_ports(job: TrainingJob) -> list[ReplicaId]:
-    return kind_of(job).replicas_with_ports(job)
+    return kind_of(job).listening_replicas(job)
 
 
 def process_replicas(job: TrainingJob) -> list[ReplicaId]:

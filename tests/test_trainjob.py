@@ -21,11 +21,11 @@ import yaml
 from kftrain.errors import JobSpecError
 from kftrain.job import load_manifest, render_manifest
 from kftrain.job.kinds import kind_of
-from kftrain.job.kinds.trainjob import hostfile
+from kftrain.job.kinds.trainjob.builtin import builtin_manifest
+from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
+from kftrain.job.kinds.trainjob.kind import hostfile
+from kftrain.job.kinds.trainjob.runtime import parse_runtime
 from kftrain.job.topology import ReplicaId, Topology
-from kftrain.job.trainer_builtin import builtin_manifest
-from kftrain.job.trainer_catalog import RuntimeCatalog
-from kftrain.job.trainer_runtime import parse_runtime
 from tests.conftest import REFERENCE_DIR
 from tests.launch_harness import launch_locally
 
@@ -51,7 +51,7 @@ def node_pod_patch(manager: str, pod_spec: dict[str, Any]) -> dict[str, Any]:
 def node_env(job, replica: ReplicaId) -> dict[str, str]:
     """The env of ``replica``'s main container after the plugins: the trainer's, then the plugin's, in order."""
     kind = kind_of(job)
-    topology = Topology(ports={r: 29500 for r in kind.replicas_with_ports(job)}, files_root=Path("/"))
+    topology = Topology(ports={r: 29500 for r in kind.listening_replicas(job)}, files_root=Path("/"))
     container = next(c for c in job.replica_specs[replica.type].template.spec.containers if c.name == "node")
     env = {v.name: v.value or "" for v in container.env or []}
     env.update(kind.operator_env(job, replica, topology))
@@ -348,7 +348,7 @@ def test_mpi_runtime_trainjob_runs_mpirun_over_the_hostfiles_slots(tmp_path):
 
 
 def test_tf_config_from_a_jobset_pods_hostname_and_index():
-    from kftrain.trainers.trainjob_tf_config import tf_config
+    from kftrain.programs.tf_config import tf_config
 
     env = {"JOB_COMPLETION_INDEX": "1", "KFTRAIN_NUM_NODES": "3"}
     assert tf_config(env, "mnist-node-0-1") == {
@@ -363,7 +363,7 @@ def test_tf_config_from_a_jobset_pods_hostname_and_index():
 # A multi-worker all-reduce: each worker adds index + 1; 1 + 2 = 3 on 2 nodes.
 TF_PROGRAM = """
 import json, os
-from kftrain.trainers.trainjob_tf_config import ensure_tf_config
+from kftrain.programs.tf_config import ensure_tf_config
 ensure_tf_config()
 import tensorflow as tf
 config = json.loads(os.environ["TF_CONFIG"])

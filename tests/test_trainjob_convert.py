@@ -11,12 +11,16 @@ import pytest
 import yaml
 
 from kftrain.errors import JobSpecError
-from kftrain.job import load_manifest, render_manifest
-from kftrain.job.convert import PATCH_MANAGER, to_trainjob
+from kftrain.job import kind_of, load_manifest, render_manifest
+from kftrain.job.kinds.trainjob.convert import PATCH_MANAGER
 from tests.conftest import container, mpijob_v2, pytorchjob, replica
 from tests.test_trainjob import GLOO_PROGRAM
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def to_trainjob(job, runtime=None):
+    return kind_of(job).to_trainjob(job, runtime)
 
 
 def _pytorchjob(**pod: Any) -> dict[str, Any]:

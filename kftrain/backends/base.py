@@ -1,10 +1,12 @@
-"""One interface for running a training job, whatever runs it, and what every backend shares.
+"""One interface for a training job's whole life, whatever runs it, and what every backend shares.
 
 A backend is chosen by the type of its config (:func:`kftrain.backends.make_backend`). :meth:`Backend.run`
 is the one way a job is run to its end: submit, write the job's identity where the caller asked
 (atomically, before any waiting, so whoever restarts the step can find the job), wait, and cancel the job
 on any interruption (SIGTERM from a cancelled run or an evicted pod, SIGHUP from a closed terminal, Ctrl-C,
-an error while waiting), shielded from further signals until everything it started has stopped.
+an error while waiting), shielded from further signals until everything it started has stopped. The jobs a
+backend ran are listed, described, read and deleted through the same interface (:meth:`Backend.list_jobs`,
+:meth:`Backend.get_job`, :meth:`Backend.job_logs`, :meth:`Backend.delete_job`), which ``kftrain jobs`` prints.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import abc
 import dataclasses
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -55,6 +57,23 @@ class JobResult:
                 f"  {line}" for line in self.log_tail
             )
         return head
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A job a backend ran, as ``kftrain jobs`` shows it."""
+
+    name: str
+    kind: str
+    phase: str
+    created: float  # seconds since the epoch
+    run_id: str = ""
+    task_id: str = ""
+    # What the backend knows beyond the phase: conditions, replicas, pods and their events, one line each.
+    details: tuple[str, ...] = ()
+    # Where the job's model and its replicas' kept logs are (kftrain.job.naming.outputs_of); "" when not recorded.
+    model_uri: str = ""
+    logs_uri: str = ""
 
 
 @dataclass(frozen=True)
@@ -120,6 +139,25 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def cancel(self, handle: JobHandle) -> None:
         """Stop the job and everything it started. Safe to call more than once."""
+
+    @abc.abstractmethod
+    def list_jobs(self) -> list[JobStatus]:
+        """The jobs kftrain ran on this backend, newest first."""
+
+    @abc.abstractmethod
+    def get_job(self, name: str) -> JobStatus:
+        """Job ``name``; a :class:`~kftrain.errors.KftrainError` naming where it looked when there is none."""
+
+    @abc.abstractmethod
+    def job_logs(
+        self, name: str, replica: str | None = None, tail: int | None = None, follow: bool = False
+    ) -> Iterator[tuple[str, str]]:
+        """``(replica, line)`` for the replicas' logs (live, else kept): every replica's or ``replica``'s, the last
+        ``tail`` lines of each; ``follow``: then the lines written while the job runs, until it ends."""
+
+    @abc.abstractmethod
+    def delete_job(self, name: str) -> None:
+        """Stop job ``name`` if it runs, and forget it."""
 
     def run(self, job: TrainingJob, timeout: float | None = None) -> JobResult:
         """Submit ``job``, publish its identity, wait for its end; cancel it on any interruption."""

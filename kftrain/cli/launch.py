@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kftrain.job.trainer_catalog import RuntimeCatalog
+    from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
@@ -65,24 +65,22 @@ def _model_uri(job: Any) -> str:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from kftrain.job import load_manifest_file, render_manifest
-    from kftrain.job.crd_schema import CRDSchemas
+    from kftrain.job.manifest.schema import CRDSchemas
 
     job = load_manifest_file(args.file, runtimes=runtime_catalog(args))
     manifest = render_manifest(job)
     if args.crd_dir:
         CRDSchemas.from_dir(args.crd_dir).validate(manifest)
-    print(f"{args.file}: valid {job.kind.value} ({job.api_version})")
+    print(f"{args.file}: valid {job.kind} ({job.api_version})")
     return 0
 
 
-def runtime_catalog(args: argparse.Namespace) -> RuntimeCatalog | None:
+def runtime_catalog(args: argparse.Namespace) -> RuntimeCatalog:
     """The runtimes a TrainJob may name: those Trainer installs, ``KFTRAIN_TRAINER_RUNTIMES``, and ``--runtimes``."""
-    from kftrain.job.trainer_catalog import RuntimeCatalog
+    from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
 
-    if not getattr(args, "runtimes", None):
-        return None
     catalog = RuntimeCatalog.from_env()
-    for runtime in RuntimeCatalog.from_paths(args.runtimes, builtin=False).runtimes():
+    for runtime in RuntimeCatalog.from_paths(getattr(args, "runtimes", None) or [], builtin=False).runtimes():
         catalog.add(runtime)
     return catalog
 
@@ -91,11 +89,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
     """Print the TrainJob a PyTorchJob or MPIJob becomes (validated on its runtime), and what it leaves behind."""
     import yaml
 
-    from kftrain.job import load_manifest, load_manifest_file
-    from kftrain.job.convert import to_trainjob
+    from kftrain.job import kind_of, load_manifest, load_manifest_file
 
-    job = load_manifest_file(args.file)
-    conversion = to_trainjob(job, args.runtime)
+    job = load_manifest_file(args.file, runtimes=runtime_catalog(args))
+    conversion = kind_of(job).to_trainjob(job, args.runtime)
     load_manifest(conversion.manifest, runtimes=runtime_catalog(args))  # the result must load on its runtime
     sys.stdout.write(yaml.safe_dump(conversion.manifest, sort_keys=False, default_flow_style=False))
     for note in conversion.notes:

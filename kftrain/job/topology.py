@@ -7,6 +7,7 @@ DNS name and the operator's port; on one machine every replica is ``localhost`` 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,8 @@ class Topology:
     host: str = LOCAL_HOST
     # The root under which files the operator mounts at absolute paths (/etc/mpi/hostfile) are found.
     files_root: Path = Path("/")
+    # The name each replica's host goes by in the files the operator writes; None: its pod's name.
+    host_of: Callable[[ReplicaId], str] | None = None
 
     def address(self, replica: ReplicaId) -> str:
         return f"{self.host}:{self.ports[replica]}"

@@ -39,8 +39,7 @@ def validate_job(job: TrainingJob) -> None:
             did_you_mean = f" (did you mean {hint!r}?)" if hint else ""
             raise JobSpecError(
                 path,
-                f"unknown replica type for {kind.spec.kind.value}{did_you_mean}; "
-                f"expected one of: {', '.join(known_types)}",
+                f"unknown replica type for {kind.spec.kind}{did_you_mean}; expected one of: {', '.join(known_types)}",
             )
         if rspec.count < 0:
             raise JobSpecError(f"{path}.replicas", f"must be >= 0, got {rspec.count}")
@@ -103,7 +102,7 @@ def _validate_containers(kind: Kind, job: TrainingJob, rtype: str, path: str) ->
     if main is not None and main not in names:
         raise JobSpecError(
             cpath,
-            f"no container named {main!r}; {kind.spec.kind.value} runs the replica's program in the container "
+            f"no container named {main!r}; {kind.spec.kind} runs the replica's program in the container "
             f"of that name (found: {', '.join(names)})",
         )
 

@@ -159,4 +159,4 @@ def observing(
     finally:
         config.line_sinks.remove(observer.sink)
         with shielded():  # a second SIGTERM must not cut the last log lines short
-            observer.finish(f"{job.kind.value} {job.name}")
+            observer.finish(f"{job.kind} {job.name}")

@@ -12,12 +12,13 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kftrain.backends import KubernetesConfig, LocalConfig, choose_backend, make_backend
 from kftrain.backends.base import BackendConfig, JobResult
 from kftrain.contract import CHECKPOINT_ENV, DATASET_ENV, MODEL_ENV
 from kftrain.errors import JobFailedError, JobSpecError
-from kftrain.job import EnvVar, JobKind, PodSettings, TrainingJob, apply_pod_settings, load_manifest, main_container
+from kftrain.job import EnvVar, PodSettings, TrainingJob, apply_pod_settings, load_manifest, main_container
 from kftrain.job.naming import stamp_run_identity
 from kftrain.job.validate import validate_job
 
@@ -41,11 +42,11 @@ class Artifacts:
         return {k: v for k, v in values.items() if v}
 
 
-def job_from_manifest(text: str, kind: JobKind) -> TrainingJob:
+def job_from_manifest(text: str, kind: str, *, runtimes: Any = None) -> TrainingJob:
     """The job a launch step of ``kind`` was given as YAML; a manifest of another kind is refused."""
-    job = load_manifest(text)
+    job = load_manifest(text, runtimes=runtimes)
     if job.kind != kind:
-        raise JobSpecError("kind", f"this step launches a {kind.value}, the manifest is a {job.kind.value}")
+        raise JobSpecError("kind", f"this step launches a {kind}, the manifest is a {job.kind}")
     return job
 
 
@@ -107,7 +108,7 @@ def backend_config(
 def run_job(job: TrainingJob, config: BackendConfig, *, timeout: float | None = None) -> JobResult:
     """Run ``job`` to its end on the backend ``config`` is for; a failed job raises :class:`JobFailedError`."""
     backend = make_backend(config)
-    log.info("launching %s %s on the %s backend", job.kind.value, job.name, backend.name)
+    log.info("launching %s %s on the %s backend", job.kind, job.name, backend.name)
     result = backend.run(job, timeout)
     if not result.succeeded:
         raise JobFailedError(result.describe(), exit_code=result.exit_code or 1)

@@ -35,7 +35,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from kftrain.job.crd_schema import CRDSchemas
+from kftrain.job.manifest.schema import CRDSchemas
 
 GROUP = "kubeflow.org"
 TRAINER_GROUP = "trainer.kubeflow.org"  # Kubeflow Trainer v2's TrainJob

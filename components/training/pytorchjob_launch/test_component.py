@@ -32,7 +32,7 @@ def test_default_is_a_master_and_a_worker_with_one_process_each(monkeypatch, tmp
     assert list(m["spec"]["pytorchReplicaSpecs"]) == ["Master", "Worker"]
     assert m["spec"]["nprocPerNode"] == "1"  # not the operator's default, auto (a process per core or GPU)
     assert "elasticPolicy" not in m["spec"]
-    assert _container(m, "Worker")["command"] == ["python", "-m", "kftrain.trainers.torch_ddp"]
+    assert _container(m, "Worker")["command"] == ["python", "-m", "kftrain.programs.torch_ddp"]
 
 
 @pytest.mark.parametrize("nproc", ["2", "auto"])
@@ -41,7 +41,7 @@ def test_several_processes_per_replica_run_the_default_program_under_torchrun(np
     m = render(monkeypatch, tmp_path, nproc_per_node=nproc)
     assert m["spec"]["nprocPerNode"] == nproc
     for rtype in ("Master", "Worker"):
-        assert _container(m, rtype)["command"] == ["torchrun", "--module", "kftrain.trainers.torch_ddp"]
+        assert _container(m, rtype)["command"] == ["torchrun", "--module", "kftrain.programs.torch_ddp"]
         assert _container(m, rtype)["args"][:2] == ["--dataset", "$(KFTRAIN_DATASET_URI)"]
 
 
@@ -74,7 +74,7 @@ def test_elastic_inputs_render_the_operators_elastic_policy(monkeypatch, tmp_pat
         "metrics": [metric],
     }
     worker = _container(m, "Worker")
-    assert worker["command"] == ["torchrun", "--module", "kftrain.trainers.torch_ddp"]
+    assert worker["command"] == ["torchrun", "--module", "kftrain.programs.torch_ddp"]
     assert worker["args"][-2:] == ["--global-batch-size", "48"]
     env = {e["name"]: e.get("value") for e in worker["env"]}
     assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"

@@ -35,7 +35,7 @@ def test_default_is_two_workers_running_the_tf_trainer(monkeypatch, tmp_path, cr
     assert m["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 2
     worker = _container(m, "Worker")
     assert worker["name"] == "tensorflow", "the operator sets TF_CONFIG on the container named tensorflow"
-    assert worker["command"] == ["python", "-m", "kftrain.trainers.tf_trainer"]
+    assert worker["command"] == ["python", "-m", "kftrain.programs.tf_distributed"]
     assert worker["args"][-2:] == ["--epochs", "5"], "pipeline ints arrive as floats"
     assert "$(KFTRAIN_CHECKPOINT_URI)" in worker["args"]
     assert worker["image"].split("/")[-1].startswith("python-tensorflow-cpu:")

@@ -30,16 +30,19 @@ import string
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
-from kftrain.backends.base import Backend, JobHandle, JobPhase, JobResult
+from kftrain.backends.base import Backend, JobHandle, JobPhase, JobResult, JobStatus
 from kftrain.backends.console import Console
+from kftrain.backends.local import jobs as local_jobs
 from kftrain.backends.local import state as job_state
 from kftrain.backends.local.config import LocalConfig
 from kftrain.backends.local.hosted import ranks_on, write_mounted
+from kftrain.backends.local.one_machine import local_host_of, local_worker_host
 from kftrain.backends.local.output import pump
 from kftrain.backends.local.processes import ReplicaProcess, shell_exit_code, stop_replicas
 from kftrain.backends.local.replica import LocalReplica, free_port, prepare_replica
@@ -48,7 +51,7 @@ from kftrain.job.kinds import kind_of
 from kftrain.job.kinds.base import is_retryable_exit_code
 from kftrain.job.model import RestartPolicy, TrainingJob
 from kftrain.job.naming import outputs_of
-from kftrain.job.topology import ReplicaId, Topology, all_replicas, total_replicas
+from kftrain.job.topology import LOCAL_HOST, ReplicaId, Topology, all_replicas, total_replicas
 from kftrain.job.validate import validate_job
 from kftrain.signals import shielded
 
@@ -99,7 +102,11 @@ class LocalBackend(Backend):
         owns = self.config.workdir is None
         workdir = Path(tempfile.mkdtemp(prefix=f"kftrain-{job.name}-")) if owns else Path(self.config.workdir or ".")
         workdir.mkdir(parents=True, exist_ok=True)
-        topology = Topology(ports={r: free_port() for r in kind.replicas_with_ports(job)}, files_root=workdir)
+        topology = Topology(
+            ports={r: free_port() for r in kind.listening_replicas(job)},
+            files_root=workdir,
+            host_of=local_host_of(LOCAL_HOST),
+        )
         try:
             replicas = [self._prepare(job, rid, topology, workdir) for rid in kind.process_replicas(job)]
         except BaseException:
@@ -120,7 +127,7 @@ class LocalBackend(Backend):
         )
         self._jobs[job.name] = state
         self.console.say(
-            f"starting {job.kind.value} {job.name}: {', '.join(r.id.label for r in replicas)} (workdir {workdir})"
+            f"starting {job.kind} {job.name}: {', '.join(r.id.label for r in replicas)} (workdir {workdir})"
         )
         self._record(state)
         try:
@@ -150,7 +157,7 @@ class LocalBackend(Backend):
         )
 
     def _handle(self, job: TrainingJob) -> JobHandle:
-        return JobHandle(backend=self.name, name=job.name, kind=job.kind.value, api_version=job.api_version)
+        return JobHandle(backend=self.name, name=job.name, kind=job.kind, api_version=job.api_version)
 
     def _prepare(self, job: TrainingJob, rid: ReplicaId, topology: Topology, workdir: Path) -> LocalReplica:
         logs = workdir / "logs"
@@ -268,9 +275,9 @@ class LocalBackend(Backend):
 
     def _scale(self, state: _LocalJob, replica_type: str, replicas: int) -> None:
         job = state.job
-        elastic = job.spec.elastic_policy
-        if elastic is not None and replica_type == "Worker":
-            low, high = elastic.min_replicas or 1, elastic.max_replicas or replicas
+        bounds = kind_of(job).worker_bounds(job)
+        if bounds is not None and replica_type == "Worker":
+            low, high = bounds[0], bounds[1] or replicas
             if not low <= replicas <= high:
                 raise JobSpecError("spec.elasticPolicy", f"{replicas} workers is outside [{low}, {high}]")
         if replica_type == "Worker" and not kind_of(job).spec.workers_run_program:
@@ -322,7 +329,7 @@ class LocalBackend(Backend):
             if hosted is not None:
                 state.hosted.remove(hosted)
                 self._update_membership(state)
-                host = kind_of(state.job).local_host_name(hosted, state.topology)
+                host = local_worker_host(hosted.index)
                 ranks = [p for r in state.replicas if r.proc is not None for p in ranks_on(r.proc.pid, host)]
                 for proc in ranks:
                     with contextlib.suppress(psutil.Error):
@@ -370,7 +377,7 @@ class LocalBackend(Backend):
         model_uri, logs_uri = outputs_of(state.job.metadata.annotations)
         job_state.write(
             state.job.name,
-            kind=state.job.kind.value,
+            kind=state.job.kind,
             api_version=state.job.api_version,
             labels=dict(state.job.metadata.labels or {}),
             launcher_pid=os.getpid(),
@@ -395,6 +402,22 @@ class LocalBackend(Backend):
             shutil.rmtree(state.workdir, ignore_errors=True)
         elif not result.succeeded:
             self.console.say(f"replica logs kept in {state.workdir / 'logs'}")
+
+    # -- the jobs recorded on this machine (any launcher's) ------------------------------------------
+
+    def list_jobs(self) -> list[JobStatus]:
+        return local_jobs.list_jobs()
+
+    def get_job(self, name: str) -> JobStatus:
+        return local_jobs.get_job(name)
+
+    def job_logs(
+        self, name: str, replica: str | None = None, tail: int | None = None, follow: bool = False
+    ) -> Iterator[tuple[str, str]]:
+        return local_jobs.job_logs(name, replica, tail, follow)
+
+    def delete_job(self, name: str) -> None:
+        local_jobs.delete_job(name)
 
     # -- cancel ----------------------------------------------------------------------------------
 

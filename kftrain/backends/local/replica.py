@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kftrain.backends.local.config import ALL_REPLICA_TYPES, LocalConfig
+from kftrain.backends.local.one_machine import adapt_env
 from kftrain.backends.local.processes import ReplicaProcess
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds import kind_of, main_container
@@ -129,7 +130,7 @@ def prepare_replica(
             except ExpansionTooLarge as exc:
                 raise JobSpecError(f"{path}[{container.name}].env[{j}].value", f"{var.name}: {exc}") from None
     env.update(kind.operator_env(job, rid, topology))
-    kind.adapt_local_env(job, rid, env)
+    adapt_env(kind, job, rid, env)
     override = config.commands.get(rid.type) or config.commands.get(ALL_REPLICA_TYPES)
     if override:
         argv = list(override)

@@ -1,0 +1,416 @@
+"""TrainJob: Kubeflow Trainer v2 (``trainer.kubeflow.org/v1alpha1``, v2.3.0), run as a JobSet from a runtime.
+
+A TrainJob is loaded with the runtime it names (:mod:`kftrain.job.kinds.trainjob.runtime`) and becomes a
+:class:`TrainingJob` whose replica specs are the resolved replicated jobs (``node``, ``launcher``, ...), one
+replica per pod (the pod of job ``node`` with completion index i is ``ReplicaId("node", i)``); the TrainJob's
+own spec is kept and rendered back unchanged.
+
+What each ML policy plugin of v2.3.0 adds (``pkg/runtime/framework/plugins``), after the trainer's ``env``:
+
+* torch (``torch/torch.go``, ``EnforceMLPolicy``), on the trainer job's ``node`` container: ``PET_NNODES`` = the
+  trainer job's pod count, ``PET_NPROC_PER_NODE`` = ``numProcPerNode`` (unset: ``auto``, which without GPUs
+  becomes max(1, CPUs per node: requests, else limits, rounded up)), ``PET_NODE_RANK`` = the pod's completion
+  index, ``PET_MASTER_ADDR`` = ``<name>-node-0-0.<name>``, ``PET_MASTER_PORT`` = 29500. The webhook refuses
+  those five names in ``trainer.env``.
+* MPI (``mpi/mpi.go``), on the ``launcher`` job's ``node`` container (OpenMPI only):
+  ``OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile``, ``OMPI_MCA_orte_keep_fqdn_hostnames=true``,
+  ``OMPI_MCA_orte_set_default_slots`` = slots, ``OMPI_MCA_plm_rsh_args=-o ConnectionAttempts=10``; the hostfile
+  lists every pod of job ``launcher`` (when it runs as a node) and of job ``node``, in the runtime's order, as
+  ``<name>-<job>-0-<i>.<subdomain> slots=N``; N = ``numProcPerNode`` (the runtime's 1 becomes the GPUs per node
+  when there are more). The webhook refuses those four names in ``trainer.env``.
+* plain (``plainml/plainml.go``, and jax/xgboost run as plain here): the trainer's env only. Locally, where
+  the nodes have no DNS names, kftrain adds ``KFTRAIN_TF_WORKERS`` (their local addresses) for a TensorFlow
+  program's TF_CONFIG (:mod:`kftrain.programs.tf_config`).
+
+The runtimes a TrainJob may name come in as a :class:`~kftrain.job.kinds.trainjob.catalog.RuntimeCatalog` (the ones
+Trainer installs when none is given); reading them from the environment is the caller's
+(:meth:`TrainJobKind.runtimes_from_env`).
+
+Every pod of an Indexed Job also gets ``JOB_COMPLETION_INDEX`` from Kubernetes. Success (JobSet
+``successPolicy``, operator All): every pod of the target jobs (default: all) succeeds.
+
+Locally every node is a process on this machine; for MPI only the launcher runs (``mpirun`` starts the
+ranks: one hostfile line ``localhost slots=<all slots>``), as for MPIJob.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kftrain.errors import JobSpecError
+from kftrain.job.kinds.base import ClusterObject, Kind, KindSpec, MountedFile
+from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
+from kftrain.job.kinds.trainjob.runtime import (
+    API_VERSION,
+    GROUP,
+    LAUNCHER,
+    NAMESPACED_RUNTIME,
+    NODE,
+    RUNTIME_KINDS,
+    Resolved,
+    Runtime,
+    node_container,
+    parse_runtime,
+    resolve,
+)
+from kftrain.job.model import ObjectMeta, PodTemplate, ReplicaSpec, RunPolicy, TrainingJob
+from kftrain.job.serde import from_dict, to_dict
+from kftrain.job.topology import ReplicaId, Topology
+
+TRAINER_PORT = 29500  # pkg/constants: ContainerTrainerPort
+HOSTFILE = "/etc/mpi/hostfile"
+TORCH_RESERVED = frozenset({"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"})
+MPI_RESERVED = frozenset(
+    {
+        "OMPI_MCA_orte_default_hostfile",
+        "OMPI_MCA_plm_rsh_args",
+        "OMPI_MCA_orte_keep_fqdn_hostnames",
+        "OMPI_MCA_orte_set_default_slots",
+    }
+)
+MANAGED_BY = ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue")
+# The containers whose env a runtime patch must not set (the jobset plugin's Validate).
+_NO_PATCHED_ENV = ("dataset-initializer", "model-initializer", NODE)
+_QUANTITY = re.compile(r"([0-9.]+)([a-zA-Z]*)")
+_SUFFIX = {"": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+
+SPEC = KindSpec(
+    kind="TrainJob",
+    api_version=API_VERSION,
+    plural="trainjobs",
+    replica_key="trainer",
+    replica_types=(),  # the runtime's replicated jobs: see TrainJobKind.replica_types
+    singletons=frozenset(),
+    default_container=NODE,
+    container_name=NODE,
+    group=GROUP,
+    # JobSet labels every pod with its JobSet's name, which is the TrainJob's (pkg/runtime/.../jobset).
+    pod_job_label="jobset.sigs.k8s.io/jobset-name",
+    suspend_field="spec.suspend",
+)
+
+
+@dataclass
+class TrainJobSource:
+    """The TrainJob's own ``spec`` (rendered back as given) and what it resolves to on its runtime."""
+
+    spec: dict[str, Any]
+    resolved: Resolved
+
+
+def source(job: TrainingJob) -> TrainJobSource:
+    if not isinstance(job.source, TrainJobSource):
+        raise JobSpecError("spec", f"{job.name}: a TrainJob built without its runtime")  # a bug, not input
+    return job.source
+
+
+def quantity(value: Any) -> float:
+    """A Kubernetes quantity (``2``, ``500m``, ``1Gi``) as a number."""
+    match = _QUANTITY.fullmatch(str(value))
+    if not match or match.group(2) not in _SUFFIX:
+        raise JobSpecError("spec.trainer.resourcesPerNode", f"{value!r} is not a quantity")
+    return float(match.group(1)) * _SUFFIX[match.group(2)]
+
+
+def _per_node(job: TrainingJob) -> Mapping[str, Any]:
+    """resourcesPerNode: the trainer's, else the runtime's ``node`` container's (ExtractResourcePerNodeFromRuntime)."""
+    src = source(job)
+    given = (src.spec.get("trainer") or {}).get("resourcesPerNode")
+    if given:
+        return given
+    for rjob in src.resolved.jobs:
+        if rjob.name == NODE or rjob.ancestor == "trainer":
+            container = node_container(rjob.pod_template)
+            if container is not None and container.get("resources"):
+                return container["resources"]
+    return {}
+
+
+def gpus_per_node(job: TrainingJob) -> int:
+    """GetNumGPUPerNode: the first resource whose name holds "gpu", from requests, else limits."""
+    res = _per_node(job)
+
+    def count(part: str) -> int:
+        found = next((v for k, v in (res.get(part) or {}).items() if "gpu" in k.lower()), 0)
+        return math.ceil(quantity(found))
+
+    return count("requests") or count("limits")
+
+
+def torch_nproc_per_node(job: TrainingJob) -> str:
+    given = (source(job).spec.get("trainer") or {}).get("numProcPerNode")
+    if given is not None:
+        return str(given)
+    if gpus_per_node(job) > 0:
+        return "auto"
+    res = _per_node(job)
+    requests = (res.get("requests") or {}).get("cpu")
+    cpu = requests if requests is not None and quantity(requests) > 0 else (res.get("limits") or {}).get("cpu")
+    return str(max(1, math.ceil(quantity(cpu)) if cpu is not None else 0))
+
+
+def mpi_slots(job: TrainingJob) -> int:
+    src = source(job)
+    given = (src.spec.get("trainer") or {}).get("numProcPerNode")
+    if given is not None:
+        return int(given)
+    slots = int((src.resolved.ml_policy.get("mpi") or {}).get("numProcPerNode", 1))
+    return gpus_per_node(job) if slots == 1 and gpus_per_node(job) > 1 else slots
+
+
+def _mpi_hosts(job: TrainingJob) -> list[tuple[str, int]]:
+    """(job name, pod count) of the pods the hostfile lists, in the runtime's order."""
+    resolved = source(job).resolved
+    as_node = bool((resolved.ml_policy.get("mpi") or {}).get("runLauncherAsNode"))
+    return [(j.name, j.count) for j in resolved.jobs if j.name == NODE or (as_node and j.name == LAUNCHER)]
+
+
+def hostfile(job: TrainingJob) -> str:
+    """The hostfile the MPI plugin writes into ``<name>-mpi-hostfile`` on a cluster."""
+    network = (source(job).resolved.runtime.spec.get("template", {}).get("spec", {}).get("network")) or {}
+    subdomain = network.get("subdomain") or job.name
+    slots = mpi_slots(job)
+    return "".join(
+        f"{job.name}-{rjob}-0-{i}.{subdomain} slots={slots}\n" for rjob, count in _mpi_hosts(job) for i in range(count)
+    )
+
+
+def load_trainjob(data: Mapping[str, Any], runtimes: RuntimeCatalog | None = None) -> TrainingJob:
+    """A TrainJob manifest resolved on the runtime it names, from ``runtimes`` (None: those Trainer installs)."""
+    from kftrain.job.kinds.trainjob.api import check_trainjob
+
+    spec = check_trainjob(data)
+    ref = spec["runtimeRef"]
+    catalog = runtimes if runtimes is not None else RuntimeCatalog()
+    runtime = catalog.find(ref.get("kind", "ClusterTrainingRuntime"), ref["name"])
+    _validate_patches(spec, runtime)  # before merging them: a patch may name a job the runtime lacks
+    resolved = resolve(spec, runtime)
+    job = TrainingJob(
+        kind="TrainJob",
+        api_version=API_VERSION,
+        metadata=from_dict(ObjectMeta, data.get("metadata") or {}, "metadata"),
+        replica_specs={
+            j.name: ReplicaSpec(
+                replicas=j.count,
+                template=from_dict(PodTemplate, j.pod_template, f"runtime {runtime.name}: replicatedJobs.{j.name}"),
+            )
+            for j in resolved.jobs
+        },
+        source=TrainJobSource(spec, resolved),
+    )
+    job.spec.run_policy = RunPolicy(
+        suspend=spec.get("suspend"),
+        managed_by=spec.get("managedBy"),
+        active_deadline_seconds=spec.get("activeDeadlineSeconds"),
+    )
+    return job
+
+
+class TrainJobKind(Kind):
+    def replica_types(self, job: TrainingJob) -> tuple[str, ...]:
+        return tuple(j.name for j in source(job).resolved.jobs)
+
+    def replicas_path(self) -> str:
+        return "runtime.spec.template.spec.replicatedJobs"
+
+    def framework(self, job: TrainingJob) -> str:
+        return source(job).resolved.runtime.framework
+
+    def main_container_name(self, job: TrainingJob, replica_type: str) -> str | None:
+        return NODE if replica_type in (NODE, LAUNCHER) else None
+
+    def summary(self, job: TrainingJob) -> dict[str, object]:
+        src = source(job)
+        trainer = src.resolved.trainer_job
+        return {"runtime": src.resolved.runtime.name, "nodes": trainer.count if trainer else 0}
+
+    def cluster_dependency(self, job: TrainingJob) -> ClusterObject | None:
+        """The runtime the TrainJob names: the cluster must serve it, with the ML policy the job was built for
+        (the environment each node gets, and the hostfile, follow from that policy)."""
+        built_for = source(job).resolved.runtime
+
+        def check(served: Mapping[str, Any]) -> None:
+            on_cluster = parse_runtime(served, f"the cluster's {built_for.kind} {built_for.name}")
+            if on_cluster.framework != built_for.framework:
+                raise JobSpecError(
+                    "spec.runtimeRef",
+                    f"{built_for.kind} {built_for.name!r} on the cluster has a {on_cluster.framework} ML policy, "
+                    f"but the job was built for {built_for.framework} ({built_for.source}): give the cluster's "
+                    "runtime with --runtimes (or KFTRAIN_TRAINER_RUNTIMES), or name another runtime",
+                )
+
+        plural = built_for.kind.lower() + "s"
+        namespaced = built_for.kind == NAMESPACED_RUNTIME
+        return ClusterObject(GROUP, "v1alpha1", built_for.kind, plural, built_for.name, namespaced, check)
+
+    # -- loading and rendering -----------------------------------------------------------------------
+
+    def load(self, data: Mapping[str, Any], *, runtimes: RuntimeCatalog | None = None) -> TrainingJob:
+        return load_trainjob(data, runtimes)
+
+    def render(self, job: TrainingJob) -> dict[str, Any]:
+        from kftrain.job.kinds.trainjob.patch import carry_changes
+
+        src = source(job)
+        spec = carry_changes(job, src.spec, src.resolved)
+        suspend = job.run_policy.suspend
+        if suspend is not None or "suspend" in spec:
+            spec["suspend"] = bool(suspend)
+        return {"apiVersion": API_VERSION, "kind": "TrainJob", "metadata": to_dict(job.metadata), "spec": spec}
+
+    # -- the webhooks' rules ---------------------------------------------------------------------------
+
+    def validate(self, job: TrainingJob) -> None:
+        src = source(job)
+        spec, resolved = src.spec, src.resolved
+        ref = spec["runtimeRef"]
+        if ref.get("apiGroup", GROUP) != GROUP or ref.get("kind", RUNTIME_KINDS[0]) not in RUNTIME_KINDS:
+            raise JobSpecError(
+                "spec.runtimeRef", f"must be a {GROUP} {' or '.join(RUNTIME_KINDS)} (unsupported runtime)"
+            )
+        managed_by = spec.get("managedBy")
+        if managed_by is not None and managed_by not in MANAGED_BY:
+            raise JobSpecError("spec.managedBy", f"{managed_by!r} must be one of: {', '.join(MANAGED_BY)}")
+        trainer = spec.get("trainer") or {}
+        for key in ("numNodes", "numProcPerNode"):
+            if trainer.get(key) is not None and trainer[key] < 1:
+                raise JobSpecError(f"spec.trainer.{key}", f"must be >= 1, got {trainer[key]}")
+        names = [e.get("name") for e in trainer.get("env") or []]
+        framework = resolved.runtime.framework
+        reserved = {"torch": TORCH_RESERVED, "mpi": MPI_RESERVED}.get(framework, ())
+        refused = sorted(set(names) & set(reserved))
+        if refused:
+            raise JobSpecError(
+                "spec.trainer.env",
+                f"must not have reserved envs, invalid envs configured: {refused} (the {framework} runtime sets them)",
+            )
+        mpi = resolved.ml_policy.get("mpi") or {}
+        multi_node = (trainer.get("numNodes") or 1) >= 2
+        lacks_a_job = resolved.job(LAUNCHER) is None or resolved.job(NODE) is None
+        if framework == "mpi" and multi_node and mpi.get("runLauncherAsNode") and lacks_a_job:
+            raise JobSpecError(
+                "spec.trainer.numNodes",
+                "must have 1 when MPI trainingRuntime with enabled runLauncherAsNode does not have "
+                "either launcher and node",
+            )
+        if framework == "mpi" and mpi.get("mpiImplementation", "OpenMPI") != "OpenMPI":
+            raise JobSpecError("runtime.spec.mlPolicy.mpi.mpiImplementation", "Trainer v2.3.0 supports OpenMPI only")
+        _validate_patches(spec, resolved.runtime)
+
+    # -- the contract of each node ---------------------------------------------------------------------
+
+    def operator_env(self, job: TrainingJob, replica: ReplicaId, topology: Topology) -> list[tuple[str, str]]:
+        env = [("JOB_COMPLETION_INDEX", str(replica.index))]  # Kubernetes' Indexed Jobs, on every pod
+        resolved = source(job).resolved
+        framework = self.framework(job)
+        trainer = resolved.trainer_job
+        # The plugins touch the trainer's container only when the TrainJob has a trainer section.
+        has_trainer = source(job).spec.get("trainer") is not None
+        if framework == "torch" and has_trainer and trainer is not None and replica.type == trainer.name:
+            env += [
+                ("PET_NNODES", str(trainer.count)),
+                ("PET_NPROC_PER_NODE", torch_nproc_per_node(job)),
+                ("PET_NODE_RANK", str(replica.index)),
+                ("PET_MASTER_ADDR", topology.host),
+                ("PET_MASTER_PORT", str(topology.ports[ReplicaId(trainer.name, 0)])),
+            ]
+        elif framework == "mpi" and replica.type == LAUNCHER:
+            env += [
+                ("OMPI_MCA_orte_default_hostfile", str(topology.file(HOSTFILE))),
+                ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+                ("OMPI_MCA_orte_set_default_slots", str(mpi_slots(job))),
+                ("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"),
+            ]
+        elif framework == "plain" and trainer is not None and replica.type == trainer.name:
+            # Not the Trainer's: on one machine the nodes have no DNS names, so their local addresses stand in
+            # for them, for a TensorFlow program's TF_CONFIG (kftrain.programs.tf_config).
+            nodes = [ReplicaId(trainer.name, i) for i in range(trainer.count)]
+            env.append(("KFTRAIN_TF_WORKERS", ",".join(topology.address(n) for n in nodes)))
+        return env
+
+    def operator_files(self, job: TrainingJob, topology: Topology) -> dict[str, MountedFile]:
+        if self.framework(job) != "mpi":
+            return {}
+        total = sum(count for _, count in _mpi_hosts(job)) * mpi_slots(job)
+        return {HOSTFILE: MountedFile(f"{topology.host} slots={total}\n")}
+
+    def process_replicas(self, job: TrainingJob) -> list[ReplicaId]:
+        resolved = source(job).resolved
+        if self.framework(job) == "mpi" and resolved.job(LAUNCHER) is not None:
+            return [ReplicaId(LAUNCHER, 0)]  # the node pods only host the ranks mpirun starts
+        trainer = resolved.trainer_job
+        # Initializer jobs download models and datasets inside their own images: not run locally.
+        return [ReplicaId(trainer.name, i) for i in range(trainer.count)] if trainer else []
+
+    def listening_replicas(self, job: TrainingJob) -> list[ReplicaId]:
+        trainer = source(job).resolved.trainer_job
+        if trainer is None:
+            return []
+        if self.framework(job) == "plain":  # each node may serve TensorFlow's workers (KFTRAIN_TF_WORKERS)
+            return [ReplicaId(trainer.name, i) for i in range(trainer.count)]
+        return [ReplicaId(trainer.name, 0)] if self.framework(job) == "torch" else []
+
+    def succeeded(self, job: TrainingJob, done: set[ReplicaId]) -> bool:
+        targets = set(source(job).resolved.success_targets)
+        wanted = [r for r in self.process_replicas(job) if r.type in targets]
+        return all(r in done for r in wanted)
+
+    def hosts_training(self, job: TrainingJob, replica_type: str) -> bool:
+        return True
+
+    def runs_mpirun(self, job: TrainingJob, replica: ReplicaId) -> bool:
+        return self.framework(job) == "mpi" and replica.type == LAUNCHER
+
+    @staticmethod
+    def runtimes_from_env() -> RuntimeCatalog:
+        """The runtimes Trainer installs and those in ``KFTRAIN_TRAINER_RUNTIMES``: what a caller that reads its
+        environment (the launch step, the CLI) passes as ``runtimes``."""
+        return RuntimeCatalog.from_env()
+
+
+def _validate_patches(spec: Mapping[str, Any], runtime: Runtime) -> None:
+    """The jobset plugin's rules for runtimePatches: only the runtime's jobs and containers, and no env on the
+    trainer's or initializers' containers (the trainer's env belongs in spec.trainer.env)."""
+    runtime_template = runtime.spec.get("template", {}).get("spec", {})
+    containers = {
+        rjob.get("name"): {
+            c.get("name")
+            for part in ("containers", "initContainers")
+            for c in rjob.get("template", {}).get("spec", {}).get("template", {}).get("spec", {}).get(part) or []
+        }
+        for rjob in runtime_template.get("replicatedJobs") or []
+    }
+    managers: set[str] = set()
+    for i, patch in enumerate(spec.get("runtimePatches") or []):
+        path = f"spec.runtimePatches[{i}]"
+        manager = patch.get("manager")
+        if manager in managers:
+            raise JobSpecError(f"{path}.manager", f"{manager!r} is already used by an earlier patch")
+        managers.add(manager)
+        jobset = ((patch.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec") or {}
+        for j, rjob in enumerate(jobset.get("replicatedJobs") or []):
+            jpath = f"{path}.trainingRuntimeSpec.template.spec.replicatedJobs[{j}]"
+            if rjob.get("name") not in containers:
+                raise JobSpecError(
+                    f"{jpath}.name",
+                    f"{rjob.get('name')!r}: must not have replicated job that doesn't exist in the runtime job "
+                    f"template (runtime jobs: {', '.join(map(str, containers))})",
+                )
+            pod = ((rjob.get("template") or {}).get("spec") or {}).get("template", {}).get("spec") or {}
+            for part in ("containers", "initContainers"):
+                for k, c in enumerate(pod.get(part) or []):
+                    if c.get("name") not in containers[rjob["name"]]:
+                        raise JobSpecError(
+                            f"{jpath}.template.spec.template.spec.{part}[{k}].name",
+                            f"{c.get('name')!r} doesn't exist in the runtime job {rjob['name']}",
+                        )
+                    if part == "containers" and c.get("env") and c.get("name") in _NO_PATCHED_ENV:
+                        raise JobSpecError(
+                            f"{jpath}.template.spec.template.spec.containers[{k}].env",
+                            f"must not have envs for the {', '.join(_NO_PATCHED_ENV)} containers "
+                            "(set the trainer's env in spec.trainer.env)",
+                        )
