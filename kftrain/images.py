@@ -5,7 +5,7 @@ Each step runs in the smallest image that holds what it imports (README.md, "Ima
 - ``python-launch``: the launch steps and ``trainer_args``; kftrain with ``[s3]``, no ML framework;
 - ``python-data``: data prep; kftrain with ``[data,s3]`` (pyarrow, numpy), the ``builtin:`` samples baked as
   Parquet at build time (no scikit-learn);
-- ``python-pytorch-{cpu,cuda}``, ``python-tensorflow-{cpu,cuda}``, ``python-horovod-cpu``: the trainers,
+- ``python-pytorch-{cpu,cuda}``, ``python-tensorflow-{cpu,cuda}``, ``python-horovod-cpu``: the programs,
   and evaluation and export of the models they train (a model is loaded by its own framework).
 
 A framework image comes in variants, and a caller names the one it wants: the CPU build of a framework is

@@ -1,6 +1,6 @@
 """Reading a model folder: through its completion marker when it has one, else as the plain folder a program wrote.
 
-A model folder written through kftrain (``save_model``, this release's trainers) is a complete artifact: it is
+A model folder written through kftrain (``save_model``, this release's programs) is a complete artifact: it is
 read through :class:`~kftrain.storage.ArtifactReader`, so only the files its marker lists are read, one
 version, each checked against its size and SHA-256. A folder a user's program wrote itself has no marker (the
 launch step has already seen the job finish): its files are those a listing finds. Either way, every relative

@@ -7,7 +7,7 @@ after these.
 
 The batch: ``--global-batch-size`` is the rows of one optimizer step across all processes, the same at every
 world size (an elastic job that resizes keeps training the same way); when it is given it wins, and
-``--batch-size`` only bounds the micro-batch one process computes at once (the PyTorch trainers accumulate
+``--batch-size`` only bounds the micro-batch one process computes at once (the PyTorch programs accumulate
 gradients to reach the global batch). Without it the global batch is ``--batch-size`` x the processes, as it
 always was, and changes when an elastic job resizes. ``--lr`` is the learning rate of one step over the
 global batch; it is never scaled by the number of processes.
@@ -31,7 +31,7 @@ def trainer_parser(
 ) -> argparse.ArgumentParser:
     """A parser with the flags every trainer takes, with this trainer's defaults.
 
-    ``checkpoint_every_epochs`` None leaves out ``--checkpoint-every-epochs``, for trainers that checkpoint by
+    ``checkpoint_every_epochs`` None leaves out ``--checkpoint-every-epochs``, for programs that checkpoint by
     steps only.
     """
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)

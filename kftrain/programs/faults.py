@@ -1,7 +1,7 @@
 """Fault injection for crash-resume tests and drills: a replica kills itself at a chosen training step, or
 holds at a chosen step until told to go on.
 
-The trainers call :func:`maybe_inject_fault` after every step; the ``KFTRAIN_FAULT_*`` variables in a
+The programs call :func:`maybe_inject_fault` after every step; the ``KFTRAIN_FAULT_*`` variables in a
 replica's environment say whether, where and how often it dies. They call :func:`hold` before every step:
 ``KFTRAIN_HOLD_FILE`` names a file holding a step number, and no process starts a step past it until the
 file holds a larger number, or is removed. A drill uses it to resize or break a job at a known point (after

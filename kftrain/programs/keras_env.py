@@ -1,4 +1,4 @@
-"""Imported first by the Keras trainers (``tf_distributed``, ``horovod_tf``), for what it sets in the environment.
+"""Imported first by the Keras programs (``tf_distributed``, ``horovod_tf``), for what it sets in the environment.
 
 ``TF_USE_LEGACY_KERAS=1`` must be set before TensorFlow is imported anywhere in the process: ``tf.keras`` is
 then Keras 2 (``tf_keras``), whose ``fit`` works under MultiWorkerMirroredStrategy and whose optimizers and

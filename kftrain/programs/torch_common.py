@@ -1,4 +1,4 @@
-"""What the two PyTorch trainers (DDP in :mod:`~kftrain.programs.torch_ddp`, Horovod in
+"""What the two PyTorch programs (DDP in :mod:`~kftrain.programs.torch_ddp`, Horovod in
 :mod:`~kftrain.programs.horovod_torch`) share: their extra flags, the batch plan of the current world size, one
 optimizer step over a constant global batch, checkpoints of model, optimizer and sample position, and the
 validation accuracy they log.
@@ -35,7 +35,7 @@ STATE_FILE = "state.pt"
 
 
 def add_torch_flags(p: argparse.ArgumentParser) -> None:
-    """The flags both PyTorch trainers add to :func:`~kftrain.programs.common.trainer_parser`'s."""
+    """The flags both PyTorch programs add to :func:`~kftrain.programs.common.trainer_parser`'s."""
     p.add_argument(
         "--checkpoints-in-flight",
         type=int,
