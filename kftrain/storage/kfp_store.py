@@ -79,11 +79,14 @@ class SessionInfo:
 
 @dataclass(frozen=True)
 class KfpStore:
-    """The store of one URI: how to reach it and its credentials (None: the environment's)."""
+    """The store of one URI: how to reach it, and where its credentials come from."""
 
     session: SessionInfo
-    credentials: dict[str, str] | None
     source: str  # where the settings came from, for the log
+
+    def credentials(self) -> dict[str, str] | None:
+        """key/secret from the secret KFP's configuration names (read once); None: from the environment."""
+        return None if self.session.from_env else _cluster().secret_keys(self.session)
 
 
 def in_kfp_task_pod() -> bool:
@@ -172,22 +175,20 @@ def kfp_store(uri: str) -> KfpStore | None:
     else:
         source = f"kfp-launcher ConfigMap providers.{scheme}" if has_provider else "the environment"
     session = session_info(uri, providers, default_endpoint)
-    credentials = None if session.from_env else cluster.secret_keys(session)
-    store = KfpStore(session, credentials, source)
-    _log_once(scheme, bucket, store)
-    return store
+    _log_once(
+        f"{scheme}://{bucket}", session.endpoint_url or "", source, "" if session.from_env else session.secret_name
+    )
+    return KfpStore(session, source)
 
 
 @functools.cache
-def _log_once(scheme: str, bucket: str, store: KfpStore) -> None:
-    creds = "from the environment" if store.credentials is None else f"from secret {store.session.secret_name}"
+def _log_once(bucket: str, endpoint: str, source: str, secret: str) -> None:
     log.info(
-        "object store of %s://%s: %s (%s), credentials %s",
-        scheme,
+        "object store of %s: %s (%s), credentials %s",
         bucket,
-        store.session.endpoint_url or "the provider's default endpoint",
-        store.source,
-        creds,
+        endpoint or "the provider's default endpoint",
+        source,
+        f"from secret {secret}" if secret else "from the environment",
     )
 
 

@@ -126,15 +126,14 @@ def _s3_credentials(uri: str) -> dict[str, str]:
             )
         return creds
     store = kfp_store(uri) if uri.split("://", 1)[0] in ("minio", "s3") else None
-    if store is not None and store.credentials is not None:
-        return dict(store.credentials)
-    return {}
+    return dict((store.credentials() if store is not None else None) or {})
 
 
 def _region(uri: str) -> str | None:
     """The region KFP's store configuration gives ``uri`` (some S3-compatible stores check it), if any."""
-    if os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"):
-        return None  # botocore reads the environment's own
+    explicit = ("AWS_REGION", "AWS_DEFAULT_REGION", "MINIO_ENDPOINT", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")
+    if any(os.environ.get(name) for name in explicit):
+        return None  # botocore reads the environment's own region; another endpoint is not KFP's store
     store = kfp_store(uri) if uri.split("://", 1)[0] in ("minio", "s3") else None
     return (store.session.region or None) if store is not None else None
 
