@@ -127,3 +127,8 @@ def _paths(value: Any, prefix: str = "") -> set[str]:
     if isinstance(value, list):
         return set().union(*(_paths(item, prefix) for item in value)) if value else set()
     return set()
+
+
+def known_fields(version: str, config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with what ``version``'s proto does not know removed, as the driver sees it after a lenient parse."""
+    return json_format.MessageToDict(parse(version, config, strict=False))
