@@ -209,18 +209,20 @@ def wire(p: SimpleNamespace, launch: Launch, model_image: str) -> None:
     for task in (prep, flags, train):
         use_platform_settings(task, p.node_selector, p.tolerations)
     evaluate_and_export(
-        p, train.outputs["model"], prep.outputs["dataset"], model_name="digits", targets=[], model_image=model_image
+        p, train.outputs["model"], prep.outputs["dataset_uri"], model_name="digits", targets=[], model_image=model_image
     )
 
 
 def evaluate_and_export(
-    p: SimpleNamespace, model: Any, dataset: Any, model_name: Any, targets: Any, model_image: str
+    p: SimpleNamespace, model: Any, dataset_uri: Any, model_name: Any, targets: Any, model_image: str
 ) -> None:
     """Evaluation -> the quality gate -> export (to ``targets``; empty: every one) of the model a launch wrote,
-    both in ``model_image`` (an image with the framework that loads the model)."""
+    both in ``model_image`` (an image with the framework that loads the model). Both read the dataset by its URI
+    (prep's ``dataset_uri``), not as an input artifact: KFP's launcher would copy the whole dataset into their
+    pods first (kubeflow/pipelines@2.5.0:backend/src/v2/component/launcher_v2.go:619-665, downloadArtifacts)."""
     evaluation = evaluate_model(
         model=model,
-        dataset=dataset,
+        dataset_uri=dataset_uri,
         gate_metric=p.gate_metric,
         gate_threshold=p.gate_threshold,
         baseline_model_uri=p.baseline_model_uri,
@@ -230,7 +232,7 @@ def evaluate_and_export(
     export_if_passed(model_image)(
         passed=evaluation.outputs["passed"],
         model=model,
-        dataset=dataset,
+        dataset_uri=dataset_uri,
         model_name=model_name,
         targets=targets,
         node_selector=p.node_selector,
@@ -265,7 +267,7 @@ def _gate(model_image: str) -> Any:
     def gate(
         passed: bool,
         model: dsl.Input[dsl.Model],
-        dataset: dsl.Input[dsl.Dataset],
+        dataset_uri: str,
         model_name: str,
         targets: list,
         node_selector: dict,
@@ -273,7 +275,7 @@ def _gate(model_image: str) -> Any:
     ) -> None:
         """The gate: a ``dsl.If`` on this pipeline's own input (see the module's docstring for why it is nested)."""
         with dsl.If(passed == True, name="passed"):  # noqa: E712 (a KFP condition)
-            export = export_model(model=model, dataset=dataset, model_name=model_name, targets=targets)
+            export = export_model(model=model, dataset_uri=dataset_uri, model_name=model_name, targets=targets)
             export.set_caching_options(False)  # the export reads artifacts that a re-run may have replaced
             export.set_container_image(model_image)
             use_platform_settings(export, node_selector, tolerations)

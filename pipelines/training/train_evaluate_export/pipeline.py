@@ -103,7 +103,7 @@ def wire(p: Any) -> None:
             evaluate_and_export(
                 p,
                 train.outputs["model"],
-                prep.outputs["dataset"],
+                prep.outputs["dataset_uri"],
                 p.model_name,
                 p.export_targets,
                 model_image=MODEL_IMAGES[kind],
