@@ -49,7 +49,7 @@ def put_dataset(bucket: Bucket, uri: str, size: int) -> None:
 
 
 def measure(size: int, work: Path) -> dict[str, Any]:
-    spec = list(yaml.safe_load_all(PACKAGE.read_text()))[0]
+    spec = next(iter(yaml.safe_load_all(PACKAGE.read_text())))
     run = RunContext(str(uuid.uuid4()), "bench-run", spec["pipelineInfo"]["name"])
     run_dir = run_root(PIPELINE_ROOT, spec["pipelineInfo"]["name"], run.run_id)
     with MotoServer() as moto:
