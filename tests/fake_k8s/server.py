@@ -299,7 +299,12 @@ class FakeKube:
     def add_configmap(self, namespace: str, name: str, data: dict[str, str]) -> None:
         meta = {"name": name, "namespace": namespace, "uid": str(uuid.uuid4())}
         with self.cond:
-            self.configmaps[(namespace, name)] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+            self.configmaps[(namespace, name)] = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": meta,
+                "data": data,
+            }
 
     def add_secret(self, namespace: str, name: str, data: dict[str, str]) -> None:
         """A Secret whose ``data`` are given as plain text (served base64-encoded)."""

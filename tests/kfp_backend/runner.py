@@ -54,6 +54,8 @@ class Cluster:
     workdir: Path
     job_timeout: float = 600.0
     jobs: list[dict[str, Any]] = field(default_factory=list)
+    # What the nodes give every training pod without a secret (a workload identity), e.g. AWS_* variables.
+    workload_identity: dict[str, str] = field(default_factory=dict)
 
     def configure_store(self, endpoint: str, key: str, secret: str) -> None:
         """The namespace as KFP's profile controller leaves it, with ``providers`` naming the store."""
@@ -331,6 +333,7 @@ def _replica_env(cluster: Cluster, obj: dict[str, Any]) -> dict[str, str]:
     """This machine's environment less the store's, plus every secretKeyRef's value (the kubelet resolves them;
     the local backend reads a secretKeyRef's variable from its own environment)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MINIO_", "KFP_", "KFTRAIN_HARNESS"))}
+    env.update(cluster.workload_identity)
     for ref_name, key, var in _secret_refs(obj):
         value = cluster.secret_value(ref_name, key)
         if value is not None:
