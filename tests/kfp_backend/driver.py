@@ -13,7 +13,7 @@ B = kubeflow/pipelines@2.17.0:backend/src/v2/driver/resolve.go):
 - A null parameter of an optional input is skipped; otherwise an error (B:336-346).
 - Types are checked and STRING inputs take any value as its JSON text (B:171-262).
 - ``triggerPolicy.condition`` is evaluated on the resolved inputs; a task whose condition is false does not
-  run and has no outputs (A:287-294, 314).
+  run and has no outputs (A:287-294, 315).
 - Outputs are provisioned under the run's directory with a fresh salt (:mod:`tests.kfp_backend.layout`).
 - A ``dsl.TaskConfig`` input is not resolved with the others (B:324-331); the container driver fills it from
   the pod it builds (kubeflow/pipelines@2.17.0:backend/src/v2/driver/container.go:283-310).

@@ -4,13 +4,13 @@
   backend/src/v2/metadata/client.go:316, GetPipeline's ``pipeline_root``; @2.17.0 the same at client.go:420).
 - An output artifact is ``<run dir>/<task name>/<salt>/<output name>``, the salt a fresh UUID per task execution
   (kubeflow/pipelines@2.5.0:backend/src/v2/driver/driver.go:316-322, Container -> provisionOutputs(...,
-  uuid.NewString()); driver.go:2041 the URI; @2.17.0:backend/src/v2/driver/driver.go:775-786, the task root
+  uuid.NewString()); driver.go:2046 the URI; @2.17.0:backend/src/v2/driver/driver.go:775-786, the task root
   ``<task>/<salt>`` then ``<output>``). Joining trims the root's trailing ``/`` and drops its query string
   (kubeflow/pipelines@2.5.0:backend/src/v2/metadata/client.go:287-302, GenerateOutputURI).
 - A URI's local path in the container: ``gs://`` -> ``/gcs/``, ``minio://`` -> ``/minio/``, ``s3://`` ->
   ``/s3/``, ``oci://`` -> ``/oci/``; any other scheme has none (kubeflow/pipelines@2.5.0:
   backend/src/v2/component/launcher_v2.go:882-896, LocalPathForURI; @2.17.0 launcher_v2.go:1239-1253).
-- Output parameters are written to ``/tmp/kfp/outputs/<name>`` (driver.go:2058 at 2.5.0, driver.go:797 at 2.17.0).
+- Output parameters are written to ``/tmp/kfp/outputs/<name>`` (driver.go:2056 at 2.5.0, driver.go:796 at 2.17.0).
 """
 
 from __future__ import annotations
