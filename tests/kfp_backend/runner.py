@@ -8,7 +8,8 @@ each created training job for real with kftrain's local backend (its pods' logs 
 process whose environment is what KFP gives a user container (``KFP_POD_NAME``, ``KFP_POD_UID``, the
 metadata-grpc-configmap's variables, the container's and the platform config's env; no run id:
 kubeflow/pipelines@2.17.0:backend/src/v2/compiler/argocompiler/common.go:33-58, container.go:566-567;
-@2.5.0:backend/src/v2/driver/driver.go:472-489: the run id is an argument of the launcher, not the step's), with ``KUBECONFIG`` standing for the pod's service account.
+@2.5.0:backend/src/v2/driver/driver.go:472-489: the run id is an argument of the launcher, not the step's),
+with ``KUBECONFIG`` standing for the pod's service account.
 """
 
 from __future__ import annotations
