@@ -5,6 +5,8 @@ and evaluation and export in the framework image of the model they handle: the P
 default; pipelines that train TensorFlow models run those two steps in the TensorFlow image.
 """
 
+import os
+
 from kftrain.images import CPU, DATA, HOROVOD, LAUNCH, PYTORCH, TENSORFLOW, image
 
 LAUNCH_IMAGE = image(LAUNCH)
@@ -12,3 +14,10 @@ DATA_IMAGE = image(DATA)
 PYTORCH_IMAGE = image(PYTORCH, CPU)
 TENSORFLOW_IMAGE = image(TENSORFLOW, CPU)
 HOROVOD_IMAGE = image(HOROVOD, CPU)
+
+# The secrets every step pod pulls these images with: chosen when the images' registry is (at compile time,
+# KFTRAIN_IMAGE_PULL_SECRETS, comma-separated), because KFP takes a pull secret's name only as one string
+# parameter per secret and refuses an empty one, so a run-time list cannot reach the step pods.
+STEP_IMAGE_PULL_SECRETS = tuple(
+    name.strip() for name in os.environ.get("KFTRAIN_IMAGE_PULL_SECRETS", "").split(",") if name.strip()
+)

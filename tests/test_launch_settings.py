@@ -220,16 +220,6 @@ def test_run_and_task_come_from_the_output_uri_when_not_given(monkeypatch, tmp_p
     assert labels["kftrain.io/task-id"] == "pytorchjob-launch"
 
 
-def test_kfp_backend_output_uri_gives_the_run_uuid():
-    from kftrain.launch.identity import identity_from_output_uri
-
-    run = "4f1c9a6e-2b1d-4c8e-9f00-abcdef012345"
-    uri = f"minio://mlpipeline/v2/artifacts/pytorch-digits/{run}/pytorchjob-launch/8a1f/model"
-    identity = identity_from_output_uri(uri)
-    assert identity.run_id == "4f1c9a6e-2b1d-4c8e-9f00-abcdef012345"
-    assert identity.task_id == "pytorchjob-launch/8a1f"
-
-
 def test_auto_is_local_outside_a_kfp_task_pod(monkeypatch, tmp_path):
     from kftrain.backends import KubernetesConfig, LocalConfig
 

@@ -1,16 +1,17 @@
 """URIs and the filesystems behind them: local paths, ``file://``, ``s3://``, ``minio://``, ``gs://``.
 
 fsspec does the I/O (s3fs for ``s3://``/``minio://``, gcsfs for ``gs://``); there is no S3 client of our own.
-``minio://bucket/key`` (what KFP's default pipeline root uses) is S3 with the endpoint taken from the
-environment: ``MINIO_ENDPOINT``, ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``, KFP's in-cluster service
-variables ``MINIO_SERVICE_SERVICE_HOST``/``MINIO_SERVICE_SERVICE_PORT`` (set only in KFP's own namespace), else,
-inside a pod, KFP's MinIO service by its cluster DNS name (``minio-service.kubeflow:9000``, where a multi-user
-Kubeflow's profile namespaces reach it). Credentials never travel as
-arguments (they would end up in pipeline specs and logs): they come from
-``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``, else from a mounted secret folder
-named by ``KFTRAIN_S3_CREDENTIALS_DIR`` (files ``accesskey``/``secretkey``, the layout of KFP's
-``mlpipeline-minio-artifact`` secret), else from botocore's own environment-driven chain (web identity /
-pod identity).
+``minio://bucket/key`` (what KFP's default pipeline root uses) is S3 at an endpoint of its own. An endpoint
+set in the environment wins: ``MINIO_ENDPOINT``, ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``. Else, in a KFP
+task pod, the store is found as KFP's launcher finds it (:mod:`kftrain.storage.kfp_store`: the
+``kfp-launcher`` ConfigMap's providers, else the backend version's default store); else ``minio://`` uses
+KFP's in-namespace service variables ``MINIO_SERVICE_SERVICE_HOST``/``_PORT``, and without them it is an
+error naming the variables (there is no guessed address). Credentials never travel as arguments (they would
+end up in pipeline specs and logs): they come from ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/
+``AWS_SESSION_TOKEN``, else from a mounted secret folder named by ``KFTRAIN_S3_CREDENTIALS_DIR`` (files
+``accesskey``/``secretkey``, the layout of KFP's ``mlpipeline-minio-artifact`` secret), else, in a KFP task
+pod, from the secret KFP's store configuration names (read through the Kubernetes API, as KFP's launcher
+reads it), else from botocore's own environment-driven chain (web identity / pod identity).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import fsspec
 
 from kftrain.contract import CREDENTIALS_DIR_ENV, MOUNTED_CREDENTIALS_DIR
 from kftrain.storage.errors import StorageError
+from kftrain.storage.kfp_store import kfp_store
 
 # The object stores that need an extra of the kftrain distribution: scheme -> (extra, the module it brings).
 _EXTRA_OF_SCHEME = {"s3": ("s3", "s3fs"), "gs": ("gcs", "gcsfs")}
@@ -68,36 +70,35 @@ def _with_scheme(endpoint: str) -> str:
     return endpoint if "://" in endpoint else "http://" + endpoint
 
 
-# KFP's MinIO service as pods in other namespaces reach it (the address KFP's own compiler has always used).
-KFP_MINIO_SERVICE = "minio-service.kubeflow:9000"
-
-
 def s3_endpoint(uri: str) -> str | None:
     """The S3 endpoint URL that ``uri`` resolves to, or None for AWS's default.
 
-    ``s3://`` honours ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL`` and ``MINIO_ENDPOINT``; ``minio://``
-    prefers ``MINIO_ENDPOINT`` and falls back to KFP's service variables, and has no AWS default.
+    An endpoint in the environment wins (``s3://``: ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``,
+    ``MINIO_ENDPOINT``; ``minio://`` prefers ``MINIO_ENDPOINT``); then, in a KFP task pod, KFP's store
+    configuration; then, for ``minio://``, KFP's in-namespace service variables. ``minio://`` has no AWS default.
     """
     env = os.environ
     scheme = uri.split("://", 1)[0] if "://" in uri else "file"
     if scheme == "minio":
-        candidates = [env.get("MINIO_ENDPOINT"), env.get("AWS_ENDPOINT_URL_S3"), env.get("AWS_ENDPOINT_URL")]
-        host = env.get("MINIO_SERVICE_SERVICE_HOST")
-        if host:
-            candidates.append(f"{host}:{env.get('MINIO_SERVICE_SERVICE_PORT') or '9000'}")
-        if env.get("KUBERNETES_SERVICE_HOST"):
-            candidates.append(KFP_MINIO_SERVICE)
-        for candidate in candidates:
-            if candidate:
-                return _with_scheme(candidate)
-        raise StorageError(
-            f"{uri}: no MinIO endpoint; set MINIO_ENDPOINT (or AWS_ENDPOINT_URL, or "
-            "MINIO_SERVICE_SERVICE_HOST/MINIO_SERVICE_SERVICE_PORT as KFP does in-cluster)"
-        )
-    for candidate in (env.get("AWS_ENDPOINT_URL_S3"), env.get("AWS_ENDPOINT_URL"), env.get("MINIO_ENDPOINT")):
+        explicit = [env.get("MINIO_ENDPOINT"), env.get("AWS_ENDPOINT_URL_S3"), env.get("AWS_ENDPOINT_URL")]
+    else:
+        explicit = [env.get("AWS_ENDPOINT_URL_S3"), env.get("AWS_ENDPOINT_URL"), env.get("MINIO_ENDPOINT")]
+    for candidate in explicit:
         if candidate:
             return _with_scheme(candidate)
-    return None
+    store = kfp_store(uri) if scheme in ("minio", "s3") else None
+    if store is not None and store.session.endpoint_url:
+        return store.session.endpoint_url
+    if scheme != "minio":
+        return None
+    host = env.get("MINIO_SERVICE_SERVICE_HOST")
+    if host:
+        return _with_scheme(f"{host}:{env.get('MINIO_SERVICE_SERVICE_PORT') or '9000'}")
+    raise StorageError(
+        f"{uri}: no MinIO endpoint; set MINIO_ENDPOINT (or AWS_ENDPOINT_URL, or "
+        "MINIO_SERVICE_SERVICE_HOST/MINIO_SERVICE_SERVICE_PORT as KFP does in-cluster); in a KFP task pod it "
+        "comes from the kfp-launcher ConfigMap"
+    )
 
 
 def _s3_credentials(uri: str) -> dict[str, str]:
@@ -124,7 +125,17 @@ def _s3_credentials(uri: str) -> dict[str, str]:
                 f"{uri}: the credentials folder {secret_dir} must contain the files accesskey and secretkey"
             )
         return creds
-    return {}
+    store = kfp_store(uri) if uri.split("://", 1)[0] in ("minio", "s3") else None
+    return dict((store.credentials() if store is not None else None) or {})
+
+
+def _region(uri: str) -> str | None:
+    """The region KFP's store configuration gives ``uri`` (some S3-compatible stores check it), if any."""
+    explicit = ("AWS_REGION", "AWS_DEFAULT_REGION", "MINIO_ENDPOINT", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")
+    if any(os.environ.get(name) for name in explicit):
+        return None  # botocore reads the environment's own region; another endpoint is not KFP's store
+    store = kfp_store(uri) if uri.split("://", 1)[0] in ("minio", "s3") else None
+    return (store.session.region or None) if store is not None else None
 
 
 def _botocore_config() -> dict[str, Any]:
@@ -149,8 +160,12 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
     options: dict[str, Any] = {}
     if scheme == "s3":
         endpoint = s3_endpoint(uri)
-        if endpoint:
-            options["client_kwargs"] = {"endpoint_url": endpoint}
+        client_kwargs: dict[str, Any] = {"endpoint_url": endpoint} if endpoint else {}
+        region = _region(uri)
+        if region:
+            client_kwargs["region_name"] = region
+        if client_kwargs:
+            options["client_kwargs"] = client_kwargs
         options.update(_s3_credentials(uri))
         options["config_kwargs"] = _botocore_config()
         # Markers are written by other processes (other pods); a cached listing would hide them.

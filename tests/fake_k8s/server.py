@@ -13,6 +13,7 @@ operator (:mod:`tests.fake_k8s.operator`) reacts to created jobs.
 
 from __future__ import annotations
 
+import base64
 import bisect
 import collections
 import copy
@@ -221,6 +222,9 @@ class FakeKube:
         # pod uid -> container run (restart count) -> lines
         self.logs: dict[str, dict[int, list[str]]] = {}
         self.events: list[dict[str, Any]] = []
+        # Core objects read by name only (GET): ConfigMaps, and Secrets (their data base64, as the API serves it).
+        self.configmaps: dict[tuple[str, str], dict[str, Any]] = {}
+        self.secrets: dict[tuple[str, str], dict[str, Any]] = {}
         self.history: list[_History] = []
         self._history_rvs: list[int] = []  # the rv of each history entry, ascending: watches bisect it
         self.compacted_rv = 0
@@ -291,6 +295,29 @@ class FakeKube:
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+
+    def add_configmap(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        meta = {"name": name, "namespace": namespace, "uid": str(uuid.uuid4())}
+        with self.cond:
+            self.configmaps[(namespace, name)] = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": meta,
+                "data": data,
+            }
+
+    def add_secret(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        """A Secret whose ``data`` are given as plain text (served base64-encoded)."""
+        encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+        meta = {"name": name, "namespace": namespace, "uid": str(uuid.uuid4())}
+        with self.cond:
+            self.secrets[(namespace, name)] = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "Opaque",
+                "metadata": meta,
+                "data": encoded,
+            }
 
     # -- state changes (all under self.cond) -----------------------------------------------------
 
@@ -572,7 +599,13 @@ class _Handler(BaseHTTPRequestHandler):
     def core_resources(self, method: str, query: dict[str, str], body: Any) -> None:
         resources = [
             {"name": n, "singularName": s, "namespaced": True, "kind": k, "verbs": ["get", "list", "watch"]}
-            for n, s, k in (("pods", "pod", "Pod"), ("pods/log", "", "Pod"), ("events", "event", "Event"))
+            for n, s, k in (
+                ("pods", "pod", "Pod"),
+                ("pods/log", "", "Pod"),
+                ("events", "event", "Event"),
+                ("configmaps", "configmap", "ConfigMap"),
+                ("secrets", "secret", "Secret"),
+            )
         ]
         self._send_json(
             200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1", "resources": resources}
@@ -855,6 +888,18 @@ class _Handler(BaseHTTPRequestHandler):
                 self._end_chunked()
                 return
 
+    def core_object(self, method: str, query: dict[str, str], body: Any, ns: str, plural: str, name: str) -> None:
+        """GET of a ConfigMap or a Secret by name."""
+        store = self.kube.configmaps if plural == "configmaps" else self.kube.secrets
+        with self.kube.cond:
+            obj = copy.deepcopy(store.get((ns, name)))
+        if method != "GET":
+            self._status(405, "MethodNotAllowed", method)
+        elif obj is None:
+            self._status(404, "NotFound", f'{plural} "{name}" not found')
+        else:
+            self._send_json(200, obj)
+
     def events(self, method: str, query: dict[str, str], body: Any, ns: str) -> None:
         fields = parse_selector(query.get("fieldSelector"))
         with self.kube.cond:
@@ -903,6 +948,7 @@ _ROUTES: Sequence[tuple[str, Callable[..., None]]] = (
     (rf"/api/v1{_NS}/pods/([^/]+)", _Handler.pod),
     (rf"/api/v1{_NS}/pods/([^/]+)/log", _Handler.pod_log),
     (rf"/api/v1{_NS}/events", _Handler.events),
+    (rf"/api/v1{_NS}/(configmaps|secrets)/([^/]+)", _Handler.core_object),
 )
 
 

@@ -18,7 +18,7 @@ from kftrain_pipelines.stages import (
     Param,
     evaluate_and_export,
     pipeline_function,
-    use_storage_secret,
+    use_platform_settings,
     values,
 )
 from kftrain_pipelines.stages import with_defaults as _with_defaults
@@ -92,24 +92,25 @@ def wire(p: Any) -> None:
     no ``dsl.OneOf`` for artifacts, so each branch evaluates its own launch's model); an unknown kind fails."""
     prep = prepare_dataset(**values(p, DATA))
     prep.set_caching_options(False)  # a source URI's content can change between runs
-    use_storage_secret(prep, p.storage_secret)
+    use_platform_settings(prep, p.node_selector, p.tolerations)
     platform = values(p, PLATFORM)
     branches = (dsl.If, dsl.Elif, dsl.Elif)
     for branch, kind in zip(branches, JOB_KINDS, strict=True):
         with branch(p.job_kind == kind, name=kind.lower()):
             train = launch(kind, p, prep.outputs["dataset"], platform)
             train.set_caching_options(False)  # a training job is never replayed from cache
-            use_storage_secret(train, p.storage_secret)
+            use_platform_settings(train, p.node_selector, p.tolerations)
             evaluate_and_export(
                 p,
                 train.outputs["model"],
-                prep.outputs["dataset"],
+                prep.outputs["dataset_uri"],
                 p.model_name,
                 p.export_targets,
                 model_image=MODEL_IMAGES[kind],
             )
     with dsl.Else(name="unknown-job-kind"):
-        fail(message=f"job_kind must be one of {', '.join(JOB_KINDS)}", value=p.job_kind)
+        failed = fail(message=f"job_kind must be one of {', '.join(JOB_KINDS)}", value=p.job_kind)
+        use_platform_settings(failed, p.node_selector, p.tolerations)
 
 
 train_evaluate_export = pipeline_function(__name__, EVERY, wire)
