@@ -125,15 +125,15 @@ Launch = Callable[[SimpleNamespace, Any, Any, dict[str, Any]], dsl.PipelineTask]
 
 
 def launched_by(component: Any, *same_names: str, fixed: dict[str, Any] | None = None, **renamed: str) -> Launch:
-    """The :data:`Launch` that calls the launch component ``component`` with the dataset, the trainer args and the
+    """The :data:`Launch` that calls the launch component ``component`` with the dataset's URI, the trainer args and the
     platform inputs, and the pipeline's own parameters: ``same_names`` under their own names, ``renamed`` as
     ``input=parameter``; ``fixed`` sets inputs to constants.
     """
     inputs = {**{name: name for name in same_names}, **renamed}
 
-    def launch(p: SimpleNamespace, dataset: Any, args: Any, platform: dict[str, Any]) -> dsl.PipelineTask:
+    def launch(p: SimpleNamespace, dataset_uri: Any, args: Any, platform: dict[str, Any]) -> dsl.PipelineTask:
         own = {key: getattr(p, name) for key, name in inputs.items()}
-        return component(dataset=dataset, **(fixed or {}), **own, args=args, **platform)
+        return component(dataset_uri=dataset_uri, **(fixed or {}), **own, args=args, **platform)
 
     return launch
 
@@ -204,7 +204,7 @@ def wire(p: SimpleNamespace, launch: Launch, model_image: str) -> None:
     prep.set_caching_options(False)
     flags = trainer_args(seed=p.seed, **values(p, TRAINING))
     platform = values(p, PLATFORM)
-    train = launch(p, prep.outputs["dataset"], flags.output, platform)
+    train = launch(p, prep.outputs["dataset_uri"], flags.output, platform)
     train.set_caching_options(False)  # a training job is never replayed from cache
     for task in (prep, flags, train):
         use_platform_settings(task, p.node_selector, p.tolerations)

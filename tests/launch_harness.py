@@ -75,11 +75,10 @@ def render_launch(component: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
 
     monkeypatch.setattr(kftrain.launch.component, "run_job", record)
     component.python_func(
-        dataset=SimpleNamespace(uri="/data/ds"),
         model=model,
         job=str(tmp_path / "job"),
         **kfp_outputs(tmp_path),
-        **{"run_id": "run-1", "task_id": "task-1", **inputs},
+        **{"run_id": "run-1", "task_id": "task-1", "dataset_uri": "/data/ds", **inputs},
     )
     return Rendered(seen["manifest"], seen["kind"], seen["config"], model.metadata)
 

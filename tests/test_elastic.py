@@ -216,7 +216,7 @@ def test_the_launch_component_runs_an_elastic_job_under_torchrun_one_process_per
     """The typed path, through the component's own function on the local backend."""
     model = SimpleNamespace(uri=str(tmp_path / "model"), metadata={})
     pytorchjob_launch.python_func(
-        dataset=SimpleNamespace(uri=dataset, metadata={}),
+        dataset_uri=dataset,
         model=model,
         job=str(tmp_path / "job"),
         **kfp_outputs(tmp_path),

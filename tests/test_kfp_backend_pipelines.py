@@ -19,7 +19,6 @@ from kftrain.job.naming import RUN_ID_ANNOTATION, TASK_ID_ANNOTATION
 from tests.kfp_backend.cluster import cluster_for
 from tests.kfp_backend.runner import Cluster, RunResult, run_pipeline
 from tests.kfp_backend.versions import NEWEST, OLDEST
-from tests.test_kfp_backend_rules import LAUNCH_RESTRUCTURING
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = {"epochs": 2, "gate_threshold": 0.3}
@@ -98,7 +97,6 @@ def test_evaluation_and_export_download_only_the_model(cluster: Cluster) -> None
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=LAUNCH_RESTRUCTURING + " (the dataset reaches the launch step by URI)")
 @pytest.mark.parametrize("cluster", [NEWEST], ids=str, indirect=True)
 def test_the_launch_step_downloads_no_dataset(cluster: Cluster) -> None:
     result = run(cluster, "pytorch_digits", **QUICK, **PLATFORM)

@@ -25,9 +25,8 @@ from tests.kfp_backend.versions import BACKENDS, NEWEST, OLDEST, Backend
 REPO = Path(__file__).resolve().parents[1]
 PIPELINES = sorted(REPO.glob("pipelines/*/*/pipeline.yaml"))
 LAUNCH_COMPONENTS = sorted(REPO.glob("components/training/*_launch/component.yaml"))
+TASK_CONFIG_LAUNCH_COMPONENTS = sorted(REPO.glob("components/training/*_launch/component.task_config.yaml"))
 RUN = RunContext(str(uuid.uuid4()), "run-abcde", "run")
-# The restructuring of components/training (launch_inputs.py, the *_launch folders) under way elsewhere.
-LAUNCH_RESTRUCTURING = "needs the launch components' restructuring (components/training, kftrain/launch): see issue 26"
 
 
 def load(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -158,7 +157,6 @@ def test_only_a_whole_placeholder_is_replaced_and_the_task_uuid_is_the_dags() ->
     assert resolve_parameter({"runtimeValue": {"constant": "{{$.pipeline_job_uuid}}"}}, dag, "a", RUN) == RUN.run_id
 
 
-@pytest.mark.xfail(strict=True, reason=LAUNCH_RESTRUCTURING + " (the optional dataset artifact input)")
 @pytest.mark.parametrize("path", LAUNCH_COMPONENTS, ids=lambda p: p.parent.name)
 def test_a_launch_component_runs_as_a_pipeline_without_a_dataset(path: Path) -> None:
     """resolve.go has no optional case for a DAG input artifact: the root must not wire one it may lack."""
@@ -247,14 +245,15 @@ PASSTHROUGHS = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason=LAUNCH_RESTRUCTURING + " (TaskConfig passthrough)")
 @pytest.mark.parametrize("field", PASSTHROUGHS)
-@pytest.mark.parametrize("path", LAUNCH_COMPONENTS, ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("path", TASK_CONFIG_LAUNCH_COMPONENTS, ids=lambda p: p.parent.name)
 def test_launch_components_pass_the_tasks_settings_to_the_job(path: Path, field: str) -> None:
-    """Each setting a pipeline author puts on a launch task reaches every replica, never the launch pod itself
-    (except env, node selector, tolerations and volumes, which the launch pod also gets: applyToTask)."""
+    """Each setting a pipeline author puts on a launch task is passed to the step for its job (the variant for
+    backends >= 2.15), never applied to the launch pod itself but for env, node selector, tolerations and volumes
+    (applyToTask): tests/test_launch_task_config.py follows each to the replicas."""
     spec, _ = load(path)
     component = copy.deepcopy(next(iter(c for c in spec["components"].values() if "executorLabel" in c)))
     to_task, on_pod = passthrough_options(component)
     assert field in to_task
-    assert ("RESOURCES" not in on_pod) if field == "RESOURCES" else True
+    on_the_launch_pod_too = {"ENV", "KUBERNETES_NODE_SELECTOR", "KUBERNETES_TOLERATIONS", "KUBERNETES_VOLUMES"}
+    assert (field in on_pod) == (field in on_the_launch_pod_too)

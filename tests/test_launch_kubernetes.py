@@ -204,7 +204,7 @@ def step_inputs(launch: Launch, tmp_path: Path, job_output: str = "job", **extra
     """The inputs a pipeline gives the step: artifacts, the ``job`` output path, the run and task ids, the
     platform settings, and the launch's typed inputs or manifest."""
     return {
-        "dataset": SimpleNamespace(uri=str(tmp_path / "dataset"), metadata={}),
+        "dataset_uri": str(tmp_path / "dataset"),
         "model": SimpleNamespace(uri=str(tmp_path / "model"), metadata={}),
         "job": str(tmp_path / "outputs" / job_output),
         "metrics": KfpMetrics(uri=str(tmp_path / "outputs" / "metrics"), metadata={}),
@@ -599,7 +599,7 @@ STEP_SCRIPT = textwrap.dedent(
 
     module, name, inputs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     component = getattr(importlib.import_module(module), name)
-    for artifact in ("dataset", "model", "curves"):
+    for artifact in ("model", "curves"):
         inputs[artifact] = SimpleNamespace(uri=inputs[artifact], metadata={}, path="")
     inputs["metrics"] = SimpleNamespace(uri=inputs["metrics"], metadata={}, log_metric=lambda name, value: None)
     component.python_func(**inputs)

@@ -30,11 +30,6 @@ from kftrain_components.images import LAUNCH_IMAGE
 
 # The artifacts every launch component reads and writes, first in every signature.
 ARTIFACTS = (
-    (
-        "dataset",
-        "dsl.Input[dsl.Dataset] = None",
-        "Prepared dataset (optional); its URI reaches every replica as $KFTRAIN_DATASET_URI.",
-    ),
     ("model", "dsl.Output[dsl.Model]", "Where the program writes the model: $KFTRAIN_MODEL_URI in every replica."),
     ("job", "dsl.OutputPath(str)", "Identity of the created job (JSON), written before waiting."),
     (
@@ -50,31 +45,56 @@ ARTIFACTS = (
 )
 
 
-def launch_component(module: str, kind: str) -> Any:
+# The launch task's own settings KFP passes through to the job (backend >= 2.15): the resources and affinity only to
+# the job (a GPU asked for the training replicas must never be held by the launch pod), env, node selector,
+# tolerations and volumes to the launch pod as well (it runs where the platform says, with the same env and data).
+TASK_CONFIG = (
+    "task_config",
+    "dsl.TaskConfig",
+    "The launch task's own settings, passed to every replica below the explicit inputs (KFP backend >= 2.15).",
+)
+TASK_CONFIG_PASSTHROUGHS = [
+    dsl.TaskConfigField.RESOURCES,
+    dsl.TaskConfigField.KUBERNETES_AFFINITY,
+    dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.ENV, apply_to_task=True),
+    dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.KUBERNETES_NODE_SELECTOR, apply_to_task=True),
+    dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.KUBERNETES_TOLERATIONS, apply_to_task=True),
+    dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.KUBERNETES_VOLUMES, apply_to_task=True),
+]
+
+
+def launch_component(module: str, kind: str, *, task_config: bool = False) -> Any:
     """The launch component of ``kind`` defined in ``module`` (``components/training/<kind>_launch/component.py``).
 
     Its name is its folder's; its description is the module's docstring; its inputs are the kind's
-    (:func:`kftrain.launch.inputs.launch_inputs`).
+    (:func:`kftrain.launch.inputs.launch_inputs`). With ``task_config`` it is the variant for KFP backends 2.15 and
+    later, named ``<folder>_task_config``: it also takes the task's own settings as a ``dsl.TaskConfig`` (KFP
+    2.5-2.14 refuse a pipeline spec that has one: their pipeline_spec.proto lacks TaskConfig, parsed strictly).
     """
-    name = module.rsplit(".", 2)[-2]
+    folder = module.rsplit(".", 2)[-2]
+    name = f"{folder}_task_config" if task_config else folder
     inputs = launch_inputs(KINDS.get(kind))
     summary, _, details = (sys.modules[module].__doc__ or name).partition("\n\n")
-    source = _function_source(kind, name, summary.strip(), details, inputs)
+    source = _function_source(kind, name, summary.strip(), details, inputs, task_config=task_config)
     filename = f"<kftrain launch component {module}.{name}>"
     # inspect.getsource (which KFP uses to embed the function) reads generated code through linecache.
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     namespace: dict[str, Any] = {"dsl": dsl, "__name__": module}
     exec(compile(source, filename, "exec", dont_inherit=True), namespace)  # no "annotations" future: KFP reads types
     func = namespace[name]
-    return dsl.component(base_image=LAUNCH_IMAGE, install_kfp_package=False)(func)
+    passthroughs = TASK_CONFIG_PASSTHROUGHS if task_config else None
+    return dsl.component(base_image=LAUNCH_IMAGE, install_kfp_package=False, task_config_passthroughs=passthroughs)(
+        func
+    )
 
 
-def _function_source(kind: str, name: str, summary: str, details: str, inputs: Sequence[Input]) -> str:
-    params = [f"    {n}: {annotation}," for n, annotation, _ in ARTIFACTS if "=" not in annotation]
+def _function_source(
+    kind: str, name: str, summary: str, details: str, inputs: Sequence[Input], *, task_config: bool
+) -> str:
+    artifacts = [*ARTIFACTS, TASK_CONFIG] if task_config else list(ARTIFACTS)
+    params = [f"    {n}: {annotation}," for n, annotation, _ in artifacts]
     params += [f"    {i.name}: {i.type.__name__}{'' if i.default is None else f' = {i.default!r}'}," for i in inputs]
-    # Inputs with a default come after those without: the optional dataset goes last.
-    params += [f"    {n}: {annotation}," for n, annotation, _ in ARTIFACTS if "=" in annotation]
-    docs = [(n, doc) for n, _, doc in ARTIFACTS] + [(i.name, i.doc) for i in inputs]
+    docs = [(n, doc) for n, _, doc in artifacts] + [(i.name, i.doc) for i in inputs]
     args_doc = "\n".join(f"        {n}: {doc}" for n, doc in docs)
     body_details = f"\n\n{textwrap.indent(details.strip(), '    ')}" if details.strip() else ""
     call_inputs = "\n".join(f"            {i.name!r}: {i.name}," for i in inputs)
@@ -86,7 +106,7 @@ def _function_source(kind: str, name: str, summary: str, details: str, inputs: S
         + "    from kftrain.launch.component import launch_component\n\n"
         + "    launch_component(\n"
         + f"        {kind!r},\n"
-        + "".join(f"        {n}={n},\n" for n, _, _ in ARTIFACTS)
+        + "".join(f"        {n}={n},\n" for n, _, _ in artifacts)
         + "        inputs={\n"
         + call_inputs
         + "\n        },\n"

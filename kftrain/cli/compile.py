@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kftrain.cli.pipelines import COMPONENTS_PACKAGE, PIPELINES_PACKAGE, defined_object
+from kftrain.cli.pipelines import COMPONENTS_PACKAGE, PIPELINES_PACKAGE, defined_object, variants
 from kftrain.errors import KftrainError
 
 PACKAGES = {"components": COMPONENTS_PACKAGE, "pipelines": PIPELINES_PACKAGE}
@@ -25,11 +25,13 @@ OUTPUTS = {"components": "component.yaml", "pipelines": "pipeline.yaml"}
 
 @dataclass(frozen=True)
 class Target:
-    """One ``component.py`` / ``pipeline.py``, the YAML it compiles to, and its module name."""
+    """One ``component.py`` / ``pipeline.py``, the YAML it compiles to, and its module name; ``variant`` names a
+    further component of the module (:func:`kftrain.cli.pipelines.variants`), compiled beside the first."""
 
     source: Path
     output: Path
     module: str
+    variant: str | None = None
 
     @property
     def is_pipeline(self) -> bool:
@@ -37,7 +39,8 @@ class Target:
 
 
 def discover(root: Path) -> list[Target]:
-    """Every ``<kind>/<category>/<name>/{component,pipeline}.py`` under ``root``, sorted.
+    """Every ``<kind>/<category>/<name>/{component,pipeline}.py`` under ``root``, sorted; a component module's
+    variants too (``component.<variant>.yaml``).
 
     A root without them is refused: ``--check`` finding nothing to compare must not pass as "up to date".
     """
@@ -50,11 +53,17 @@ def discover(root: Path) -> list[Target]:
             rel = source.relative_to(root / folder).with_suffix("")
             module = ".".join([package, *rel.parts])
             targets.append(Target(source=source, output=source.with_name(OUTPUTS[folder]), module=module))
+            if folder == "components":
+                for variant in variants(module):
+                    output = source.with_name(f"component.{variant}.yaml")
+                    targets.append(Target(source=source, output=output, module=module, variant=variant))
     return targets
 
 
 def compiled_object(target: Target) -> object:
-    """The one component or pipeline defined (not imported) in the target's module."""
+    """The one component or pipeline defined (not imported) in the target's module, or its variant."""
+    if target.variant is not None:
+        return variants(target.module)[target.variant]
     return defined_object(target.module, pipeline=target.is_pipeline, where=target.source)
 
 

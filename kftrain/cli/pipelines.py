@@ -33,25 +33,40 @@ def shipped_pipelines() -> dict[str, str]:
 
 
 def defined_object(module_name: str, *, pipeline: bool, where: object = None) -> Any:
-    """The one pipeline (``pipeline``) or component defined, not imported, in the module ``module_name``.
-
-    ``where`` names the module in the error (default: the module's name).
+    """The one pipeline (``pipeline``) or component defined, not imported, in the module ``module_name`` (beside
+    its :func:`variants`). ``where`` names the module in the error (default: the module's name).
     """
-    from kfp.dsl import base_component, graph_component
-
-    module = importlib.import_module(module_name)
-    wanted = graph_component.GraphComponent if pipeline else base_component.BaseComponent
-    found = [
-        obj
-        for obj in vars(module).values()
-        if isinstance(obj, wanted)
-        and (pipeline or not isinstance(obj, graph_component.GraphComponent))
-        and _defining_module(obj) == module_name
-    ]
+    others = [id(obj) for obj in variants(module_name).values()] if not pipeline else []
+    found = [obj for obj in _defined(module_name, pipeline=pipeline).values() if id(obj) not in others]
     if len(found) != 1:
         kind = "pipeline" if pipeline else "component"
         raise KftrainError(f"{where or module_name}: expected exactly one {kind}, found {len(found)}")
     return found[0]
+
+
+def variants(module_name: str) -> dict[str, Any]:
+    """Further components a component module defines, by suffix: ``<folder>_<suffix>`` (a component of another
+    shape for some backends, e.g. ``pytorchjob_launch_task_config``); each compiles to ``component.<suffix>.yaml``."""
+    folder = module_name.rsplit(".", 2)[-2]
+    return {
+        name.removeprefix(f"{folder}_"): obj
+        for name, obj in _defined(module_name, pipeline=False).items()
+        if name.startswith(f"{folder}_")
+    }
+
+
+def _defined(module_name: str, *, pipeline: bool) -> dict[str, Any]:
+    from kfp.dsl import base_component, graph_component
+
+    module = importlib.import_module(module_name)
+    wanted = graph_component.GraphComponent if pipeline else base_component.BaseComponent
+    return {
+        name: obj
+        for name, obj in vars(module).items()
+        if isinstance(obj, wanted)
+        and (pipeline or not isinstance(obj, graph_component.GraphComponent))
+        and _defining_module(obj) == module_name
+    }
 
 
 def _defining_module(obj: object) -> str | None:

@@ -17,6 +17,7 @@ from kftrain import images, storage
 from kftrain.backends.base import JobResult
 from kftrain.errors import JobFailedError, JobSpecError, KftrainError
 from kftrain.job import TrainingJob, kind_for, kind_of
+from kftrain.job.task_settings import TaskSettings
 from kftrain.launch.identity import resolve_run_identity
 from kftrain.launch.inputs import LaunchInputs, parse_launch_inputs
 from kftrain.launch.observe import Observation, observing
@@ -71,17 +72,19 @@ def program_image(name: str, gpus: int) -> str:
 def launch_component(
     kind: str,
     *,
-    dataset: Artifact | None,
     model: Artifact,
     job: str,
     inputs: Mapping[str, Any],
     metrics: MetricsArtifact | None = None,
     curves: Artifact | None = None,
+    task_config: Any = None,
 ) -> JobResult:
     """Build the job from ``inputs`` (or their ``manifest``), run it to its end, describe it on ``model``.
 
     The points the replicas report (the metrics contract, :mod:`kftrain.metrics`) end as ``metrics`` (final
     values) and ``curves`` (an HTML page); every replica's log and TensorBoard event files go beside the model.
+    ``task_config`` is the launch task's own settings KFP passed through (a ``kfp.dsl.TaskConfig``, backend 2.15 and
+    later: :mod:`kftrain.job.task_settings`), put on every replica below the explicit inputs.
     """
     step_kind = kind_for(kind)
     with component_step():
@@ -90,8 +93,8 @@ def launch_component(
         # The run and task are read from the output URI KFP gave, before it moves to object storage.
         identity = resolve_run_identity(step.run_id, step.task_id, model.uri)
         model.uri = output_uri(model.uri)
-        if dataset is None and not request.command and not step.has_manifest:
-            raise JobSpecError("dataset", f"missing: this release's {kind} program reads a prepared dataset")
+        if not step.dataset_uri and not request.command and not step.has_manifest:
+            raise JobSpecError("dataset_uri", f"missing: this release's {kind} program reads a prepared dataset")
         runtimes = step_kind.runtimes_from_env()
         use_default_program(parsed, runtimes)
         training_job: TrainingJob = (
@@ -101,8 +104,9 @@ def launch_component(
         )
         training_job = prepare_job(
             training_job,
-            artifacts=Artifacts(dataset.uri if dataset else "", model.uri, step.checkpoint_uri),
+            artifacts=Artifacts(step.dataset_uri, model.uri, step.checkpoint_uri),
             pods=parsed.pods,
+            task=TaskSettings.from_task_config(task_config) if task_config is not None else None,
             run_id=identity.run_id,
             task_id=identity.task_id,
         )

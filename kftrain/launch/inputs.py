@@ -30,6 +30,12 @@ class StepInputs:
     manifest: str = launch_input(
         "", "A full job YAML of this kind; it replaces the typed inputs above (its own settings win)."
     )
+    # A string, not an input artifact: KFP's launcher copies every input artifact into the step's pod before the
+    # step starts (kubeflow/pipelines@2.17.0:backend/src/v2/component/launcher_v2.go, downloadArtifacts), and the
+    # launch step only passes the URI on.
+    dataset_uri: str = launch_input(
+        "", "URI of the prepared dataset (prepare_dataset's dataset_uri); $KFTRAIN_DATASET_URI in every replica."
+    )
     checkpoint_uri: str = launch_input("", "Checkpoint root ($KFTRAIN_CHECKPOINT_URI); empty: next to the model.")
     backend: str = launch_input(
         "auto", "auto (kubernetes when run as a KFP task in a pod, else local), local or kubernetes."

@@ -20,6 +20,7 @@ from kftrain.contract import CHECKPOINT_ENV, DATASET_ENV, MODEL_ENV
 from kftrain.errors import JobFailedError, JobSpecError
 from kftrain.job import EnvVar, PodSettings, TrainingJob, apply_pod_settings, load_manifest, main_container
 from kftrain.job.naming import stamp_run_identity
+from kftrain.job.task_settings import TaskSettings, apply_task_settings
 from kftrain.job.validate import validate_job
 
 log = logging.getLogger(__name__)
@@ -82,14 +83,23 @@ def inject_artifact_env(job: TrainingJob, artifacts: Artifacts) -> None:
 
 
 def prepare_job(
-    job: TrainingJob, *, artifacts: Artifacts, pods: PodSettings, run_id: str = "", task_id: str = ""
+    job: TrainingJob,
+    *,
+    artifacts: Artifacts,
+    pods: PodSettings,
+    task: TaskSettings | None = None,
+    run_id: str = "",
+    task_id: str = "",
 ) -> TrainingJob:
-    """``job`` as the launch step submits it: named and labelled from its run, pod settings and URIs added."""
+    """``job`` as the launch step submits it: named and labelled from its run, the platform's pod settings (the
+    explicit inputs, then what the launch task's own settings still fill in) and the artifact URIs added."""
     if run_id or task_id:
         if not (run_id and task_id):
             raise JobSpecError("run_id" if not run_id else "task_id", "missing: a job is named from both ids")
         stamp_run_identity(job, run_id, task_id)
     job = apply_pod_settings(job, pods)
+    if task is not None:
+        job = apply_task_settings(job, task)
     inject_artifact_env(job, artifacts)
     return job
 

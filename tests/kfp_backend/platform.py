@@ -39,6 +39,7 @@ MODELLED = {
     "podMetadata",
     "imagePullPolicy",
     "fieldPathAsEnv",
+    "pvcMount",
 }
 # TaskConfigPassthroughType enum names, and the pod setting each covers.
 PASSTHROUGH_FIELDS = {
@@ -65,6 +66,9 @@ class Pod:
     annotations: dict[str, str] = field(default_factory=dict)
     resources: dict[str, Any] = field(default_factory=dict)
     task_config: dict[str, Any] = field(default_factory=dict)
+    # Whether the container's own env (the pipeline spec's) is set on the pod: not when a component passes ENV
+    # through without applyToTask (2.17.0:backend/src/v2/driver/driver.go:463-469).
+    container_env: bool = True
     dropped: list[str] = field(default_factory=list)  # fields the release's proto does not know (2.5: dropped)
 
 
@@ -133,6 +137,23 @@ def build_pod(
         secret = name_of(spec, "secret volume")
         volumes.append({"name": secret, "secret": {"secretName": secret, "optional": bool(spec.get("optional"))}})
         mounts.append({"name": secret, "mountPath": spec["mountPath"]})
+    # pvcMount: a volume named after the claim, mounted at mountPath (2.17.0:backend/src/v2/driver/k8s.go:1113-1165,
+    # makeVolumeMountPatch; a deprecated constant name still read); empty name or path refused.
+    for spec in config.get("pvcMount", []):
+        param = spec.get("pvcNameParameter") or (
+            {"runtimeValue": {"constant": spec["constant"]}} if "constant" in spec else None
+        )
+        claim = resolve_parameter(param, dag, task_name, run) if param is not None else ""
+        if not claim or not spec.get("mountPath"):
+            raise DriverError(f"{task_name}: failed to mount volume, missing mountpath or pvc name")
+        volumes.append({"name": claim, "persistentVolumeClaim": {"claimName": claim}})
+        mounts.append(
+            {
+                "name": claim,
+                "mountPath": spec["mountPath"],
+                **({"subPath": spec["subPath"]} if spec.get("subPath") else {}),
+            }
+        )
     node_selector: dict[str, str] = {}
     if "nodeSelector" in config:
         spec = config["nodeSelector"]
@@ -161,6 +182,7 @@ def build_pod(
     metadata = config.get("podMetadata", {})
     pod.labels, pod.annotations = dict(metadata.get("labels", {})), dict(metadata.get("annotations", {}))
 
+    pod.container_env = "ENV" in on_pod
     if "ENV" in on_pod:
         pod.env = env
     if "KUBERNETES_NODE_SELECTOR" in on_pod:
@@ -175,7 +197,11 @@ def build_pod(
     if to_task:
         pod.task_config = {
             "resources": task_resources if "RESOURCES" in to_task else {},
-            "env": env if "ENV" in to_task else [],
+            # The container's own env, then the platform config's (2.17.0:backend/src/v2/driver/driver.go:289-298,
+            # 463-465; k8s.go:385-390).
+            "env": [{"name": e["name"], "value": e.get("value", "")} for e in container.get("env", [])] + env
+            if "ENV" in to_task
+            else [],
             "nodeSelector": node_selector if "KUBERNETES_NODE_SELECTOR" in to_task else {},
             "tolerations": tolerations if "KUBERNETES_TOLERATIONS" in to_task else [],
             "volumes": volumes if "KUBERNETES_VOLUMES" in to_task else [],

@@ -263,7 +263,7 @@ class _Walk:
         return {"KFP_POD_NAME": pod_name, "KFP_POD_UID": pod_uid, **grpc}
 
     def _container_env(self, container: dict[str, Any], pod: Any) -> dict[str, str]:
-        env = {e["name"]: e["value"] for e in container.get("env", [])}
+        env = {e["name"]: e["value"] for e in container.get("env", [])} if pod.container_env else {}
         for item in pod.env:
             ref = item.get("valueFrom", {}).get("secretKeyRef")
             if ref is None:

@@ -8,3 +8,5 @@ scales it), re-forming at each torchrun rendezvous; the default program then run
 from kftrain_components.training.launch_component import launch_component
 
 pytorchjob_launch = launch_component(__name__, "PyTorchJob")
+# The variant for KFP backends 2.15 and later: the launch task's own settings (dsl.TaskConfig) reach every replica.
+pytorchjob_launch_task_config = launch_component(__name__, "PyTorchJob", task_config=True)

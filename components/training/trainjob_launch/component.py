@@ -10,3 +10,5 @@ priority class or a scheduling policy is refused (the runtime decides them).
 from kftrain_components.training.launch_component import launch_component
 
 trainjob_launch = launch_component(__name__, "TrainJob")
+# The variant for KFP backends 2.15 and later: the launch task's own settings (dsl.TaskConfig) reach every replica.
+trainjob_launch_task_config = launch_component(__name__, "TrainJob", task_config=True)

@@ -77,9 +77,16 @@ EVERY = [
 ]
 
 
-def launch(kind: str, p: Any, dataset: Any, platform: dict[str, Any]) -> dsl.PipelineTask:
+def launch(kind: str, p: Any, dataset_uri: Any, platform: dict[str, Any]) -> dsl.PipelineTask:
     """The launch task of ``kind``, with the program and replicas the parameters give."""
-    common = {"dataset": dataset, "image": p.image, "command": p.command, "args": p.args, "env": p.env, **platform}
+    common = {
+        "dataset_uri": dataset_uri,
+        "image": p.image,
+        "command": p.command,
+        "args": p.args,
+        "env": p.env,
+        **platform,
+    }
     if kind == "PyTorchJob":
         return pytorchjob_launch(workers=p.workers, **common)
     if kind == "TFJob":
@@ -97,7 +104,7 @@ def wire(p: Any) -> None:
     branches = (dsl.If, dsl.Elif, dsl.Elif)
     for branch, kind in zip(branches, JOB_KINDS, strict=True):
         with branch(p.job_kind == kind, name=kind.lower()):
-            train = launch(kind, p, prep.outputs["dataset"], platform)
+            train = launch(kind, p, prep.outputs["dataset_uri"], platform)
             train.set_caching_options(False)  # a training job is never replayed from cache
             use_platform_settings(train, p.node_selector, p.tolerations)
             evaluate_and_export(
