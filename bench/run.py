@@ -606,13 +606,12 @@ def p11_launch_download(repeat: int, quick: bool) -> Result:
     launch = sum(data["downloaded"]["pytorchjob-launch"].values())
     res.ours, res.baseline, res.ratios = [launch / 2**20], [size / 2**20], [launch / size]
     per_task = "; ".join(
-        f"{task}: " + ", ".join(f"{k} {v / 2**20:.3f} MiB" for k, v in moved.items())
+        f"{task}: " + (", ".join(f"{k} {v / 2**20:.3f} MiB" for k, v in moved.items()) or "nothing")
         for task, moved in data["downloaded"].items()
     )
     res.notes.append(
         f"compiled pytorch-digits resolved by the harness's driver, inputs downloaded by its launcher (KFP 2.17 "
-        f"rules) from a local S3 server; per task: {per_task}; the launch step still takes the dataset as an "
-        "input artifact until the launch components take its URI (issue 26's launch part)"
+        f"rules) from a local S3 server; per task: {per_task} (every step takes the dataset by URI)"
     )
     return res
 
