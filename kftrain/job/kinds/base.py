@@ -298,6 +298,16 @@ class Kind:
         """The replica whose host name matches an elastic job's rendezvous endpoint, so it hosts the store."""
         return None
 
+    def reports_status(self, job: TrainingJob) -> bool:
+        """Whether the controller serves the job's nodes an endpoint to post their progress to (a TrainJob's status
+        server): the local backend then serves it too (:attr:`Topology.status`)."""
+        return False
+
+    def reported_progress(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The progress the job's nodes reported, as the API server holds it in the job object ``obj`` (a
+        TrainJob's ``status.trainerStatus``); None: none."""
+        return None
+
     def runs_mpirun(self, job: TrainingJob, replica: ReplicaId) -> bool:
         """Whether ``replica``'s program is mpirun, starting ranks on the hosts of the operator's hostfile."""
         return False

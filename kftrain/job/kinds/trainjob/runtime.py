@@ -14,8 +14,9 @@ Indexed Job of ``parallelism`` pods) and an ``mlPolicy``; the Trainer controller
   ``resourcesPerNode`` is merged into the ``node`` container's resources of that job (and of the ``node`` job
   when an MPI launcher runs as a node).
 
-What the ML policy (torch, MPI, plain) adds per node is in :mod:`kftrain.job.kinds.trainjob`. Runtimes come
-from files, a folder, or the ones Trainer v2.3.0 installs, known by name (:mod:`kftrain.job.kinds.trainjob.builtin`).
+What the ML policy (torch, MPI, JAX, XGBoost, plain) adds per node is in :mod:`kftrain.job.kinds.trainjob.policies`.
+Runtimes come from files, a folder, or the ones Trainer v2.3.0 installs, known by name
+(:mod:`kftrain.job.kinds.trainjob.builtin`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kftrain.errors import JobSpecError
+from kftrain.job.kinds.trainjob.policies import check_one_policy, policy_of
 
 GROUP = "trainer.kubeflow.org"
 API_VERSION = f"{GROUP}/v1alpha1"
@@ -68,12 +70,8 @@ class Runtime:
 
     @property
     def framework(self) -> str:
-        """``torch``, ``mpi`` or ``plain`` (the ML policy source; jax and xgboost run as plain locally)."""
-        policy = self.ml_policy
-        for name in ("torch", "mpi"):
-            if policy.get(name) is not None:
-                return name
-        return "plain"
+        """The ML policy: ``torch``, ``mpi``, ``jax``, ``xgboost``, ``flux`` or ``plain`` (none set)."""
+        return policy_of(self.ml_policy)
 
 
 def parse_runtime(data: Any, source: str) -> Runtime:
@@ -93,6 +91,7 @@ def parse_runtime(data: Any, source: str) -> Runtime:
     name = meta.get("name")
     if not name:
         raise JobSpecError(f"{source}: metadata.name", "missing")
+    check_one_policy((data.get("spec") or {}).get("mlPolicy") or {}, source)
     jobs = ((data.get("spec") or {}).get("template") or {}).get("spec", {}).get("replicatedJobs")
     if not jobs:
         raise JobSpecError(f"{source}: spec.template.spec.replicatedJobs", "missing or empty")
