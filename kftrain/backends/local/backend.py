@@ -95,8 +95,14 @@ class LocalBackend(Backend):
             job.metadata.name = job.metadata.generate_name + "".join(secrets.choice(alphabet) for _ in range(5))
         if job.name in self._jobs and self._jobs[job.name].result is None:
             return self._handle(job)  # same job already running in this process: attach
+        if job.run_policy.suspend and not self.config.admit_suspended:
+            raise JobSpecError(
+                kind_of(job).spec.suspend_field,
+                "is true: the operator would not start any replica until a queue (Kueue) admits the job; "
+                "kftrain launch --admit runs it here as if admitted",
+            )
         if job.run_policy.suspend:
-            raise JobSpecError(kind_of(job).spec.suspend_field, "is true: the operator would not start any replica")
+            self.console.say(f"{kind_of(job).spec.suspend_field} is true: running {job.name} as if admitted (--admit)")
         kind = kind_of(job)
         self._check_replica_count(job, total_replicas(job))
         owns = self.config.workdir is None

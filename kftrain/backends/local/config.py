@@ -26,6 +26,9 @@ class LocalConfig(BackendConfig):
     # True: a replica starts from an image-like environment (PATH, HOME, LANG, TMPDIR, HOSTNAME...) instead of
     # this process's, so a job that forgot to declare a variable (a credential) fails here as on a cluster.
     clean_env: bool = False
+    # Run a suspended job (its kind's suspend field true) as if its queue admitted it; False: refuse it, since the
+    # operator starts no replica of a suspended job.
+    admit_suspended: bool = False
     # The replicas' working directory; None: this process's.
     cwd: Path | None = None
     # SIGTERM, then SIGKILL after this long, as the kubelet does (a pod's terminationGracePeriodSeconds wins).

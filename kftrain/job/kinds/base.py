@@ -89,6 +89,11 @@ class ClusterObject:
     namespaced: bool
     # Raises a JobSpecError when the object served does not fit the job as it was built.
     check: Callable[[Mapping[str, Any]], None]
+    # The object to create when the cluster has none of that name (a TrainingRuntime the job's file carries); None:
+    # the cluster must already have it.
+    create: Mapping[str, Any] | None = None
+    # Why the cluster must already have it, when ``create`` is None and it has not (what to do instead).
+    missing_hint: str = "install it, or name one it has"
 
 
 @dataclass(frozen=True)
@@ -212,6 +217,21 @@ class Kind:
     def render(self, job: TrainingJob) -> dict[str, Any] | None:
         """The manifest of ``job`` when the kind has its own shape; None: the operators' replica-spec shape."""
         return None
+
+    def with_companions(self, docs: Sequence[tuple[int, Mapping[str, Any]]], source: str, runtimes: Any) -> Any:
+        """``runtimes`` with what a manifest file holds beside the job (``docs``: each YAML document with its index in
+        ``source``), which it must take: a TrainJob takes its runtimes; no other kind takes anything."""
+        if docs:
+            i, doc = docs[0]
+            raise JobSpecError(
+                f"{source}#{i}",
+                f"{doc.get('kind')}: a {self.spec.kind} file holds the job alone (apply other objects with kubectl)",
+            )
+        return runtimes
+
+    def companions(self, job: TrainingJob) -> list[Mapping[str, Any]]:
+        """The objects ``job``'s file carried beside it (:meth:`with_companions`), as they are applied with it."""
+        return []
 
     def runtimes_from_env(self) -> Any:
         """What a job of this kind may name outside itself, as this environment provides it (a TrainJob's runtime

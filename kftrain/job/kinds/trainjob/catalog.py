@@ -73,13 +73,13 @@ def _read_runtimes(path: Path) -> list[Runtime]:
     return runtimes_of(docs, str(path))
 
 
-def runtimes_of(docs: Iterable[Any], source: str) -> list[Runtime]:
+def runtimes_of(docs: Iterable[Any], source: str, *, first_index: int = 0) -> list[Runtime]:
     """The runtimes among the YAML documents ``docs`` of ``source``, each checked as Trainer's runtime webhook checks
     it when it is applied."""
     from kftrain.job.kinds.trainjob.webhooks import validate_runtime
 
     found = []
-    for i, doc in enumerate(docs):
+    for i, doc in enumerate(docs, start=first_index):
         if isinstance(doc, Mapping) and doc.get("kind") in RUNTIME_KINDS:
             runtime = parse_runtime(doc, f"{source}#{i}")
             validate_runtime(runtime)

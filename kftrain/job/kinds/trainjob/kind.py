@@ -37,16 +37,17 @@ coordinator, XGBoost tracker) is ``localhost`` and a free port.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds.base import ClusterObject, Kind, KindSpec, MountedFile
 from kftrain.job.kinds.trainjob import policies
-from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
+from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog, runtimes_of
 from kftrain.job.kinds.trainjob.policies import policy_of
 from kftrain.job.kinds.trainjob.runtime import (
     API_VERSION,
@@ -54,7 +55,9 @@ from kftrain.job.kinds.trainjob.runtime import (
     LAUNCHER,
     NAMESPACED_RUNTIME,
     NODE,
+    RUNTIME_KINDS,
     Resolved,
+    Runtime,
     node_container,
     parse_runtime,
     resolve,
@@ -220,12 +223,27 @@ class TrainJobKind(Kind):
         return {"runtime": src.resolved.runtime.name, "nodes": trainer.count if trainer else 0}
 
     def cluster_dependency(self, job: TrainingJob) -> ClusterObject | None:
-        """The runtime the TrainJob names: the cluster must serve it, with the ML policy the job was built for
-        (the environment each node gets, and the hostfile, follow from that policy)."""
+        """The runtime the TrainJob names: the cluster must serve it, with the ML policy the job was built for (the
+        environment each node gets, and the hostfile, follow from that policy).
+
+        A runtime the job's own file carries (as ``kubectl apply -f`` would apply it with the job) is held to more:
+        a namespaced TrainingRuntime is created in the job's namespace when it has none of that name, and otherwise
+        must match the file's (every field the file sets, with the same value): it is never replaced, since other
+        TrainJobs of the namespace may name it. A ClusterTrainingRuntime is cluster-wide, an administrator's to
+        apply: it must already be there and match; the launch step is granted only ``get`` on it (deploy/rbac/)."""
         built_for = source(job).resolved.runtime
 
         def check(served: Mapping[str, Any]) -> None:
             on_cluster = parse_runtime(served, f"the cluster's {built_for.kind} {built_for.name}")
+            if built_for.bundled:
+                where = runtime_difference(built_for.manifest.get("spec") or {}, on_cluster.spec, "spec")
+                if where is not None:
+                    raise JobSpecError(
+                        "spec.runtimeRef",
+                        f"{built_for.kind} {built_for.name!r} on the cluster differs from the one in "
+                        f"{built_for.source} at {where}: kftrain never replaces a runtime other TrainJobs may name; "
+                        "give yours another name, or have the cluster's updated",
+                    )
             if on_cluster.framework != built_for.framework:
                 raise JobSpecError(
                     "spec.runtimeRef",
@@ -236,7 +254,31 @@ class TrainJobKind(Kind):
 
         plural = built_for.kind.lower() + "s"
         namespaced = built_for.kind == NAMESPACED_RUNTIME
-        return ClusterObject(GROUP, "v1alpha1", built_for.kind, plural, built_for.name, namespaced, check)
+        create = None
+        hint = "install it, or name one it has"
+        if built_for.bundled and namespaced:
+            create = {k: v for k, v in built_for.manifest.items() if k != "status"}
+        elif built_for.bundled:
+            hint = f"a cluster administrator applies it first (kubectl apply -f {built_for.source.rsplit('#', 1)[0]})"
+        return ClusterObject(GROUP, "v1alpha1", built_for.kind, plural, built_for.name, namespaced, check, create, hint)
+
+    def companions(self, job: TrainingJob) -> list[Mapping[str, Any]]:
+        runtime = source(job).resolved.runtime
+        return [runtime.manifest] if runtime.bundled else []
+
+    def with_companions(self, docs: Sequence[tuple[int, Mapping[str, Any]]], source: str, runtimes: Any) -> Any:
+        """The runtimes the file carries beside the TrainJob, over ``runtimes`` (default: those Trainer installs)."""
+        found: list[Runtime] = []
+        for i, doc in docs:
+            if doc.get("kind") not in RUNTIME_KINDS:
+                raise JobSpecError(
+                    f"{source}#{i}",
+                    f"{doc.get('kind')}: a TrainJob file holds the job and its TrainingRuntimes or "
+                    "ClusterTrainingRuntimes only (apply other objects with kubectl)",
+                )
+            found += [dataclasses.replace(r, bundled=True) for r in runtimes_of([doc], source, first_index=i)]
+        base = runtimes if runtimes is not None else RuntimeCatalog()
+        return RuntimeCatalog([*base.runtimes(), *found], builtin=False)
 
     # -- loading and rendering -----------------------------------------------------------------------
 
@@ -350,6 +392,30 @@ class TrainJobKind(Kind):
         """The runtimes Trainer installs and those in ``KFTRAIN_TRAINER_RUNTIMES``: what a caller that reads its
         environment (the launch step, the CLI) passes as ``runtimes``."""
         return RuntimeCatalog.from_env()
+
+
+def runtime_difference(given: Any, served: Any, path: str) -> str | None:
+    """The first field ``given`` sets that ``served`` lacks or holds another value of (None: none); what the API server
+    defaulted on its copy (fields the file leaves unset) is not a difference."""
+    if isinstance(given, Mapping):
+        if not isinstance(served, Mapping):
+            return path
+        for key, value in given.items():
+            if value is None:
+                continue
+            found = runtime_difference(value, served.get(key), f"{path}.{key}")
+            if found is not None:
+                return found
+        return None
+    if isinstance(given, list):
+        if not isinstance(served, list) or len(served) != len(given):
+            return path
+        for i, (a, b) in enumerate(zip(given, served, strict=True)):
+            found = runtime_difference(a, b, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    return None if given == served or str(given) == str(served) else path
 
 
 def _refuse_torchtune(trainer: Mapping[str, Any]) -> None:

@@ -59,6 +59,8 @@ class Runtime:
     namespace: str | None
     manifest: Mapping[str, Any]
     source: str
+    # Whether it came in the job's own file, beside the TrainJob (as ``kubectl apply -f`` takes them).
+    bundled: bool = False
 
     @property
     def spec(self) -> Mapping[str, Any]:
