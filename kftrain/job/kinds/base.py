@@ -318,6 +318,21 @@ class Kind:
         """The replica whose host name matches an elastic job's rendezvous endpoint, so it hosts the store."""
         return None
 
+    def initializer_replicas(self, job: TrainingJob) -> list[ReplicaId]:
+        """Replicas that run to completion, in this order, before :meth:`process_replicas` start (a TrainJob's dataset
+        and model initializers)."""
+        return []
+
+    def entrypoint(self, job: TrainingJob, replica: ReplicaId) -> list[str] | None:
+        """What runs locally in place of the image's entrypoint of ``replica``'s main container when it has no command
+        (a TrainJob initializer's: kftrain's own); None: nothing, the command must be given."""
+        return None
+
+    def workspace(self, job: TrainingJob) -> str | None:
+        """The absolute path the job's pods share data at (a TrainJob's ``/workspace``), given to the replicas locally
+        as the job's own folder; None: none."""
+        return None
+
     def reports_status(self, job: TrainingJob) -> bool:
         """Whether the controller serves the job's nodes an endpoint to post their progress to (a TrainJob's status
         server): the local backend then serves it too (:attr:`Topology.status`)."""

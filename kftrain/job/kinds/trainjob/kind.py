@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +53,7 @@ from kftrain.job.kinds.trainjob.policies import policy_of
 from kftrain.job.kinds.trainjob.runtime import (
     API_VERSION,
     GROUP,
+    INITIALIZERS,
     LAUNCHER,
     NAMESPACED_RUNTIME,
     NODE,
@@ -366,6 +368,38 @@ class TrainJobKind(Kind):
         trainer = resolved.trainer_job
         # Initializer jobs download models and datasets inside their own images: not run locally.
         return [ReplicaId(trainer.name, i) for i in range(trainer.count)] if trainer else []
+
+    def initializer_replicas(self, job: TrainingJob) -> list[ReplicaId]:
+        """The jobs the trainer's waits on with ``status: Complete`` (JobSet's dependsOn; the runtimes with initializers
+        order them so: ``manifests/base/runtimes/torchtune/llama3_2/llama3_2_1B.yaml``), and the initializers the
+        TrainJob configures, each in dependency order (a job's dependencies first), one pod each (the jobset builder
+        sets their replicas to 1: ``plugins/jobset/builder.go:48-52, 75-78``)."""
+        resolved = source(job).resolved
+        trainer = resolved.trainer_job
+        configured = source(job).spec.get("initializer") or {}
+        wanted = {j.name for j in resolved.jobs if INITIALIZERS.get(str(j.ancestor)) in configured}
+        if trainer is not None:
+            wanted |= {str(d.get("name")) for d in trainer.depends_on if d.get("status") == "Complete"}
+        ordered: list[str] = []
+
+        def visit(name: str, seen: tuple[str, ...]) -> None:
+            rjob = resolved.job(name)
+            if rjob is None or name in ordered or name in seen:
+                return
+            for dep in rjob.depends_on:
+                visit(str(dep.get("name")), (*seen, name))
+            ordered.append(name)
+
+        for name in [j.name for j in resolved.jobs if j.name in wanted]:
+            visit(name, ())
+        return [ReplicaId(name, 0) for name in ordered]
+
+    def entrypoint(self, job: TrainingJob, replica: ReplicaId) -> list[str] | None:
+        what = INITIALIZERS.get(str(getattr(source(job).resolved.job(replica.type), "ancestor", "")))
+        return [sys.executable, "-m", "kftrain.programs.initializer", what] if what else None
+
+    def workspace(self, job: TrainingJob) -> str | None:
+        return "/workspace"  # pkg/constants/constants.go:55-62: /workspace/dataset, /workspace/model
 
     def listening_replicas(self, job: TrainingJob) -> list[ReplicaId]:
         trainer = source(job).resolved.trainer_job

@@ -38,6 +38,11 @@ ANCESTOR_LABEL = f"{GROUP}/trainjob-ancestor-step"
 TRAINER_ANCESTOR = "trainer"
 NODE = "node"  # the trainer's job and container name (pkg/constants: Node)
 LAUNCHER = "launcher"  # the MPI launcher's job (pkg/constants: Launcher)
+# The initializers' ancestor labels (= their job and container names), and the TrainJob's spec.initializer key of each
+# (pkg/constants/constants.go:52-62).
+INITIALIZERS = {"dataset-initializer": "dataset", "model-initializer": "model"}
+# Where the TrainJob's storageUri reaches an initializer (plugins/jobset/constants/constants.go:25).
+STORAGE_URI_ENV = "STORAGE_URI"
 # Strategic-merge keys of the lists a runtime patch may touch (Kubernetes' patchMergeKey tags).
 _MERGE_KEYS = {
     "replicatedJobs": "name",
@@ -173,6 +178,8 @@ def resolve(trainjob_spec: Mapping[str, Any], runtime: Runtime) -> Resolved:
         pod = copy.deepcopy(job_spec.get("template") or {})
         if ancestor == TRAINER_ANCESTOR:
             _apply_trainer(pod, trainer)
+        elif ancestor in INITIALIZERS:
+            _apply_initializer(pod, str(ancestor), (trainjob_spec.get("initializer") or {}).get(INITIALIZERS[ancestor]))
         elif launcher_as_node and rjob.get("name") == NODE and trainer.get("resourcesPerNode"):
             _merge_resources(pod, trainer["resourcesPerNode"])
         jobs.append(
@@ -207,6 +214,24 @@ def _apply_trainer(pod: dict[str, Any], trainer: Mapping[str, Any]) -> None:
         container["env"] = strategic_merge(container.get("env") or [], trainer["env"], "env")
     if trainer.get("resourcesPerNode"):
         _merge_resources(pod, trainer["resourcesPerNode"])
+
+
+def _apply_initializer(pod: dict[str, Any], name: str, given: Mapping[str, Any] | None) -> None:
+    """The TrainJob's initializer section on the container of that name (plugins/jobset/builder.go:41-102):
+    ``STORAGE_URI`` = storageUri, then its env upserted, then its secretRef as the container's ``envFrom`` (the secret's
+    keys become variables: credentials by reference, never by value)."""
+    container = next((c for c in (pod.get("spec") or {}).get("containers") or [] if c.get("name") == name), None)
+    if container is None or given is None:
+        return
+    env = container.get("env") or []
+    if given.get("storageUri") is not None:
+        env = strategic_merge(env, [{"name": STORAGE_URI_ENV, "value": given["storageUri"]}], "env")
+    if given.get("env"):
+        env = strategic_merge(env, given["env"], "env")
+    if env:
+        container["env"] = env
+    if given.get("secretRef"):
+        container["envFrom"] = [*(container.get("envFrom") or []), {"secretRef": {"name": given["secretRef"]["name"]}}]
 
 
 def _merge_resources(pod: dict[str, Any], per_node: Mapping[str, Any]) -> None:
