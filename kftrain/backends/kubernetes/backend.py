@@ -44,7 +44,7 @@ from kftrain.backends.kubernetes.jobs import ClusterJobs
 from kftrain.backends.kubernetes.logs import LogFollower
 from kftrain.backends.kubernetes.pending import PendingTracker, SuspensionTracker
 from kftrain.backends.kubernetes.pod_state import diagnose_failure
-from kftrain.backends.kubernetes.watch import JobWatches, StatusPrinter, result_of
+from kftrain.backends.kubernetes.watch import JobWatches, ProgressRelay, StatusPrinter, result_of
 from kftrain.errors import JobSpecError, KftrainError
 from kftrain.job.kinds import KINDS, kind_of
 from kftrain.job.kinds.base import ClusterObject
@@ -237,6 +237,8 @@ class KubernetesBackend(Backend):
         logs = LogFollower(self.api, self.console, job, tail_lines=cfg.log_tail_lines) if cfg.stream_logs else None
         if logs is not None:
             pods.add_listener(logs.update)
+        if cfg.progress_sinks:
+            jobs.add_listener(ProgressRelay(job.name, KINDS.get(job.kind).reported_progress, cfg.progress_sinks).update)
         created = self._created.pop((job.namespace, job.name), None)
         since = ((created or {}).get("metadata") or {}).get("resourceVersion")
         if created is not None and since:
