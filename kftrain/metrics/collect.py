@@ -175,6 +175,9 @@ class Collector:
         parts = ["progress:"]
         if isinstance(status.get("progressPercentage"), int | float):
             parts.append(f"{_num(float(status['progressPercentage']))}%")
+        axis = x_axis(last)
+        if axis:  # a metric named epoch or step (Hugging Face's callback reports the epoch)
+            parts.append(f"{axis} {_num(last[axis])}")
         parts += [f"{k} {last[k]:.4g}" for k in _curve_names([last]) if k != PROGRESS_METRIC][:_SHOWN]
         text = " ".join(parts)
         if isinstance(status.get("estimatedRemainingSeconds"), int | float):
