@@ -269,18 +269,7 @@ class TrainJobKind(Kind):
         return [runtime.manifest] if runtime.bundled else []
 
     def with_companions(self, docs: Sequence[tuple[int, Mapping[str, Any]]], source: str, runtimes: Any) -> Any:
-        """The runtimes the file carries beside the TrainJob, over ``runtimes`` (default: those Trainer installs)."""
-        found: list[Runtime] = []
-        for i, doc in docs:
-            if doc.get("kind") not in RUNTIME_KINDS:
-                raise JobSpecError(
-                    f"{source}#{i}",
-                    f"{doc.get('kind')}: a TrainJob file holds the job and its TrainingRuntimes or "
-                    "ClusterTrainingRuntimes only (apply other objects with kubectl)",
-                )
-            found += [dataclasses.replace(r, bundled=True) for r in runtimes_of([doc], source, first_index=i)]
-        base = runtimes if runtimes is not None else RuntimeCatalog()
-        return RuntimeCatalog([*base.runtimes(), *found], builtin=False)
+        return bundled_catalog(docs, source, runtimes)
 
     # -- loading and rendering -----------------------------------------------------------------------
 
@@ -426,6 +415,22 @@ class TrainJobKind(Kind):
         """The runtimes Trainer installs and those in ``KFTRAIN_TRAINER_RUNTIMES``: what a caller that reads its
         environment (the launch step, the CLI) passes as ``runtimes``."""
         return RuntimeCatalog.from_env()
+
+
+def bundled_catalog(docs: Sequence[tuple[int, Mapping[str, Any]]], source: str, runtimes: Any) -> RuntimeCatalog:
+    """The runtimes a file carries beside the TrainJob (``docs``: each YAML document with its index in ``source``),
+    over ``runtimes`` (None: those Trainer installs); anything else in the file is refused."""
+    found: list[Runtime] = []
+    for i, doc in docs:
+        if doc.get("kind") not in RUNTIME_KINDS:
+            raise JobSpecError(
+                f"{source}#{i}",
+                f"{doc.get('kind')}: a TrainJob file holds the job and its TrainingRuntimes or "
+                "ClusterTrainingRuntimes only (apply other objects with kubectl)",
+            )
+        found += [dataclasses.replace(r, bundled=True) for r in runtimes_of([doc], source, first_index=i)]
+    base = runtimes if runtimes is not None else RuntimeCatalog()
+    return RuntimeCatalog([*base.runtimes(), *found], builtin=False)
 
 
 def runtime_difference(given: Any, served: Any, path: str) -> str | None:
