@@ -96,6 +96,8 @@ def _the_job(docs: list[Any], source: str) -> tuple[Any, list[tuple[int, Mapping
     """The one job among ``docs``, and the other documents with their index (``file.yaml#1``)."""
     if len(docs) == 1:
         return docs[0], []
+    if not docs:
+        raise JobSpecError(source, "expected exactly one YAML document, found 0")
     kinds = {kind.spec.kind for kind in KINDS}
     jobs = [(i, d) for i, d in enumerate(docs) if isinstance(d, Mapping) and d.get("kind") in kinds]
     others = [(i, d) for i, d in enumerate(docs) if isinstance(d, Mapping) and d.get("kind") not in kinds]
