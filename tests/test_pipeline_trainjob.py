@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline_harness import accuracy_passed, assert_steps_ran, model_metadata, run_pipeline
+from tests.pipeline_harness import accuracy_passed, assert_steps_ran, model_metadata, run_pipeline, step
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -49,9 +49,10 @@ def test_train_evaluate_export_runs_the_users_program_as_a_trainjob(tmp_path):
         "--param", f'command=["torchrun", "{example / "train.py"}"]',
         timeout=900, cwd=REPO,
     )  # fmt: skip
-    assert_steps_ran(run.run_dir, "trainjob-launch")
+    for name in ("prepare-dataset", "trainjob-launch", "evaluate-model", "export-model"):
+        assert (step(run.run_dir, name) / "executor_output.json").exists(), name  # the gate passed: exported
     assert "[node-0]" in run.log and "[node-1]" in run.log
-    assert model_metadata(run.run_dir, "trainjob-launch")["runtime"] == "torch-distributed"
+    assert model_metadata(run.run_dir, step(run.run_dir, "trainjob-launch").name)["runtime"] == "torch-distributed"
 
 
 def test_tf_digits_runs_as_a_trainjob_on_a_plain_runtime(tmp_path):
