@@ -157,7 +157,7 @@ def _cases() -> list[Case]:
         Case(
             "two-documents",
             GOOD_TEXT.encode() + b"---\n" + GOOD_TEXT.encode(),
-            "expected exactly one YAML document, found 2",
+            "expected exactly one job among its 2 YAML documents",
         ),
         Case("empty-file", b"", "expected exactly one YAML document, found 0"),
         Case("a-list", b"- 1\n- 2\n", "a manifest must be a mapping, got list"),

@@ -567,7 +567,7 @@ BAD_INPUT = [
         "expected a string",
     ),
     ("malformed-yaml", BAD_YAML, "<manifest>", "malformed YAML at line 4"),
-    ("two-documents", "kind: TFJob\n---\nkind: TFJob\n", "<manifest>", "exactly one YAML document, found 2"),
+    ("two-documents", "kind: TFJob\n---\nkind: TFJob\n", "<manifest>", "exactly one job among its 2 YAML documents"),
 ]
 
 

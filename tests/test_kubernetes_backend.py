@@ -1019,7 +1019,7 @@ def test_rbac_role_grants_exactly_what_the_backend_uses() -> None:
         ("kubeflow.org", "pytorchjobs"): job_verbs,
         ("kubeflow.org", "mpijobs"): job_verbs,
         ("trainer.kubeflow.org", "trainjobs"): job_verbs,
-        ("trainer.kubeflow.org", "trainingruntimes"): {"get"},
+        ("trainer.kubeflow.org", "trainingruntimes"): {"get", "create"},
         ("", "pods"): read,
         ("", "pods/log"): read,
         ("", "events"): read,

@@ -162,7 +162,7 @@ CASES = [
         [("OMPI_MCA_orte_set_default_slots", "4")],
     ),
     (
-        "plain (xgboost runs as plain here): the trainer's env and the completion index only",
+        "xgboost: the trainer's env first, then the completion index and the plugin's variables",
         "xgboost-distributed",
         {"numNodes": 2, "env": [{"name": "A", "value": "1"}]},
         ReplicaId("node", 1),

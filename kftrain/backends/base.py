@@ -15,10 +15,10 @@ import abc
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from kftrain.compat import StrEnum
 from kftrain.job.model import TrainingJob
@@ -101,6 +101,9 @@ class BackendConfig:
     # Called with (replica label, line) for every replica log line, on both backends alike (the launch step's
     # metrics collection and persisted logs); a sink that raises is ignored, never the job's end.
     line_sinks: list[Callable[[str, str], None]] = field(default_factory=list)
+    # Called with every progress report the job's nodes post (a TrainJob's status.trainerStatus, as a mapping), on
+    # both backends alike: the launch step's collector shows it beside the metrics lines.
+    progress_sinks: list[Callable[[Mapping[str, Any]], None]] = field(default_factory=list)
 
 
 def publish_identity(handle: JobHandle, path: str | Path | None) -> None:

@@ -27,6 +27,15 @@ class ReplicaId:
         return f"{self.type.lower()}-{self.index}"
 
 
+@dataclass(frozen=True)
+class StatusEndpoint:
+    """Where a node posts its progress (Kubeflow Trainer's status server), and the files it authenticates with."""
+
+    url: str
+    ca_cert: str
+    token: str
+
+
 @dataclass
 class Topology:
     """Where each replica listens, and where the operator's mounted files (the MPI hostfile) are."""
@@ -37,6 +46,8 @@ class Topology:
     files_root: Path = Path("/")
     # The name each replica's host goes by in the files the operator writes; None: its pod's name.
     host_of: Callable[[ReplicaId], str] | None = None
+    # The progress endpoint the nodes are told of (a TrainJob's); None: none.
+    status: StatusEndpoint | None = None
 
     def address(self, replica: ReplicaId) -> str:
         return f"{self.host}:{self.ports[replica]}"

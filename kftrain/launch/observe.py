@@ -2,7 +2,9 @@
 
 While the job runs, :class:`JobObserver` gets every replica line from the backend (``line_sinks``): it appends
 it to that replica's spool file and feeds the metrics :class:`~kftrain.metrics.collect.Collector`, which writes
-the progress line. When the job has ended, however it ended (succeeded, failed, cancelled, timed out),
+the progress line; every progress report the nodes post to Kubeflow Trainer (``progress_sinks``: a TrainJob's
+``status.trainerStatus``, from its status server locally, from the TrainJob on a cluster) feeds the same
+collector. When the job has ended, however it ended (succeeded, failed, cancelled, timed out),
 :meth:`JobObserver.finish` writes beside the model:
 
 * ``<model>-logs/<replica>.log``: each replica's whole output, as it was streamed;
@@ -154,9 +156,11 @@ def observing(
         replicas=[r.label for r in kind_of(job).process_replicas(job)],
     )
     config.line_sinks.append(observer.sink)
+    config.progress_sinks.append(observer.collector.feed_status)
     try:
         yield observer
     finally:
         config.line_sinks.remove(observer.sink)
+        config.progress_sinks.remove(observer.collector.feed_status)
         with shielded():  # a second SIGTERM must not cut the last log lines short
             observer.finish(f"{job.kind} {job.name}")

@@ -8,20 +8,48 @@ writes a compact progress line at most once every ``every_s`` seconds (and once 
 The line follows the replica that is furthest along. At the end, :meth:`final_values` are the last point's
 numbers (with ``<name>.<replica>`` added for replicas that ended elsewhere) and :meth:`groups` the distinct
 series: replicas that reported the very same points (data-parallel training averages its loss) are drawn once.
+
+The same collector takes what a job's nodes report to Kubeflow Trainer (:meth:`feed_status`: a TrainJob's
+``status.trainerStatus``, posted to the Trainer's status server: progress, ETA, metrics as strings): its numeric
+metrics and ``progress_percentage`` become points of the series ``trainer-status``, and the progress line shows the
+percentage and the Trainer's ETA::
+
+    progress: 45% loss 0.2347 accuracy 0.9876 | eta 1h00m (trainer status)
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from kftrain.metrics import X_AXES, parse_line, x_axis
 from kftrain.progress import format_duration
 
 # How many curves the progress line shows after the x-axis: loss first, then in the order reported.
 _SHOWN = 3
+# The series of what the nodes report to Kubeflow Trainer's status server (status.trainerStatus).
+STATUS_SERIES = "trainer-status"
+PROGRESS_METRIC = "progress_percentage"
+
+
+def status_point(status: Mapping[str, Any]) -> dict[str, float]:
+    """The numbers of a ``trainerStatus`` (pkg/apis/trainer/v1alpha1/trainjob_types.go:561-605): each metric whose value
+    reads as a finite number, and the progress percentage."""
+    point: dict[str, float] = {}
+    for metric in status.get("metrics") or []:
+        try:
+            value = float(str(metric.get("value")))
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(value) and metric.get("name"):
+            point[str(metric["name"])] = value
+    if isinstance(status.get("progressPercentage"), int | float):
+        point[PROGRESS_METRIC] = float(status["progressPercentage"])
+    return point
 
 
 @dataclass
@@ -47,6 +75,7 @@ class Collector:
         self._last_said: float | None = None
         self._unsaid = False  # points arrived since the last progress line
         self.lines_said = 0
+        self._status: Mapping[str, Any] | None = None  # the last trainerStatus fed
 
     # -- feeding ---------------------------------------------------------------------------------
 
@@ -64,6 +93,25 @@ class Collector:
             series = self._series.setdefault(label, _Series())
             series.points.append(numbers)
             series.times.append(now)
+            self._unsaid = True
+            due = self._last_said is None or now - self._last_said >= self._every_s
+            text = self._progress(now) if due else None
+            if text is not None:
+                self._last_said, self._unsaid = now, False
+        if text is not None:
+            self._emit(text)
+
+    def feed_status(self, status: Mapping[str, Any]) -> None:
+        """A ``trainerStatus`` the job's nodes reported to Kubeflow Trainer (from any thread)."""
+        point = status_point(status)
+        with self._lock:
+            now = self._clock()
+            self._status = dict(status)
+            if point:
+                series = self._series.setdefault(STATUS_SERIES, _Series())
+                if not series.points or series.points[-1] != point:
+                    series.points.append(point)
+                    series.times.append(now)
             self._unsaid = True
             due = self._last_said is None or now - self._last_said >= self._every_s
             text = self._progress(now) if due else None
@@ -95,13 +143,53 @@ class Collector:
             axis = x_axis(last)
             return last[axis] if axis else float(len(self._series[label].points))
 
-        labels = sorted(self._series)
-        return max(labels, key=position) if labels else None  # max keeps the first of equals
+        # The Trainer's status is shown beside the replicas' own points, and is the lead only without them.
+        labels = sorted(label for label in self._series if label != STATUS_SERIES)
+        if not labels:
+            return STATUS_SERIES if STATUS_SERIES in self._series else None
+        return max(labels, key=position)  # max keeps the first of equals
 
     def _progress(self, now: float) -> str | None:
         label = self._lead()
         if label is None:
-            return None
+            return self._status_only()
+        if label == STATUS_SERIES:
+            return self._status_line()
+        text = self._replica_line(label)
+        status = self._status_summary()
+        return f"{text} | trainer status {status}" if status else text
+
+    def _status_summary(self) -> str:
+        """``45% eta 1h00m`` from the last trainerStatus; "" when it said neither."""
+        status = self._status or {}
+        parts = []
+        if isinstance(status.get("progressPercentage"), int | float):
+            parts.append(f"{_num(float(status['progressPercentage']))}%")
+        if isinstance(status.get("estimatedRemainingSeconds"), int | float):
+            parts.append(f"eta {format_duration(float(status['estimatedRemainingSeconds']))}")
+        return " ".join(parts)
+
+    def _status_line(self) -> str:
+        status = self._status or {}
+        last = self._series[STATUS_SERIES].points[-1]
+        parts = ["progress:"]
+        if isinstance(status.get("progressPercentage"), int | float):
+            parts.append(f"{_num(float(status['progressPercentage']))}%")
+        axis = x_axis(last)
+        if axis:  # a metric named epoch or step (Hugging Face's callback reports the epoch)
+            parts.append(f"{axis} {_num(last[axis])}")
+        parts += [f"{k} {last[k]:.4g}" for k in _curve_names([last]) if k != PROGRESS_METRIC][:_SHOWN]
+        text = " ".join(parts)
+        if isinstance(status.get("estimatedRemainingSeconds"), int | float):
+            text += f" | eta {format_duration(float(status['estimatedRemainingSeconds']))}"
+        return f"{text} (trainer status)"
+
+    def _status_only(self) -> str | None:
+        """A trainerStatus without a number (only an ETA, say)."""
+        summary = self._status_summary()
+        return f"progress: {summary} (trainer status)" if summary else None
+
+    def _replica_line(self, label: str) -> str:
         series = self._series[label]
         last = series.points[-1]
         axis = x_axis(last)
@@ -151,7 +239,9 @@ class Collector:
         values = dict(finals[lead])
         for label, last in sorted(finals.items()):
             for name, value in last.items():
-                if label != lead and values.get(name) != value and name not in X_AXES:
+                if label == STATUS_SERIES and name not in values:
+                    values[name] = value  # what only the Trainer's status reported keeps its own name
+                elif label != lead and values.get(name) != value and name not in X_AXES:
                     values[f"{name}.{label}"] = value
         return values
 

@@ -757,6 +757,29 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_event(self, kind: str, obj: dict[str, Any]) -> None:
         self._chunk(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
 
+    def runtime_collection(
+        self, method: str, query: dict[str, str], body: Any, version: str, ns: str, plural: str
+    ) -> None:
+        """POST of a namespaced TrainingRuntime (what a launch step creates from a job's own manifest)."""
+        if method != "POST" or not isinstance(body, dict):
+            self._status(405, "MethodNotAllowed", f"{method} is not served for {plural} here")
+            return
+        name = (body.get("metadata") or {}).get("name")
+        if body.get("kind") != "TrainingRuntime" or not name:
+            self._status(400, "BadRequest", "expected a named trainer.kubeflow.org TrainingRuntime")
+            return
+        if (body.get("metadata") or {}).get("namespace") not in (None, ns):
+            self._status(400, "BadRequest", "the namespace of the object does not match the namespace of the request")
+            return
+        with self.kube.cond:
+            if (plural, ns, name) in self.kube.runtimes:
+                self._status(409, "AlreadyExists", f'{plural}.{TRAINER_GROUP} "{name}" already exists')
+                return
+            obj = copy.deepcopy(body)
+            obj["metadata"] = {**obj["metadata"], "namespace": ns, "resourceVersion": self.kube.bump()}
+            self.kube.runtimes[(plural, ns, name)] = obj
+        self._send_json(201, obj)
+
     def runtime(self, method: str, query: dict[str, str], body: Any, version: str, *where: str) -> None:
         """GET of a Trainer v2 runtime: ``where`` is (plural, name), or (namespace, plural, name)."""
         ns, plural, name = ("", *where) if len(where) == 2 else where
@@ -944,6 +967,7 @@ _ROUTES: Sequence[tuple[str, Callable[..., None]]] = (
     ),
     (rf"/apis/{re.escape(TRAINER_GROUP)}/(v[a-z0-9]+)/(clustertrainingruntimes)/([^/]+)", _Handler.runtime),
     (rf"/apis/{re.escape(TRAINER_GROUP)}/(v[a-z0-9]+){_NS}/(trainingruntimes)/([^/]+)", _Handler.runtime),
+    (rf"/apis/{re.escape(TRAINER_GROUP)}/(v[a-z0-9]+){_NS}/(trainingruntimes)", _Handler.runtime_collection),
     (rf"/api/v1{_NS}/pods", _Handler.pods),
     (rf"/api/v1{_NS}/pods/([^/]+)", _Handler.pod),
     (rf"/api/v1{_NS}/pods/([^/]+)/log", _Handler.pod_log),

@@ -233,6 +233,15 @@ class KubeApi:
             f"get {where}", lambda: self.custom.get_namespaced_custom_object(group, version, namespace, plural, name)
         )
 
+    def create_namespaced_object(
+        self, group: str, version: str, plural: str, namespace: str, manifest: dict[str, Any]
+    ) -> Any:
+        """Create a custom object in ``namespace`` (a TrainingRuntime a job's file carries)."""
+        return self.call(
+            f"create {plural}.{group} in {namespace}",
+            lambda: self.custom.create_namespaced_custom_object(group, version, namespace, plural, manifest),
+        )
+
     def patch_job(self, job: JobRef, patch: dict[str, Any]) -> dict[str, Any]:
         return self.call(
             f"patch {job}",

@@ -25,6 +25,7 @@ Every request goes through :class:`KubeApi`, which retries it on 429, 5xx and co
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import threading
 import time
@@ -43,7 +44,7 @@ from kftrain.backends.kubernetes.jobs import ClusterJobs
 from kftrain.backends.kubernetes.logs import LogFollower
 from kftrain.backends.kubernetes.pending import PendingTracker, SuspensionTracker
 from kftrain.backends.kubernetes.pod_state import diagnose_failure
-from kftrain.backends.kubernetes.watch import JobWatches, StatusPrinter, result_of
+from kftrain.backends.kubernetes.watch import JobWatches, ProgressRelay, StatusPrinter, result_of
 from kftrain.errors import JobSpecError, KftrainError
 from kftrain.job.kinds import KINDS, kind_of
 from kftrain.job.kinds.base import ClusterObject
@@ -108,17 +109,21 @@ class KubernetesBackend(Backend):
         return self._versions[kind]
 
     def _check_dependency(self, needed: ClusterObject, namespace: str) -> None:
-        """Read what the job depends on (a TrainJob's runtime) and check it, before anything is created."""
+        """Read what the job depends on (a TrainJob's runtime) and check it, before anything is created; create it
+        first when the job brings it (``needed.create``) and the cluster has none of that name."""
         where = f" in namespace {namespace}" if needed.namespaced else ""
         try:
             served = self.api.get_cluster_object(
                 needed.group, needed.version, needed.plural, needed.name, namespace if needed.namespaced else None
             )
         except ApiException as exc:
+            if exc.status == 404 and needed.create is not None and needed.namespaced:
+                self._create_dependency(needed, namespace)
+                return
             if exc.status == 404:
                 raise JobSpecError(
                     "spec.runtimeRef",
-                    f"the cluster has no {needed.kind} named {needed.name!r}{where}: install it, or name one it has",
+                    f"the cluster has no {needed.kind} named {needed.name!r}{where}: {needed.missing_hint}",
                 ) from None
             if exc.status == 403:
                 raise KftrainError(
@@ -130,6 +135,29 @@ class KubernetesBackend(Backend):
                 f"{api_message(exc)}"
             ) from None
         needed.check(served)
+
+    def _create_dependency(self, needed: ClusterObject, namespace: str) -> None:
+        manifest = copy.deepcopy(dict(needed.create or {}))
+        meta = manifest.setdefault("metadata", {})
+        if meta.get("namespace") not in (None, namespace):
+            raise JobSpecError(
+                f"{needed.kind} {needed.name}: metadata.namespace",
+                f"{meta['namespace']!r}, but the TrainJob runs in {namespace!r}: a TrainJob finds its TrainingRuntime "
+                "in its own namespace",
+            )
+        meta["namespace"] = namespace
+        try:
+            self.api.create_namespaced_object(needed.group, needed.version, needed.plural, namespace, manifest)
+        except ApiException as exc:
+            if exc.status == 409:  # created meanwhile (another step of the same run): it must match ours
+                self._check_dependency(dataclasses.replace(needed, create=None), namespace)
+                return
+            grant = f" (grant create on {needed.plural}.{needed.group}: deploy/rbac/)" if exc.status == 403 else ""
+            raise KftrainError(
+                f"kubernetes backend: creating {needed.kind} {needed.name!r} in {namespace} failed: HTTP {exc.status} "
+                f"{api_message(exc)}{grant}"
+            ) from None
+        self.console.say(f"created {needed.kind} {needed.name} in {namespace} (from the job's manifest)")
 
     def _owner_reference(self) -> dict[str, Any] | None:
         name = self.config.owner_pod_name or os.environ.get("KFP_POD_NAME")
@@ -209,6 +237,8 @@ class KubernetesBackend(Backend):
         logs = LogFollower(self.api, self.console, job, tail_lines=cfg.log_tail_lines) if cfg.stream_logs else None
         if logs is not None:
             pods.add_listener(logs.update)
+        if cfg.progress_sinks:
+            jobs.add_listener(ProgressRelay(job.name, KINDS.get(job.kind).reported_progress, cfg.progress_sinks).update)
         created = self._created.pop((job.namespace, job.name), None)
         since = ((created or {}).get("metadata") or {}).get("resourceVersion")
         if created is not None and since:

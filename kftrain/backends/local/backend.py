@@ -30,9 +30,10 @@ import string
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -46,6 +47,8 @@ from kftrain.backends.local.one_machine import local_host_of, local_worker_host
 from kftrain.backends.local.output import pump
 from kftrain.backends.local.processes import ReplicaProcess, shell_exit_code, stop_replicas
 from kftrain.backends.local.replica import LocalReplica, free_port, prepare_replica
+from kftrain.backends.local.status_server import StatusServer
+from kftrain.backends.local.workspace import probe, wrap
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds import kind_of
 from kftrain.job.kinds.base import is_retryable_exit_code
@@ -53,6 +56,7 @@ from kftrain.job.model import RestartPolicy, TrainingJob
 from kftrain.job.naming import outputs_of
 from kftrain.job.topology import LOCAL_HOST, ReplicaId, Topology, all_replicas, total_replicas
 from kftrain.job.validate import validate_job
+from kftrain.programs.initializer import WORKSPACE_ENV
 from kftrain.signals import shielded
 
 
@@ -69,6 +73,10 @@ class _LocalJob:
     next_hosted: int = 0
     total_restarts: int = 0
     result: JobResult | None = None
+    # Replicas that run to completion first (a TrainJob's initializers), and those that start once they have.
+    initializers: list[LocalReplica] = field(default_factory=list)
+    waiting: list[LocalReplica] = field(default_factory=list)
+    status_server: StatusServer | None = None
 
     def workers_running(self) -> int:
         return sum(1 for r in self.replicas if r.id.type == "Worker" and not r.finished)
@@ -95,8 +103,14 @@ class LocalBackend(Backend):
             job.metadata.name = job.metadata.generate_name + "".join(secrets.choice(alphabet) for _ in range(5))
         if job.name in self._jobs and self._jobs[job.name].result is None:
             return self._handle(job)  # same job already running in this process: attach
+        if job.run_policy.suspend and not self.config.admit_suspended:
+            raise JobSpecError(
+                kind_of(job).spec.suspend_field,
+                "is true: the operator would not start any replica until a queue (Kueue) admits the job; "
+                "kftrain launch --admit runs it here as if admitted",
+            )
         if job.run_policy.suspend:
-            raise JobSpecError(kind_of(job).spec.suspend_field, "is true: the operator would not start any replica")
+            self.console.say(f"{kind_of(job).spec.suspend_field} is true: running {job.name} as if admitted (--admit)")
         kind = kind_of(job)
         self._check_replica_count(job, total_replicas(job))
         owns = self.config.workdir is None
@@ -107,9 +121,18 @@ class LocalBackend(Backend):
             files_root=workdir,
             host_of=local_host_of(LOCAL_HOST),
         )
+        server: StatusServer | None = None
         try:
+            if kind.reports_status(job):
+                namespace = job.metadata.namespace or "default"
+                server = StatusServer(namespace, job.name, workdir / "trainer-status", self._report_progress)
+                topology.status = server.start()
+            initializers = [self._prepare(job, rid, topology, workdir) for rid in kind.initializer_replicas(job)]
             replicas = [self._prepare(job, rid, topology, workdir) for rid in kind.process_replicas(job)]
+            self._give_workspace(job, workdir, [*initializers, *replicas])
         except BaseException:
+            if server is not None:
+                server.stop()
             if owns:
                 shutil.rmtree(workdir, ignore_errors=True)
             raise
@@ -119,29 +142,66 @@ class LocalBackend(Backend):
             job=job,
             workdir=workdir,
             owns_workdir=owns,
-            replicas=replicas,
+            replicas=[*initializers, *replicas],
             started_at=time.monotonic(),
             topology=topology,
             hosted=[r for r in all_replicas(job) if r.type == "Worker" and r not in processes],
             next_hosted=job.replicas_of("Worker"),
+            initializers=initializers,
+            waiting=replicas if initializers else [],
+            status_server=server,
         )
         self._jobs[job.name] = state
+        first = initializers or replicas
+        then = f"; then {', '.join(r.id.label for r in replicas)}" if initializers else ""
         self.console.say(
-            f"starting {job.kind} {job.name}: {', '.join(r.id.label for r in replicas)} (workdir {workdir})"
+            f"starting {job.kind} {job.name}: {', '.join(r.id.label for r in first)}{then} (workdir {workdir})"
         )
         self._record(state)
         try:
-            for replica in replicas:
+            for replica in first:
                 self._start(replica)
         except BaseException:
             # A replica that could not start fails the submit; those already started must not outlive it.
             with shielded():
-                self._stop(replicas)
+                self._stop(state.replicas)
+                self._stop_server(state)
                 del self._jobs[job.name]
                 if owns:
                     shutil.rmtree(workdir, ignore_errors=True)
             raise
         return self._handle(job)
+
+    def _give_workspace(self, job: TrainingJob, workdir: Path, replicas: list[LocalReplica]) -> None:
+        """The folder the job's pods share (a TrainJob's /workspace) as the job's own ``<workdir>/workspace``: at its
+        path, in a private mount namespace per replica, where this machine allows one; else by KFTRAIN_WORKSPACE."""
+        mount = kind_of(job).workspace(job)
+        if mount is None:
+            return
+        folder = workdir / "workspace"
+        folder.mkdir(exist_ok=True)
+        why = probe() if self.config.private_workspace else "LocalConfig.private_workspace is False"
+        for replica in replicas:
+            if why is None:
+                replica.argv = wrap(folder, replica.argv)
+            else:
+                replica.env[WORKSPACE_ENV] = str(folder)
+        if why is not None:
+            self.console.say(
+                f"no private {mount} for the replicas here ({why}): the job's {mount} is {folder}; a program that "
+                f"reads {mount}/dataset as Trainer documents must read ${WORKSPACE_ENV}/dataset here"
+            )
+
+    def _report_progress(self, status: Mapping[str, Any]) -> None:
+        """A progress report a node posted to the job's status server: to every progress sink."""
+        for sink in self.config.progress_sinks:
+            with contextlib.suppress(Exception):  # what watches the job must never end it
+                sink(status)
+
+    def _stop_server(self, state: _LocalJob) -> None:
+        if state.status_server is not None:
+            state.status_server.stop()
+            state.status_server = None
 
     def _check_replica_count(self, job: TrainingJob, count: int) -> None:
         """Refuse more replicas than :attr:`LocalConfig.max_replicas`, before any is enumerated or started."""
@@ -195,6 +255,7 @@ class LocalBackend(Backend):
                 self._blame_crash_loop(state, result)
             if result is not None:
                 self._stop_all(state)
+                self._stop_server(state)
                 result.duration_s = time.monotonic() - state.started_at
                 state.result = result
                 self._finish(state, result)
@@ -254,6 +315,11 @@ class LocalBackend(Backend):
                 f"{replica.id.label} exited with code {exit_code}; restartPolicy {replica.policy.value}: "
                 f"restart {state.total_restarts}{bound} in {delay:.1f}s"
             )
+        if state.waiting and all(r.succeeded for r in state.initializers):
+            self.console.say(f"{', '.join(r.id.label for r in state.initializers)} completed: starting the job's nodes")
+            started, state.waiting = state.waiting, []
+            for replica in started:
+                self._start(replica)
         if all(r.finished for r in state.replicas):
             return JobResult(
                 JobPhase.FAILED,
@@ -426,6 +492,7 @@ class LocalBackend(Backend):
         if state is None:
             return
         self._stop_all(state)
+        self._stop_server(state)
         if state.result is None:
             state.result = JobResult(JobPhase.FAILED, reason="Cancelled", message="job cancelled", exit_code=143)
             job_state.write(state.job.name, phase=JobPhase.FAILED.value, reason="Cancelled", exit_code=143)

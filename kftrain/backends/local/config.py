@@ -26,6 +26,13 @@ class LocalConfig(BackendConfig):
     # True: a replica starts from an image-like environment (PATH, HOME, LANG, TMPDIR, HOSTNAME...) instead of
     # this process's, so a job that forgot to declare a variable (a credential) fails here as on a cluster.
     clean_env: bool = False
+    # Run a suspended job (its kind's suspend field true) as if its queue admitted it; False: refuse it, since the
+    # operator starts no replica of a suspended job.
+    admit_suspended: bool = False
+    # Give the replicas of a job whose pods share a folder (a TrainJob's /workspace) that folder privately, as the job's
+    # own (a mount namespace per replica: kftrain.backends.local.workspace); False, or where the kernel refuses it:
+    # they get its path as KFTRAIN_WORKSPACE instead.
+    private_workspace: bool = True
     # The replicas' working directory; None: this process's.
     cwd: Path | None = None
     # SIGTERM, then SIGKILL after this long, as the kubelet does (a pod's terminationGracePeriodSeconds wins).

@@ -136,6 +136,8 @@ def prepare_replica(
         argv = list(override)
     elif container.command:
         argv = [*container.command, *(container.args or [])]
+    elif (entrypoint := kind.entrypoint(job, rid)) is not None:
+        argv = [*entrypoint, *(container.args or [])]
     else:
         raise JobSpecError(
             f"{path}[{container.name}].command",

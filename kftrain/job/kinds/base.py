@@ -89,6 +89,11 @@ class ClusterObject:
     namespaced: bool
     # Raises a JobSpecError when the object served does not fit the job as it was built.
     check: Callable[[Mapping[str, Any]], None]
+    # The object to create when the cluster has none of that name (a TrainingRuntime the job's file carries); None:
+    # the cluster must already have it.
+    create: Mapping[str, Any] | None = None
+    # Why the cluster must already have it, when ``create`` is None and it has not (what to do instead).
+    missing_hint: str = "install it, or name one it has"
 
 
 @dataclass(frozen=True)
@@ -213,6 +218,21 @@ class Kind:
         """The manifest of ``job`` when the kind has its own shape; None: the operators' replica-spec shape."""
         return None
 
+    def with_companions(self, docs: Sequence[tuple[int, Mapping[str, Any]]], source: str, runtimes: Any) -> Any:
+        """``runtimes`` with what a manifest file holds beside the job (``docs``: each YAML document with its index in
+        ``source``), which it must take: a TrainJob takes its runtimes; no other kind takes anything."""
+        if docs:
+            i, doc = docs[0]
+            raise JobSpecError(
+                f"{source}#{i}",
+                f"{doc.get('kind')}: a {self.spec.kind} file holds the job alone (apply other objects with kubectl)",
+            )
+        return runtimes
+
+    def companions(self, job: TrainingJob) -> list[Mapping[str, Any]]:
+        """The objects ``job``'s file carried beside it (:meth:`with_companions`), as they are applied with it."""
+        return []
+
     def runtimes_from_env(self) -> Any:
         """What a job of this kind may name outside itself, as this environment provides it (a TrainJob's runtime
         catalog), for a caller to pass to :meth:`load` as ``runtimes``; None: nothing."""
@@ -296,6 +316,31 @@ class Kind:
 
     def rendezvous_host(self, job: TrainingJob) -> ReplicaId | None:
         """The replica whose host name matches an elastic job's rendezvous endpoint, so it hosts the store."""
+        return None
+
+    def initializer_replicas(self, job: TrainingJob) -> list[ReplicaId]:
+        """Replicas that run to completion, in this order, before :meth:`process_replicas` start (a TrainJob's dataset
+        and model initializers)."""
+        return []
+
+    def entrypoint(self, job: TrainingJob, replica: ReplicaId) -> list[str] | None:
+        """What runs locally in place of the image's entrypoint of ``replica``'s main container when it has no command
+        (a TrainJob initializer's: kftrain's own); None: nothing, the command must be given."""
+        return None
+
+    def workspace(self, job: TrainingJob) -> str | None:
+        """The absolute path the job's pods share data at (a TrainJob's ``/workspace``), given to the replicas locally
+        as the job's own folder; None: none."""
+        return None
+
+    def reports_status(self, job: TrainingJob) -> bool:
+        """Whether the controller serves the job's nodes an endpoint to post their progress to (a TrainJob's status
+        server): the local backend then serves it too (:attr:`Topology.status`)."""
+        return False
+
+    def reported_progress(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The progress the job's nodes reported, as the API server holds it in the job object ``obj`` (a
+        TrainJob's ``status.trainerStatus``); None: none."""
         return None
 
     def runs_mpirun(self, job: TrainingJob, replica: ReplicaId) -> bool:

@@ -16,7 +16,7 @@ import yaml
 
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds import KINDS, KindSpec, kind_for, kind_of
-from kftrain.job.manifest.parse import MAX_MANIFEST_BYTES, check_size, decode_manifest, parse_yaml
+from kftrain.job.manifest.parse import MAX_MANIFEST_BYTES, check_size, decode_manifest, parse_yaml_documents
 from kftrain.job.model import ObjectMeta, ReplicaSpec, TrainingJob
 from kftrain.job.serde import from_dict, to_dict
 from kftrain.job.validate import validate_job
@@ -25,7 +25,8 @@ _TOP_LEVEL_KEYS = {"apiVersion", "kind", "metadata", "spec", "status"}
 
 
 def load_manifest_file(path: str | Path, *, runtimes: Any = None) -> TrainingJob:
-    """The job in the manifest file at ``path``: bounded in size, UTF-8, one YAML document."""
+    """The job in the manifest file at ``path``: bounded in size, UTF-8, one job among its YAML documents (with what
+    the job's kind takes beside it: a TrainJob's runtimes)."""
     path = Path(path)
     try:
         with open(path, "rb") as handle:
@@ -34,16 +35,25 @@ def load_manifest_file(path: str | Path, *, runtimes: Any = None) -> TrainingJob
     except OSError as exc:
         raise JobSpecError(str(path), f"cannot read manifest: {exc.strerror or exc}") from None
     source = str(path)
-    return load_manifest(parse_yaml(decode_manifest(data, source), source), runtimes=runtimes)
+    return load_manifest(decode_manifest(data, source), runtimes=runtimes, source=source)
 
 
-def load_manifest(data: Mapping[str, Any] | str, *, validate: bool = True, runtimes: Any = None) -> TrainingJob:
+def load_manifest(
+    data: Mapping[str, Any] | str, *, validate: bool = True, runtimes: Any = None, source: str = "<manifest>"
+) -> TrainingJob:
     """Build a job from a manifest dict (or YAML text) and validate it.
 
     ``runtimes`` is what the job may name outside itself (a TrainJob's runtime catalog: by default the runtimes
-    Trainer installs; :meth:`Kind.runtimes_from_env` adds those the environment names)."""
+    Trainer installs; :meth:`Kind.runtimes_from_env` adds those the environment names). YAML text may hold several
+    documents, as ``kubectl apply -f`` takes them: one job, and what its kind takes beside it
+    (:meth:`Kind.with_companions`: a TrainJob's TrainingRuntimes and ClusterTrainingRuntimes, which win over
+    ``runtimes``)."""
     if isinstance(data, str):
-        data = parse_yaml(data)
+        job_doc, companions = _the_job(parse_yaml_documents(data, source), source)
+        if companions:
+            kind = kind_for(str(job_doc.get("kind")), str(job_doc.get("apiVersion")))
+            runtimes = kind.with_companions(companions, source, runtimes)
+        data = job_doc
     if not isinstance(data, Mapping):
         raise JobSpecError("", f"a manifest must be a mapping, got {type(data).__name__}")
     for key in ("apiVersion", "kind"):
@@ -80,6 +90,24 @@ def load_manifest(data: Mapping[str, Any] | str, *, validate: bool = True, runti
     if validate:
         validate_job(job)
     return job
+
+
+def _the_job(docs: list[Any], source: str) -> tuple[Any, list[tuple[int, Mapping[str, Any]]]]:
+    """The one job among ``docs``, and the other documents with their index (``file.yaml#1``)."""
+    if len(docs) == 1:
+        return docs[0], []
+    if not docs:
+        raise JobSpecError(source, "expected exactly one YAML document, found 0")
+    kinds = {kind.spec.kind for kind in KINDS}
+    jobs = [(i, d) for i, d in enumerate(docs) if isinstance(d, Mapping) and d.get("kind") in kinds]
+    others = [(i, d) for i, d in enumerate(docs) if isinstance(d, Mapping) and d.get("kind") not in kinds]
+    odd = [i for i, d in enumerate(docs) if not isinstance(d, Mapping)]
+    if odd:
+        raise JobSpecError(f"{source}#{odd[0]}", f"a manifest must be a mapping, got {type(docs[odd[0]]).__name__}")
+    if len(jobs) != 1:
+        found = ", ".join(f"#{i} {d.get('kind')} {(d.get('metadata') or {}).get('name')}" for i, d in jobs) or "none"
+        raise JobSpecError(source, f"expected exactly one job among its {len(docs)} YAML documents, found: {found}")
+    return jobs[0][1], others
 
 
 def _reject_fields_of_other_kinds(kspec: KindSpec, spec: Mapping[str, Any]) -> None:

@@ -119,6 +119,15 @@ def _expanded_size(root: Node, source: str) -> int:
 
 def parse_yaml(text: str, source: str = "<manifest>") -> Any:
     """The one YAML document in ``text``, parsed within the bounds above; every problem names ``source``."""
+    docs = parse_yaml_documents(text, source)
+    if len(docs) != 1:
+        raise JobSpecError(source, f"expected exactly one YAML document, found {len(docs)}")
+    return docs[0]
+
+
+def parse_yaml_documents(text: str, source: str = "<manifest>") -> list[Any]:
+    """Every YAML document in ``text`` (``---`` separated, as ``kubectl apply -f`` takes them), parsed within the bounds
+    above; an empty document (only comments) is skipped, as kubectl skips it."""
     check_size(len(text.encode("utf-8", errors="surrogatepass")), source)
     try:
         _check_events(text, source)
@@ -140,9 +149,7 @@ def parse_yaml(text: str, source: str = "<manifest>") -> Any:
         raise JobSpecError(source, f"malformed YAML{_where(mark)}: {' '.join(str(problem).split())}") from None
     except _KeyProblem as exc:
         raise JobSpecError(source, str(exc)) from None
-    if len(docs) != 1:
-        raise JobSpecError(source, f"expected exactly one YAML document, found {len(docs)}")
-    return docs[0]
+    return docs
 
 
 def decode_manifest(data: bytes, source: str) -> str:

@@ -1,6 +1,7 @@
 """Your own training program on your own data: prepare a dataset from any Parquet/CSV/JSON Lines source, run your
-image and command as a PyTorchJob, TFJob or MPIJob (job_kind), evaluate the model it writes, and export it to
-Triton, TF Serving and KServe when it passes the quality gate."""
+image and command as a PyTorchJob, TFJob, MPIJob or Kubeflow Trainer v2 TrainJob (job_kind; a TrainJob on the
+runtime named by runtime), evaluate the model it writes, and export it to Triton, TF Serving and KServe when it
+passes the quality gate."""
 
 from typing import Any
 
@@ -12,6 +13,7 @@ from kftrain_components.images import HOROVOD_IMAGE, PYTORCH_IMAGE, TENSORFLOW_I
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
+from kftrain_components.training.trainjob_launch.component import trainjob_launch
 from kftrain_pipelines.stages import (
     PLATFORM,
     QUALITY,
@@ -23,10 +25,16 @@ from kftrain_pipelines.stages import (
 )
 from kftrain_pipelines.stages import with_defaults as _with_defaults
 
-JOB_KINDS = ("PyTorchJob", "TFJob", "MPIJob")
+JOB_KINDS = ("PyTorchJob", "TFJob", "MPIJob", "TrainJob")
 # The image each kind's evaluation and export run in: the framework image that loads what such a program
-# writes (PyTorch: TorchScript and ONNX; TensorFlow: SavedModel and Keras; Horovod's has both frameworks).
-MODEL_IMAGES = {"PyTorchJob": PYTORCH_IMAGE, "TFJob": TENSORFLOW_IMAGE, "MPIJob": HOROVOD_IMAGE}
+# writes (PyTorch: TorchScript and ONNX; TensorFlow: SavedModel and Keras; Horovod's has both frameworks; a TrainJob
+# on the default torch-distributed runtime writes what a PyTorchJob does).
+MODEL_IMAGES = {
+    "PyTorchJob": PYTORCH_IMAGE,
+    "TFJob": TENSORFLOW_IMAGE,
+    "MPIJob": HOROVOD_IMAGE,
+    "TrainJob": PYTORCH_IMAGE,
+}
 
 DATA = (
     Param(
@@ -45,7 +53,7 @@ DATA = (
     Param("test_fraction", float, 0.2, "Share of rows held out for the final test (evaluation and export checks)."),
 )
 TRAINING = (
-    Param("job_kind", str, "PyTorchJob", "Which training job runs the program: PyTorchJob, TFJob or MPIJob."),
+    Param("job_kind", str, "PyTorchJob", "Which training job runs the program: PyTorchJob, TFJob, MPIJob or TrainJob."),
     Param("image", str, "", "Image of every replica; empty: this release's trainer image for the job kind."),
     Param(
         "command",
@@ -63,6 +71,14 @@ TRAINING = (
         "each).",
     ),
     Param("env", dict, {}, "Extra environment variables of every replica."),
+    Param(
+        "runtime",
+        str,
+        "torch-distributed",
+        "TrainJob: the ClusterTrainingRuntime (Kubeflow Trainer v2) to run on: torch-distributed, "
+        "deepspeed-distributed, mlx-distributed, jax-distributed, xgboost-distributed, or one of yours.",
+    ),
+    Param("num_nodes", int, 2, "TrainJob: the trainer's nodes (pods)."),
 )
 EXPORT = (
     Param("model_name", str, "model", "Name of the exported model and of its KServe InferenceService."),
@@ -91,6 +107,8 @@ def launch(kind: str, p: Any, dataset_uri: Any, platform: dict[str, Any]) -> dsl
         return pytorchjob_launch(workers=p.workers, **common)
     if kind == "TFJob":
         return tfjob_launch(workers=p.workers, **common)
+    if kind == "TrainJob":
+        return trainjob_launch(runtime=p.runtime, num_nodes=p.num_nodes, **common)
     return mpijob_launch(workers=p.workers, **common)
 
 
@@ -101,7 +119,7 @@ def wire(p: Any) -> None:
     prep.set_caching_options(False)  # a source URI's content can change between runs
     use_platform_settings(prep, p.node_selector, p.tolerations)
     platform = values(p, PLATFORM)
-    branches = (dsl.If, dsl.Elif, dsl.Elif)
+    branches = (dsl.If, dsl.Elif, dsl.Elif, dsl.Elif)
     for branch, kind in zip(branches, JOB_KINDS, strict=True):
         with branch(p.job_kind == kind, name=kind.lower()):
             train = launch(kind, p, prep.outputs["dataset_uri"], platform)

@@ -9,7 +9,7 @@ from kftrain.job.kinds.base import Kind
 from kftrain.job.kinds.mpijob.kind import spec
 from kftrain.job.kinds.mpijob.spec import MPIImplementation
 from kftrain.job.kinds.trainjob.convert import Conversion, TrainerSource, convert
-from kftrain.job.kinds.trainjob.kind import MPI_RESERVED
+from kftrain.job.kinds.trainjob.policies import MPI_RESERVED
 from kftrain.job.kinds.trainjob.runtime import LAUNCHER
 from kftrain.job.model import TrainingJob
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from kftrain.job.kinds.base import Kind
 from kftrain.job.kinds.pytorchjob.kind import spec
 from kftrain.job.kinds.trainjob.convert import Conversion, TrainerSource, convert
-from kftrain.job.kinds.trainjob.kind import TORCH_RESERVED
+from kftrain.job.kinds.trainjob.policies import TORCH_RESERVED
 from kftrain.job.kinds.trainjob.runtime import NODE
 from kftrain.job.model import TrainingJob
 

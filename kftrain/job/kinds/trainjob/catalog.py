@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -69,8 +70,18 @@ def _read_runtimes(path: Path) -> list[Runtime]:
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise JobSpecError(str(path), f"cannot read runtimes: {' '.join(str(exc).split())[:200]}") from None
     # A folder may hold other manifests next to the runtimes (kustomization.yaml): only runtimes count.
-    return [
-        parse_runtime(doc, f"{path}#{i}")
-        for i, doc in enumerate(docs)
-        if isinstance(doc, Mapping) and doc.get("kind") in RUNTIME_KINDS
-    ]
+    return runtimes_of(docs, str(path))
+
+
+def runtimes_of(docs: Iterable[Any], source: str, *, first_index: int = 0) -> list[Runtime]:
+    """The runtimes among the YAML documents ``docs`` of ``source``, each checked as Trainer's runtime webhook checks
+    it when it is applied."""
+    from kftrain.job.kinds.trainjob.webhooks import validate_runtime
+
+    found = []
+    for i, doc in enumerate(docs, start=first_index):
+        if isinstance(doc, Mapping) and doc.get("kind") in RUNTIME_KINDS:
+            runtime = parse_runtime(doc, f"{source}#{i}")
+            validate_runtime(runtime)
+            found.append(runtime)
+    return found

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kftrain.errors import JobSpecError
-from kftrain.job.kinds.trainjob.kind import MANAGED_BY
 from kftrain.job.kinds.trainjob.patch import CONTAINER_PATCH_FIELDS, POD_PATCH_FIELDS
 from kftrain.job.kinds.trainjob.runtime import API_VERSION, NODE
+from kftrain.job.kinds.trainjob.webhooks import MANAGED_BY
 from kftrain.job.model import Container, TrainingJob
 from kftrain.job.serde import to_dict
 

@@ -5,22 +5,23 @@ A TrainJob is loaded with the runtime it names (:mod:`kftrain.job.kinds.trainjob
 replica per pod (the pod of job ``node`` with completion index i is ``ReplicaId("node", i)``); the TrainJob's
 own spec is kept and rendered back unchanged.
 
-What each ML policy plugin of v2.3.0 adds (``pkg/runtime/framework/plugins``), after the trainer's ``env``:
+What each ML policy plugin of v2.3.0 adds to the trainer's ``node`` container (:mod:`.policies`, each fact cited there),
+after the trainer's ``env``; a variable the trainer's ``env`` also sets keeps the trainer's value (the jobset builder
+upserts the trainer's env last: ``plugins/jobset/builder.go:142-153``), and the names a plugin reserves are refused by
+its webhook (:mod:`.webhooks`):
 
-* torch (``torch/torch.go``, ``EnforceMLPolicy``), on the trainer job's ``node`` container: ``PET_NNODES`` = the
-  trainer job's pod count, ``PET_NPROC_PER_NODE`` = ``numProcPerNode`` (unset: ``auto``, which without GPUs
-  becomes max(1, CPUs per node: requests, else limits, rounded up)), ``PET_NODE_RANK`` = the pod's completion
-  index, ``PET_MASTER_ADDR`` = ``<name>-node-0-0.<name>``, ``PET_MASTER_PORT`` = 29500. The webhook refuses
-  those five names in ``trainer.env``.
-* MPI (``mpi/mpi.go``), on the ``launcher`` job's ``node`` container (OpenMPI only):
-  ``OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile``, ``OMPI_MCA_orte_keep_fqdn_hostnames=true``,
-  ``OMPI_MCA_orte_set_default_slots`` = slots, ``OMPI_MCA_plm_rsh_args=-o ConnectionAttempts=10``; the hostfile
-  lists every pod of job ``launcher`` (when it runs as a node) and of job ``node``, in the runtime's order, as
-  ``<name>-<job>-0-<i>.<subdomain> slots=N``; N = ``numProcPerNode`` (the runtime's 1 becomes the GPUs per node
-  when there are more). The webhook refuses those four names in ``trainer.env``.
-* plain (``plainml/plainml.go``, and jax/xgboost run as plain here): the trainer's env only. Locally, where
-  the nodes have no DNS names, kftrain adds ``KFTRAIN_TF_WORKERS`` (their local addresses) for a TensorFlow
-  program's TF_CONFIG (:mod:`kftrain.programs.tf_config`).
+* torch (``plugins/torch/torch.go``): ``PET_NNODES``, ``PET_NPROC_PER_NODE`` (``numProcPerNode``; unset: ``auto``,
+  which without GPUs becomes max(1, CPUs per node)), ``PET_NODE_RANK``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``.
+* MPI (``plugins/mpi/mpi.go``), on the ``launcher`` job: OpenMPI's hostfile, slots and rsh variables; the hostfile
+  lists every pod of job ``launcher`` (when it runs as a node) and of job ``node`` with ``slots=N``.
+* jax (``plugins/jax/jax.go``): ``JAX_NUM_PROCESSES``, ``JAX_PROCESS_ID``, ``JAX_COORDINATOR_ADDRESS`` (node 0).
+* xgboost (``plugins/xgboost/xgboost.go``): ``DMLC_TRACKER_URI``, ``DMLC_TRACKER_PORT`` (node 0), ``DMLC_TASK_ID``,
+  ``DMLC_NUM_WORKER``.
+* plain (``plugins/plainml/plainml.go``): the trainer's env only. Locally, where the nodes have no DNS names, kftrain
+  adds ``KFTRAIN_TF_WORKERS`` (their local addresses) for a TensorFlow program's TF_CONFIG
+  (:mod:`kftrain.programs.tf_config`).
+* every policy (``plugins/trainjobstatus``, behind the TrainJobStatus feature gate): where a node posts its progress,
+  ``KUBEFLOW_TRAINER_SERVER_URL``, with a CA certificate and a token; locally the backend serves that endpoint.
 
 The runtimes a TrainJob may name come in as a :class:`~kftrain.job.kinds.trainjob.catalog.RuntimeCatalog` (the ones
 Trainer installs when none is given); reading them from the environment is the caller's
@@ -30,23 +31,29 @@ Every pod of an Indexed Job also gets ``JOB_COMPLETION_INDEX`` from Kubernetes. 
 ``successPolicy``, operator All): every pod of the target jobs (default: all) succeeds.
 
 Locally every node is a process on this machine; for MPI only the launcher runs (``mpirun`` starts the
-ranks: one hostfile line ``localhost slots=<all slots>``), as for MPIJob.
+ranks: one hostfile line ``localhost slots=<all slots>``), as for MPIJob. Node 0's address (torch master, JAX
+coordinator, XGBoost tracker) is ``localhost`` and a free port.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds.base import ClusterObject, Kind, KindSpec, MountedFile
-from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
+from kftrain.job.kinds.trainjob import policies
+from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog, runtimes_of
+from kftrain.job.kinds.trainjob.policies import policy_of
 from kftrain.job.kinds.trainjob.runtime import (
     API_VERSION,
     GROUP,
+    INITIALIZERS,
     LAUNCHER,
     NAMESPACED_RUNTIME,
     NODE,
@@ -57,24 +64,12 @@ from kftrain.job.kinds.trainjob.runtime import (
     parse_runtime,
     resolve,
 )
+from kftrain.job.kinds.trainjob.webhooks import validate_patches, validate_trainjob
 from kftrain.job.model import ObjectMeta, PodTemplate, ReplicaSpec, RunPolicy, TrainingJob
 from kftrain.job.serde import from_dict, to_dict
 from kftrain.job.topology import ReplicaId, Topology
 
-TRAINER_PORT = 29500  # pkg/constants: ContainerTrainerPort
-HOSTFILE = "/etc/mpi/hostfile"
-TORCH_RESERVED = frozenset({"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"})
-MPI_RESERVED = frozenset(
-    {
-        "OMPI_MCA_orte_default_hostfile",
-        "OMPI_MCA_plm_rsh_args",
-        "OMPI_MCA_orte_keep_fqdn_hostnames",
-        "OMPI_MCA_orte_set_default_slots",
-    }
-)
-MANAGED_BY = ("trainer.kubeflow.org/trainjob-controller", "kueue.x-k8s.io/multikueue")
-# The containers whose env a runtime patch must not set (the jobset plugin's Validate).
-_NO_PATCHED_ENV = ("dataset-initializer", "model-initializer", NODE)
+HOSTFILE = "/etc/mpi/hostfile"  # pkg/constants/constants.go:159-163 MPIHostfileDir, MPIHostfileName
 _QUANTITY = re.compile(r"([0-9.]+)([a-zA-Z]*)")
 _SUFFIX = {"": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
 
@@ -187,7 +182,7 @@ def load_trainjob(data: Mapping[str, Any], runtimes: RuntimeCatalog | None = Non
     ref = spec["runtimeRef"]
     catalog = runtimes if runtimes is not None else RuntimeCatalog()
     runtime = catalog.find(ref.get("kind", "ClusterTrainingRuntime"), ref["name"])
-    _validate_patches(spec, runtime)  # before merging them: a patch may name a job the runtime lacks
+    validate_patches(spec, runtime)  # before merging them: a patch may name a job the runtime lacks
     resolved = resolve(spec, runtime)
     job = TrainingJob(
         kind="TrainJob",
@@ -218,7 +213,8 @@ class TrainJobKind(Kind):
         return "runtime.spec.template.spec.replicatedJobs"
 
     def framework(self, job: TrainingJob) -> str:
-        return source(job).resolved.runtime.framework
+        """The runtime's ML policy: torch, mpi, jax, xgboost, flux or plain."""
+        return policy_of(source(job).resolved.runtime.ml_policy)
 
     def main_container_name(self, job: TrainingJob, replica_type: str) -> str | None:
         return NODE if replica_type in (NODE, LAUNCHER) else None
@@ -229,12 +225,27 @@ class TrainJobKind(Kind):
         return {"runtime": src.resolved.runtime.name, "nodes": trainer.count if trainer else 0}
 
     def cluster_dependency(self, job: TrainingJob) -> ClusterObject | None:
-        """The runtime the TrainJob names: the cluster must serve it, with the ML policy the job was built for
-        (the environment each node gets, and the hostfile, follow from that policy)."""
+        """The runtime the TrainJob names: the cluster must serve it, with the ML policy the job was built for (the
+        environment each node gets, and the hostfile, follow from that policy).
+
+        A runtime the job's own file carries (as ``kubectl apply -f`` would apply it with the job) is held to more:
+        a namespaced TrainingRuntime is created in the job's namespace when it has none of that name, and otherwise
+        must match the file's (every field the file sets, with the same value): it is never replaced, since other
+        TrainJobs of the namespace may name it. A ClusterTrainingRuntime is cluster-wide, an administrator's to
+        apply: it must already be there and match; the launch step is granted only ``get`` on it (deploy/rbac/)."""
         built_for = source(job).resolved.runtime
 
         def check(served: Mapping[str, Any]) -> None:
             on_cluster = parse_runtime(served, f"the cluster's {built_for.kind} {built_for.name}")
+            if built_for.bundled:
+                where = runtime_difference(built_for.manifest.get("spec") or {}, on_cluster.spec, "spec")
+                if where is not None:
+                    raise JobSpecError(
+                        "spec.runtimeRef",
+                        f"{built_for.kind} {built_for.name!r} on the cluster differs from the one in "
+                        f"{built_for.source} at {where}: kftrain never replaces a runtime other TrainJobs may name; "
+                        "give yours another name, or have the cluster's updated",
+                    )
             if on_cluster.framework != built_for.framework:
                 raise JobSpecError(
                     "spec.runtimeRef",
@@ -245,7 +256,20 @@ class TrainJobKind(Kind):
 
         plural = built_for.kind.lower() + "s"
         namespaced = built_for.kind == NAMESPACED_RUNTIME
-        return ClusterObject(GROUP, "v1alpha1", built_for.kind, plural, built_for.name, namespaced, check)
+        create = None
+        hint = "install it, or name one it has"
+        if built_for.bundled and namespaced:
+            create = {k: v for k, v in built_for.manifest.items() if k != "status"}
+        elif built_for.bundled:
+            hint = f"a cluster administrator applies it first (kubectl apply -f {built_for.source.rsplit('#', 1)[0]})"
+        return ClusterObject(GROUP, "v1alpha1", built_for.kind, plural, built_for.name, namespaced, check, create, hint)
+
+    def companions(self, job: TrainingJob) -> list[Mapping[str, Any]]:
+        runtime = source(job).resolved.runtime
+        return [runtime.manifest] if runtime.bundled else []
+
+    def with_companions(self, docs: Sequence[tuple[int, Mapping[str, Any]]], source: str, runtimes: Any) -> Any:
+        return bundled_catalog(docs, source, runtimes)
 
     # -- loading and rendering -----------------------------------------------------------------------
 
@@ -266,71 +290,59 @@ class TrainJobKind(Kind):
 
     def validate(self, job: TrainingJob) -> None:
         src = source(job)
-        spec, resolved = src.spec, src.resolved
-        ref = spec["runtimeRef"]
-        if ref.get("apiGroup", GROUP) != GROUP or ref.get("kind", RUNTIME_KINDS[0]) not in RUNTIME_KINDS:
-            raise JobSpecError(
-                "spec.runtimeRef", f"must be a {GROUP} {' or '.join(RUNTIME_KINDS)} (unsupported runtime)"
-            )
-        managed_by = spec.get("managedBy")
-        if managed_by is not None and managed_by not in MANAGED_BY:
-            raise JobSpecError("spec.managedBy", f"{managed_by!r} must be one of: {', '.join(MANAGED_BY)}")
-        trainer = spec.get("trainer") or {}
-        for key in ("numNodes", "numProcPerNode"):
-            if trainer.get(key) is not None and trainer[key] < 1:
-                raise JobSpecError(f"spec.trainer.{key}", f"must be >= 1, got {trainer[key]}")
-        names = [e.get("name") for e in trainer.get("env") or []]
-        framework = resolved.runtime.framework
-        reserved = {"torch": TORCH_RESERVED, "mpi": MPI_RESERVED}.get(framework, ())
-        refused = sorted(set(names) & set(reserved))
-        if refused:
-            raise JobSpecError(
-                "spec.trainer.env",
-                f"must not have reserved envs, invalid envs configured: {refused} (the {framework} runtime sets them)",
-            )
-        mpi = resolved.ml_policy.get("mpi") or {}
-        multi_node = (trainer.get("numNodes") or 1) >= 2
-        lacks_a_job = resolved.job(LAUNCHER) is None or resolved.job(NODE) is None
-        if framework == "mpi" and multi_node and mpi.get("runLauncherAsNode") and lacks_a_job:
-            raise JobSpecError(
-                "spec.trainer.numNodes",
-                "must have 1 when MPI trainingRuntime with enabled runLauncherAsNode does not have "
-                "either launcher and node",
-            )
-        if framework == "mpi" and mpi.get("mpiImplementation", "OpenMPI") != "OpenMPI":
-            raise JobSpecError("runtime.spec.mlPolicy.mpi.mpiImplementation", "Trainer v2.3.0 supports OpenMPI only")
-        _validate_patches(spec, resolved.runtime)
+        validate_trainjob(src.spec, src.resolved)
 
     # -- the contract of each node ---------------------------------------------------------------------
 
     def operator_env(self, job: TrainingJob, replica: ReplicaId, topology: Topology) -> list[tuple[str, str]]:
         env = [("JOB_COMPLETION_INDEX", str(replica.index))]  # Kubernetes' Indexed Jobs, on every pod
-        resolved = source(job).resolved
-        framework = self.framework(job)
-        trainer = resolved.trainer_job
-        # The plugins touch the trainer's container only when the TrainJob has a trainer section.
-        has_trainer = source(job).spec.get("trainer") is not None
-        if framework == "torch" and has_trainer and trainer is not None and replica.type == trainer.name:
-            env += [
-                ("PET_NNODES", str(trainer.count)),
-                ("PET_NPROC_PER_NODE", torch_nproc_per_node(job)),
-                ("PET_NODE_RANK", str(replica.index)),
-                ("PET_MASTER_ADDR", topology.host),
-                ("PET_MASTER_PORT", str(topology.ports[ReplicaId(trainer.name, 0)])),
-            ]
-        elif framework == "mpi" and replica.type == LAUNCHER:
-            env += [
-                ("OMPI_MCA_orte_default_hostfile", str(topology.file(HOSTFILE))),
-                ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
-                ("OMPI_MCA_orte_set_default_slots", str(mpi_slots(job))),
-                ("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"),
-            ]
-        elif framework == "plain" and trainer is not None and replica.type == trainer.name:
+        src = source(job)
+        trainer = src.resolved.trainer_job
+        given = src.spec.get("trainer")
+        policy = self.framework(job)
+        plugin: list[tuple[str, str]] = []
+        # The plugins touch the trainer's container only when the TrainJob has a trainer section
+        # (torch.go:139, jax.go:70, xgboost.go:94, plainml.go:64).
+        on_trainer = given is not None and trainer is not None and replica.type == trainer.name
+        if on_trainer and given is not None and trainer is not None:
+            node0 = ReplicaId(trainer.name, 0)
+            if policy == "torch":
+                _refuse_torchtune(given)
+                plugin = policies.torch_env(
+                    trainer.count, torch_nproc_per_node(job), replica.index, topology.host, topology.ports[node0]
+                )
+            elif policy == "jax":
+                plugin = policies.jax_env(trainer.count, replica.index, topology.address(node0))
+            elif policy == "xgboost":
+                workers = trainer.count * policies.xgboost_workers_per_node(gpus_per_node(job))
+                plugin = policies.xgboost_env(topology.host, topology.ports[node0], replica.index, workers)
+            elif policy == "flux":
+                raise JobSpecError(
+                    "runtime.spec.mlPolicy.flux",
+                    f"runtime {src.resolved.runtime.name}: the Flux ML policy (plugins/flux) starts Flux's own "
+                    "brokers in every pod; kftrain runs it on a cluster only, not locally",
+                )
+        if policy == "mpi" and replica.type == LAUNCHER:
+            plugin = policies.mpi_env(str(topology.file(HOSTFILE)), mpi_slots(job))
+        if topology.status is not None and trainer is not None and replica.type == trainer.name:
+            plugin += policies.status_env(topology.status.url, topology.status.ca_cert, topology.status.token)
+        if policy == "plain" and trainer is not None and replica.type == trainer.name:
             # Not the Trainer's: on one machine the nodes have no DNS names, so their local addresses stand in
             # for them, for a TensorFlow program's TF_CONFIG (kftrain.programs.tf_config).
             nodes = [ReplicaId(trainer.name, i) for i in range(trainer.count)]
-            env.append(("KFTRAIN_TF_WORKERS", ",".join(topology.address(n) for n in nodes)))
-        return env
+            plugin.append(("KFTRAIN_TF_WORKERS", ",".join(topology.address(n) for n in nodes)))
+        # The trainer's env is upserted after the plugins' (plugins/jobset/builder.go:142-153): its value wins.
+        own = {e.get("name") for e in (given or {}).get("env") or []}
+        return env + [(k, v) for k, v in plugin if k not in own]
+
+    def reports_status(self, job: TrainingJob) -> bool:
+        # plugins/trainjobstatus/trainjobstatus.go:88-96: the trainer's job of every runtime gets the endpoint.
+        return source(job).resolved.trainer_job is not None
+
+    def reported_progress(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        # pkg/statusserver/server.go:166-168 applies what a node posts to status.trainerStatus.
+        status = (obj.get("status") or {}).get("trainerStatus")
+        return status if isinstance(status, Mapping) else None
 
     def operator_files(self, job: TrainingJob, topology: Topology) -> dict[str, MountedFile]:
         if self.framework(job) != "mpi":
@@ -346,13 +358,46 @@ class TrainJobKind(Kind):
         # Initializer jobs download models and datasets inside their own images: not run locally.
         return [ReplicaId(trainer.name, i) for i in range(trainer.count)] if trainer else []
 
+    def initializer_replicas(self, job: TrainingJob) -> list[ReplicaId]:
+        """The jobs the trainer's waits on with ``status: Complete`` (JobSet's dependsOn; the runtimes with initializers
+        order them so: ``manifests/base/runtimes/torchtune/llama3_2/llama3_2_1B.yaml``), and the initializers the
+        TrainJob configures, each in dependency order (a job's dependencies first), one pod each (the jobset builder
+        sets their replicas to 1: ``plugins/jobset/builder.go:48-52, 75-78``)."""
+        resolved = source(job).resolved
+        trainer = resolved.trainer_job
+        configured = source(job).spec.get("initializer") or {}
+        wanted = {j.name for j in resolved.jobs if INITIALIZERS.get(str(j.ancestor)) in configured}
+        if trainer is not None:
+            wanted |= {str(d.get("name")) for d in trainer.depends_on if d.get("status") == "Complete"}
+        ordered: list[str] = []
+
+        def visit(name: str, seen: tuple[str, ...]) -> None:
+            rjob = resolved.job(name)
+            if rjob is None or name in ordered or name in seen:
+                return
+            for dep in rjob.depends_on:
+                visit(str(dep.get("name")), (*seen, name))
+            ordered.append(name)
+
+        for name in [j.name for j in resolved.jobs if j.name in wanted]:
+            visit(name, ())
+        return [ReplicaId(name, 0) for name in ordered]
+
+    def entrypoint(self, job: TrainingJob, replica: ReplicaId) -> list[str] | None:
+        what = INITIALIZERS.get(str(getattr(source(job).resolved.job(replica.type), "ancestor", "")))
+        return [sys.executable, "-m", "kftrain.programs.initializer", what] if what else None
+
+    def workspace(self, job: TrainingJob) -> str | None:
+        return "/workspace"  # pkg/constants/constants.go:55-62: /workspace/dataset, /workspace/model
+
     def listening_replicas(self, job: TrainingJob) -> list[ReplicaId]:
         trainer = source(job).resolved.trainer_job
         if trainer is None:
             return []
         if self.framework(job) == "plain":  # each node may serve TensorFlow's workers (KFTRAIN_TF_WORKERS)
             return [ReplicaId(trainer.name, i) for i in range(trainer.count)]
-        return [ReplicaId(trainer.name, 0)] if self.framework(job) == "torch" else []
+        # Node 0 is the torch master, the JAX coordinator, the XGBoost tracker (the plugins' port 29500).
+        return [ReplicaId(trainer.name, 0)] if self.framework(job) in ("torch", "jax", "xgboost") else []
 
     def succeeded(self, job: TrainingJob, done: set[ReplicaId]) -> bool:
         targets = set(source(job).resolved.success_targets)
@@ -372,45 +417,52 @@ class TrainJobKind(Kind):
         return RuntimeCatalog.from_env()
 
 
-def _validate_patches(spec: Mapping[str, Any], runtime: Runtime) -> None:
-    """The jobset plugin's rules for runtimePatches: only the runtime's jobs and containers, and no env on the
-    trainer's or initializers' containers (the trainer's env belongs in spec.trainer.env)."""
-    runtime_template = runtime.spec.get("template", {}).get("spec", {})
-    containers = {
-        rjob.get("name"): {
-            c.get("name")
-            for part in ("containers", "initContainers")
-            for c in rjob.get("template", {}).get("spec", {}).get("template", {}).get("spec", {}).get(part) or []
-        }
-        for rjob in runtime_template.get("replicatedJobs") or []
-    }
-    managers: set[str] = set()
-    for i, patch in enumerate(spec.get("runtimePatches") or []):
-        path = f"spec.runtimePatches[{i}]"
-        manager = patch.get("manager")
-        if manager in managers:
-            raise JobSpecError(f"{path}.manager", f"{manager!r} is already used by an earlier patch")
-        managers.add(manager)
-        jobset = ((patch.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec") or {}
-        for j, rjob in enumerate(jobset.get("replicatedJobs") or []):
-            jpath = f"{path}.trainingRuntimeSpec.template.spec.replicatedJobs[{j}]"
-            if rjob.get("name") not in containers:
-                raise JobSpecError(
-                    f"{jpath}.name",
-                    f"{rjob.get('name')!r}: must not have replicated job that doesn't exist in the runtime job "
-                    f"template (runtime jobs: {', '.join(map(str, containers))})",
-                )
-            pod = ((rjob.get("template") or {}).get("spec") or {}).get("template", {}).get("spec") or {}
-            for part in ("containers", "initContainers"):
-                for k, c in enumerate(pod.get(part) or []):
-                    if c.get("name") not in containers[rjob["name"]]:
-                        raise JobSpecError(
-                            f"{jpath}.template.spec.template.spec.{part}[{k}].name",
-                            f"{c.get('name')!r} doesn't exist in the runtime job {rjob['name']}",
-                        )
-                    if part == "containers" and c.get("env") and c.get("name") in _NO_PATCHED_ENV:
-                        raise JobSpecError(
-                            f"{jpath}.template.spec.template.spec.containers[{k}].env",
-                            f"must not have envs for the {', '.join(_NO_PATCHED_ENV)} containers "
-                            "(set the trainer's env in spec.trainer.env)",
-                        )
+def bundled_catalog(docs: Sequence[tuple[int, Mapping[str, Any]]], source: str, runtimes: Any) -> RuntimeCatalog:
+    """The runtimes a file carries beside the TrainJob (``docs``: each YAML document with its index in ``source``),
+    over ``runtimes`` (None: those Trainer installs); anything else in the file is refused."""
+    found: list[Runtime] = []
+    for i, doc in docs:
+        if doc.get("kind") not in RUNTIME_KINDS:
+            raise JobSpecError(
+                f"{source}#{i}",
+                f"{doc.get('kind')}: a TrainJob file holds the job and its TrainingRuntimes or "
+                "ClusterTrainingRuntimes only (apply other objects with kubectl)",
+            )
+        found += [dataclasses.replace(r, bundled=True) for r in runtimes_of([doc], source, first_index=i)]
+    base = runtimes if runtimes is not None else RuntimeCatalog()
+    return RuntimeCatalog([*base.runtimes(), *found], builtin=False)
+
+
+def runtime_difference(given: Any, served: Any, path: str) -> str | None:
+    """The first field ``given`` sets that ``served`` lacks or holds another value of (None: none); what the API server
+    defaulted on its copy (fields the file leaves unset) is not a difference."""
+    if isinstance(given, Mapping):
+        if not isinstance(served, Mapping):
+            return path
+        for key, value in given.items():
+            if value is None:
+                continue
+            found = runtime_difference(value, served.get(key), f"{path}.{key}")
+            if found is not None:
+                return found
+        return None
+    if isinstance(given, list):
+        if not isinstance(served, list) or len(served) != len(given):
+            return path
+        for i, (a, b) in enumerate(zip(given, served, strict=True)):
+            found = runtime_difference(a, b, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    return None if given == served or str(given) == str(served) else path
+
+
+def _refuse_torchtune(trainer: Mapping[str, Any]) -> None:
+    """A ``tune run`` command is rewritten by the torch plugin on a cluster (plugins/torch/torch.go:175-201: recipe,
+    config and the runtime's overrides appended); kftrain does not rewrite it."""
+    if list(trainer.get("command") or []) == ["tune", "run"]:
+        raise JobSpecError(
+            "spec.trainer.command",
+            "['tune', 'run']: the torch plugin completes a torchtune command with its recipe and config on a "
+            "cluster (plugins/torch/torch.go:175-201); kftrain runs it on a cluster only, not locally",
+        )

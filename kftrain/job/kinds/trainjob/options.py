@@ -23,6 +23,11 @@ class TrainJobOptions(KindOptions):
     runtime: str = launch_input("torch-distributed", "The ClusterTrainingRuntime to run on.")
     num_nodes: int = launch_input(2, "Number of nodes (pods) of the trainer.")
     num_proc_per_node: int = launch_input(1, "Processes per node (torch: torchrun's; MPI: slots); 0: the runtime's.")
+    runtime_manifest: str = launch_input(
+        "",
+        "YAML of the TrainingRuntime (or ClusterTrainingRuntime) named by runtime, applied with the job: on a cluster "
+        "a TrainingRuntime the namespace lacks is created, one it has must match; empty: the cluster has it.",
+    )
 
     def validate(self) -> None:
         if not self.runtime:
@@ -34,10 +39,34 @@ class TrainJobOptions(KindOptions):
                 "num_proc_per_node", f"must be >= 0 (0: the runtime decides), got {self.num_proc_per_node}"
             )
 
+    def catalog(self, runtimes: Any = None) -> Any:
+        """The runtimes this job may name: ``runtimes`` (None: those Trainer installs), with :attr:`runtime_manifest`'s
+        over them."""
+        from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
+        from kftrain.job.kinds.trainjob.kind import bundled_catalog
+        from kftrain.job.manifest.parse import parse_yaml_documents
+
+        base = runtimes if runtimes is not None else RuntimeCatalog()
+        if not self.runtime_manifest.strip():
+            return base
+        docs = list(enumerate(parse_yaml_documents(self.runtime_manifest, "runtime_manifest")))
+        if not docs or any(not isinstance(d, dict) for _, d in docs):
+            raise JobSpecError("runtime_manifest", "must be YAML of a TrainingRuntime or ClusterTrainingRuntime")
+        return bundled_catalog(docs, "runtime_manifest", base)
+
+    def _runtime(self, runtimes: Any) -> Any:
+        """The runtime named by :attr:`runtime`: the manifest's when given, else a ClusterTrainingRuntime."""
+        from kftrain.job.kinds.trainjob.runtime import CLUSTER_RUNTIME
+
+        catalog = self.catalog(runtimes)
+        bundled = [r for r in catalog.runtimes() if r.bundled and r.name == self.runtime]
+        return bundled[0] if bundled else catalog.find(CLUSTER_RUNTIME, self.runtime)
+
     def build(self, name: str, workload: Workload, runtimes: Any = None) -> TrainingJob | None:
         from kftrain.job.kinds.trainjob.kind import load_trainjob
         from kftrain.job.kinds.trainjob.runtime import API_VERSION
 
+        runtime = self._runtime(runtimes)
         trainer: dict[str, object] = {"numNodes": self.num_nodes}
         if self.num_proc_per_node:
             trainer["numProcPerNode"] = self.num_proc_per_node
@@ -46,23 +75,29 @@ class TrainJobOptions(KindOptions):
         trainer["command"] = list(workload.command)
         if workload.args:
             trainer["args"] = list(workload.args)
-        if workload.env:
-            trainer["env"] = [{"name": k, "value": str(v)} for k, v in workload.env.items()]
-        spec: dict[str, object] = {"runtimeRef": {"name": self.runtime}, "trainer": trainer}
+        env = dict(workload.env)
+        if runtime.framework == "plain":
+            # kftrain.programs.tf_config builds TF_CONFIG from it: a plain runtime tells a node nothing of the others.
+            env.setdefault("KFTRAIN_NUM_NODES", str(self.num_nodes))
+        if env:
+            trainer["env"] = [{"name": k, "value": str(v)} for k, v in env.items()]
+        spec: dict[str, object] = {"runtimeRef": {"kind": runtime.kind, "name": self.runtime}, "trainer": trainer}
         if workload.active_deadline_seconds:
             spec["activeDeadlineSeconds"] = workload.active_deadline_seconds
         manifest = {"apiVersion": API_VERSION, "kind": "TrainJob", "metadata": {"name": name}, "spec": spec}
-        return load_trainjob(manifest, runtimes)
+        return load_trainjob(manifest, self.catalog(runtimes))
 
     def default_program(self, runtimes: Any = None) -> Program:
-        # On an MPI runtime, mpirun of the Horovod program (as an MPIJob's); on a torch runtime, torchrun turns the
+        # On an MPI runtime, mpirun of the Horovod program (as an MPIJob's); on a plain runtime, the TensorFlow program
+        # (MultiWorkerMirrored, its TF_CONFIG built from KFTRAIN_NUM_NODES); on a torch runtime, torchrun turns the
         # runtime's PET_* variables into the DDP program's RANK/WORLD_SIZE/MASTER_ADDR.
         from kftrain.job.kinds.mpijob.options import MPIJobOptions
         from kftrain.job.kinds.pytorchjob.options import PROGRAM
-        from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
-        from kftrain.job.kinds.trainjob.runtime import CLUSTER_RUNTIME
+        from kftrain.job.kinds.tfjob.options import TFJobOptions
 
-        catalog = runtimes if runtimes is not None else RuntimeCatalog()
-        if self.runtime and catalog.find(CLUSTER_RUNTIME, self.runtime).framework == "mpi":
+        framework = self._runtime(runtimes).framework if self.runtime else "torch"
+        if framework == "mpi":
             return MPIJobOptions().default_program()
+        if framework == "plain":
+            return TFJobOptions().default_program()
         return Program(images.PYTORCH, ("torchrun", "-m", PROGRAM))

@@ -14,8 +14,9 @@ Indexed Job of ``parallelism`` pods) and an ``mlPolicy``; the Trainer controller
   ``resourcesPerNode`` is merged into the ``node`` container's resources of that job (and of the ``node`` job
   when an MPI launcher runs as a node).
 
-What the ML policy (torch, MPI, plain) adds per node is in :mod:`kftrain.job.kinds.trainjob`. Runtimes come
-from files, a folder, or the ones Trainer v2.3.0 installs, known by name (:mod:`kftrain.job.kinds.trainjob.builtin`).
+What the ML policy (torch, MPI, JAX, XGBoost, plain) adds per node is in :mod:`kftrain.job.kinds.trainjob.policies`.
+Runtimes come from files, a folder, or the ones Trainer v2.3.0 installs, known by name
+(:mod:`kftrain.job.kinds.trainjob.builtin`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kftrain.errors import JobSpecError
+from kftrain.job.kinds.trainjob.policies import check_one_policy, policy_of
 
 GROUP = "trainer.kubeflow.org"
 API_VERSION = f"{GROUP}/v1alpha1"
@@ -36,6 +38,11 @@ ANCESTOR_LABEL = f"{GROUP}/trainjob-ancestor-step"
 TRAINER_ANCESTOR = "trainer"
 NODE = "node"  # the trainer's job and container name (pkg/constants: Node)
 LAUNCHER = "launcher"  # the MPI launcher's job (pkg/constants: Launcher)
+# The initializers' ancestor labels (= their job and container names), and the TrainJob's spec.initializer key of each
+# (pkg/constants/constants.go:52-62).
+INITIALIZERS = {"dataset-initializer": "dataset", "model-initializer": "model"}
+# Where the TrainJob's storageUri reaches an initializer (plugins/jobset/constants/constants.go:25).
+STORAGE_URI_ENV = "STORAGE_URI"
 # Strategic-merge keys of the lists a runtime patch may touch (Kubernetes' patchMergeKey tags).
 _MERGE_KEYS = {
     "replicatedJobs": "name",
@@ -57,6 +64,8 @@ class Runtime:
     namespace: str | None
     manifest: Mapping[str, Any]
     source: str
+    # Whether it came in the job's own file, beside the TrainJob (as ``kubectl apply -f`` takes them).
+    bundled: bool = False
 
     @property
     def spec(self) -> Mapping[str, Any]:
@@ -68,12 +77,8 @@ class Runtime:
 
     @property
     def framework(self) -> str:
-        """``torch``, ``mpi`` or ``plain`` (the ML policy source; jax and xgboost run as plain locally)."""
-        policy = self.ml_policy
-        for name in ("torch", "mpi"):
-            if policy.get(name) is not None:
-                return name
-        return "plain"
+        """The ML policy: ``torch``, ``mpi``, ``jax``, ``xgboost``, ``flux`` or ``plain`` (none set)."""
+        return policy_of(self.ml_policy)
 
 
 def parse_runtime(data: Any, source: str) -> Runtime:
@@ -93,6 +98,7 @@ def parse_runtime(data: Any, source: str) -> Runtime:
     name = meta.get("name")
     if not name:
         raise JobSpecError(f"{source}: metadata.name", "missing")
+    check_one_policy((data.get("spec") or {}).get("mlPolicy") or {}, source)
     jobs = ((data.get("spec") or {}).get("template") or {}).get("spec", {}).get("replicatedJobs")
     if not jobs:
         raise JobSpecError(f"{source}: spec.template.spec.replicatedJobs", "missing or empty")
@@ -172,6 +178,8 @@ def resolve(trainjob_spec: Mapping[str, Any], runtime: Runtime) -> Resolved:
         pod = copy.deepcopy(job_spec.get("template") or {})
         if ancestor == TRAINER_ANCESTOR:
             _apply_trainer(pod, trainer)
+        elif ancestor in INITIALIZERS:
+            _apply_initializer(pod, str(ancestor), (trainjob_spec.get("initializer") or {}).get(INITIALIZERS[ancestor]))
         elif launcher_as_node and rjob.get("name") == NODE and trainer.get("resourcesPerNode"):
             _merge_resources(pod, trainer["resourcesPerNode"])
         jobs.append(
@@ -206,6 +214,24 @@ def _apply_trainer(pod: dict[str, Any], trainer: Mapping[str, Any]) -> None:
         container["env"] = strategic_merge(container.get("env") or [], trainer["env"], "env")
     if trainer.get("resourcesPerNode"):
         _merge_resources(pod, trainer["resourcesPerNode"])
+
+
+def _apply_initializer(pod: dict[str, Any], name: str, given: Mapping[str, Any] | None) -> None:
+    """The TrainJob's initializer section on the container of that name (plugins/jobset/builder.go:41-102):
+    ``STORAGE_URI`` = storageUri, then its env upserted, then its secretRef as the container's ``envFrom`` (the secret's
+    keys become variables: credentials by reference, never by value)."""
+    container = next((c for c in (pod.get("spec") or {}).get("containers") or [] if c.get("name") == name), None)
+    if container is None or given is None:
+        return
+    env = container.get("env") or []
+    if given.get("storageUri") is not None:
+        env = strategic_merge(env, [{"name": STORAGE_URI_ENV, "value": given["storageUri"]}], "env")
+    if given.get("env"):
+        env = strategic_merge(env, given["env"], "env")
+    if env:
+        container["env"] = env
+    if given.get("secretRef"):
+        container["envFrom"] = [*(container.get("envFrom") or []), {"secretRef": {"name": given["secretRef"]["name"]}}]
 
 
 def _merge_resources(pod: dict[str, Any], per_node: Mapping[str, Any]) -> None:
