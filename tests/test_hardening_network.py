@@ -18,7 +18,9 @@ import pytest
 from kftrain import storage
 from kftrain.cli.kfp import add_commands, connection
 from kftrain.errors import KftrainError, redact_urls
+from kftrain.retry import RetryPolicy, call_with_retry
 from kftrain.storage import uri
+from kftrain.storage.errors import storage_error
 from tests.fake_kfp import FakeKFP
 from tests.s3_server import set_s3_env
 
@@ -174,3 +176,18 @@ def test_a_host_with_credentials_is_never_printed_with_them(
 )
 def test_credentials_in_urls_are_redacted(text: str, shown: str) -> None:
     assert redact_urls(text) == shown
+
+
+def test_errors_and_retry_warnings_never_print_a_urls_credentials(caplog: pytest.LogCaptureFixture) -> None:
+    failure = ConnectionError("Could not connect to the endpoint URL: http://alice:hunter2@minio:9000/bkt/x")
+    assert "hunter2" not in str(storage_error("s3://bkt/x", failure))
+    attempts = iter([failure])
+
+    def flaky() -> str:
+        for exc in attempts:
+            raise exc
+        return "ok"
+
+    policy = RetryPolicy(attempts=2, initial_s=0.0)
+    assert call_with_retry(flaky, policy=policy, is_transient=lambda exc: True, what="read", sleep=lambda s: None)
+    assert "http://***@minio:9000" in caplog.text and "hunter2" not in caplog.text

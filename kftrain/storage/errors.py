@@ -22,7 +22,7 @@ from typing import TypeVar
 
 import fsspec
 
-from kftrain.errors import KftrainError
+from kftrain.errors import KftrainError, redact_urls
 from kftrain.retry import RetryPolicy, call_with_retry, exception_chain
 
 T = TypeVar("T")
@@ -195,13 +195,13 @@ def storage_error(uri: str, exc: BaseException, fs: fsspec.AbstractFileSystem | 
     """A StorageError naming ``uri`` and the cause (the S3 error code when there is one)."""
     if isinstance(exc, StorageError):
         return exc
+    detail = redact_urls(str(exc)) or type(exc).__name__  # an endpoint given as http://user:pass@host
     room = no_room(exc)
     if room is not None:
         return StorageError(f"{uri}: cannot be written: {room}")
     if timed_out(exc):
-        return StorageError(f"{uri}: the store did not answer within its timeouts ({type(exc).__name__}: {exc})")
+        return StorageError(f"{uri}: the store did not answer within its timeouts ({type(exc).__name__}: {detail})")
     code = error_code(exc)
-    detail = str(exc) or type(exc).__name__
     if (
         fs is not None
         and is_s3(fs)
