@@ -77,6 +77,7 @@ class Source:
     filesystem: Any = None  # a pyarrow FileSystem over the fsspec one storage uses
     table: pa.Table | None = None  # a bundled dataset
     by_path: dict[str, str] = field(default_factory=dict)  # filesystem path -> uri
+    listed_from: str = ""  # the folder (or glob) whose listing gives the files' versions (check_unchanged)
 
     def name_of(self, path: str) -> str:
         return self.by_path.get(path, path)
@@ -141,16 +142,17 @@ def resolve(text: str, fmt: str = "auto") -> Source:
             )
         fmt = formats.pop()
         data = [p for p in data if format_of(p) == fmt]  # other files (READMEs...) beside the data are left
-    files = []
-    for p in data:
-        info = fs.info(p)
-        files.append(SourceFile(uri(p), p, int(info.get("size") or 0), version_of(info)))
+    listed_from = path if wildcard else root
+    infos = _infos(fs, listed_from, data)
+    files = [SourceFile(uri(p), p, int(infos[p].get("size") or 0), version_of(infos[p])) for p in data if p in infos]
+    if len(files) != len(data):
+        raise DataValidationError(f"source {text!r}: files were removed while it was listed")
     for f in files:
         check_file(f, fmt, fs)
     # Local files through Arrow's own filesystem: through fsspec, a Parquet file's bytes pass as Python objects
     # outside Arrow's memory pool, and a 250 MB file took 500 MB more of memory to scan.
     arrow_fs = pafs.LocalFileSystem() if is_local(text) else pafs.PyFileSystem(pafs.FSSpecHandler(fs))
-    source = Source(text, fmt, root=root, files=files, filesystem=arrow_fs)
+    source = Source(text, fmt, root=root, files=files, filesystem=arrow_fs, listed_from=listed_from)
     source.by_path = {f.path: f.uri for f in files}
     return source
 
@@ -176,18 +178,32 @@ def changed(where: str, what: str) -> DataValidationError:
     )
 
 
+def _infos(fs: Any, listed_from: str, paths: list[str]) -> dict[str, dict[str, Any]]:
+    """fsspec's ``info`` of each of ``paths`` (those still there): one file's own, else from one listing of the
+    folder or glob ``listed_from`` (one request per thousand objects, not one per file)."""
+    if len(paths) == 1:
+        try:
+            return {paths[0]: fs.info(paths[0])}
+        except FileNotFoundError:
+            return {}
+    wildcard = any(c in listed_from for c in "*?[")
+    listing = fs.glob(listed_from, detail=True) if wildcard else fs.find(listed_from, detail=True)
+    return {p: listing[p] for p in paths if p in listing}
+
+
 def check_unchanged(source: Source) -> None:
     """Every file is still the version :func:`resolve` listed: the passes over a source must read the same data."""
     if source.table is not None:
         return
     fs, _ = storage.filesystem(source.text)
+    try:
+        infos = _infos(fs, source.listed_from, [f.path for f in source.files])
+    except OSError as exc:
+        raise DataValidationError(
+            f"source {source.text!r}: cannot be checked for changes ({type(exc).__name__})"
+        ) from None
     for f in source.files:
-        try:
-            now = version_of(fs.info(f.path))
-        except FileNotFoundError:
-            now = ()
-        except OSError as exc:
-            raise DataValidationError(f"{f.uri}: cannot be checked for changes ({type(exc).__name__})") from None
+        now = version_of(infos[f.path]) if f.path in infos else ()
         if now != f.version:
             raise changed(f.uri, "the file was removed" if not now else "the file's size, time or version differ")
 
