@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import NoReturn
 
@@ -29,6 +30,15 @@ class JobFailedError(KftrainError):
     def __init__(self, message: str, exit_code: int = 1) -> None:
         self.exit_code = exit_code
         super().__init__(message)
+
+
+# "scheme://user:password@host": the credentials of a URL, wherever one is printed.
+_URL_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]*@")
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with every URL's user and password (``https://user:pass@host``) replaced by ``***``."""
+    return _URL_USERINFO.sub(r"\1***@", text)
 
 
 def fail_step(message: str, exit_code: int = 1) -> NoReturn:

@@ -237,7 +237,9 @@ class _ClientError(Exception):
         (_ClientError("InternalError"), True),
         (_ClientError("503"), True),
         (ConnectionResetError(), True),
-        (TimeoutError(), True),
+        # A request that ran out of its timeout was already tried AWS_MAX_ATTEMPTS times by botocore, each waiting
+        # the whole timeout: not again (tests/test_hardening_network.py).
+        (TimeoutError(), False),
         (_ClientError("NoSuchBucket"), False),
         (_ClientError("AccessDenied"), False),
         (FileNotFoundError(), False),

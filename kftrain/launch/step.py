@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kftrain import storage
 from kftrain.backends import KubernetesConfig, LocalConfig, choose_backend, make_backend
 from kftrain.backends.base import BackendConfig, JobResult
 from kftrain.contract import CHECKPOINT_ENV, DATASET_ENV, MODEL_ENV
@@ -38,7 +39,9 @@ class Artifacts:
     checkpoint_uri: str = ""
 
     def env(self) -> dict[str, str]:
-        checkpoints = self.checkpoint_uri or f"{self.model_uri.rstrip('/')}-checkpoints"
+        checkpoints = self.checkpoint_uri or (
+            storage.derived_uri(self.model_uri, "checkpoints") if self.model_uri else ""
+        )
         values = {DATASET_ENV: self.dataset_uri, MODEL_ENV: self.model_uri, CHECKPOINT_ENV: checkpoints}
         return {k: v for k, v in values.items() if v}
 
@@ -59,8 +62,6 @@ def store_endpoint_env(uri: str) -> dict[str, str]:
     """
     values = {k: os.environ[k] for k in _STORE_ENDPOINT_VARS if k in os.environ}
     if uri.startswith(("s3://", "minio://", "s3a://")) and "AWS_ENDPOINT_URL" not in values:
-        from kftrain import storage
-
         try:
             endpoint = storage.s3_endpoint(uri)
         except storage.StorageError:

@@ -57,6 +57,54 @@ def join(uri: str, *parts: str) -> str:
     return os.path.join(uri, *parts)
 
 
+# What an object key of an output may not hold. fsspec reads ``* ? [ ]`` as a glob in copies and removals (an
+# artifact published under ``qm?/ds`` landed under ``qm?/ds/dataset.json/dataset.json`` and could not be read
+# back), s3fs reads ``?versionId=`` as a version, a URL parser (``urllib.parse``, what model servers' storage
+# initializers use) ends the key at ``#``, and a control character has no place in a name shown in a log.
+_UNSAFE_IN_KEYS = frozenset("*?[]#")
+
+
+def check_output_uri(uri: str) -> str:
+    """``uri`` when an output may be written there; else an error naming it and the character, before anything is
+    written. Local paths hold any name; object keys hold none of :data:`_UNSAFE_IN_KEYS` nor control characters."""
+    if is_local(uri):
+        return uri
+    _, path = split_uri(uri)
+    bad = [c for c in path if c in _UNSAFE_IN_KEYS or ord(c) < 32 or ord(c) == 127]
+    if bad:
+        raise StorageError(
+            f"{uri!r}: an output's object key cannot hold {bad[0]!r} (object stores' tools read * ? [ ] as "
+            "patterns, ? as a query and # as a fragment, so it would be written or read elsewhere); rename it"
+        )
+    return uri
+
+
+def derived_uri(uri: str, suffix: str) -> str:
+    """``<uri>-<suffix>``: an output kept beside ``uri`` and named after it (its logs, TensorBoard files,
+    checkpoints), checked by :func:`check_output_uri`.
+
+    ``uri`` must name an object path inside its bucket, or a local folder other than the root: ``s3://bkt/``
+    would put the sibling in another bucket (``s3://bkt-logs``) and ``/`` in the current folder (``-logs``)."""
+    if not uri.strip():
+        raise StorageError(f"no URI: an empty one has no {suffix} to keep beside it")
+    scheme, path = split_uri(uri)
+    if scheme == "file":
+        if not os.path.abspath(path).strip("/"):
+            raise StorageError(f"{uri!r}: the root folder has no sibling to keep its {suffix} in; give a folder")
+        written = uri.rstrip("/")
+        if posixpath.basename(written.split("://", 1)[-1]) in ("", ".", ".."):  # "." is a folder with a name
+            written = (uri.split("://", 1)[0] + "://" if "://" in uri else "") + os.path.abspath(path)
+        return f"{written}-{suffix}"
+    bucket_and_key = path.strip("/")
+    if "/" not in bucket_and_key:
+        raise StorageError(
+            f"{uri!r}: names a bucket, not a path inside it: its {suffix} would be written to another bucket "
+            f"({uri.split('://', 1)[0]}://{bucket_and_key}-{suffix}); give a path such as "
+            f"{uri.split('://', 1)[0]}://{bucket_and_key or 'bucket'}/models/run"
+        )
+    return check_output_uri(f"{uri.rstrip('/')}-{suffix}")
+
+
 def local_path(uri: str) -> Path:
     """The local path of a local URI (for libraries that only take paths)."""
     scheme, path = split_uri(uri)
@@ -138,6 +186,17 @@ def _region(uri: str) -> str | None:
     return (store.session.region or None) if store is not None else None
 
 
+# Every request has both timeouts: an endpoint that accepts connections and never answers fails a request in
+# READ_TIMEOUT_S, tried AWS_MAX_ATTEMPTS times by botocore and no more (kftrain.storage.errors.timed_out), so a
+# silent store is an error in about 3 minutes, not hours. 60 s is botocore's own default read timeout: time
+# for the server to answer once the request was sent, whatever the part's size.
+CONNECT_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 60.0
+# s3fs's own retry loop around every call: 1 means none. botocore below and kftrain.storage.errors.with_retry
+# above already retry the same faults; three layers multiplied each other (5 x 3 x 6 tries of a silent request).
+S3FS_TRIES = 1
+
+
 def _botocore_config() -> dict[str, Any]:
     """botocore's own per-request retries: "standard" mode retries 500/503/SlowDown and connection errors.
 
@@ -149,8 +208,8 @@ def _botocore_config() -> dict[str, Any]:
             "max_attempts": int(os.environ.get("AWS_MAX_ATTEMPTS") or 3),
             "mode": os.environ.get("AWS_RETRY_MODE") or "standard",
         },
-        "connect_timeout": 10,
-        "read_timeout": 120,
+        "connect_timeout": CONNECT_TIMEOUT_S,
+        "read_timeout": READ_TIMEOUT_S,
     }
 
 
@@ -183,4 +242,6 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
         fs = fsspec.filesystem(scheme, **options)
     except (ImportError, ValueError) as exc:
         raise StorageError(f"{uri}: no filesystem for {scheme}:// ({exc})") from None
+    if scheme == "s3":
+        fs.retries = S3FS_TRIES  # a class attribute s3fs reads per call; it takes no argument for it
     return fs, path

@@ -33,6 +33,7 @@ from kftrain.job.kinds.trainjob.policies import status_path
 from kftrain.job.topology import StatusEndpoint
 
 MAX_BODY = 1 << 16  # pkg/statusserver/server.go:33-34 maxBodySize
+DRAIN_LIMIT = 256 << 10  # Go net/http: the unread body a server reads before closing (maxPostHandlerReadBytes)
 _CA_FILE, _TOKEN_FILE = "ca.crt", "token"  # plugins/trainjobstatus/trainjobstatus.go:49-50
 
 
@@ -137,6 +138,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_BODY:  # middleware.go:51-57
+            # Read (and drop) what the client is still sending before answering, as Go's server does for up to
+            # 256 KiB (net/http, maxPostHandlerReadBytes): closing on an unread body resets the connection, and the
+            # client then sees the reset, not the 413.
+            self.rfile.read(min(length, DRAIN_LIMIT))
+            self.close_connection = True
             self._refuse(413, "RequestEntityTooLarge", "Payload too large")
             return
         try:

@@ -14,6 +14,7 @@ with requires("data", "data prep"):
     import numpy as np
 
 from kftrain.data.dataset import SPLITS, DataValidationError
+from kftrain.steps.prep.sources import changed
 
 TRAIN, VALIDATION, TEST = (SPLITS.index(s) for s in ("train", "validation", "test"))
 
@@ -50,14 +51,24 @@ class SplitCodes:
         every = np.concatenate(self.codes) if self.codes else np.zeros(0, np.int8)
         return {split: int((every == i).sum()) for i, split in enumerate(SPLITS)}
 
-    def take(self, groups: np.ndarray | None, rows: int) -> np.ndarray:
-        """The codes of the next ``rows`` rows; ``groups`` is each row's class id (None: one group)."""
+    def take(self, groups: np.ndarray | None, rows: int, where: str = "") -> np.ndarray:
+        """The codes of the next ``rows`` rows; ``groups`` is each row's class id (None: one group).
+
+        More rows of a group than were counted means the data changed since they were counted: an error."""
         if groups is None:
             groups = np.zeros(rows, dtype=np.int64)
         out = np.empty(rows, dtype=np.int8)
         for group in np.unique(groups):
-            where = np.flatnonzero(groups == group)
+            rows_of = np.flatnonzero(groups == group)
             start = self.taken[group]
-            out[where] = self.codes[group][start : start + len(where)]
-            self.taken[group] = start + len(where)
+            if start + len(rows_of) > len(self.codes[group]):
+                raise changed(where, f"more rows than the first pass counted ({len(self.codes[group])} in that group)")
+            out[rows_of] = self.codes[group][start : start + len(rows_of)]
+            self.taken[group] = start + len(rows_of)
         return out
+
+    def check_all_taken(self, where: str) -> None:
+        """Every counted row was read again (fewer rows means the data changed since they were counted)."""
+        read, counted = sum(self.taken), sum(len(c) for c in self.codes)
+        if read != counted:
+            raise changed(where, f"{read} rows where the first pass counted {counted}")
