@@ -11,20 +11,22 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import yaml
 
 import kftrain.launch.component
 from kftrain.backends.base import BackendConfig, JobPhase, JobResult
 from kftrain.job import TrainingJob, render_manifest
-from kftrain.job.manifest.schema import CRDSchemas
+from tests.manifests import as_yaml
+from tests.reference import REPO
 
-try:
-    from conftest import REFERENCE_DIR
-except ImportError:  # imported as tests.launch_harness
-    from tests.conftest import REFERENCE_DIR
-
-
-REPO = Path(__file__).resolve().parents[1]
+# Each rank all-reduces its rank + 1 over gloo (1 + 2 + 3 = 6 on 3 nodes) and says so, naming its node.
+GLOO_PROGRAM = """
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+total = torch.tensor([dist.get_rank() + 1.0])
+dist.all_reduce(total)
+print(f"rank {dist.get_rank()} of {dist.get_world_size()} node {os.environ['GROUP_RANK']} sum {int(total.item())}")
+dist.destroy_process_group()
+"""
 
 # Every platform input of the launch components, as a platform engineer sets them on the pipeline.
 SETTINGS: dict[str, Any] = {
@@ -95,35 +97,6 @@ def launch_renderer(component: Any, kind: str) -> Callable[..., Rendered]:
     return render
 
 
-def crd_schemas_fixture() -> Any:
-    """A module-scoped ``crd_schemas`` fixture (:func:`load_crd_schemas`), for tests outside tests/."""
-
-    @pytest.fixture(scope="module")
-    def crd_schemas() -> CRDSchemas:
-        return load_crd_schemas()
-
-    return crd_schemas
-
-
-def manifest_text(api_version: str, kind: str, name: str, spec: dict[str, Any]) -> str:
-    """A job manifest as a user hands it to a launch component: YAML text."""
-    manifest = {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, "spec": spec}
-    return yaml.safe_dump(manifest, sort_keys=False)
-
-
-def replica_spec(replicas: int, **container: Any) -> dict[str, Any]:
-    """A replica spec whose pod has the one container ``container``."""
-    return {"replicas": replicas, "template": {"spec": {"containers": [container]}}}
-
-
-def load_crd_schemas() -> CRDSchemas:
-    """The operators' CRD schemas, or a skip when the reference data is not checked out beside the repo."""
-    crds = REFERENCE_DIR / "crds"
-    if not crds.is_dir():
-        pytest.skip(f"reference data not available: {crds} is missing (the operators' CRDs)")
-    return CRDSchemas.from_dir(crds)
-
-
 def launch_locally(
     manifest: dict[str, Any],
     tmp_path: Path,
@@ -135,7 +108,7 @@ def launch_locally(
     """``kftrain launch -f <manifest> --local --timeout JOB_TIMEOUT EXTRA...`` from the repository, its output kept
     (``env``: the launcher's whole environment, else this process's)."""
     path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    path.write_text(as_yaml(manifest))
     return subprocess.run(
         [
             sys.executable,
