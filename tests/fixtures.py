@@ -181,3 +181,34 @@ def out_dir(tmp_path: Path) -> Path:
     path = tmp_path / "out"
     path.mkdir()
     return path
+
+
+# --- components: KFP's local runner, and a trained model to evaluate and export ---------------------
+
+
+@pytest.fixture
+def kfp_local(tmp_path: Path) -> Path:
+    """KFP's local runner as ``kftrain run`` uses it: a component (or pipeline) called now runs, each step a
+    subprocess of this environment; returns the pipeline root its outputs are written under."""
+    from kftrain.cli.run import init_local_runner
+
+    return init_local_runner(tmp_path / "pipeline-root")
+
+
+@pytest.fixture(scope="session")
+def breast_cancer(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, Any]:
+    """(model URI, dataset URI, model): scikit-learn's breast cancer data (binary, 30 features) prepared as a
+    dataset, and a TorchScript logistic regression trained on its train split, saved as the model contract says.
+    Read it; write elsewhere."""
+    from torch import nn
+
+    from kftrain.data.dataset import load_split
+    from kftrain.models import save_model
+    from tests.bundled import fit_linear, prepared_breast_cancer
+
+    tmp = tmp_path_factory.mktemp("breast-cancer")
+    dataset = prepared_breast_cancer(tmp)
+    x, y = load_split(dataset, "train")
+    model = fit_linear(x, y, 2, nn.CrossEntropyLoss())
+    save_model(model, str(tmp / "model"), example_input=x[:2])
+    return str(tmp / "model"), dataset, model

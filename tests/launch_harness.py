@@ -1,7 +1,9 @@
-"""Run a launch component's own body with everything but the run: the job it would submit, for component tests."""
+"""A launch component's own body, as its tests beside it call it: with everything but the run (the job it would
+submit), or run whole by KFP's local runner on the local backend."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -128,3 +130,27 @@ def launch_locally(
         cwd=REPO,
         env=env,
     )
+
+
+# A replica program for a real run: it says its rank and writes a file to the model output (the launch step fails a
+# job that succeeded without writing its model).
+WRITES_A_MODEL = [
+    "python",
+    "-c",
+    "import os; d = os.environ['KFTRAIN_MODEL_URI']; os.makedirs(d, exist_ok=True); "
+    "open(os.path.join(d, 'weights.txt'), 'w').write('w'); print('replica', os.environ['KFTRAIN_MODEL_URI'])",
+]
+
+
+def check_local_run(component: Any, kind: str, replicas: set[str], **inputs: Any) -> None:
+    """``component`` run as a task of KFP's local runner (the ``kfp_local`` fixture) on the local backend, every
+    replica running :data:`WRITES_A_MODEL`: the step ran its ``kind`` job (named after the kind), every one of
+    ``replicas`` ran with the model's URI and its log is kept beside the model, and the model is what they wrote."""
+    task = component(backend="local", command=WRITES_A_MODEL, **inputs)
+    job = json.loads(task.outputs["job"])  # the identity of the job the step ran
+    model = Path(task.outputs["model"].uri)
+    logs = {p.stem: p.read_text() for p in sorted(model.with_name("model-logs").glob("*.log"))}
+    assert (job["backend"], job["kind"]) == ("local", kind) and job["name"].startswith(kind.lower() + "-"), job
+    assert (model / "weights.txt").read_text() == "w"
+    assert set(logs) == replicas
+    assert all(f"replica {model}" in log for log in logs.values()), logs

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
-from tests.launch_harness import launch_renderer
+from tests.launch_harness import check_local_run, launch_renderer
 from tests.manifests import as_yaml, mpijob_v2, replica
 
 _render = launch_renderer(mpijob_launch, "MPIJob")
@@ -102,3 +102,8 @@ def test_a_manifest_replaces_the_typed_inputs(monkeypatch, tmp_path, crd_schemas
     m = render(monkeypatch, tmp_path, manifest=text)
     assert m["spec"]["slotsPerWorker"] == 4
     assert crd_schemas.errors(m) == []
+
+
+def test_a_local_run_runs_the_job_on_the_local_backend(kfp_local):
+    """KFP's local runner runs the component as a task: the step runs its MPIJob here, replica by replica."""
+    check_local_run(mpijob_launch, "MPIJob", {"launcher-0"}, workers=1)

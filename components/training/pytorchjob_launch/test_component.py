@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
-from tests.launch_harness import launch_renderer, render_launch
+from tests.launch_harness import check_local_run, launch_renderer, render_launch
 from tests.manifests import as_yaml, pytorchjob, replica
 
 _render = launch_renderer(pytorchjob_launch, "PyTorchJob")
@@ -122,3 +122,8 @@ def test_a_manifests_elastic_policy_is_kept(monkeypatch, tmp_path, crd_schemas):
     assert crd_schemas.errors(m) == []
     assert m["spec"]["elasticPolicy"] == manifest["spec"]["elasticPolicy"]  # its own settings win
     assert _container(m, "Worker")["command"] == ["torchrun", "train.py"]
+
+
+def test_a_local_run_runs_the_job_on_the_local_backend(kfp_local):
+    """KFP's local runner runs the component as a task: the step runs its PyTorchJob here, replica by replica."""
+    check_local_run(pytorchjob_launch, "PyTorchJob", {"master-0", "worker-0"}, workers=1)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
-from tests.launch_harness import launch_renderer
+from tests.launch_harness import check_local_run, launch_renderer
 from tests.manifests import as_yaml, replica, tfjob
 
 _render = launch_renderer(tfjob_launch, "TFJob")
@@ -99,3 +99,8 @@ def test_a_program_of_the_users_own_gets_only_its_own_args(monkeypatch, tmp_path
     assert worker["command"] == ["python", "my_train.py"] and worker["args"] == ["--strict"]
     env = {e["name"]: e.get("value") for e in worker["env"]}
     assert env["KFTRAIN_MODEL_URI"] == str(tmp_path / "model") and env["KFTRAIN_DATASET_URI"] == "/data/ds"
+
+
+def test_a_local_run_runs_the_job_on_the_local_backend(kfp_local):
+    """KFP's local runner runs the component as a task: the step runs its TFJob here, replica by replica."""
+    check_local_run(tfjob_launch, "TFJob", {"worker-0", "worker-1"}, workers=2)
