@@ -23,7 +23,7 @@ from kftrain.programs.checkpoint import SPOOL_ENV, Checkpointer, CheckpointError
 from kftrain.programs.global_batch import SamplerPosition
 from kftrain.programs.torch_common import latest_uri, restore, save_checkpoint
 from tests.polling import wait_until
-from tests.s3_server import moto, s3_env, set_s3_env  # noqa: F401
+from tests.s3_server import set_s3_env
 
 
 def gated(release: threading.Event, started: threading.Event | None = None, name: str = "state.bin"):
@@ -148,7 +148,7 @@ def test_a_replica_killed_mid_upload_resumes_from_the_newest_complete_checkpoint
 
 def test_to_an_object_store_the_checkpoint_is_spooled_locally_and_uploaded_by_a_child_process(
     tmp_path,
-    s3_env,  # noqa: F811
+    s3_env,
     monkeypatch,
 ):
     monkeypatch.setenv(SPOOL_ENV, str(tmp_path / "spool"))
@@ -173,7 +173,7 @@ def test_to_an_object_store_the_checkpoint_is_spooled_locally_and_uploaded_by_a_
     assert list((tmp_path / "spool").iterdir()) == []  # spools removed
 
 
-def test_a_child_upload_that_fails_reaches_the_trainer(tmp_path, s3_env):  # noqa: F811
+def test_a_child_upload_that_fails_reaches_the_trainer(tmp_path, s3_env):
     root = f"s3://no-such-bucket-{tmp_path.name[-8:].lower().replace('_', '-')}/ckpt"
     saver = Checkpointer(root, keep=3, max_in_flight=1)
     saver.save(10, lambda w: w.write_bytes("state.bin", b"x"))

@@ -18,7 +18,7 @@ from kftrain.job import load_manifest
 from kftrain.job.kinds import kind_of
 from kftrain.job.kinds.mpijob import DISCOVER_HOSTS, discover_hosts
 from kftrain.job.topology import ReplicaId, Topology
-from tests.conftest import mpijob_v1, mpijob_v2, replica
+from tests.manifests import mpijob_v1, mpijob_v2, replica
 
 W = [ReplicaId("Worker", i) for i in range(12)]
 

@@ -17,11 +17,7 @@ import pytest
 
 from kftrain import storage
 from kftrain.launch.observe import logs_uri, tensorboard_uri
-
-try:
-    from s3_server import MotoServer, boto3_client, moto, s3_env
-except ImportError:  # tests/ imported as a package
-    from tests.s3_server import MotoServer, boto3_client, moto, s3_env  # noqa: F401  # fixtures
+from tests.s3_server import MotoServer, boto3_client
 
 
 def keys(moto: MotoServer, bucket_uri: str) -> list[str]:

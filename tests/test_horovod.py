@@ -15,8 +15,8 @@ import pytest
 
 from kftrain.data.dataset import load_split
 from kftrain.steps.prep import prepare_dataset
-from tests.conftest import mpijob_v1, mpijob_v2, replica
 from tests.launch_harness import launch_locally
+from tests.manifests import mpijob_v1, mpijob_v2, replica
 
 
 def _horovod_frameworks() -> tuple[bool, bool]:

@@ -24,19 +24,11 @@ from kftrain.backends.kubernetes.config import KubernetesConfig
 from kftrain.backends.local.state import STATE_DIR_ENV
 from kftrain.cli.app import main
 from kftrain.job import load_manifest_file
-from tests.conftest import pytorchjob, replica
 from tests.fake_k8s import FakeKube, JobSim, OperatorSim
+from tests.k8s_harness import api_client, make_backend, pytorch_job, running, stamped
+from tests.launch_cluster import LAUNCHES, RUN_ID, TASK_ID, Launch, s_success, step_inputs
+from tests.manifests import pytorchjob, replica
 from tests.polling import wait_until
-from tests.test_kubernetes_backend import api_client, make_backend, pytorch_job, running, stamped
-from tests.test_launch_kubernetes import (  # noqa: F401 (kubeconfig: the fixture)
-    LAUNCHES,
-    RUN_ID,
-    TASK_ID,
-    Launch,
-    kubeconfig,
-    s_success,
-    step_inputs,
-)
 
 PROGRAM = """
 import os, sys, time
@@ -244,14 +236,10 @@ def test_kubernetes_jobs_list_status_logs_delete(kube: FakeKube, operator: Opera
 TYPED = [launch for launch in LAUNCHES if launch.source == "typed"]
 
 
+@pytest.mark.usefixtures("kubeconfig")  # the step finds the fake cluster as it would outside a pod
 @pytest.mark.parametrize("launch", TYPED, ids=[launch.kind for launch in TYPED])
 def test_kubernetes_jobs_find_a_launch_steps_job_and_its_logs_after_its_pods_are_gone(
-    launch: Launch,
-    kube: FakeKube,
-    operator: OperatorSim,
-    kubeconfig: Path,  # noqa: F811
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    launch: Launch, kube: FakeKube, operator: OperatorSim, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """What a pipeline's launch step left on the cluster, through ``kftrain jobs --backend kubernetes``."""
     operator.scenario = lambda sim: s_success(sim, launch)

@@ -13,7 +13,8 @@ from kftrain import images
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
-from tests.launch_harness import SETTINGS, load_crd_schemas, manifest_text, render_launch, replica_spec
+from tests.launch_harness import SETTINGS, render_launch
+from tests.manifests import as_yaml, mpijob_v2, pytorchjob, replica, tfjob
 
 
 @dataclass(frozen=True)
@@ -43,31 +44,18 @@ def own_replica(replicas: int, container: str, command: list[str]) -> dict[str, 
 
 
 TRAIN = ["python", "train.py"]
-PYTORCH_MANIFEST = manifest_text(
-    "kubeflow.org/v1",
-    "PyTorchJob",
-    "own",
-    {
-        "pytorchReplicaSpecs": {
-            "Master": own_replica(1, "pytorch", TRAIN),
-            "Worker": replica_spec(1, name="pytorch", image="x", command=TRAIN),
-        }
-    },
+PYTORCH_MANIFEST = as_yaml(
+    pytorchjob(
+        {"Master": own_replica(1, "pytorch", TRAIN), "Worker": replica(1, "pytorch", TRAIN, image="x")}, name="own"
+    )
 )
-TF_MANIFEST = manifest_text(
-    "kubeflow.org/v1", "TFJob", "own", {"tfReplicaSpecs": {"Worker": own_replica(2, "tensorflow", TRAIN)}}
-)
-MPI_MANIFEST = manifest_text(
-    "kubeflow.org/v2beta1",
-    "MPIJob",
-    "own",
-    {
-        "slotsPerWorker": 1,
-        "mpiReplicaSpecs": {
-            "Launcher": own_replica(1, "launcher", ["mpirun", *TRAIN]),
-            "Worker": replica_spec(2, name="worker", image="x"),
-        },
-    },
+TF_MANIFEST = as_yaml(tfjob({"Worker": own_replica(2, "tensorflow", TRAIN)}, name="own"))
+MPI_MANIFEST = as_yaml(
+    mpijob_v2(
+        {"Launcher": own_replica(1, "launcher", ["mpirun", *TRAIN]), "Worker": replica(2, "worker", image="x")},
+        name="own",
+        slotsPerWorker=1,
+    )
 )
 
 KINDS = [
@@ -76,11 +64,6 @@ KINDS = [
     # GPUs are asked for below, and this release's Horovod image is CPU-only: the MPIJob names its own image.
     Kind("mpijob", mpijob_launch, "mpiReplicaSpecs", MPI_MANIFEST, {"workers": 2, "image": "example.com/hvd-gpu:1"}),
 ]
-
-
-@pytest.fixture(scope="module")
-def crd_schemas():
-    return load_crd_schemas()
 
 
 def _pods(manifest: dict[str, Any], replica_key: str) -> dict[str, dict[str, Any]]:

@@ -14,7 +14,7 @@ from kftrain.job.kinds.mpijob import hostfile as mpi_hostfile
 from kftrain.job.kinds.mpijob.kind import total_slots as total_mpi_slots
 from kftrain.job.kinds.tfjob.kind import tf_config
 from kftrain.job.topology import ReplicaId, Topology, all_replicas
-from tests.conftest import mpijob_v1, mpijob_v2, pytorchjob, replica, tfjob
+from tests.manifests import mpijob_v1, mpijob_v2, pytorchjob, replica, tfjob
 
 M0, W0, W1, W2 = ReplicaId("Master", 0), ReplicaId("Worker", 0), ReplicaId("Worker", 1), ReplicaId("Worker", 2)
 L0 = ReplicaId("Launcher", 0)

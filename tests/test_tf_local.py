@@ -18,7 +18,6 @@ from kftrain.contract import CHECKPOINT_ENV, DATASET_ENV, MODEL_ENV
 from kftrain.job.kinds.tfjob import TFJobOptions
 from kftrain.job.request import JobRequest
 from kftrain.launch.step import Artifacts, inject_artifact_env
-from tests.s3_server import moto, s3_env  # noqa: F401
 
 pytest.importorskip("tf_keras", reason="the TensorFlow trainer needs tensorflow + tf_keras")
 
@@ -291,7 +290,7 @@ def test_the_evaluator_downloads_again_when_the_chief_prunes_during_the_download
     tmp_path,
     caplog,
     monkeypatch,
-    s3_env,  # noqa: F811
+    s3_env,
 ):
     """On an object store the evaluator downloads the folder each round; the chief's sync removes the files of
     the checkpoint it no longer keeps, which can be between the download's listing and its copy."""
@@ -300,17 +299,18 @@ def test_the_evaluator_downloads_again_when_the_chief_prunes_during_the_download
     chief = Chief(dataset, f"{s3_env}/ckpt")
     chief.save()
     listed: list[list[str]] = []
-    real_sources = artifact._sources
+    real_list_files = artifact.list_files
 
-    def listed_then_the_chief_saves_again(src_uri: str):
-        found = real_sources(src_uri)
+    def listed_then_the_chief_saves_again(uri: str) -> list[str]:
+        found = real_list_files(uri)
         if not listed:  # the race, once: listed, then pruned by the chief's next sync, then training ends
-            listed.append([rel for rel, _, _ in found[1]])
+            listed.append(list(found))
             chief.save()
             chief.finish()
         return found
 
-    monkeypatch.setattr(artifact, "_sources", listed_then_the_chief_saves_again)
+    # The listing a download copies from (storage.download lists a folder without a marker, then copies each file).
+    monkeypatch.setattr(artifact, "list_files", listed_then_the_chief_saves_again)
     metrics = evaluate(dataset, tmp_path, chief.uri, caplog)
     assert listed == [[f"chief/{name}" for name in ("checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index")]]
     assert "the checkpoints changed while downloaded" in caplog.text

@@ -26,20 +26,9 @@ from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
 from kftrain.job.kinds.trainjob.kind import hostfile
 from kftrain.job.kinds.trainjob.runtime import parse_runtime
 from kftrain.job.topology import ReplicaId, Topology
-from tests.conftest import REFERENCE_DIR
-from tests.launch_harness import launch_locally
-
-RUNTIMES_DIR = REFERENCE_DIR / "trainer-v2.3.0-runtimes"
-REPO = Path(__file__).resolve().parents[1]
-
-
-def trainjob(runtime: str = "torch-distributed", name: str = "tj", **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": name},
-        "spec": {"runtimeRef": {"name": runtime}, **spec},
-    }
+from tests.launch_harness import GLOO_PROGRAM, launch_locally
+from tests.manifests import trainjob
+from tests.reference import REPO, RUNTIMES_DIR
 
 
 def node_pod_patch(manager: str, pod_spec: dict[str, Any]) -> dict[str, Any]:
@@ -288,16 +277,6 @@ def test_runtime_patches_are_merged_and_the_trainjob_renders_back_unchanged(crd_
 
 
 # --- running locally: one process per node, real communication ------------------------------------------
-
-# Each node's torchrun starts its rank, which all-reduces its rank + 1 over gloo: 1 + 2 + 3 = 6 on 3 nodes.
-GLOO_PROGRAM = """
-import os, torch, torch.distributed as dist
-dist.init_process_group("gloo")
-total = torch.tensor([dist.get_rank() + 1.0])
-dist.all_reduce(total)
-print(f"rank {dist.get_rank()} of {dist.get_world_size()} node {os.environ['GROUP_RANK']} sum {int(total.item())}")
-dist.destroy_process_group()
-"""
 
 
 def _launch(manifest: dict[str, Any], tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -20,7 +20,7 @@ from kftrain.errors import JobSpecError
 from kftrain.job.kinds.trainjob.builtin import builtin_manifest
 from kftrain_components.training.trainjob_launch.component import trainjob_launch
 from tests.fake_k8s import FakeKube, JobSim, OperatorSim
-from tests.test_launch_kubernetes import KfpMetrics, kubeconfig, start, step_output, succeed, until_step_says  # noqa: F401
+from tests.launch_cluster import KfpMetrics, start, step_output, succeed, until_step_says
 
 NAMESPACE = "kubeflow-user"
 
@@ -76,7 +76,7 @@ def reports_progress(sim: JobSim) -> None:
 
 
 @pytest.fixture
-def cluster(kube: FakeKube, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch) -> FakeKube:  # noqa: F811
+def cluster(kube: FakeKube, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch) -> FakeKube:
     monkeypatch.setenv("KFTRAIN_TRAINER_RUNTIMES", "")
     return kube
 

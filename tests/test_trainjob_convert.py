@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,10 +12,9 @@ import yaml
 from kftrain.errors import JobSpecError
 from kftrain.job import kind_of, load_manifest, render_manifest
 from kftrain.job.kinds.trainjob.convert import PATCH_MANAGER
-from tests.conftest import container, mpijob_v2, pytorchjob, replica
-from tests.test_trainjob import GLOO_PROGRAM
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.launch_harness import GLOO_PROGRAM
+from tests.manifests import container, mpijob_v2, pytorchjob, replica
+from tests.reference import REPO
 
 
 def to_trainjob(job, runtime=None):

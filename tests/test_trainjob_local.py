@@ -18,7 +18,7 @@ import yaml
 
 from kftrain.cli.app import main
 from tests.launch_harness import REPO
-from tests.s3_server import boto3_client, moto, s3_env  # noqa: F401
+from tests.s3_server import boto3_client
 
 DATA = Path(__file__).parent / "data" / "trainer"
 EXAMPLES = DATA / "examples"
@@ -115,7 +115,7 @@ def test_a_cluster_runtime_in_the_file_runs_the_job_beside_it(tmp_path):
         assert f"Node {rank}/4 started together" in out
 
 
-def test_the_dataset_initializer_runs_first_and_every_node_reads_workspace_dataset(s3_env, tmp_path):  # noqa: F811
+def test_the_dataset_initializer_runs_first_and_every_node_reads_workspace_dataset(s3_env, tmp_path):
     bucket = s3_env.removeprefix("s3://")
     client = boto3_client(os.environ["AWS_ENDPOINT_URL"])
     for key in ("alpaca/train.jsonl", "alpaca/part/test.jsonl", "alpaca/README.md"):

@@ -17,7 +17,6 @@ import base64
 import bisect
 import collections
 import copy
-import functools
 import itertools
 import json
 import re
@@ -36,7 +35,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from kftrain.job.manifest.schema import CRDSchemas
+from tests.reference import schemas_in
 
 GROUP = "kubeflow.org"
 TRAINER_GROUP = "trainer.kubeflow.org"  # Kubeflow Trainer v2's TrainJob
@@ -53,12 +52,6 @@ JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 
 def group_of(plural: str) -> str:
     return GROUPS.get(plural, GROUP)
-
-
-@functools.cache
-def load_crd_schemas(crd_dir: Path) -> CRDSchemas:
-    """The CRDs' served versions, parsed once per process (the files are large)."""
-    return CRDSchemas.from_dir(crd_dir)
 
 
 def now_iso() -> str:
@@ -208,7 +201,7 @@ class FakeKube:
     served: dict[str, list[str]] = field(default_factory=lambda: copy.deepcopy(DEFAULT_SERVED))
 
     def __post_init__(self) -> None:
-        self.schemas = load_crd_schemas(self.crd_dir)
+        self.schemas = schemas_in(self.crd_dir)  # the one loader of the CRD schemas, cached per process
         # One lock for all the state. Watches wait on `cond` (woken by every recorded change); the log streams
         # of a pod wait on that pod's own condition (woken by its new lines and its changes).
         self.lock = threading.RLock()

@@ -1,34 +1,106 @@
-"""Bad command lines and manifests that only fail when run: ``kftrain launch --local`` refuses each one
-with one line naming the flag or field, exit code 2, before any replica process starts."""
+"""What a local replica runs and what ``kftrain launch --local`` refuses: --command overrides per replica type,
+and every bad command line, manifest or program refused with one line naming the flag or field (exit code 2)
+before any replica process starts; a refused or suspended job leaves no work folder."""
 
 from __future__ import annotations
 
 import os
-import sys
+import shlex
+import tempfile
+import time
 from pathlib import Path
 
-import psutil
 import pytest
-import yaml
 
+from kftrain.backends.local import ALL_REPLICA_TYPES, LocalBackend, parse_command_overrides
 from kftrain.cli.app import main
-from tests.conftest import pytorchjob, replica, tfjob
+from kftrain.errors import JobSpecError
+from kftrain.job import load_manifest
+from tests.local_harness import DUMP, PY, assert_ok, children, dumps, options, pod_env, program, rep
+from tests.manifests import as_yaml, pytorchjob, replica, tfjob
 
-PY = sys.executable
+pytestmark = pytest.mark.usefixtures("no_leftover_processes", "clean_parent_env")
 
 
-@pytest.fixture(autouse=True)
-def no_process_started():
-    """Nothing these cases do may leave (or even start) a process."""
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
-    yield
-    after = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
-    assert after == [], f"processes started: {after}"
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (["python t.py"], {ALL_REPLICA_TYPES: ["python", "t.py"]}),
+        (["Worker=python w.py --x 1"], {"Worker": ["python", "w.py", "--x", "1"]}),
+        (["PS=python ps.py", "python all.py"], {"PS": ["python", "ps.py"], "*": ["python", "all.py"]}),
+        (["python -c 'a=1; print(a)'"], {"*": ["python", "-c", "a=1; print(a)"]}),
+        (["--opt=1 run"], {"*": ["--opt=1", "run"]}),
+        (["Worker='python' \"w x.py\""], {"Worker": ["python", "w x.py"]}),
+        (["Chief=a", "Chief=b"], {"Chief": ["b"]}),
+        ([], {}),
+    ],
+)
+def test_parse_command_overrides(values, expected):
+    assert parse_command_overrides(values) == expected
+
+
+def test_command_overrides_per_type_and_default(tmp_path, out_dir):
+    dump = program(tmp_path, "dump", DUMP)
+    env = pod_env(out_dir, 2)
+    m = tfjob({"Chief": rep(1, "tensorflow", None, env), "Worker": rep(1, "tensorflow", None, env)}, name="ov")
+    commands = parse_command_overrides([shlex.join([*dump, "--default"]), "Worker=" + shlex.join([*dump, "--worker"])])
+    opts = options(tmp_path, commands=commands)
+    assert_ok(LocalBackend(opts).run(load_manifest(m)), opts)
+    seen = dumps(out_dir)
+    assert {pod: d["argv"] for pod, d in seen.items()} == {"ov-chief-0": ["--default"], "ov-worker-0": ["--worker"]}
+
+
+@pytest.mark.parametrize(
+    ("worker_command", "fragment"),
+    [
+        (None, "missing: locally the image's entrypoint is not available"),
+        (["kftrain-no-such-program-xyz"], "not found on PATH"),
+    ],
+)
+def test_bad_command_fails_before_any_process_starts(tmp_path, out_dir, worker_command, fragment):
+    before = children()
+    marker = out_dir / "chief-started"
+    chief = [PY, "-c", f"open({str(marker)!r}, 'w').close()"]
+    m = tfjob({"Chief": rep(1, "tensorflow", chief, []), "Worker": rep(1, "tensorflow", worker_command, [])})
+    with pytest.raises(JobSpecError) as exc:
+        LocalBackend(options(tmp_path)).submit(load_manifest(m))
+    assert exc.value.field == "spec.tfReplicaSpecs.Worker.template.spec.containers[tensorflow].command"
+    assert fragment in exc.value.message
+    assert children() - before == set()
+    time.sleep(0.2)
+    assert not marker.exists()
+
+
+def test_rejected_submit_leaves_no_temp_workdir(tmp_path, monkeypatch):
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    m = tfjob({"Worker": rep(1, "tensorflow", None, [])})
+    with pytest.raises(JobSpecError):
+        LocalBackend(options(tmp_path, workdir=None)).submit(load_manifest(m))
+    assert list(temp.iterdir()) == []
+
+
+def test_suspended_job_is_not_started(tmp_path):
+    m = tfjob({"Worker": rep(1, "tensorflow", [PY, "-c", "pass"], [])}, runPolicy={"suspend": True})
+    with pytest.raises(JobSpecError) as exc:
+        LocalBackend(options(tmp_path)).submit(load_manifest(m))
+    assert exc.value.field == "spec.runPolicy.suspend"
+
+
+def test_owned_workdir_removed_on_success(tmp_path, monkeypatch):
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    m = tfjob({"Worker": rep(1, "tensorflow", [PY, "-c", "print('ok')"], [])})
+    opts = options(tmp_path, workdir=None)
+    assert_ok(LocalBackend(opts).run(load_manifest(m)), opts)
+    assert list(temp.iterdir()) == []
 
 
 def _write(tmp_path: Path, manifest: dict) -> str:
     path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    path.write_text(as_yaml(manifest))
     return str(path)
 
 
@@ -36,6 +108,8 @@ def _worker_env(env: list[dict]) -> dict:
     return tfjob({"Worker": replica(1, "tensorflow", [PY, "-c", "pass"], env=env)}, name="env")
 
 
+UNBALANCED = "python -c 'print(1)"  # a quote never closed
+MISSING = "no-such-program-xyz"
 # (id, manifest, extra args, fragment of the one-line message)
 CASES = [
     ("timeout-nan", None, ["--timeout", "nan"], "argument --timeout: 'nan': expected a finite number of seconds"),
@@ -43,20 +117,10 @@ CASES = [
     ("timeout-negative", None, ["--timeout", "-5"], "argument --timeout: '-5': expected a finite number"),
     ("timeout-text", None, ["--timeout", "soon"], "argument --timeout: 'soon' is not a number of seconds"),
     ("max-replicas-zero", None, ["--max-local-replicas", "0"], "argument --max-local-replicas: '0': expected"),
-    (
-        "command-unbalanced",
-        None,
-        ["--command", "python -c 'print(1)"],
-        '--command: "python -c \'print(1)": no closing quotation',
-    ),
+    ("command-unbalanced", None, ["--command", UNBALANCED], f'--command: "{UNBALANCED}": no closing quotation'),
     ("command-empty", None, ["--command", "  "], "--command: '  ': no program to run"),
     ("command-per-type-empty", None, ["--command", "Worker="], "--command: 'Worker=': no program to run"),
-    (
-        "program-missing",
-        None,
-        ["--command", "no-such-program-xyz --flag"],
-        "program 'no-such-program-xyz' not found on PATH",
-    ),
+    ("program-missing", None, ["--command", f"{MISSING} --flag"], f"program '{MISSING}' not found on PATH"),
     ("program-not-executable", None, ["--command", "{not_executable}"], "is not executable"),
     ("program-is-a-folder", None, ["--command", "{folder}"], "is a folder, not a program"),
     ("workdir-under-a-file", None, ["--workdir", "{not_executable}/wd"], "Not a directory"),
@@ -98,6 +162,7 @@ CASES = [
 ]
 
 
+@pytest.mark.usefixtures("no_process_started")
 @pytest.mark.parametrize(("manifest", "args", "fragment"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_launch_is_one_line_exit_2_and_starts_nothing(manifest, args, fragment, tmp_path, capsys):
     not_executable = tmp_path / "train.py"
@@ -120,6 +185,7 @@ def test_bad_launch_is_one_line_exit_2_and_starts_nothing(manifest, args, fragme
     assert not any(line.startswith("[worker") or "starting" in line for line in out.splitlines()), out
 
 
+@pytest.mark.usefixtures("no_process_started")
 def test_generate_name_gets_a_name_locally(tmp_path, capsys):
     manifest = {**tfjob({"Worker": replica(1, "tensorflow", [PY, "-c", "import os; print(os.getcwd())"])})}
     manifest["metadata"] = {"generateName": "digits-"}

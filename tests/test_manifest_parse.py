@@ -1,5 +1,6 @@
-"""Bad manifests through the ``kftrain`` command: each is refused before anything runs, with one line
-naming the file, line or field, and exit code 2; never a traceback, never a hang on a small input.
+"""Untrusted manifests through the ``kftrain`` command (kftrain/job/manifest/parse.py reads YAML within bounds):
+each bad one is refused before anything runs, with one line naming the file, line or field, and exit code 2;
+never a traceback, never a hang on a small input; what kubectl accepts still loads.
 
 Every case runs through ``kftrain validate`` and ``kftrain launch --dry-run`` (the command's own
 ``main``, as the installed ``kftrain`` runs it): an exception that escaped would fail the test.
@@ -14,24 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kftrain.cli.app import main
 from kftrain.job import load_manifest
 from kftrain.job.manifest.parse import MAX_MANIFEST_BYTES
-from tests.conftest import pytorchjob, replica
+from tests.manifests import as_yaml, pytorchjob, replica
 
 GOOD = pytorchjob({"Master": replica(1, "pytorch", ["python", "-c", "pass"])}, name="good")
-
-
-def _yaml(manifest: dict) -> str:
-    return yaml.safe_dump(manifest, sort_keys=False)
 
 
 def _with(edit: Callable[[dict], None]) -> bytes:
     manifest = json.loads(json.dumps(GOOD))
     edit(manifest)
-    return _yaml(manifest).encode()
+    return as_yaml(manifest).encode()
 
 
 def _container(manifest: dict) -> dict:
@@ -43,7 +39,7 @@ def _replace(text: str, old: str, new: str) -> bytes:
     return text.replace(old, new, 1).encode()
 
 
-GOOD_TEXT = _yaml(GOOD)
+GOOD_TEXT = as_yaml(GOOD)
 
 BILLION_LAUGHS = (
     "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: bomb}\n"
@@ -245,6 +241,6 @@ def test_good_manifests_still_load(content: str, tmp_path: Path, capsys) -> None
 def test_manifest_just_under_the_size_limit_loads(tmp_path: Path) -> None:
     manifest = json.loads(json.dumps(GOOD))
     _container(manifest)["env"] = [{"name": f"V{i}", "value": "x" * 40} for i in range(20_000)]
-    text = _yaml(manifest)
+    text = as_yaml(manifest)
     assert 0.5 * MAX_MANIFEST_BYTES < len(text) < MAX_MANIFEST_BYTES
     assert len(load_manifest(text).replica_specs["Master"].template.spec.containers[0].env or []) == 20_000
