@@ -340,7 +340,7 @@ def test_a_classifier_that_outputs_nan_or_infinity_is_named(bad: float, outputs:
     from kftrain.steps.export import ExportError, export_model
 
     dataset = _dataset(tmp_path)
-    save_model(_Broken(bad, outputs).eval(), str(tmp_path / "m"), example_input=X[:2])
+    save_model(_Broken(bad, outputs).eval(), str(tmp_path / "m"), example_input=X3[:2])
     with pytest.raises(EvaluationError, match=r"m/model\.pt: the model output NaN or infinity for 1 of"):
         evaluate_model(str(tmp_path / "m"), str(dataset))
     with pytest.raises(ExportError, match="the model outputs NaN or infinity on the test split"):

@@ -26,7 +26,7 @@ def test_default_is_two_torch_nodes_running_the_ddp_program_under_torchrun(monke
     assert (m["apiVersion"], m["kind"]) == ("trainer.kubeflow.org/v1alpha1", "TrainJob")
     assert crd_schemas.errors(m) == []
     assert m["metadata"]["name"].startswith("trainjob-")
-    assert m["spec"]["runtimeRef"] == {"name": "torch-distributed"}
+    assert m["spec"]["runtimeRef"] == {"kind": "ClusterTrainingRuntime", "name": "torch-distributed"}
     trainer = m["spec"]["trainer"]
     assert (trainer["numNodes"], trainer["numProcPerNode"]) == (2, 1)
     assert trainer["command"] == ["torchrun", "-m", "kftrain.programs.torch_ddp"]
