@@ -15,7 +15,7 @@ PARAMS ?=
 RUN_ROOT ?= runs
 PYTEST_ARGS ?=
 # What the tests need: the tools, and every extra but [gcs] (`pip install kftrain` alone is the authoring install).
-EXTRAS := dev,data,samples,torch,tf,onnx,s3
+EXTRAS := dev,data,samples,torch,tf,onnx,s3,crd
 
 .PHONY: help install run test test-fast lint format compile check-compiled bench images clean
 
