@@ -14,6 +14,7 @@ from kftrain.errors import JobSpecError
 from kftrain.job import pod_checks as check
 from kftrain.job.kinds import Kind, kind_of
 from kftrain.job.model import EnvVar, PodSpec, RestartPolicy, TrainingJob
+from kftrain.job.topology import total_replicas
 
 # RFC 1035 label, as the operators' webhooks require: pod and service names derive from it. Matched with
 # fullmatch: "$" would also match before a trailing newline, and let "job\n" through.
@@ -62,6 +63,20 @@ def validate_job(job: TrainingJob) -> None:
             )
     _validate_run_policy(job)
     kind.validate(job)
+
+
+def check_replica_count(job: TrainingJob, limit: int, why: str) -> None:
+    """Refuse a job of more than ``limit`` replicas, naming the replica count to lower, before anything enumerates
+    them (a CRD allows int32 counts: one ReplicaId each would exhaust the memory first); ``why`` says what the
+    limit protects and how to raise it."""
+    count = total_replicas(job)
+    if count <= limit:
+        return
+    rtype = max(job.replica_specs, key=lambda t: job.replica_specs[t].count)
+    raise JobSpecError(
+        f"{kind_of(job).replicas_path()}.{rtype}.replicas",
+        f"{job.replica_specs[rtype].count} ({count} replicas in the job): more than {limit}; {why}",
+    )
 
 
 def _validate_metadata(job: TrainingJob) -> None:

@@ -22,6 +22,7 @@ same variable name.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import secrets
 import shutil
@@ -51,7 +52,7 @@ from kftrain.job.kinds import kind_of
 from kftrain.job.kinds.base import is_retryable_exit_code
 from kftrain.job.model import RestartPolicy, TrainingJob
 from kftrain.job.naming import outputs_of
-from kftrain.job.topology import LOCAL_HOST, ReplicaId, Topology, all_replicas, total_replicas
+from kftrain.job.topology import LOCAL_HOST, ReplicaId, Topology, all_replicas
 from kftrain.job.validate import validate_job
 from kftrain.signals import shielded
 
@@ -98,7 +99,7 @@ class LocalBackend(Backend):
         if job.run_policy.suspend:
             raise JobSpecError(kind_of(job).spec.suspend_field, "is true: the operator would not start any replica")
         kind = kind_of(job)
-        self._check_replica_count(job, total_replicas(job))
+        self.config.check_replicas(job)
         owns = self.config.workdir is None
         workdir = Path(tempfile.mkdtemp(prefix=f"kftrain-{job.name}-")) if owns else Path(self.config.workdir or ".")
         workdir.mkdir(parents=True, exist_ok=True)
@@ -142,19 +143,6 @@ class LocalBackend(Backend):
                     shutil.rmtree(workdir, ignore_errors=True)
             raise
         return self._handle(job)
-
-    def _check_replica_count(self, job: TrainingJob, count: int) -> None:
-        """Refuse more replicas than :attr:`LocalConfig.max_replicas`, before any is enumerated or started."""
-        limit = self.config.max_replicas
-        if count <= limit:
-            return
-        rtype = max(job.replica_specs, key=lambda t: job.replica_specs[t].count)
-        raise JobSpecError(
-            f"{kind_of(job).replicas_path()}.{rtype}.replicas",
-            f"{job.replica_specs[rtype].count} ({count} replicas in the job): locally every replica is a process "
-            f"on this machine, and more than {limit} is a job for a cluster; raise LocalConfig.max_replicas "
-            "(kftrain launch --max-local-replicas) if this machine can take it",
-        )
 
     def _handle(self, job: TrainingJob) -> JobHandle:
         return JobHandle(backend=self.name, name=job.name, kind=job.kind, api_version=job.api_version)
@@ -285,7 +273,9 @@ class LocalBackend(Backend):
             return
         current = [r for r in state.replicas if r.id.type == replica_type]
         live = [r for r in current if not r.finished]
-        self._check_replica_count(job, total_replicas(job) - job.replicas_of(replica_type) + replicas)
+        resized = copy.deepcopy(job)
+        resized.replica_specs[replica_type].replicas = replicas
+        self.config.check_replicas(resized)
         next_index = max((r.id.index for r in current), default=-1) + 1
         for _ in range(replicas - len(live)):
             replica = self._prepare(job, ReplicaId(replica_type, next_index), state.topology, state.workdir)

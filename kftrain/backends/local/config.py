@@ -32,6 +32,10 @@ class LocalConfig(BackendConfig):
     grace_period_s: float = 5.0
     # The most replicas a job may have here: each one is a process (and its supervisor) on this machine.
     max_replicas: int = 64
+    REPLICA_LIMIT_WHY = (
+        "locally every replica is a process on this machine, and more is a job for a cluster; raise "
+        "LocalConfig.max_replicas (kftrain launch --max-local-replicas) if this machine can take it"
+    )
     poll_interval_s: float = 0.05
     restart_backoff_s: float = 0.5
     max_restart_backoff_s: float = 10.0
