@@ -25,6 +25,11 @@ _GENERATE_NAME_RE = re.compile(r"[a-z][-a-z0-9]*")
 _GENERATED_SUFFIX = 5
 
 
+def is_job_name(name: str) -> bool:
+    """Whether ``name`` is a valid job name (what ``metadata.name`` must be)."""
+    return len(name) <= _MAX_NAME and bool(_NAME_RE.fullmatch(name))
+
+
 def validate_job(job: TrainingJob) -> None:
     kind = kind_of(job)
     _validate_metadata(job)
@@ -85,7 +90,7 @@ def _validate_metadata(job: TrainingJob) -> None:
     name = job.metadata.name
     if not name and not job.metadata.generate_name:
         raise JobSpecError("metadata.name", "missing (or set metadata.generateName)")
-    if name and (len(name) > _MAX_NAME or not _NAME_RE.fullmatch(name)):
+    if name and not is_job_name(name):
         raise JobSpecError(
             "metadata.name",
             f"{_shown(name)} must be lower-case letters, digits and '-', start with a letter, end alphanumeric, "

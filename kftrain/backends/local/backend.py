@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import os
 import secrets
 import shutil
 import signal
@@ -47,6 +46,7 @@ from kftrain.backends.local.one_machine import local_host_of, local_worker_host
 from kftrain.backends.local.output import pump
 from kftrain.backends.local.processes import ReplicaProcess, shell_exit_code, stop_replicas
 from kftrain.backends.local.replica import LocalReplica, free_port, prepare_replica
+from kftrain.backends.local.workdirs import prune_finished, replica_cwd
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds import kind_of
 from kftrain.job.kinds.base import is_retryable_exit_code
@@ -61,6 +61,7 @@ from kftrain.signals import shielded
 class _LocalJob:
     job: TrainingJob
     workdir: Path
+    cwd: Path  # where its replicas run (kftrain.backends.local.workdirs)
     owns_workdir: bool
     replicas: list[LocalReplica]
     started_at: float
@@ -100,6 +101,7 @@ class LocalBackend(Backend):
             raise JobSpecError(kind_of(job).spec.suspend_field, "is true: the operator would not start any replica")
         kind = kind_of(job)
         self.config.check_replicas(job)
+        prune_finished(self.config.keep_finished, self.config.keep_finished_s)
         owns = self.config.workdir is None
         workdir = Path(tempfile.mkdtemp(prefix=f"kftrain-{job.name}-")) if owns else Path(self.config.workdir or ".")
         workdir.mkdir(parents=True, exist_ok=True)
@@ -109,6 +111,7 @@ class LocalBackend(Backend):
             host_of=local_host_of(LOCAL_HOST),
         )
         try:
+            cwd = replica_cwd(workdir, self.config.cwd or Path.cwd())
             replicas = [self._prepare(job, rid, topology, workdir) for rid in kind.process_replicas(job)]
         except BaseException:
             if owns:
@@ -119,6 +122,7 @@ class LocalBackend(Backend):
         state = _LocalJob(
             job=job,
             workdir=workdir,
+            cwd=cwd,
             owns_workdir=owns,
             replicas=replicas,
             started_at=time.monotonic(),
@@ -133,7 +137,7 @@ class LocalBackend(Backend):
         self._record(state)
         try:
             for replica in replicas:
-                self._start(replica)
+                self._start(replica, cwd)
         except BaseException:
             # A replica that could not start fails the submit; those already started must not outlive it.
             with shielded():
@@ -152,8 +156,8 @@ class LocalBackend(Backend):
         logs.mkdir(parents=True, exist_ok=True)
         return prepare_replica(job, rid, topology, self.config, logs)
 
-    def _start(self, replica: LocalReplica) -> None:
-        replica.proc = ReplicaProcess(replica.argv, replica.env, self.config.cwd, replica.grace_s)
+    def _start(self, replica: LocalReplica, cwd: Path) -> None:
+        replica.proc = ReplicaProcess(replica.argv, replica.env, cwd, replica.grace_s)
         replica.restart_at = None
 
         def on_line(line: str) -> None:
@@ -198,7 +202,7 @@ class LocalBackend(Backend):
                 continue
             if replica.proc is None:
                 if replica.restart_at is not None and now >= replica.restart_at:
-                    self._start(replica)
+                    self._start(replica, state.cwd)
                 continue
             code = replica.proc.poll()
             if code is None:
@@ -282,7 +286,7 @@ class LocalBackend(Backend):
             next_index += 1
             state.replicas.append(replica)
             self.console.say(f"scaled {replica_type} up: starting {replica.id.label}")
-            self._start(replica)
+            self._start(replica, state.cwd)
         for replica in sorted(live, key=lambda r: r.id.index, reverse=True)[: max(0, len(live) - replicas)]:
             self.console.say(f"scaled {replica_type} down: stopping {replica.id.label}")
             replica.finished = True
@@ -370,9 +374,10 @@ class LocalBackend(Backend):
             kind=state.job.kind,
             api_version=state.job.api_version,
             labels=dict(state.job.metadata.labels or {}),
-            launcher_pid=os.getpid(),
+            **job_state.launcher_identity(),
             phase=job_state.RUNNING,
             workdir=str(state.workdir),
+            workdir_owned=state.owns_workdir,
             replicas=_labels(state),
             model_uri=model_uri,
             logs_uri=logs_uri,
@@ -388,6 +393,7 @@ class LocalBackend(Backend):
             exit_code=result.exit_code,
             workdir_kept=not (result.succeeded and state.owns_workdir),
         )
+        job_state.keep_logs(state.job.name, state.workdir / "logs", _labels(state))
         if result.succeeded and state.owns_workdir:
             shutil.rmtree(state.workdir, ignore_errors=True)
         elif not result.succeeded:
@@ -419,6 +425,7 @@ class LocalBackend(Backend):
         if state.result is None:
             state.result = JobResult(JobPhase.FAILED, reason="Cancelled", message="job cancelled", exit_code=143)
             job_state.write(state.job.name, phase=JobPhase.FAILED.value, reason="Cancelled", exit_code=143)
+            job_state.keep_logs(state.job.name, state.workdir / "logs", _labels(state))
             self.console.say(f"{state.job.name} cancelled; every replica stopped")
 
     def _stop_all(self, state: _LocalJob) -> None:

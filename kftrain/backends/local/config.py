@@ -26,8 +26,13 @@ class LocalConfig(BackendConfig):
     # True: a replica starts from an image-like environment (PATH, HOME, LANG, TMPDIR, HOSTNAME...) instead of
     # this process's, so a job that forgot to declare a variable (a credential) fails here as on a cluster.
     clean_env: bool = False
-    # The replicas' working directory; None: this process's.
+    # The folder the replicas' working folder shows (each job's replicas run in a folder of their own job, with a link
+    # to each of its entries: kftrain.backends.local.workdirs); None: this process's current folder.
     cwd: Path | None = None
+    # The work folders of failed jobs (and the ends of ended jobs' logs in the state folder) kept: the newest
+    # keep_finished, none older than keep_finished_s; each submit removes the others.
+    keep_finished: int = 20
+    keep_finished_s: float = 7 * 24 * 3600.0
     # SIGTERM, then SIGKILL after this long, as the kubelet does (a pod's terminationGracePeriodSeconds wins).
     grace_period_s: float = 5.0
     # The most replicas a job may have here: each one is a process (and its supervisor) on this machine.
