@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -142,3 +144,33 @@ def operator(kube: Any) -> Iterator[Any]:
 def local_job_state(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The local backend records its jobs (``kftrain jobs``) here, not in the home folder of whoever runs the tests."""
     os.environ.setdefault(STATE_DIR_ENV, str(tmp_path_factory.mktemp("kftrain-jobs")))
+
+
+# The temporary folder of the whole test run, and of every process it starts: each test's tmp_path, the local
+# backend's work folders of the failed jobs the tests run on purpose (kept by design, bounded by
+# LocalConfig.keep_finished), and what a step killed outright (as a pod dies) could not remove. Removed when the run
+# ends, so a test run leaves nothing in the temporary folder; KFTRAIN_TESTS_KEEP_TMP=1 keeps it (and says where).
+KEEP_TMP_ENV = "KFTRAIN_TESTS_KEEP_TMP"
+_SCRATCH = pytest.StashKey[tuple[str | None, str | None]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    scratch = tempfile.mkdtemp(prefix="kftrain-tests-")
+    config.stash[_SCRATCH] = (scratch, os.environ.get("TMPDIR"))
+    os.environ["TMPDIR"] = scratch
+    tempfile.tempdir = scratch  # this process's tempfile (and pytest's tmp_path) too
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    scratch, previous = config.stash.get(_SCRATCH, (None, None))
+    if scratch is None:
+        return
+    if previous is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = previous
+    tempfile.tempdir = None
+    if os.environ.get(KEEP_TMP_ENV):
+        print(f"\nthe test run's temporary folder is kept: {scratch}")
+    else:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -84,6 +84,27 @@ def test_each_job_runs_in_its_own_folder_showing_the_launch_folder(state: Path, 
     assert not (launch / "snapshot.txt").exists()  # nor written into the launch folder
 
 
+@pytest.mark.parametrize("exit_code", [0, 3])
+def test_a_jobs_temporary_folder_is_its_own_and_goes_with_it(
+    state: Path, launch: Path, exit_code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a pod's /tmp: TMPDIR of the replicas is the job's, whatever they leave there is gone when it ends."""
+    (launch / "train.py").write_text(
+        "import os, sys, tempfile\n"
+        "print('tmp:', tempfile.mkdtemp(prefix='torchelastic_'))\n"
+        "sys.exit(int(os.environ['EXIT']))\n"
+    )
+    system_tmp = tmp_path / "system-tmp"
+    system_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(system_tmp))
+    monkeypatch.setattr("tempfile.tempdir", str(system_tmp))
+    ok, out = run(f"scratch-{exit_code}", launch, exit_code=exit_code)
+    assert ok == (exit_code == 0)
+    left = Path(out.split("tmp: ", 1)[1].split()[0])
+    assert not left.exists() and not left.parent.exists()  # the job's scratch is gone, with what was left in it
+    assert sorted(p.name for p in system_tmp.iterdir() if not p.name.startswith("kftrain-scratch-")) == []
+
+
 def test_jobs_logs_reads_a_succeeded_job_whose_work_folder_is_gone(state: Path, launch: Path) -> None:
     ok, _ = run("done", launch)
     assert ok

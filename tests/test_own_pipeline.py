@@ -15,11 +15,12 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "own_pipeline"
 
 
-def kftrain(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def kftrain(*args: str, cwd: Path, timeout: float = 120, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
     """The ``kftrain`` command as a user runs it: its script's folder, not the current one, starts its path."""
     script = Path(sys.executable).with_name("kftrain")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "kftrain.cli"]
-    return subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=os.environ)
+    env = {**os.environ, **({"TMPDIR": str(tmp)} if tmp else {})}
+    return subprocess.run([*command, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 @pytest.mark.slow

@@ -108,7 +108,8 @@ class BackendConfig:
 
     # Why the limit is there and how to raise it, for the error.
     REPLICA_LIMIT_WHY: ClassVar[str] = (
-        "the launch step follows every replica's log; raise the backend config's max_replicas if it can"
+        "more than {limit}: the launch step follows every replica's log; raise the backend config's max_replicas if "
+        "it can"
     )
 
     def check_replicas(self, job: TrainingJob) -> None:

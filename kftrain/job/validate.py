@@ -72,15 +72,15 @@ def validate_job(job: TrainingJob) -> None:
 
 def check_replica_count(job: TrainingJob, limit: int, why: str) -> None:
     """Refuse a job of more than ``limit`` replicas, naming the replica count to lower, before anything enumerates
-    them (a CRD allows int32 counts: one ReplicaId each would exhaust the memory first); ``why`` says what the
-    limit protects and how to raise it."""
+    them (a CRD allows int32 counts: one ReplicaId each would exhaust the memory first); ``why`` (``{limit}`` in it
+    is the limit) says what the limit protects and how to raise it."""
     count = total_replicas(job)
     if count <= limit:
         return
     rtype = max(job.replica_specs, key=lambda t: job.replica_specs[t].count)
     raise JobSpecError(
         f"{kind_of(job).replicas_path()}.{rtype}.replicas",
-        f"{job.replica_specs[rtype].count} ({count} replicas in the job): more than {limit}; {why}",
+        f"{job.replica_specs[rtype].count} ({count} replicas in the job): {why.format(limit=limit)}",
     )
 
 

@@ -41,6 +41,6 @@ class KubernetesConfig(BackendConfig):
     namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE
 
     REPLICA_LIMIT_WHY = (
-        "the launch step follows one log stream per replica of a job; raise KubernetesConfig.max_replicas if the "
-        "step's pod and the API server can take more"
+        "more than {limit}: the launch step follows one log stream per replica of a job; raise "
+        "KubernetesConfig.max_replicas if the step's pod and the API server can take more"
     )

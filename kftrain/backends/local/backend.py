@@ -62,6 +62,7 @@ class _LocalJob:
     job: TrainingJob
     workdir: Path
     cwd: Path  # where its replicas run (kftrain.backends.local.workdirs)
+    scratch: Path  # its replicas' TMPDIR, removed when the job ends (a pod's /tmp goes with the pod)
     owns_workdir: bool
     replicas: list[LocalReplica]
     started_at: float
@@ -110,10 +111,13 @@ class LocalBackend(Backend):
             files_root=workdir,
             host_of=local_host_of(LOCAL_HOST),
         )
+        # Short, outside the work folder: MPI's session sockets live under TMPDIR, and a socket's path is short.
+        scratch = Path(tempfile.mkdtemp(prefix="kftrain-tmp-"))
         try:
             cwd = replica_cwd(workdir, self.config.cwd or Path.cwd())
-            replicas = [self._prepare(job, rid, topology, workdir) for rid in kind.process_replicas(job)]
+            replicas = [self._prepare(job, rid, topology, workdir, scratch) for rid in kind.process_replicas(job)]
         except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
             if owns:
                 shutil.rmtree(workdir, ignore_errors=True)
             raise
@@ -123,6 +127,7 @@ class LocalBackend(Backend):
             job=job,
             workdir=workdir,
             cwd=cwd,
+            scratch=scratch,
             owns_workdir=owns,
             replicas=replicas,
             started_at=time.monotonic(),
@@ -143,6 +148,7 @@ class LocalBackend(Backend):
             with shielded():
                 self._stop(replicas)
                 del self._jobs[job.name]
+                shutil.rmtree(scratch, ignore_errors=True)
                 if owns:
                     shutil.rmtree(workdir, ignore_errors=True)
             raise
@@ -151,10 +157,12 @@ class LocalBackend(Backend):
     def _handle(self, job: TrainingJob) -> JobHandle:
         return JobHandle(backend=self.name, name=job.name, kind=job.kind, api_version=job.api_version)
 
-    def _prepare(self, job: TrainingJob, rid: ReplicaId, topology: Topology, workdir: Path) -> LocalReplica:
+    def _prepare(
+        self, job: TrainingJob, rid: ReplicaId, topology: Topology, workdir: Path, scratch: Path
+    ) -> LocalReplica:
         logs = workdir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        return prepare_replica(job, rid, topology, self.config, logs)
+        return prepare_replica(job, rid, topology, self.config, logs, scratch)
 
     def _start(self, replica: LocalReplica, cwd: Path) -> None:
         replica.proc = ReplicaProcess(replica.argv, replica.env, cwd, replica.grace_s)
@@ -282,7 +290,9 @@ class LocalBackend(Backend):
         self.config.check_replicas(resized)
         next_index = max((r.id.index for r in current), default=-1) + 1
         for _ in range(replicas - len(live)):
-            replica = self._prepare(job, ReplicaId(replica_type, next_index), state.topology, state.workdir)
+            replica = self._prepare(
+                job, ReplicaId(replica_type, next_index), state.topology, state.workdir, state.scratch
+            )
             next_index += 1
             state.replicas.append(replica)
             self.console.say(f"scaled {replica_type} up: starting {replica.id.label}")
@@ -394,6 +404,7 @@ class LocalBackend(Backend):
             workdir_kept=not (result.succeeded and state.owns_workdir),
         )
         job_state.keep_logs(state.job.name, state.workdir / "logs", _labels(state))
+        shutil.rmtree(state.scratch, ignore_errors=True)
         if result.succeeded and state.owns_workdir:
             shutil.rmtree(state.workdir, ignore_errors=True)
         elif not result.succeeded:
@@ -427,6 +438,7 @@ class LocalBackend(Backend):
             job_state.write(state.job.name, phase=JobPhase.FAILED.value, reason="Cancelled", exit_code=143)
             job_state.keep_logs(state.job.name, state.workdir / "logs", _labels(state))
             self.console.say(f"{state.job.name} cancelled; every replica stopped")
+        shutil.rmtree(state.scratch, ignore_errors=True)
 
     def _stop_all(self, state: _LocalJob) -> None:
         for replica in state.replicas:

@@ -38,7 +38,7 @@ class LocalConfig(BackendConfig):
     # The most replicas a job may have here: each one is a process (and its supervisor) on this machine.
     max_replicas: int = 64
     REPLICA_LIMIT_WHY = (
-        "locally every replica is a process on this machine, and more is a job for a cluster; raise "
+        "locally every replica is a process on this machine, and more than {limit} is a job for a cluster; raise "
         "LocalConfig.max_replicas (kftrain launch --max-local-replicas) if this machine can take it"
     )
     poll_interval_s: float = 0.05
