@@ -66,6 +66,7 @@ REFUSED = [
     ({"secret_env": {"X": "s/a b"}}, "secret_env.X"),
     ({"secret_env": {"1X": "s/k"}}, "secret_env.1X"),
     ({"ttl_seconds_after_finished": -5}, "ttl_seconds_after_finished"),
+    ({"scheduling": {"priorityClass": "High"}}, "scheduling.priorityClass"),
     # images (distribution/reference's grammar, as the kubelet parses them)
     ({"image": "Bad Image"}, "image"),
     ({"image": "docker.io/Kftrain/train:1"}, "image"),

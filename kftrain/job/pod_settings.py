@@ -113,7 +113,9 @@ class PodSettings:
         object.__setattr__(self, "pvc_mounts", self._checked_pvc_mounts())
         if not isinstance(self.scheduling, Mapping):
             raise JobSpecError("scheduling", f"expected a mapping, got {type(self.scheduling).__name__}")
-        _ = self.scheduling_policy  # its fields, as the operator's schedulingPolicy
+        policy = self.scheduling_policy  # its fields, as the operator's schedulingPolicy
+        if policy is not None and policy.priority_class:
+            check.dns1123_subdomain("scheduling.priorityClass", policy.priority_class)
 
     def _checked_pvc_mounts(self) -> dict[str, str]:
         """Mount path (normalized) -> claim; each path once (ValidateVolumeMounts: "must be unique"), and none where
