@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 # The 30 slowest tests (setup, call and teardown) listed at the end of every run, so that CI's log shows them.
 DURATIONS := --durations=30
 # What the tests need: the tools, and every extra but [gcs] (`pip install kftrain` alone is the authoring install).
-EXTRAS := dev,data,samples,torch,tf,onnx,s3,examples
+EXTRAS := dev,data,samples,torch,tf,onnx,s3,examples,crd
 
 .PHONY: help install run test test-fast lint format compile check-compiled bench images clean
 

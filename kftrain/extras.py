@@ -23,6 +23,7 @@ EXTRA_MODULES: dict[str, frozenset[str]] = {
     "s3": frozenset({"s3fs", "aiobotocore", "botocore", "boto3"}),
     "gcs": frozenset({"gcsfs"}),
     "horovod": frozenset({"horovod"}),
+    "crd": frozenset({"celpy", "lark", "pendulum", "re2"}),
 }
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -212,3 +214,33 @@ def breast_cancer(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, A
     model = fit_linear(x, y, 2, nn.CrossEntropyLoss())
     save_model(model, str(tmp / "model"), example_input=x[:2])
     return str(tmp / "model"), dataset, model
+
+
+# The temporary folder of the whole test run, and of every process it starts: each test's tmp_path, the local
+# backend's work folders of the failed jobs the tests run on purpose (kept by design, bounded by
+# LocalConfig.keep_finished), and what a step killed outright (as a pod dies) could not remove. Removed when the run
+# ends, so a test run leaves nothing in the temporary folder; KFTRAIN_TESTS_KEEP_TMP=1 keeps it (and says where).
+KEEP_TMP_ENV = "KFTRAIN_TESTS_KEEP_TMP"
+_SCRATCH = pytest.StashKey[tuple[str | None, str | None]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    scratch = tempfile.mkdtemp(prefix="kftrain-tests-")
+    config.stash[_SCRATCH] = (scratch, os.environ.get("TMPDIR"))
+    os.environ["TMPDIR"] = scratch
+    tempfile.tempdir = scratch  # this process's tempfile (and pytest's tmp_path) too
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    scratch, previous = config.stash.get(_SCRATCH, (None, None))
+    if scratch is None:
+        return
+    if previous is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = previous
+    tempfile.tempdir = None
+    if os.environ.get(KEEP_TMP_ENV):
+        print(f"\nthe test run's temporary folder is kept: {scratch}")
+    else:
+        shutil.rmtree(scratch, ignore_errors=True)

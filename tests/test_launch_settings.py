@@ -165,11 +165,11 @@ def test_a_gpu_mpijob_without_an_image_is_refused_naming_the_input(monkeypatch, 
     ("inputs", "field"),
     [
         ({"secret_env": {"TOKEN": "no-slash"}}, "secret_env.TOKEN"),
-        ({"secret_env": {"BAD-NAME": "s/k"}}, "secret_env.BAD-NAME"),
+        ({"secret_env": {"1BAD": "s/k"}}, "secret_env.1BAD"),  # IsEnvVarName allows "-", not a leading digit
         ({"tolerations": [{"key": "a", "operator": "Sometimes"}]}, "tolerations[0].operator"),
         ({"tolerations": [{"kee": "a"}]}, "tolerations[0].kee"),
         ({"tolerations": {"key": "a"}}, "tolerations"),
-        ({"node_selector": {"pool": 3}}, "node_selector.pool"),
+        ({"node_selector": {"pool": [3]}}, "node_selector.pool"),  # a number is the string it means; a list is not
         ({"pvc_mounts": {"data": "claim"}}, "pvc_mounts.data"),
         ({"pvc_mounts": {"/data": "Bad_Claim"}}, "pvc_mounts./data"),
         ({"shm_size": "lots"}, "shm_size"),

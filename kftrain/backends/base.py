@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 from kftrain.compat import StrEnum
 from kftrain.job.model import TrainingJob
@@ -104,6 +104,22 @@ class BackendConfig:
     # Called with every progress report the job's nodes post (a TrainJob's status.trainerStatus, as a mapping), on
     # both backends alike: the launch step's collector shows it beside the metrics lines.
     progress_sinks: list[Callable[[Mapping[str, Any]], None]] = field(default_factory=list)
+    # The most replicas a job may have on this backend; a larger one is refused, naming its count, before any
+    # replica is enumerated (a CRD allows 2**31 - 1). On a cluster the launch step follows one log stream and a
+    # pod watch entry per replica; locally each replica is a process (LocalConfig lowers it).
+    max_replicas: int = 1000
+
+    # Why the limit is there and how to raise it, for the error.
+    REPLICA_LIMIT_WHY: ClassVar[str] = (
+        "more than {limit}: the launch step follows every replica's log; raise the backend config's max_replicas if "
+        "it can"
+    )
+
+    def check_replicas(self, job: TrainingJob) -> None:
+        """Refuse ``job`` when it has more than :attr:`max_replicas` replicas, before anything enumerates them."""
+        from kftrain.job.validate import check_replica_count
+
+        check_replica_count(job, self.max_replicas, self.REPLICA_LIMIT_WHY)
 
 
 def publish_identity(handle: JobHandle, path: str | Path | None) -> None:

@@ -3,7 +3,8 @@
 The compiled files are committed (they are what users upload to the Kubeflow UI or load with
 ``kfp.components.load_component_from_url``), so they are golden files: ``check`` compiles into
 memory and names every committed file that differs. Regenerating is an explicit act
-(``kftrain compile`` / ``make compile``) and is refused when ``CI`` is set.
+(``kftrain compile`` / ``make compile``) and is refused when ``CI`` is set. The README's table of the generic
+pipeline's parameters is generated the same way, from that pipeline (:mod:`kftrain.cli.readme_params`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kftrain.cli import readme_params
 from kftrain.cli.pipelines import COMPONENTS_PACKAGE, PIPELINES_PACKAGE, defined_object, variants
 from kftrain.errors import KftrainError
 
@@ -82,13 +84,26 @@ def compile_all(root: Path, *, write: bool) -> list[Path]:
     if write and os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         raise KftrainError("refusing to regenerate compiled YAML in CI: run `make compile` locally and commit")
     stale = []
-    for target in discover(root):
+    targets = discover(root)
+    for target in targets:
         text = compile_to_text(target)
         current = target.output.read_text() if target.output.exists() else None
         if current != text:
             stale.append(target.output)
             if write:
                 target.output.write_text(text)
+    readme = readme_params.readme_target(root)
+    generic = [t for t in targets if t.is_pipeline and t.source.parent.name == readme_params.PIPELINE]
+    if readme.exists() and generic:
+        current = readme.read_text()
+        try:
+            text = readme_params.with_table(current, readme_params.parameter_table(compiled_object(generic[0])))
+        except ValueError as exc:
+            raise KftrainError(str(exc)) from None
+        if text != current:
+            stale.append(readme)
+            if write:
+                readme.write_text(text)
     return stale
 
 

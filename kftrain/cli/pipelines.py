@@ -10,6 +10,8 @@ and the one pipeline or component each module defines.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -80,6 +82,31 @@ def load_pipeline(name: str) -> Callable[..., Any]:
     if name in shipped:
         return defined_object(shipped[name], pipeline=True)
     module_name, sep, attr = name.partition(":")
-    if not sep:
+    if not sep or not module_name or not attr:
         raise KftrainError(f"unknown pipeline {name!r}; known: {', '.join(sorted(shipped))} (or module:function)")
-    return getattr(importlib.import_module(module_name), attr)
+    return user_pipeline(module_name, attr)
+
+
+def user_pipeline(module_name: str, attr: str) -> Callable[..., Any]:
+    """The pipeline ``attr`` of the module ``module_name``, found as ``python -m`` finds a module: in the current
+    folder first, then on the Python path (the ``kftrain`` command's own path starts with its script's folder)."""
+    from kfp.dsl import graph_component
+
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name == exc.name or module_name.startswith(f"{exc.name}.")):
+            raise KftrainError(
+                f"{module_name}:{attr}: no module named {module_name!r} in the current folder ({here}) or on the "
+                "Python path; run kftrain from the folder of your pipeline's module"
+            ) from None
+        raise KftrainError(f"{module_name}:{attr}: importing {module_name} failed: {exc}") from None
+    found = getattr(module, attr, None)
+    if found is None:
+        raise KftrainError(f"{module_name}:{attr}: the module {module_name} ({module.__file__}) has no {attr!r}")
+    if not isinstance(found, graph_component.GraphComponent):
+        raise KftrainError(f"{module_name}:{attr}: not a pipeline (a function decorated with @dsl.pipeline)")
+    return found

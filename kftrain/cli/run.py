@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import tempfile
 import time
 import warnings
 from collections.abc import Mapping
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kftrain.cli.local_s3 import environment
 from kftrain.cli.params import parse_params
 from kftrain.cli.pipelines import load_pipeline
 
@@ -58,7 +61,14 @@ def run_locally(name: str, params: Mapping[str, Any], pipeline_root: str | Path,
     pipeline = load_pipeline(name)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     started = time.monotonic()
-    pipeline(**params)
+    # The steps' temporary files (KFP writes each step's program to a `mktemp -d` folder it never removes) go to a
+    # folder of this run, removed at its end, as a task pod's /tmp goes with the pod.
+    scratch = tempfile.mkdtemp(prefix="kftrain-run-")
+    try:
+        with environment({"TMPDIR": scratch}):
+            pipeline(**params)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return LocalRun(pipeline=name, pipeline_root=root, seconds=time.monotonic() - started)
 
 

@@ -29,6 +29,8 @@ policy) win over the inputs.
 from __future__ import annotations
 
 import copy
+import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,32 +78,60 @@ class PodSettings:
     ttl_seconds_after_finished: int = launch_input(-1, "Delete the finished job after this long (-1: never).")
 
     def __post_init__(self) -> None:
-        """Refuse a malformed setting, naming it; whole numbers given as floats (KFP passes ints through JSON and
-        lists as doubles) are taken as the ints they are."""
-        gpus = check.integer("gpus", self.gpus)
-        if gpus < 0:
-            raise JobSpecError("gpus", f"must be >= 0, got {gpus}")
+        """Refuse a setting the API server would refuse, naming it (:mod:`.pod_checks` says whose rule each check
+        is); whole numbers given as floats (KFP passes ints through JSON and lists as doubles) are taken as the
+        ints they are, and numbers given for strings as the strings they mean."""
+        gpus = check.integer("gpus", self.gpus, low=0, high=check.INT32_MAX)
         object.__setattr__(self, "gpus", gpus)
-        ttl = check.integer("ttl_seconds_after_finished", self.ttl_seconds_after_finished)
+        # -1 (the default) leaves the TTL unset; the operator's field is an int32 >= 0.
+        ttl = check.integer("ttl_seconds_after_finished", self.ttl_seconds_after_finished, low=-1, high=check.INT32_MAX)
         object.__setattr__(self, "ttl_seconds_after_finished", ttl)
-        for name in ("cpu", "memory", "shm_size"):
-            check.quantity(name, getattr(self, name))
-        for name in ("service_account", "priority_class", "storage_secret", "queue_name"):
-            check.name(name, getattr(self, name))
-        check.string_map("node_selector", self.node_selector)
-        for i, toleration in enumerate(check.list_of("tolerations", self.tolerations)):
-            check.toleration(i, toleration)
-        for i, secret in enumerate(check.list_of("image_pull_secrets", self.image_pull_secrets)):
-            check.name(f"image_pull_secrets[{i}]", secret)
-        for env, ref in check.string_map("secret_env", self.secret_env).items():
-            check.env_name("secret_env", env)
+        for field in ("cpu", "memory", "shm_size"):
+            object.__setattr__(self, field, check.quantity(field, getattr(self, field)))
+        for field in ("service_account", "priority_class", "storage_secret"):
+            object.__setattr__(self, field, check.name(field, getattr(self, field)))
+        # A Kueue LocalQueue's name, given as the value of the queue-name label: both rules hold.
+        object.__setattr__(
+            self, "queue_name", check.label_value("queue_name", check.name("queue_name", self.queue_name))
+        )
+        object.__setattr__(self, "node_selector", check.labels("node_selector", self.node_selector))
+        tolerations = check.list_of("tolerations", self.tolerations)
+        object.__setattr__(
+            self, "tolerations", [check.toleration(f"tolerations[{i}]", t) for i, t in enumerate(tolerations)]
+        )
+        pull = check.list_of("image_pull_secrets", self.image_pull_secrets)
+        object.__setattr__(
+            self,
+            "image_pull_secrets",
+            [check.dns1123_subdomain(f"image_pull_secrets[{i}]", s) for i, s in enumerate(pull)],
+        )
+        secret_env = check.string_map("secret_env", self.secret_env, secret=True)
+        for env, ref in secret_env.items():
+            check.env_name(f"secret_env.{env}", env)
             check.secret_ref(f"secret_env.{env}", ref)
-        for path, claim in check.string_map("pvc_mounts", self.pvc_mounts).items():
-            check.mount_path(f"pvc_mounts.{path}", path)
-            check.name(f"pvc_mounts.{path}", claim)
+        object.__setattr__(self, "secret_env", secret_env)
+        object.__setattr__(self, "pvc_mounts", self._checked_pvc_mounts())
         if not isinstance(self.scheduling, Mapping):
             raise JobSpecError("scheduling", f"expected a mapping, got {type(self.scheduling).__name__}")
-        _ = self.scheduling_policy  # its fields, as the operator's schedulingPolicy
+        policy = self.scheduling_policy  # its fields, as the operator's schedulingPolicy
+        if policy is not None and policy.priority_class:
+            check.dns1123_subdomain("scheduling.priorityClass", policy.priority_class)
+
+    def _checked_pvc_mounts(self) -> dict[str, str]:
+        """Mount path (normalized) -> claim; each path once (ValidateVolumeMounts: "must be unique"), and none where
+        the settings mount something else (/dev/shm, the storage secret's folder)."""
+        taken = {"/dev/shm": "shm_size"} if self.shm_size else {}
+        if self.storage_secret:
+            taken[MOUNTED_CREDENTIALS_DIR] = "storage_secret"
+        mounts: dict[str, str] = {}
+        for path, claim in check.string_map("pvc_mounts", self.pvc_mounts).items():
+            where = f"pvc_mounts.{path}"
+            normal = check.mount_path(where, path)
+            if normal in taken:
+                raise JobSpecError(where, f"{normal} is already mounted by {taken[normal]}; mount the claim elsewhere")
+            taken[normal] = f"pvc_mounts.{path}"
+            mounts[normal] = check.dns1123_subdomain(where, claim)
+        return mounts
 
     @property
     def scheduling_policy(self) -> SchedulingPolicy | None:
@@ -147,8 +177,7 @@ def apply_pod_settings(job: TrainingJob, settings: PodSettings) -> TrainingJob:
                 if name not in defined
             ),
         ] or None
-        mounts = {path: name for name, path in _volumes(settings, shm=trains).items()}
-        _add_mounts(container, mounts)
+        _add_mounts(container, _mounts(settings, shm=trains))
     return out
 
 
@@ -200,24 +229,34 @@ def _volume_sources(settings: PodSettings, *, shm: bool) -> dict[str, dict[str, 
     return sources
 
 
-def _volumes(settings: PodSettings, *, shm: bool) -> dict[str, str]:
-    """Volume name -> mount path, for the main container."""
+def _mounts(settings: PodSettings, *, shm: bool) -> dict[str, str]:
+    """Mount path -> volume name, for the main container: every path the settings mount (a claim may be mounted
+    at several paths, each a mount of its one volume)."""
     mounts: dict[str, str] = {}
     if shm and settings.shm_size:
-        mounts[_SHM_VOLUME] = "/dev/shm"
+        mounts["/dev/shm"] = _SHM_VOLUME
     if settings.storage_secret:
-        mounts[_STORAGE_VOLUME] = MOUNTED_CREDENTIALS_DIR
+        mounts[MOUNTED_CREDENTIALS_DIR] = _STORAGE_VOLUME
     for path, claim in settings.pvc_mounts.items():
-        mounts[pvc_volume_name(claim)] = path
+        mounts[path] = pvc_volume_name(claim)
     return mounts
 
 
 def pvc_volume_name(claim: str) -> str:
-    return f"pvc-{claim}"[:63]
+    """The name of the volume of claim ``claim``: ``pvc-<claim>`` when that is a valid volume name (a DNS-1123
+    label: at most 63 characters, no '.'); else the claim made label-safe, cut, and suffixed with a hash of the whole
+    claim name, so two claims never share a volume (a claim name may be a 253-character DNS subdomain)."""
+    plain = f"pvc-{claim}"
+    if check.is_dns1123_label(plain):
+        return plain
+    digest = hashlib.sha256(claim.encode()).hexdigest()[:10]
+    safe = re.sub(r"[^a-z0-9-]+", "-", claim)[: check.LABEL_MAX - len("pvc--") - len(digest)].strip("-")
+    return f"pvc-{safe}-{digest}" if safe else f"pvc-{digest}"
 
 
 def _add_mounts(container: Container, mounts: Mapping[str, str]) -> None:
-    """Mount each volume at its path, unless the container already mounts something there."""
+    """Mount each volume at its path (``mounts``: path -> volume), unless the container already mounts something
+    there (a manifest's own mounts win)."""
     if not mounts:
         return
     existing = list(container.extra.get("volumeMounts") or [])

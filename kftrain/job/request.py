@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kftrain.errors import JobSpecError
+from kftrain.job import pod_checks as check
 from kftrain.job.build import ReplicaInput, build_job
 from kftrain.job.kinds import KindOptions, Workload, kind_for, launch_input
 from kftrain.job.model import CleanPodPolicy, RestartPolicy, RunPolicy, TrainingJob
@@ -35,6 +36,15 @@ def command_line_value(value: object) -> str:
         return str(int(value))
     text = str(value)
     return text[:-2] if _WHOLE_FLOAT.match(text) else text
+
+
+def _words(field: str, value: object) -> list[object]:
+    """A program's words: a list (a whole command line in one string is refused: it would be one program name)."""
+    if isinstance(value, str):
+        raise JobSpecError(
+            field, f'expected a list of words, got the string {check.shown(value)} (e.g. ["python", "train.py"])'
+        )
+    return check.list_of(field, value)
 
 
 def _choice(enum_type: type[RestartPolicy] | type[CleanPodPolicy], value: str, field_name: str) -> None:
@@ -67,12 +77,22 @@ class JobRequest:
     options: KindOptions = field(default_factory=KindOptions)
 
     def validate(self) -> None:
+        """Refuse what the API server or the operator would refuse, naming the input (:mod:`kftrain.job.pod_checks`):
+        the image, the program's words, the env's names and values (a number is the string it means: KFP passes a
+        map as JSON), the run policy."""
+        self.image = check.image("image", self.image)
+        self.command = [
+            command_line_value(check.text(f"command[{i}]", w)) for i, w in enumerate(_words("command", self.command))
+        ]
+        self.args = [command_line_value(check.text(f"args[{i}]", w)) for i, w in enumerate(_words("args", self.args))]
+        env = {}
+        for name, value in check.mapping("env", self.env).items():
+            env[check.env_name(f"env.{name}", name)] = check.text(f"env.{name}", value)
+        self.env = env
         _choice(RestartPolicy, self.restart_policy, "restart_policy")
         _choice(CleanPodPolicy, self.clean_pod_policy, "clean_pod_policy")
-        for name in ("backoff_limit", "active_deadline_seconds"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise JobSpecError(name, f"must be a whole number >= 0, got {value!r}")
+        self.backoff_limit = check.integer("backoff_limit", self.backoff_limit, low=0, high=check.INT32_MAX)
+        self.active_deadline_seconds = check.integer("active_deadline_seconds", self.active_deadline_seconds, low=0)
         self.options.validate()
 
     def workload(self) -> Workload:
@@ -80,7 +100,7 @@ class JobRequest:
             image=self.image,
             command=[command_line_value(a) for a in self.command],
             args=[command_line_value(a) for a in self.args],
-            env={**self.options.default_env(), **{str(k): str(v) for k, v in self.env.items()}},
+            env={**self.options.default_env(), **self.env},
             active_deadline_seconds=self.active_deadline_seconds or None,
         )
 

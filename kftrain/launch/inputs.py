@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, get_origin, get_type_hints
 
 from kftrain.errors import JobSpecError
+from kftrain.job import pod_checks as check
 from kftrain.job.kinds import Kind, KindOptions, launch_input
 from kftrain.job.pod_settings import PodSettings
 from kftrain.job.request import RUN_POLICY, JobRequest
@@ -46,6 +47,19 @@ class StepInputs:
     )
     run_id: str = launch_input("", "The KFP run id; empty: read from the step's output URI.")
     task_id: str = launch_input("", "The KFP task id; empty: read from the step's output URI.")
+
+    def __post_init__(self) -> None:
+        """Refuse what would fail only once the job exists (a timeout that is not a number, a negative one that
+        fails the job at once, an unknown backend), naming the input, before anything is created."""
+        for field in ("timeout_seconds", "pending_timeout_seconds"):
+            value = check.integer(field, getattr(self, field), low=0)
+            object.__setattr__(self, field, value)
+        for field in ("manifest", "checkpoint_uri", "backend", "run_id", "task_id"):
+            object.__setattr__(self, field, check.text(field, getattr(self, field)))
+        from kftrain.backends import BACKEND_NAMES  # not at import: the components' modules import this one
+
+        if self.backend not in BACKEND_NAMES:
+            raise JobSpecError("backend", f"{check.shown(self.backend)} is not one of: {', '.join(BACKEND_NAMES)}")
 
     @property
     def has_manifest(self) -> bool:
@@ -134,11 +148,46 @@ def parse_launch_inputs(kind: Kind, values: Mapping[str, Any]) -> LaunchInputs:
     unknown = sorted(set(values) - set(known))
     if unknown:
         raise JobSpecError(unknown[0], f"not an input of the {kind.spec.kind} launch component")
-    given = {name: values.get(name, spec.default) for name, spec in known.items()}
+    given = {name: _typed(spec, values.get(name, spec.default)) for name, spec in known.items()}
 
     def take(cls: type) -> dict[str, Any]:
         return {f.name: given[f.name] for f, _ in _inputs_of(cls) if f.name in given}
 
     options = kind.options(**take(kind.options))
     request = JobRequest(kind=kind.spec.kind, options=options, **take(JobRequest))
-    return LaunchInputs(request=request, pods=PodSettings(**take(PodSettings)), step=StepInputs(**take(StepInputs)))
+    parsed = LaunchInputs(request=request, pods=PodSettings(**take(PodSettings)), step=StepInputs(**take(StepInputs)))
+    if not parsed.step.has_manifest:  # a manifest replaces the typed inputs
+        request.validate()
+        _refuse_literal_secrets(request, parsed.pods)
+    return parsed
+
+
+def _typed(spec: Input, value: Any) -> Any:
+    """``value`` as the type the component declares for the input, as KFP may hand it: an int as a whole double,
+    a number for a string (a map's values travel as JSON); anything else is refused, naming the input."""
+    if spec.type is int:
+        return check.integer(spec.name, value)
+    if spec.type is str:
+        return check.text(spec.name, value)
+    if spec.type is bool:
+        if not isinstance(value, bool):
+            raise JobSpecError(spec.name, f"expected true or false, got {type(value).__name__} {check.shown(value)}")
+        return value
+    if spec.type is list:
+        return check.list_of(spec.name, value)
+    if spec.type is dict:
+        return check.mapping(spec.name, value)
+    return value
+
+
+def _refuse_literal_secrets(request: JobRequest, pods: PodSettings) -> None:
+    """A literal ``env`` entry would silently replace a variable the settings read from a secret (the replica's
+    env keeps one entry per name, and the literal one wins): refuse it, naming the input."""
+    for name, ref in pods.secret_refs().items():
+        if name in request.env:
+            source = "secret_env" if name in pods.secret_env else f"storage_secret {ref['name']!r}"
+            raise JobSpecError(
+                f"env.{name}",
+                f"{name} is read from {source} (by secretKeyRef); a literal value in env would replace it: "
+                "remove it from env",
+            )

@@ -172,7 +172,9 @@ def observing(
 ) -> Iterator[JobObserver]:
     """Observe ``job`` run within the block on ``config``'s backend; keep its logs and curves however it ends.
 
-    The job is stamped with where they are kept before it is submitted."""
+    The job is stamped with where they are kept before it is submitted; a job of more replicas than the backend
+    takes is refused first (naming its count), before they are listed."""
+    config.check_replicas(job)
     stamp_outputs(job, model_uri, logs_uri(model_uri))
     observer = JobObserver(
         model_uri,

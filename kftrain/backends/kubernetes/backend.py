@@ -81,6 +81,7 @@ class KubernetesBackend(Backend):
         """The job as it will be created: namespace, owner, the version the cluster serves (its name and labels are the
         job's)."""
         validate_job(job)
+        self.config.check_replicas(job)
         out = copy.deepcopy(job)  # never change the caller's job
         if len(KINDS.versions(out.kind)) > 1:
             version = self._served_version(out.kind)

@@ -39,3 +39,8 @@ class KubernetesConfig(BackendConfig):
     propagation_policy: str = "Background"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE
+
+    REPLICA_LIMIT_WHY = (
+        "more than {limit}: the launch step follows one log stream per replica of a job; raise "
+        "KubernetesConfig.max_replicas if the step's pod and the API server can take more"
+    )

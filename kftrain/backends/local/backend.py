@@ -22,7 +22,7 @@ same variable name.
 from __future__ import annotations
 
 import contextlib
-import os
+import copy
 import secrets
 import shutil
 import signal
@@ -48,13 +48,14 @@ from kftrain.backends.local.output import pump
 from kftrain.backends.local.processes import ReplicaProcess, shell_exit_code, stop_replicas
 from kftrain.backends.local.replica import LocalReplica, free_port, prepare_replica
 from kftrain.backends.local.status_server import StatusServer
+from kftrain.backends.local.workdirs import prune_finished, replica_cwd
 from kftrain.backends.local.workspace import probe, wrap
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds import kind_of
 from kftrain.job.kinds.base import is_retryable_exit_code
 from kftrain.job.model import RestartPolicy, TrainingJob
 from kftrain.job.naming import outputs_of
-from kftrain.job.topology import LOCAL_HOST, ReplicaId, Topology, all_replicas, total_replicas
+from kftrain.job.topology import LOCAL_HOST, ReplicaId, Topology, all_replicas
 from kftrain.job.validate import validate_job
 from kftrain.programs.initializer import WORKSPACE_ENV
 from kftrain.signals import shielded
@@ -64,6 +65,8 @@ from kftrain.signals import shielded
 class _LocalJob:
     job: TrainingJob
     workdir: Path
+    cwd: Path  # where its replicas run (kftrain.backends.local.workdirs)
+    scratch: Path  # its replicas' TMPDIR, removed when the job ends (a pod's /tmp goes with the pod)
     owns_workdir: bool
     replicas: list[LocalReplica]
     started_at: float
@@ -112,7 +115,8 @@ class LocalBackend(Backend):
         if job.run_policy.suspend:
             self.console.say(f"{kind_of(job).spec.suspend_field} is true: running {job.name} as if admitted (--admit)")
         kind = kind_of(job)
-        self._check_replica_count(job, total_replicas(job))
+        self.config.check_replicas(job)
+        prune_finished(self.config.keep_finished, self.config.keep_finished_s)
         owns = self.config.workdir is None
         workdir = Path(tempfile.mkdtemp(prefix=f"kftrain-{job.name}-")) if owns else Path(self.config.workdir or ".")
         workdir.mkdir(parents=True, exist_ok=True)
@@ -122,17 +126,23 @@ class LocalBackend(Backend):
             host_of=local_host_of(LOCAL_HOST),
         )
         server: StatusServer | None = None
+        # Short, outside the work folder: MPI's session sockets live under TMPDIR, and a socket's path is short.
+        scratch = Path(tempfile.mkdtemp(prefix="kftrain-tmp-"))
         try:
             if kind.reports_status(job):
                 namespace = job.metadata.namespace or "default"
                 server = StatusServer(namespace, job.name, workdir / "trainer-status", self._report_progress)
                 topology.status = server.start()
-            initializers = [self._prepare(job, rid, topology, workdir) for rid in kind.initializer_replicas(job)]
-            replicas = [self._prepare(job, rid, topology, workdir) for rid in kind.process_replicas(job)]
+            cwd = replica_cwd(workdir, self.config.cwd or Path.cwd())
+            initializers = [
+                self._prepare(job, rid, topology, workdir, scratch) for rid in kind.initializer_replicas(job)
+            ]
+            replicas = [self._prepare(job, rid, topology, workdir, scratch) for rid in kind.process_replicas(job)]
             self._give_workspace(job, workdir, [*initializers, *replicas])
         except BaseException:
             if server is not None:
                 server.stop()
+            shutil.rmtree(scratch, ignore_errors=True)
             if owns:
                 shutil.rmtree(workdir, ignore_errors=True)
             raise
@@ -141,6 +151,8 @@ class LocalBackend(Backend):
         state = _LocalJob(
             job=job,
             workdir=workdir,
+            cwd=cwd,
+            scratch=scratch,
             owns_workdir=owns,
             replicas=[*initializers, *replicas],
             started_at=time.monotonic(),
@@ -160,13 +172,14 @@ class LocalBackend(Backend):
         self._record(state)
         try:
             for replica in first:
-                self._start(replica)
+                self._start(replica, cwd)
         except BaseException:
             # A replica that could not start fails the submit; those already started must not outlive it.
             with shielded():
                 self._stop(state.replicas)
                 self._stop_server(state)
                 del self._jobs[job.name]
+                shutil.rmtree(scratch, ignore_errors=True)
                 if owns:
                     shutil.rmtree(workdir, ignore_errors=True)
             raise
@@ -203,29 +216,18 @@ class LocalBackend(Backend):
             state.status_server.stop()
             state.status_server = None
 
-    def _check_replica_count(self, job: TrainingJob, count: int) -> None:
-        """Refuse more replicas than :attr:`LocalConfig.max_replicas`, before any is enumerated or started."""
-        limit = self.config.max_replicas
-        if count <= limit:
-            return
-        rtype = max(job.replica_specs, key=lambda t: job.replica_specs[t].count)
-        raise JobSpecError(
-            f"{kind_of(job).replicas_path()}.{rtype}.replicas",
-            f"{job.replica_specs[rtype].count} ({count} replicas in the job): locally every replica is a process "
-            f"on this machine, and more than {limit} is a job for a cluster; raise LocalConfig.max_replicas "
-            "(kftrain launch --max-local-replicas) if this machine can take it",
-        )
-
     def _handle(self, job: TrainingJob) -> JobHandle:
         return JobHandle(backend=self.name, name=job.name, kind=job.kind, api_version=job.api_version)
 
-    def _prepare(self, job: TrainingJob, rid: ReplicaId, topology: Topology, workdir: Path) -> LocalReplica:
+    def _prepare(
+        self, job: TrainingJob, rid: ReplicaId, topology: Topology, workdir: Path, scratch: Path
+    ) -> LocalReplica:
         logs = workdir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        return prepare_replica(job, rid, topology, self.config, logs)
+        return prepare_replica(job, rid, topology, self.config, logs, scratch)
 
-    def _start(self, replica: LocalReplica) -> None:
-        replica.proc = ReplicaProcess(replica.argv, replica.env, self.config.cwd, replica.grace_s)
+    def _start(self, replica: LocalReplica, cwd: Path) -> None:
+        replica.proc = ReplicaProcess(replica.argv, replica.env, cwd, replica.grace_s)
         replica.restart_at = None
 
         def on_line(line: str) -> None:
@@ -271,7 +273,7 @@ class LocalBackend(Backend):
                 continue
             if replica.proc is None:
                 if replica.restart_at is not None and now >= replica.restart_at:
-                    self._start(replica)
+                    self._start(replica, state.cwd)
                 continue
             code = replica.proc.poll()
             if code is None:
@@ -319,7 +321,7 @@ class LocalBackend(Backend):
             self.console.say(f"{', '.join(r.id.label for r in state.initializers)} completed: starting the job's nodes")
             started, state.waiting = state.waiting, []
             for replica in started:
-                self._start(replica)
+                self._start(replica, state.cwd)
         if all(r.finished for r in state.replicas):
             return JobResult(
                 JobPhase.FAILED,
@@ -351,14 +353,18 @@ class LocalBackend(Backend):
             return
         current = [r for r in state.replicas if r.id.type == replica_type]
         live = [r for r in current if not r.finished]
-        self._check_replica_count(job, total_replicas(job) - job.replicas_of(replica_type) + replicas)
+        resized = copy.deepcopy(job)
+        resized.replica_specs[replica_type].replicas = replicas
+        self.config.check_replicas(resized)
         next_index = max((r.id.index for r in current), default=-1) + 1
         for _ in range(replicas - len(live)):
-            replica = self._prepare(job, ReplicaId(replica_type, next_index), state.topology, state.workdir)
+            replica = self._prepare(
+                job, ReplicaId(replica_type, next_index), state.topology, state.workdir, state.scratch
+            )
             next_index += 1
             state.replicas.append(replica)
             self.console.say(f"scaled {replica_type} up: starting {replica.id.label}")
-            self._start(replica)
+            self._start(replica, state.cwd)
         for replica in sorted(live, key=lambda r: r.id.index, reverse=True)[: max(0, len(live) - replicas)]:
             self.console.say(f"scaled {replica_type} down: stopping {replica.id.label}")
             replica.finished = True
@@ -446,9 +452,10 @@ class LocalBackend(Backend):
             kind=state.job.kind,
             api_version=state.job.api_version,
             labels=dict(state.job.metadata.labels or {}),
-            launcher_pid=os.getpid(),
+            **job_state.launcher_identity(),
             phase=job_state.RUNNING,
             workdir=str(state.workdir),
+            workdir_owned=state.owns_workdir,
             replicas=_labels(state),
             model_uri=model_uri,
             logs_uri=logs_uri,
@@ -464,6 +471,8 @@ class LocalBackend(Backend):
             exit_code=result.exit_code,
             workdir_kept=not (result.succeeded and state.owns_workdir),
         )
+        job_state.keep_logs(state.job.name, state.workdir / "logs", _labels(state))
+        shutil.rmtree(state.scratch, ignore_errors=True)
         if result.succeeded and state.owns_workdir:
             shutil.rmtree(state.workdir, ignore_errors=True)
         elif not result.succeeded:
@@ -496,7 +505,9 @@ class LocalBackend(Backend):
         if state.result is None:
             state.result = JobResult(JobPhase.FAILED, reason="Cancelled", message="job cancelled", exit_code=143)
             job_state.write(state.job.name, phase=JobPhase.FAILED.value, reason="Cancelled", exit_code=143)
+            job_state.keep_logs(state.job.name, state.workdir / "logs", _labels(state))
             self.console.say(f"{state.job.name} cancelled; every replica stopped")
+        shutil.rmtree(state.scratch, ignore_errors=True)
 
     def _stop_all(self, state: _LocalJob) -> None:
         for replica in state.replicas:

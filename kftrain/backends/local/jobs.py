@@ -4,12 +4,14 @@ the kept ones), followed while the job runs, and deleted by stopping the launche
 
 from __future__ import annotations
 
-import os
+import contextlib
 import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from kftrain.backends.base import JobStatus
 from kftrain.backends.kept import read_kept
@@ -36,6 +38,8 @@ def _record(name: str) -> dict[str, Any]:
 
 
 def _status(r: dict[str, Any]) -> JobStatus:
+    if r.get("phase") == local_state.UNREADABLE:
+        return JobStatus(name=r["name"], kind="", phase=r["phase"], created=r["created"], details=(r["reason"],))
     labels = r.get("labels") or {}
     details = []
     if r.get("reason"):
@@ -64,6 +68,7 @@ def job_logs(name: str, replica: str | None, tail: int | None, follow: bool) -> 
     live = Path(r.get("workdir", "")) / "logs"
     labels = [replica] if replica else list(r.get("replicas") or [])
     offsets: dict[str, int] = {}  # live log -> how much of it was printed
+    found = False
     for label in labels:
         path = live / f"{label}.log"
         if path.is_file():
@@ -71,11 +76,21 @@ def job_logs(name: str, replica: str | None, tail: int | None, follow: bool) -> 
             # Following, only whole lines now: the rest of a line being written comes with what follows.
             offsets[label] = data.rfind(b"\n") + 1 if follow else len(data)
             text: str | None = data[: offsets[label]].decode("utf-8", "replace")
-        else:
-            text = read_kept(r.get("logs_uri", ""), label)
+        else:  # the job's work folder is gone: the end kept beside its record, else the logs kept with its model
+            text = local_state.kept_log(name, label)
+            if text is None:
+                text = read_kept(r.get("logs_uri", ""), label)
+        found = found or text is not None
         lines = (text or "").splitlines()
         for line in lines[-tail:] if tail else lines:
             yield label, line
+    if not found and r.get("phase") != local_state.RUNNING:
+        raise KftrainError(
+            f"no logs of job {name} are left"
+            + (f" of replica {replica}" if replica else "")
+            + f" (in {live}, {local_state.logs_dir(name)} or with its model): the local backend keeps the logs of "
+            "the newest finished jobs (LocalConfig.keep_finished)"
+        )
     if follow and r.get("phase") == local_state.RUNNING:
         yield from _follow(name, live, labels, offsets, joining=replica is None)
 
@@ -110,8 +125,12 @@ def _follow(name: str, live: Path, labels: list[str], offsets: dict[str, int], j
 
 def delete_job(name: str) -> None:
     r = _record(name)
-    if r.get("phase") == local_state.RUNNING:
-        os.kill(int(r["launcher_pid"]), signal.SIGTERM)  # its launcher stops every replica, as on cancel
+    launcher = local_state.launcher(r) if r.get("phase") == local_state.RUNNING else None
+    if launcher is not None:
+        # Its launcher (the same pid *and* start time: never a process that reused the pid) stops every replica,
+        # as on cancel.
+        with contextlib.suppress(psutil.NoSuchProcess):
+            launcher.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 30
         while (local_state.read(name) or {}).get("phase") == local_state.RUNNING and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -108,9 +108,18 @@ def free_port() -> int:
 
 
 def prepare_replica(
-    job: TrainingJob, rid: ReplicaId, topology: Topology, config: LocalConfig, logs_dir: Path
+    job: TrainingJob,
+    rid: ReplicaId,
+    topology: Topology,
+    config: LocalConfig,
+    logs_dir: Path,
+    scratch: Path | None = None,
 ) -> LocalReplica:
-    """The program and environment of ``rid``; a missing program or secret is a :class:`JobSpecError`."""
+    """The program and environment of ``rid``; a missing program or secret is a :class:`JobSpecError`.
+
+    ``scratch`` is the job's own temporary folder (``TMPDIR``, unless the spec sets it), as a pod has its own
+    ``/tmp``: what the program and its tools leave there (torchrun's, TensorFlow's, a function's runner) goes with
+    the job."""
     kind = kind_of(job)
     container = main_container(job, rid.type)
     path = f"{kind.replicas_path()}.{rid.type}.template.spec.containers"
@@ -118,6 +127,8 @@ def prepare_replica(
         raise JobSpecError(path, "missing: every replica needs a container")
     pod_name = f"{job.name}-{rid.label}"
     env = image_env(pod_name) if config.clean_env else inherited_env()
+    if scratch is not None:
+        env["TMPDIR"] = str(scratch)
     env.update(config.extra_env)
     for j, var in enumerate(container.env or []):
         if var.value_from is not None:

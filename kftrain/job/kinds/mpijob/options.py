@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from kftrain import images
 from kftrain.errors import JobSpecError
+from kftrain.job import pod_checks as check
 from kftrain.job.kinds.base import GROUP, KindOptions, Program, launch_input
 from kftrain.job.kinds.mpijob.spec import LauncherCreationPolicy, MPIImplementation, MPIJobSpec
 
@@ -49,8 +50,12 @@ class MPIJobOptions(KindOptions):
             raise JobSpecError(
                 "api_version", f"{self.api_version!r} is not served for MPIJob; expected {V2BETA1} or {V1}"
             )
-        if self.workers < 0:
-            raise JobSpecError("workers", f"must be >= 0, got {self.workers}")
+        self.workers = check.integer("workers", self.workers, low=0, high=check.INT32_MAX)
+        self.slots_per_worker = check.integer("slots_per_worker", self.slots_per_worker, low=1, high=check.INT32_MAX)
+        if self.slots() > check.INT32_MAX:  # the hostfile's slots are ranks, and mpirun's -np an int32
+            raise JobSpecError("slots_per_worker", f"workers x slots_per_worker is more than {check.INT32_MAX} ranks")
+        if self.ssh_auth_mount_path:
+            check.mount_path("ssh_auth_mount_path", self.ssh_auth_mount_path)
         v2_only = {
             "launcher_creation_policy": self.launcher_creation_policy,
             "run_launcher_as_worker": self.run_launcher_as_worker,

@@ -8,12 +8,22 @@ from typing import Any
 
 from kftrain import images
 from kftrain.errors import JobSpecError
+from kftrain.job import pod_checks as check
 from kftrain.job.kinds.base import KindOptions, Program, launch_input
 from kftrain.job.kinds.pytorchjob.spec import ElasticPolicy, PyTorchJobSpec, RdzvConf
 
 # The rendezvous backends torchrun knows (torch.distributed.elastic.rendezvous).
 RDZV_BACKENDS = ("c10d", "etcd", "etcd-v2", "static")
 PROGRAM = "kftrain.programs.torch_ddp"
+
+
+def nproc_per_node(value: object) -> str:
+    """The operator's ``nprocPerNode`` (a string: "supported values: [auto, cpu, gpu, int]",
+    kubeflow/training-operator@v1.9.0:pkg/apis/kubeflow.org/v1/pytorch_types.go); a number is the string it means."""
+    text = check.text("nproc_per_node", value).strip()
+    if text in ("auto", "cpu", "gpu") or (text.isdigit() and 0 < int(text) <= check.INT32_MAX):
+        return text
+    raise JobSpecError("nproc_per_node", f"{check.shown(text)} must be auto, cpu, gpu or a number of processes >= 1")
 
 
 @dataclass
@@ -51,8 +61,10 @@ class PyTorchJobOptions(KindOptions):
         return self.elastic or self.nproc_per_node != "1"
 
     def validate(self) -> None:
-        if self.workers < 0:
-            raise JobSpecError("workers", f"must be >= 0, got {self.workers}")
+        for field in ("workers", "elastic_min_workers", "elastic_max_workers", "elastic_max_restarts"):
+            low = -check.INT32_MAX - 1 if field == "elastic_max_workers" else 0  # its own message below
+            setattr(self, field, check.integer(field, getattr(self, field), low=low, high=check.INT32_MAX))
+        self.nproc_per_node = nproc_per_node(self.nproc_per_node)
         if not self.elastic:
             given = [n for n, v in (("elastic_min_workers", self.elastic_min_workers),
                                     ("elastic_rdzv_conf", self.elastic_rdzv_conf),

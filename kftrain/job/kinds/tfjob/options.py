@@ -7,6 +7,7 @@ from typing import Any
 
 from kftrain import images
 from kftrain.errors import JobSpecError
+from kftrain.job import pod_checks as check
 from kftrain.job.kinds.base import KindOptions, Program, launch_input
 
 
@@ -21,6 +22,8 @@ class TFJobOptions(KindOptions):
     evaluator: int = launch_input(0, "Evaluator replicas: 0 or 1.")
 
     def validate(self) -> None:
+        for field in ("chief", "ps", "workers", "evaluator"):
+            setattr(self, field, check.integer(field, getattr(self, field), low=0, high=check.INT32_MAX))
         for name, value in (("chief", self.chief), ("evaluator", self.evaluator)):
             if value not in (0, 1):
                 raise JobSpecError(name, f"must be 0 or 1, got {value}")

@@ -7,6 +7,7 @@ from typing import Any
 
 from kftrain import images
 from kftrain.errors import JobSpecError
+from kftrain.job import pod_checks as check
 from kftrain.job.kinds.base import KindOptions, Program, Workload, launch_input
 from kftrain.job.model import TrainingJob
 
@@ -32,12 +33,9 @@ class TrainJobOptions(KindOptions):
     def validate(self) -> None:
         if not self.runtime:
             raise JobSpecError("runtime", "missing: the ClusterTrainingRuntime to run on")
-        if self.num_nodes < 1:
-            raise JobSpecError("num_nodes", f"must be >= 1, got {self.num_nodes}")
-        if self.num_proc_per_node < 0:
-            raise JobSpecError(
-                "num_proc_per_node", f"must be >= 0 (0: the runtime decides), got {self.num_proc_per_node}"
-            )
+        check.name("runtime", self.runtime)
+        self.num_nodes = check.integer("num_nodes", self.num_nodes, low=1, high=check.INT32_MAX)
+        self.num_proc_per_node = check.integer("num_proc_per_node", self.num_proc_per_node, low=0, high=check.INT32_MAX)
 
     def catalog(self, runtimes: Any = None) -> Any:
         """The runtimes this job may name: ``runtimes`` (None: those Trainer installs), with :attr:`runtime_manifest`'s
