@@ -152,8 +152,8 @@ def _interpreter_sets() -> set[str]:
 
 # What an image gives a clean-env replica before its spec's env (LocalConfig.clean_env).
 IMAGE_BASE = (
-    {"PATH", "HOME", "LANG", "HOSTNAME"}
-    | {k for k in ("LC_ALL", "TMPDIR", "TZ") if k in os.environ}
+    {"PATH", "HOME", "LANG", "HOSTNAME", "TMPDIR"}  # TMPDIR: each job's replicas get a temporary folder of their own
+    | {k for k in ("LC_ALL", "TZ") if k in os.environ}
     | _interpreter_sets()
 )
 
