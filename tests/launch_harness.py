@@ -131,21 +131,29 @@ def launch_locally(
     )
 
 
-# A replica program for a real run: it says its rank and writes a file to the model output (the launch step fails a
-# job that succeeded without writing its model).
-WRITES_A_MODEL = [
-    "python",
-    "-c",
-    "import os; d = os.environ['KFTRAIN_MODEL_URI']; os.makedirs(d, exist_ok=True); "
-    "open(os.path.join(d, 'weights.txt'), 'w').write('w'); print('replica', os.environ['KFTRAIN_MODEL_URI'])",
-]
+# The launch step fails a job that succeeded without writing its model, so a real run's replicas write one.
+def writes_a_model(replicas: int) -> list[str]:
+    """A replica's command: write the model, log the model's URI, then wait until all ``replicas`` replicas have
+    logged theirs. The wait matters because a job may succeed, and its other replicas be stopped, as soon as one
+    replica finishes: a TFJob when worker 0 (or the chief) does (kubeflow/training-operator@v1.9.0:
+    pkg/controller.v1/tensorflow/tfjob_controller.go, UpdateJobStatus), a PyTorchJob when its master does."""
+    return [
+        "python",
+        "-c",
+        "import os, time; d = os.environ['KFTRAIN_MODEL_URI']; os.makedirs(d, exist_ok=True); "
+        "open(os.path.join(d, 'weights.txt'), 'w').write('w'); print('replica', d, flush=True); "
+        "ran = d + '.ran'; os.makedirs(ran, exist_ok=True); open(os.path.join(ran, str(os.getpid())), 'w').close(); "
+        "deadline = time.monotonic() + 60\n"
+        f"while len(os.listdir(ran)) < {replicas}:\n"
+        "    assert time.monotonic() < deadline, 'the other replicas never ran'; time.sleep(0.05)",
+    ]
 
 
 def check_local_run(component: Any, kind: str, replicas: set[str], **inputs: Any) -> None:
     """``component`` run as a task of KFP's local runner (the ``kfp_local`` fixture) on the local backend, every
-    replica running :data:`WRITES_A_MODEL`: the step ran its ``kind`` job (named after the kind), every one of
+    replica running :func:`writes_a_model`: the step ran its ``kind`` job (named after the kind), every one of
     ``replicas`` ran with the model's URI and its log is kept beside the model, and the model is what they wrote."""
-    task = component(backend="local", command=WRITES_A_MODEL, **inputs)
+    task = component(backend="local", command=writes_a_model(len(replicas)), **inputs)
     job = json.loads(task.outputs["job"])  # the identity of the job the step ran
     model = Path(task.outputs["model"].uri)
     logs = {p.stem: p.read_text() for p in sorted(model.with_name("model-logs").glob("*.log"))}
