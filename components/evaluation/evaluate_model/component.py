@@ -48,13 +48,11 @@ def evaluate_model(
             gate metric.
         batch_rows: Rows read and scored at a time.
     """
-    from types import SimpleNamespace
-
     from kftrain.steps.evaluate.component import evaluate_component
 
     return evaluate_component(
         model=model,
-        dataset=SimpleNamespace(uri=dataset_uri, metadata={}),
+        dataset_uri=dataset_uri,
         metrics=metrics,
         classification_metrics=classification_metrics,
         report=report,

@@ -34,13 +34,11 @@ def export_model(
             the model's format allows.
         verify_rows: Rows of the test split the exports are compared on (0: all of them).
     """
-    from types import SimpleNamespace
-
     from kftrain.steps.export.component import export_component
 
     export_component(
         model=model,
-        dataset=SimpleNamespace(uri=dataset_uri, metadata={}),
+        dataset_uri=dataset_uri,
         exported=exported,
         inference_service=inference_service,
         model_name=model_name,

@@ -24,7 +24,7 @@ MAX_KFP_CONFUSION = 100  # classes: a larger matrix is too big for KFP's metadat
 def evaluate_component(
     *,
     model: Artifact,
-    dataset: Artifact,
+    dataset_uri: str,
     metrics: Any,
     classification_metrics: Any,
     report: Artifact,
@@ -35,12 +35,12 @@ def evaluate_component(
     baseline_model_uri: str,
     batch_rows: int,
 ) -> tuple[bool, float]:
-    """Evaluate ``model`` on ``split`` of ``dataset``, fill the KFP artifacts, and return the gate's verdict."""
+    """Evaluate ``model`` on ``split`` of the dataset at ``dataset_uri``, fill the KFP artifacts, return the verdict."""
     with component_step():
-        metric = gate_metric(task_of(read_info(dataset.uri)), gate_metric_name)
-        evaluation = evaluate_model(model.uri, dataset.uri, split, batch_rows=batch_rows)
+        metric = gate_metric(task_of(read_info(dataset_uri)), gate_metric_name)
+        evaluation = evaluate_model(model.uri, dataset_uri, split, batch_rows=batch_rows)
         baseline = (
-            evaluate_model(baseline_model_uri, dataset.uri, split, batch_rows=batch_rows)
+            evaluate_model(baseline_model_uri, dataset_uri, split, batch_rows=batch_rows)
             if baseline_model_uri
             else None
         )

@@ -13,7 +13,7 @@ from kftrain.storage.io import write_once
 def export_component(
     *,
     model: Artifact,
-    dataset: Artifact,
+    dataset_uri: str,
     exported: Artifact,
     inference_service: Artifact,
     model_name: str,
@@ -24,7 +24,7 @@ def export_component(
     with component_step(exported, inference_service):
         report = export_model(
             model.uri,
-            dataset.uri,
+            dataset_uri,
             exported.uri,
             model_name=model_name,
             targets=tuple(targets) or None,
