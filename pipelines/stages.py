@@ -34,7 +34,7 @@ from kfp import dsl, kubernetes
 from kftrain_components.data.prepare_dataset.component import prepare_dataset
 from kftrain_components.evaluation.evaluate_model.component import evaluate_model
 from kftrain_components.export.export_model.component import export_model
-from kftrain_components.images import HOROVOD_IMAGE, PYTORCH_IMAGE, TENSORFLOW_IMAGE
+from kftrain_components.images import PYTORCH_IMAGE, TENSORFLOW_IMAGE
 from kftrain_components.training import launch_inputs
 from kftrain_components.training.launch_inputs import Input as Param
 from kftrain_components.training.trainer_args.component import trainer_args
@@ -109,7 +109,7 @@ PLATFORM = tuple(
 _STORAGE_SECRET_ENV = {"accesskey": "AWS_ACCESS_KEY_ID", "secretkey": "AWS_SECRET_ACCESS_KEY"}
 
 # The images evaluation and export can run in: the framework images, each loading its framework's models.
-MODEL_IMAGES = (PYTORCH_IMAGE, TENSORFLOW_IMAGE, HOROVOD_IMAGE)
+MODEL_IMAGES = (PYTORCH_IMAGE, TENSORFLOW_IMAGE)
 
 Launch = Callable[[SimpleNamespace, Any, Any, dict[str, Any]], dsl.PipelineTask]
 

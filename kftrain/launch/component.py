@@ -62,7 +62,7 @@ TRAINERS = {
     JobKind.TFJOB: Trainer(images.TENSORFLOW, ("python", "-m", "kftrain.trainers.tf_trainer")),
     # mpirun without -n starts one rank per slot of the hostfile.
     JobKind.MPIJOB: Trainer(
-        images.HOROVOD,
+        images.HOROVOD_PYTORCH,
         ("mpirun", "--bind-to", "none", "--map-by", "slot", "python", "-m", "kftrain.trainers.horovod_torch"),
     ),
     # A TrainJob on a torch runtime: torchrun turns the runtime's PET_* variables into the DDP trainer's
