@@ -436,7 +436,7 @@ def p7_gpu(repeat: int, quick: bool) -> Result:
     import torch
 
     if not torch.cuda.is_available():
-        res.skipped = "no GPU on this machine (runs where the device tool lends one)"
+        res.skipped = "no GPU on this machine: none was lent to this run (P7 runs where the device tool lends one)"
         return res
     prog = PROGRAMS / "ddp_throughput.py"
     for _ in range(repeat):
