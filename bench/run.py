@@ -419,7 +419,8 @@ def p6_data_prep(repeat: int, quick: bool) -> list[Result]:
     results[0].notes.append(
         "ours = prepare_dataset(out, source=file, train_shards=4): both passes (profile; encode, stratified split, "
         "sharded zstd Parquet); pyarrow = ParquetFile.iter_batches(65536) into one ParquetWriter(zstd), its "
-        "defaults; each side its own process, interleaved; the file is in the page cache for both"
+        "defaults; each side its own process, interleaved, its peak RSS that of its run (started over after the "
+        "imports); the file is in the page cache for both"
     )
     return results
 
@@ -674,8 +675,8 @@ def p12_evaluation(repeat: int, quick: bool) -> list[Result]:
         f"({data['shards'][str(small)]} test shards at 1×, {data['shards'][str(big)]} at {big}×); ours = "
         "evaluate_model(model, dataset, 'test'): the split streamed, every multi-class metric; bare = "
         "ParquetFile.iter_batches of each shard, the feature columns stacked, the model run, the accuracy counted "
-        "(both must agree); each run its own process, timed from the model's load to the last batch, sides "
-        "interleaved; torch with its default threads"
+        "(both must agree); each run its own process, timed from the model's load to the last batch, its peak RSS "
+        "that span's (started over after the imports), sides interleaved; torch with its default threads"
     )
     return results
 
