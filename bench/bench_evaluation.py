@@ -43,7 +43,13 @@ HIDDEN = 64
 
 
 def _maxrss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    """This process's peak RSS: VmHWM, which /proc/self/clear_refs starts over (getrusage's ru_maxrss also keeps
+    the RSS of the parent this process was forked from, and is not started over)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
 def _reset_peak_rss() -> bool:

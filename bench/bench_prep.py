@@ -66,8 +66,13 @@ except OSError:
     reset = False
 started = time.perf_counter()
 exec(code)
-print(json.dumps({{"seconds": time.perf_counter() - started, "peak_of_run": reset,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+seconds = time.perf_counter() - started
+try:  # VmHWM: getrusage's ru_maxrss also keeps the RSS of the parent this process was forked from
+    with open("/proc/self/status") as f:
+        peak = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+except (OSError, StopIteration):
+    peak, reset = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, False
+print(json.dumps({{"seconds": seconds, "peak_of_run": reset, "rss_mb": peak}}))
 """
 
 
