@@ -14,8 +14,10 @@ STORAGE ?= local
 PARAMS ?=
 RUN_ROOT ?= runs
 PYTEST_ARGS ?=
+# The 30 slowest tests (setup, call and teardown) listed at the end of every run, so that CI's log shows them.
+DURATIONS := --durations=30
 # What the tests need: the tools, and every extra but [gcs] (`pip install kftrain` alone is the authoring install).
-EXTRAS := dev,data,samples,torch,tf,onnx,s3
+EXTRAS := dev,data,samples,torch,tf,onnx,s3,examples,crd
 
 .PHONY: help install run test test-fast lint format compile check-compiled bench images clean
 
@@ -37,10 +39,10 @@ run: install ## run the full PyTorch pipeline locally (PIPELINE=..., PARAMS='--p
 	$(VENV)/bin/kftrain run $(PIPELINE) --pipeline-root $(RUN_ROOT) --storage $(STORAGE) $(PARAMS)
 
 test: install lint check-compiled ## lint, check the compiled YAML, and run every test (slow ones too)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(DURATIONS) $(PYTEST_ARGS)
 
 test-fast: install ## run the tests not marked slow
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" $(DURATIONS) $(PYTEST_ARGS)
 
 lint: install ## ruff (lint + format check) and mypy
 	$(VENV)/bin/ruff check .

@@ -62,10 +62,10 @@ PYPI = "https://pypi.org/simple"
 ENTRY_POINTS: dict[str, list[str]] = {
     "launch": ["kfp.dsl.executor_main", "kftrain.launch.component", "kftrain.backends.kubernetes.backend"],
     "data": ["kfp.dsl.executor_main", "kftrain.steps.prep"],
-    "pytorch": ["kftrain.trainers.torch_ddp"],
-    "tensorflow": ["kftrain.trainers.tf_trainer", "tensorflow"],
-    "horovod-pytorch": ["kftrain.trainers.horovod_torch"],
-    "horovod-tensorflow": ["kftrain.trainers.horovod_tf", "tensorflow"],
+    "pytorch": ["kftrain.programs.torch_ddp"],
+    "tensorflow": ["kftrain.programs.tf_distributed", "tensorflow"],
+    "horovod-pytorch": ["kftrain.programs.horovod_torch"],
+    "horovod-tensorflow": ["kftrain.programs.horovod_tf", "tensorflow"],
 }
 # What the step's own code alone imports (the KFP executor left out), reported beside the total.
 OWN_MODULES: dict[str, list[str]] = {

@@ -53,7 +53,7 @@ from kftrain_components.training.pytorchjob_launch.component import pytorchjob_l
 
 tmp, index = sys.argv[1], sys.argv[2]
 pytorchjob_launch.python_func(
-    dataset=SimpleNamespace(uri=f"{tmp}/dataset", metadata={}),
+    dataset_uri=f"{tmp}/dataset",
     model=SimpleNamespace(uri=f"{tmp}/model-{index}", metadata={}),
     job=f"{tmp}/job-{index}",
     metrics=SimpleNamespace(uri=f"{tmp}/metrics-{index}", metadata={}, log_metric=lambda name, value: None),

@@ -10,7 +10,8 @@ P1 pipeline overhead, P2 launch latency, P3 DDP scaling, P4 object storage, P5 c
 8 GiB of Parquet on disk (bench/bench_prep.py: rows/s beside pyarrow, peak RSS), P7 GPU throughput (where there
 is a GPU), P8 image payload (bench/bench_images.py: each image's installed size, slimmed, beside unslimmed, and
 its step's cold import), P9 launcher cost at scale (bench/bench_launcher.py: 50 launch steps against the fake API
-server beside the Kubeflow training SDK's wait), P10 checkpoint stall, P12 evaluation at scale
+server beside the Kubeflow training SDK's wait), P10 checkpoint stall, P11 what a step's pod downloads on KFP's
+backend before its code runs (bench/bench_launch_download.py, through tests/kfp_backend), P12 evaluation at scale
 (bench/bench_evaluation.py: evaluate_model beside the runtime's bare loop, peak RSS at 1x and 4x the split).
 
 Each benchmark is bracketed by a load calibration (bench/load.py): its note says how busy the machine was
@@ -101,7 +102,7 @@ def p1_pipeline_overhead(repeat: int, quick: bool) -> Result:
                     str(BIN / "torchrun"),
                     "--nproc_per_node=2",
                     "-m",
-                    "kftrain.trainers.torch_ddp",
+                    "kftrain.programs.torch_ddp",
                     "--dataset",
                     str(ds),
                     "--model-dir",
@@ -618,6 +619,36 @@ def p10_checkpoint_stall(repeat: int, quick: bool) -> Result:
     return res
 
 
+# --- P11: what the launch step's pod downloads on KFP's backend --------------------------------------
+
+
+def p11_launch_download(repeat: int, quick: bool) -> Result:
+    mib = 64 if quick else 1024
+    res = Result(
+        "P11",
+        f"bytes the launch step's pod downloads before it starts, {mib} MiB dataset, KFP 2.17 ÷ the dataset",
+        "0 bytes",
+        lambda r: r == 0,
+        unit="MiB",
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "p11.json"
+        timed([PY, str(ROOT / "bench" / "bench_launch_download.py"), "--mib", str(mib), "--json", str(out)])
+        data = json.loads(out.read_text())
+    size = data["dataset_bytes"]
+    launch = sum(data["downloaded"]["pytorchjob-launch"].values())
+    res.ours, res.baseline, res.ratios = [launch / 2**20], [size / 2**20], [launch / size]
+    per_task = "; ".join(
+        f"{task}: " + (", ".join(f"{k} {v / 2**20:.3f} MiB" for k, v in moved.items()) or "nothing")
+        for task, moved in data["downloaded"].items()
+    )
+    res.notes.append(
+        f"compiled pytorch-digits resolved by the harness's driver, inputs downloaded by its launcher (KFP 2.17 "
+        f"rules) from a local S3 server; per task: {per_task} (every step takes the dataset by URI)"
+    )
+    return res
+
+
 # --- P12: evaluation at scale ----------------------------------------------------------------------------
 
 P12_ROWS = 2_000_000  # test rows at 1x
@@ -696,6 +727,7 @@ BENCHES: dict[str, Callable[[int, bool], Result | list[Result]]] = {
     "P8": p8_images,
     "P9": p9_launcher,
     "P10": p10_checkpoint_stall,
+    "P11": p11_launch_download,
     "P12": p12_evaluation,
 }
 

@@ -1,7 +1,7 @@
 """What a launch step and the programs it runs agree on, whichever backend runs them: the environment variables
 that carry the artifact URIs and the place where mounted object-store credentials are found.
 
-Standard library only: the trainers, the launch step and storage all import it.
+Standard library only: the programs, the launch step and storage all import it.
 """
 
 from __future__ import annotations

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import re
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import NoReturn
 
 
@@ -33,16 +32,16 @@ class JobFailedError(KftrainError):
         super().__init__(message)
 
 
+# "scheme://user:password@host": the credentials of a URL, wherever one is printed.
+_URL_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]*@")
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with every URL's user and password (``https://user:pass@host``) replaced by ``***``."""
+    return _URL_USERINFO.sub(r"\1***@", text)
+
+
 def fail_step(message: str, exit_code: int = 1) -> NoReturn:
     """End a pipeline step: the message in its log, the exit code as its status."""
     print(f"ERROR: {message}", file=sys.stderr)
     raise SystemExit(exit_code)
-
-
-@contextmanager
-def step_errors() -> Iterator[None]:
-    """Inside a component's body: a :class:`KftrainError` ends the step with its one-line message (exit code 2)."""
-    try:
-        yield
-    except KftrainError as exc:
-        fail_step(str(exc), getattr(exc, "exit_code", 2))

@@ -1,7 +1,7 @@
 """Which extra of the ``kftrain`` distribution brings which packages, and the error when one is missing.
 
 ``pip install kftrain`` is what authoring, compiling, submitting and launching need; data prep, evaluation,
-export and the trainers need extras (``kftrain[data]``, ``[samples]``, ``[torch]``, ``[tf]``, ``[onnx]``, ``[s3]``,
+export and the programs need extras (``kftrain[data]``, ``[samples]``, ``[torch]``, ``[tf]``, ``[onnx]``, ``[s3]``,
 ``[gcs]``, ``[horovod]``). A module that needs one imports those packages under :func:`requires`, so a step
 run without its extra fails with one line naming the extra to install, not a bare ``ModuleNotFoundError``.
 """
@@ -23,6 +23,7 @@ EXTRA_MODULES: dict[str, frozenset[str]] = {
     "s3": frozenset({"s3fs", "aiobotocore", "botocore", "boto3"}),
     "gcs": frozenset({"gcsfs"}),
     "horovod": frozenset({"horovod"}),
+    "crd": frozenset({"celpy", "lark", "pendulum", "re2"}),
 }
 
 

@@ -5,7 +5,7 @@ Each step runs in the smallest image that holds what it imports (README.md, "Ima
 - ``python-launch``: the launch steps and ``trainer_args``; kftrain with ``[s3]``, no ML framework;
 - ``python-data``: data prep; kftrain with ``[data,s3]`` (pyarrow, numpy), the ``builtin:`` samples baked as
   Parquet at build time (no scikit-learn);
-- ``python-pytorch-{cpu,cuda}``, ``python-tensorflow-{cpu,cuda}``: the trainers, and evaluation and export of
+- ``python-pytorch-{cpu,cuda}``, ``python-tensorflow-{cpu,cuda}``: the programs, and evaluation and export of
   the models they train (a model is loaded by its own framework);
 - ``python-horovod-pytorch-cpu``, ``python-horovod-tensorflow-cpu``: MPIJobs, Horovod built with that one
   framework (a Horovod PyTorch job never pulls TensorFlow, nor the reverse).

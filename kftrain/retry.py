@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
+from kftrain.errors import redact_urls
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -81,7 +83,7 @@ def call_with_retry(
             if retry + 1 >= policy.attempts or not is_transient(exc):
                 raise
             delay = policy.delay(retry, retry_after_s(exc))
-            text = describe(exc) if describe else f"{type(exc).__name__}: {exc}"
+            text = redact_urls(describe(exc) if describe else f"{type(exc).__name__}: {exc}")
             log.warning("%s failed (%s); retry %d/%d in %.2fs", what, text[:200], retry + 1, policy.attempts - 1, delay)
             sleep(delay)
     raise AssertionError("unreachable: the last attempt returns or raises")

@@ -16,6 +16,19 @@ task output only when that output is named ``Output`` (``kfp/local/orchestrator/
 ``_resolve_pipeline_channel``), but it resolves a nested pipeline's inputs; KFP's backend runs both forms.
 So the gate works under ``kftrain run`` and on a cluster, and the evaluation's outputs keep their names.
 
+Every step pod gets the platform's placement through kfp-kubernetes (:func:`use_platform_settings`): the
+``node_selector`` and ``tolerations`` parameters as JSON (KFP >= 2.5: ``nodeSelector.nodeSelectorJson``,
+``tolerations[].tolerationJson``), the images' pull secrets fixed when the images are (``KFTRAIN_IMAGE_PULL_SECRETS``
+at compile time). A platform config parameter resolves against the inputs of the task's own DAG
+(kubeflow/pipelines@2.17.0:backend/src/v2/driver/container.go, ``dag.Execution.GetParameters()``), so the
+gate takes both as inputs. No step is given the storage secret: a step finds the object store and its
+credentials as KFP's launcher does (:mod:`kftrain.storage.kfp_store`), and ``storage_secret`` only reaches the
+training replicas through the launch step's own input, where empty means none. (KFP's driver refuses an empty
+secret name in platform config, kubeflow/pipelines@2.5.0:backend/src/v2/driver/driver.go:1669-1690,
+resolveInputParameterStr; and ``optional`` under ``secretAsEnv`` exists only from 2.15.0, so 2.14's run
+compiler rejects it and 2.5.0 drops it: kubeflow/pipelines@2.14.0:backend/src/v2/compiler/argocompiler/
+container.go:285.)
+
 Evaluation and export run in the framework image of the model they load (``model_image``: PyTorch by default,
 TensorFlow for the TensorFlow pipelines); the gate pipeline is made once per image of :data:`MODEL_IMAGES`
 (``quality-gate-<image>``), at import, so every compiled image stays a pinned tag.
@@ -31,12 +44,12 @@ from typing import Any
 
 from kfp import dsl, kubernetes
 
+from kftrain.launch.inputs import Input as Param
+from kftrain.launch.inputs import platform_inputs
 from kftrain_components.data.prepare_dataset.component import prepare_dataset
 from kftrain_components.evaluation.evaluate_model.component import evaluate_model
 from kftrain_components.export.export_model.component import export_model
-from kftrain_components.images import PYTORCH_IMAGE, TENSORFLOW_IMAGE
-from kftrain_components.training import launch_inputs
-from kftrain_components.training.launch_inputs import Input as Param
+from kftrain_components.images import PYTORCH_IMAGE, STEP_IMAGE_PULL_SECRETS, TENSORFLOW_IMAGE
 from kftrain_components.training.trainer_args.component import trainer_args
 
 DATA = (
@@ -87,7 +100,7 @@ QUALITY = (
 _PLATFORM_DEFAULTS = {"timeout_seconds": 3600, "storage_secret": "mlpipeline-minio-artifact"}
 PLATFORM = tuple(
     dataclasses.replace(i, default=_PLATFORM_DEFAULTS.get(i.name, i.default))
-    for i in (*launch_inputs.PLATFORM, *launch_inputs.STEP)
+    for i in platform_inputs()
     if i.name
     in {
         "backend",
@@ -105,9 +118,6 @@ PLATFORM = tuple(
         "gpus",
     }
 )
-# KFP's MinIO secret keys, as the AWS variables storage reads.
-_STORAGE_SECRET_ENV = {"accesskey": "AWS_ACCESS_KEY_ID", "secretkey": "AWS_SECRET_ACCESS_KEY"}
-
 # The images evaluation and export can run in: the framework images, each loading its framework's models.
 MODEL_IMAGES = (PYTORCH_IMAGE, TENSORFLOW_IMAGE)
 
@@ -115,15 +125,15 @@ Launch = Callable[[SimpleNamespace, Any, Any, dict[str, Any]], dsl.PipelineTask]
 
 
 def launched_by(component: Any, *same_names: str, fixed: dict[str, Any] | None = None, **renamed: str) -> Launch:
-    """The :data:`Launch` that calls the launch component ``component`` with the dataset, the trainer args and the
+    """The :data:`Launch` that calls the launch component ``component`` with the dataset's URI, the trainer args and the
     platform inputs, and the pipeline's own parameters: ``same_names`` under their own names, ``renamed`` as
     ``input=parameter``; ``fixed`` sets inputs to constants.
     """
     inputs = {**{name: name for name in same_names}, **renamed}
 
-    def launch(p: SimpleNamespace, dataset: Any, args: Any, platform: dict[str, Any]) -> dsl.PipelineTask:
+    def launch(p: SimpleNamespace, dataset_uri: Any, args: Any, platform: dict[str, Any]) -> dsl.PipelineTask:
         own = {key: getattr(p, name) for key, name in inputs.items()}
-        return component(dataset=dataset, **(fixed or {}), **own, args=args, **platform)
+        return component(dataset_uri=dataset_uri, **(fixed or {}), **own, args=args, **platform)
 
     return launch
 
@@ -187,49 +197,56 @@ def training_pipeline(
 
 
 def wire(p: SimpleNamespace, launch: Launch, model_image: str) -> None:
-    """Data prep -> flags -> launch -> evaluation -> gate -> export, every step given the storage secret;
+    """Data prep -> flags -> launch -> evaluation -> gate -> export, every step placed by the platform settings;
     evaluation and export run in ``model_image``, which loads the trained model's framework."""
     prep = prepare_dataset(source=p.source, seed=p.seed)
     # A source URI's content can change between runs of a schedule; a cached prep would hide that.
     prep.set_caching_options(False)
     flags = trainer_args(seed=p.seed, **values(p, TRAINING))
     platform = values(p, PLATFORM)
-    train = launch(p, prep.outputs["dataset"], flags.output, platform)
+    train = launch(p, prep.outputs["dataset_uri"], flags.output, platform)
     train.set_caching_options(False)  # a training job is never replayed from cache
-    for task in (prep, train):
-        use_storage_secret(task, p.storage_secret)
+    for task in (prep, flags, train):
+        use_platform_settings(task, p.node_selector, p.tolerations)
     evaluate_and_export(
-        p, train.outputs["model"], prep.outputs["dataset"], model_name="digits", targets=[], model_image=model_image
+        p, train.outputs["model"], prep.outputs["dataset_uri"], model_name="digits", targets=[], model_image=model_image
     )
 
 
 def evaluate_and_export(
-    p: SimpleNamespace, model: Any, dataset: Any, model_name: Any, targets: Any, model_image: str
+    p: SimpleNamespace, model: Any, dataset_uri: Any, model_name: Any, targets: Any, model_image: str
 ) -> None:
     """Evaluation -> the quality gate -> export (to ``targets``; empty: every one) of the model a launch wrote,
-    both in ``model_image`` (an image with the framework that loads the model)."""
+    both in ``model_image`` (an image with the framework that loads the model). Both read the dataset by its URI
+    (prep's ``dataset_uri``), not as an input artifact: KFP's launcher would copy the whole dataset into their
+    pods first (kubeflow/pipelines@2.5.0:backend/src/v2/component/launcher_v2.go:619-665, downloadArtifacts)."""
     evaluation = evaluate_model(
         model=model,
-        dataset=dataset,
+        dataset_uri=dataset_uri,
         gate_metric=p.gate_metric,
         gate_threshold=p.gate_threshold,
         baseline_model_uri=p.baseline_model_uri,
     )
     evaluation.set_container_image(model_image)
-    use_storage_secret(evaluation, p.storage_secret)
+    use_platform_settings(evaluation, p.node_selector, p.tolerations)
     export_if_passed(model_image)(
         passed=evaluation.outputs["passed"],
         model=model,
-        dataset=dataset,
+        dataset_uri=dataset_uri,
         model_name=model_name,
         targets=targets,
-        storage_secret=p.storage_secret,
+        node_selector=p.node_selector,
+        tolerations=p.tolerations,
     )
 
 
-def use_storage_secret(task: dsl.PipelineTask, secret: Any) -> None:
-    """The object store's credentials (KFP's MinIO secret layout) as the step's AWS variables, if it exists."""
-    kubernetes.use_secret_as_env(task, secret, _STORAGE_SECRET_ENV, optional=True)
+def use_platform_settings(task: dsl.PipelineTask, node_selector: Any, tolerations: Any) -> None:
+    """The platform's placement on a step's pod: ``node_selector`` (a dict parameter) and ``tolerations`` (a list
+    parameter) as KFP resolves them at run time, and the step images' pull secrets (compile-time names)."""
+    kubernetes.add_node_selector_json(task, node_selector)
+    kubernetes.add_toleration_json(task, tolerations)
+    if STEP_IMAGE_PULL_SECRETS:
+        kubernetes.set_image_pull_secrets(task, list(STEP_IMAGE_PULL_SECRETS))
 
 
 def export_if_passed(model_image: str) -> Any:
@@ -250,17 +267,18 @@ def _gate(model_image: str) -> Any:
     def gate(
         passed: bool,
         model: dsl.Input[dsl.Model],
-        dataset: dsl.Input[dsl.Dataset],
+        dataset_uri: str,
         model_name: str,
         targets: list,
-        storage_secret: str,
+        node_selector: dict,
+        tolerations: list,
     ) -> None:
         """The gate: a ``dsl.If`` on this pipeline's own input (see the module's docstring for why it is nested)."""
         with dsl.If(passed == True, name="passed"):  # noqa: E712 (a KFP condition)
-            export = export_model(model=model, dataset=dataset, model_name=model_name, targets=targets)
+            export = export_model(model=model, dataset_uri=dataset_uri, model_name=model_name, targets=targets)
             export.set_caching_options(False)  # the export reads artifacts that a re-run may have replaced
             export.set_container_image(model_image)
-            use_storage_secret(export, storage_secret)
+            use_platform_settings(export, node_selector, tolerations)
 
     return gate
 

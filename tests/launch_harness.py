@@ -1,7 +1,9 @@
-"""Run a launch component's own body with everything but the run: the job it would submit, for component tests."""
+"""A launch component's own body, as its tests beside it call it: with everything but the run (the job it would
+submit), or run whole by KFP's local runner on the local backend."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -11,20 +13,22 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import yaml
 
 import kftrain.launch.component
 from kftrain.backends.base import BackendConfig, JobPhase, JobResult
 from kftrain.job import TrainingJob, render_manifest
-from kftrain.job.crd_schema import CRDSchemas
+from tests.manifests import as_yaml
+from tests.reference import REPO
 
-try:
-    from conftest import REFERENCE_DIR
-except ImportError:  # imported as tests.launch_harness
-    from tests.conftest import REFERENCE_DIR
-
-
-REPO = Path(__file__).resolve().parents[1]
+# Each rank all-reduces its rank + 1 over gloo (1 + 2 + 3 = 6 on 3 nodes) and says so, naming its node.
+GLOO_PROGRAM = """
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+total = torch.tensor([dist.get_rank() + 1.0])
+dist.all_reduce(total)
+print(f"rank {dist.get_rank()} of {dist.get_world_size()} node {os.environ['GROUP_RANK']} sum {int(total.item())}")
+dist.destroy_process_group()
+"""
 
 # Every platform input of the launch components, as a platform engineer sets them on the pipeline.
 SETTINGS: dict[str, Any] = {
@@ -68,18 +72,17 @@ def render_launch(component: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     model = SimpleNamespace(uri=str(tmp_path / "model"), metadata={})
 
     def record(job: TrainingJob, config: BackendConfig, *, timeout: float | None = None) -> JobResult:
-        seen["manifest"], seen["kind"], seen["config"] = render_manifest(job), job.kind.value, config
+        seen["manifest"], seen["kind"], seen["config"] = render_manifest(job), job.kind, config
         (Path(model.uri) / "model.bin").parent.mkdir(parents=True, exist_ok=True)
         (Path(model.uri) / "model.bin").write_bytes(b"weights")  # what a succeeding trainer leaves behind
         return JobResult(JobPhase.SUCCEEDED)
 
     monkeypatch.setattr(kftrain.launch.component, "run_job", record)
     component.python_func(
-        dataset=SimpleNamespace(uri="/data/ds"),
         model=model,
         job=str(tmp_path / "job"),
         **kfp_outputs(tmp_path),
-        **{"run_id": "run-1", "task_id": "task-1", **inputs},
+        **{"run_id": "run-1", "task_id": "task-1", "dataset_uri": "/data/ds", **inputs},
     )
     return Rendered(seen["manifest"], seen["kind"], seen["config"], model.metadata)
 
@@ -95,35 +98,6 @@ def launch_renderer(component: Any, kind: str) -> Callable[..., Rendered]:
     return render
 
 
-def crd_schemas_fixture() -> Any:
-    """A module-scoped ``crd_schemas`` fixture (:func:`load_crd_schemas`), for tests outside tests/."""
-
-    @pytest.fixture(scope="module")
-    def crd_schemas() -> CRDSchemas:
-        return load_crd_schemas()
-
-    return crd_schemas
-
-
-def manifest_text(api_version: str, kind: str, name: str, spec: dict[str, Any]) -> str:
-    """A job manifest as a user hands it to a launch component: YAML text."""
-    manifest = {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, "spec": spec}
-    return yaml.safe_dump(manifest, sort_keys=False)
-
-
-def replica_spec(replicas: int, **container: Any) -> dict[str, Any]:
-    """A replica spec whose pod has the one container ``container``."""
-    return {"replicas": replicas, "template": {"spec": {"containers": [container]}}}
-
-
-def load_crd_schemas() -> CRDSchemas:
-    """The operators' CRD schemas, or a skip when the reference data is not checked out beside the repo."""
-    crds = REFERENCE_DIR / "crds"
-    if not crds.is_dir():
-        pytest.skip(f"reference data not available: {crds} is missing (the operators' CRDs)")
-    return CRDSchemas.from_dir(crds)
-
-
 def launch_locally(
     manifest: dict[str, Any],
     tmp_path: Path,
@@ -135,7 +109,7 @@ def launch_locally(
     """``kftrain launch -f <manifest> --local --timeout JOB_TIMEOUT EXTRA...`` from the repository, its output kept
     (``env``: the launcher's whole environment, else this process's)."""
     path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    path.write_text(as_yaml(manifest))
     return subprocess.run(
         [
             sys.executable,
@@ -155,3 +129,35 @@ def launch_locally(
         cwd=REPO,
         env=env,
     )
+
+
+# The launch step fails a job that succeeded without writing its model, so a real run's replicas write one.
+def writes_a_model(replicas: int) -> list[str]:
+    """A replica's command: write the model, log the model's URI, then wait until all ``replicas`` replicas have
+    logged theirs. The wait matters because a job may succeed, and its other replicas be stopped, as soon as one
+    replica finishes: a TFJob when worker 0 (or the chief) does (kubeflow/training-operator@v1.9.0:
+    pkg/controller.v1/tensorflow/tfjob_controller.go, UpdateJobStatus), a PyTorchJob when its master does."""
+    return [
+        "python",
+        "-c",
+        "import os, time; d = os.environ['KFTRAIN_MODEL_URI']; os.makedirs(d, exist_ok=True); "
+        "open(os.path.join(d, 'weights.txt'), 'w').write('w'); print('replica', d, flush=True); "
+        "ran = d + '.ran'; os.makedirs(ran, exist_ok=True); open(os.path.join(ran, str(os.getpid())), 'w').close(); "
+        "deadline = time.monotonic() + 60\n"
+        f"while len(os.listdir(ran)) < {replicas}:\n"
+        "    assert time.monotonic() < deadline, 'the other replicas never ran'; time.sleep(0.05)",
+    ]
+
+
+def check_local_run(component: Any, kind: str, replicas: set[str], **inputs: Any) -> None:
+    """``component`` run as a task of KFP's local runner (the ``kfp_local`` fixture) on the local backend, every
+    replica running :func:`writes_a_model`: the step ran its ``kind`` job (named after the kind), every one of
+    ``replicas`` ran with the model's URI and its log is kept beside the model, and the model is what they wrote."""
+    task = component(backend="local", command=writes_a_model(len(replicas)), **inputs)
+    job = json.loads(task.outputs["job"])  # the identity of the job the step ran
+    model = Path(task.outputs["model"].uri)
+    logs = {p.stem: p.read_text() for p in sorted(model.with_name("model-logs").glob("*.log"))}
+    assert (job["backend"], job["kind"]) == ("local", kind) and job["name"].startswith(kind.lower() + "-"), job
+    assert (model / "weights.txt").read_text() == "w"
+    assert set(logs) == replicas
+    assert all(f"replica {model}" in log for log in logs.values()), logs

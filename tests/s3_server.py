@@ -1,8 +1,7 @@
 """A local S3 for tests: ``moto_server`` in a subprocess, plus a fault-injecting proxy in front of it.
 
-Import the fixtures into a test module (or a conftest) to use them::
-
-    from s3_server import moto, s3_env  # noqa: F401
+The fixtures ``moto`` (the session's server) and ``s3_env`` (a fresh bucket, the environment pointing at it)
+are in tests/fixtures.py, available to every test.
 
 ``MotoServer`` can be stopped and started again on the same port (moto keeps objects in RAM, so a
 restart loses them, like a MinIO pod without a volume); ``FaultProxy`` forwards to it and answers
@@ -11,7 +10,6 @@ chosen requests with 500/503 SlowDown or a reset connection instead.
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import os
 import shutil
@@ -22,8 +20,6 @@ import sys
 import threading
 import time
 import urllib.request
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -285,14 +281,7 @@ class FaultProxy:
 
 
 # --------------------------------------------------------------------------------------------------
-# Fixtures
-
-
-@pytest.fixture(scope="session")
-def moto() -> Iterator[MotoServer]:
-    """One moto server for the session (tests that restart it start their own)."""
-    with MotoServer() as server:
-        yield server
+# The environment a step reads the store from (the fixtures moto and s3_env: tests/fixtures.py)
 
 
 def set_s3_env(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> None:
@@ -311,18 +300,3 @@ def set_s3_env(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-
-
-@pytest.fixture
-def s3_env(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A fresh bucket on the session's moto server, the environment pointing at it; yields ``s3://bucket``."""
-    set_s3_env(monkeypatch, moto.endpoint)
-    bucket = f"test-{uuid.uuid4().hex[:12]}"
-    boto3_client(moto.endpoint).create_bucket(Bucket=bucket)
-    yield f"s3://{bucket}"
-    with contextlib.suppress(Exception):
-        client = boto3_client(moto.endpoint)
-        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-            for obj in page.get("Contents", []):
-                client.delete_object(Bucket=bucket, Key=obj["Key"])
-        client.delete_bucket(Bucket=bucket)

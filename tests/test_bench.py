@@ -11,10 +11,7 @@ from pathlib import Path
 
 import pytest
 
-try:
-    from s3_server import boto3_client, moto
-except ImportError:  # tests/ imported as a package
-    from tests.s3_server import boto3_client, moto  # noqa: F401
+from tests.s3_server import boto3_client
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("bench_load", ROOT / "bench" / "load.py")

@@ -1,4 +1,4 @@
-"""Checkpoints published in the background (kftrain.trainers.checkpoint.Checkpointer): training goes on while
+"""Checkpoints published in the background (kftrain.programs.checkpoint.Checkpointer): training goes on while
 they upload, at most ``max_in_flight`` at a time, upload errors reach the trainer, a process killed
 mid-upload leaves the newest complete checkpoint to resume from, and to an object store (the S3 test server)
 the upload runs in a child process from a local spool."""
@@ -18,12 +18,12 @@ import pytest
 import torch
 
 from kftrain import storage
-from kftrain.trainers import checkpoint
-from kftrain.trainers.checkpoint import SPOOL_ENV, Checkpointer, CheckpointError, latest_checkpoint
-from kftrain.trainers.global_batch import SamplerPosition
-from kftrain.trainers.torch_common import latest_uri, restore, save_checkpoint
+from kftrain.programs import checkpoint
+from kftrain.programs.checkpoint import SPOOL_ENV, Checkpointer, CheckpointError, latest_checkpoint
+from kftrain.programs.global_batch import SamplerPosition
+from kftrain.programs.torch_common import latest_uri, restore, save_checkpoint
 from tests.polling import wait_until
-from tests.s3_server import moto, s3_env, set_s3_env  # noqa: F401
+from tests.s3_server import set_s3_env
 
 
 def gated(release: threading.Event, started: threading.Event | None = None, name: str = "state.bin"):
@@ -115,7 +115,7 @@ def test_the_snapshot_is_taken_when_save_returns(tmp_path, store, request):
 CHILD = textwrap.dedent(
     """
     import sys, threading
-    from kftrain.trainers.checkpoint import Checkpointer
+    from kftrain.programs.checkpoint import Checkpointer
     root = sys.argv[1]
     saver = Checkpointer(root, keep=3, max_in_flight=1)
     saver.save(10, lambda w: w.write_bytes("state.bin", b"complete"))
@@ -148,7 +148,7 @@ def test_a_replica_killed_mid_upload_resumes_from_the_newest_complete_checkpoint
 
 def test_to_an_object_store_the_checkpoint_is_spooled_locally_and_uploaded_by_a_child_process(
     tmp_path,
-    s3_env,  # noqa: F811
+    s3_env,
     monkeypatch,
 ):
     monkeypatch.setenv(SPOOL_ENV, str(tmp_path / "spool"))
@@ -173,7 +173,7 @@ def test_to_an_object_store_the_checkpoint_is_spooled_locally_and_uploaded_by_a_
     assert list((tmp_path / "spool").iterdir()) == []  # spools removed
 
 
-def test_a_child_upload_that_fails_reaches_the_trainer(tmp_path, s3_env):  # noqa: F811
+def test_a_child_upload_that_fails_reaches_the_trainer(tmp_path, s3_env):
     root = f"s3://no-such-bucket-{tmp_path.name[-8:].lower().replace('_', '-')}/ckpt"
     saver = Checkpointer(root, keep=3, max_in_flight=1)
     saver.save(10, lambda w: w.write_bytes("state.bin", b"x"))
@@ -184,7 +184,7 @@ def test_a_child_upload_that_fails_reaches_the_trainer(tmp_path, s3_env):  # noq
 TRAINER_THEN_STUCK_UPLOAD = textwrap.dedent(
     """
     import sys, threading
-    from kftrain.trainers.checkpoint import Checkpointer
+    from kftrain.programs.checkpoint import Checkpointer
     Checkpointer(sys.argv[1], keep=3, max_in_flight=1).save(10, lambda w: w.write_bytes("state.bin", b"x"))
     threading.Event().wait()
     """

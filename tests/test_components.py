@@ -15,14 +15,16 @@ from kftrain.cli.compile import discover
 ROOT = Path(__file__).resolve().parents[1]
 COMPONENTS = [t for t in discover(ROOT) if not t.is_pipeline]
 PIPELINES = [t for t in discover(ROOT) if t.is_pipeline]
-# kfp itself imports the kubernetes client; anything else heavy must wait for the step's body.
+# kfp itself imports the kubernetes client; anything else heavy must wait for the step's body. The launch
+# components read their inputs from kftrain.launch.inputs (the job model, no backend) when they are defined.
 HEAVY = (
     "torch",
     "tensorflow",
     "horovod",
     "kftrain.backends",
-    "kftrain.trainers",
-    "kftrain.launch",
+    "kftrain.programs",
+    "kftrain.launch.component",
+    "kftrain.launch.step",
     "pyarrow",
     "sklearn",
 )

@@ -13,11 +13,12 @@ import time
 from pathlib import Path
 
 from kftrain.backends import LocalBackend, LocalConfig
+from kftrain.backends.local.one_machine import local_host_of, local_worker_host
 from kftrain.job import load_manifest
 from kftrain.job.kinds import kind_of
-from kftrain.job.kinds.mpijob import DISCOVER_HOSTS, discover_hosts, local_worker_host
+from kftrain.job.kinds.mpijob import DISCOVER_HOSTS, discover_hosts
 from kftrain.job.topology import ReplicaId, Topology
-from tests.conftest import mpijob_v1, mpijob_v2, replica
+from tests.manifests import mpijob_v1, mpijob_v2, replica
 
 W = [ReplicaId("Worker", i) for i in range(12)]
 
@@ -27,7 +28,7 @@ def test_the_script_lists_running_workers_sorted_by_pod_name():
     running = [W[10], W[2], W[0]]
     assert discover_hosts(job, running) == "#!/bin/sh\necho tm-worker-0:2\necho tm-worker-10:2\necho tm-worker-2:2"
     local = "#!/bin/sh\necho 127.0.0.1:2\necho 127.0.0.00000000001:2\necho 127.0.0.001:2"
-    assert discover_hosts(job, running, local=True) == local
+    assert discover_hosts(job, running, local_host_of("localhost")) == local
     assert discover_hosts(job, []) == "#!/bin/sh"
 
 
@@ -46,7 +47,8 @@ def test_every_local_worker_name_is_this_machine():
 
 def test_v1_mounts_it_with_every_worker_at_the_start_and_v2beta1_does_not():
     job = load_manifest(mpijob_v1({"Launcher": 1, "Worker": 2}, name="tm"))
-    files = kind_of(job).operator_files(job, Topology(files_root=Path("/w")))
+    here = Topology(files_root=Path("/w"), host_of=local_host_of("localhost"))  # as the local backend lays it out
+    files = kind_of(job).operator_files(job, here)
     assert files[DISCOVER_HOSTS].content == "#!/bin/sh\necho 127.0.0.1:1\necho 127.0.0.01:1"
     assert files[DISCOVER_HOSTS].mode == 0o555
     v2 = load_manifest(mpijob_v2({"Launcher": 1, "Worker": 2}, name="tm"))

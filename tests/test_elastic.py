@@ -101,7 +101,7 @@ def elastic_job(name: str, dataset: str, out: Path, env: dict[str, str]):
         "restartPolicy": "Never",
         "template": {"spec": {"containers": [{
             "name": "pytorch", "image": "unused-locally",
-            "command": ["torchrun", "--module", "kftrain.trainers.torch_ddp"], "args": args,
+            "command": ["torchrun", "--module", "kftrain.programs.torch_ddp"], "args": args,
             "env": [{"name": k, "value": v} for k, v in env.items()],
         }]}},
     }  # fmt: skip
@@ -216,7 +216,7 @@ def test_the_launch_component_runs_an_elastic_job_under_torchrun_one_process_per
     """The typed path, through the component's own function on the local backend."""
     model = SimpleNamespace(uri=str(tmp_path / "model"), metadata={})
     pytorchjob_launch.python_func(
-        dataset=SimpleNamespace(uri=dataset, metadata={}),
+        dataset_uri=dataset,
         model=model,
         job=str(tmp_path / "job"),
         **kfp_outputs(tmp_path),
@@ -254,7 +254,7 @@ def horovod_elastic_manifest(name: str, trainer_args: list[str], env: dict[str, 
                     "image": image, "name": "mpi-launcher", "command": ["horovodrun"],
                     "args": ["-np", "2", "--min-np", "1", "--max-np", "3",
                              "--host-discovery-script", "/etc/mpi/discover_hosts.sh",
-                             "python", "-m", "kftrain.trainers.horovod_torch", *trainer_args],
+                             "python", "-m", "kftrain.programs.horovod_torch", *trainer_args],
                     "resources": {"limits": {"cpu": 1, "memory": "2Gi"}},
                     "env": [{"name": k, "value": v} for k, v in env.items()],
                 }]}}},

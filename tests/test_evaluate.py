@@ -19,20 +19,7 @@ from kftrain.steps.evaluate.scores import (
     softmax,
 )
 from kftrain.steps.prep import prepare_dataset
-from tests.bundled import fit_linear, least_squares, prepared_breast_cancer, table_source
-
-
-@pytest.fixture(scope="module")
-def breast_cancer(tmp_path_factory):
-    """A prepared binary dataset and a TorchScript logistic regression trained on its train split."""
-    tmp = tmp_path_factory.mktemp("bc")
-    prepared_breast_cancer(tmp)
-    from kftrain.data.dataset import load_split
-
-    x, y = load_split(str(tmp / "ds"), "train")
-    model = fit_linear(x, y, 2, nn.CrossEntropyLoss())
-    save_model(model, str(tmp / "model"), example_input=x[:2])
-    return str(tmp / "model"), str(tmp / "ds"), model
+from tests.bundled import fit_linear, least_squares, table_source
 
 
 def test_binary_scores_match_scikit_learn_while_streaming_in_small_batches(breast_cancer):

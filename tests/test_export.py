@@ -18,13 +18,12 @@ from kftrain.models import predictor_for, save_model
 from kftrain.models.pytorch import MLP, MLPConfig, write_model
 from kftrain.steps import export as export_step
 from kftrain.steps.export import ExportError, export_model
-from tests.bundled import fit_linear, prepared_breast_cancer
+from tests.bundled import fit_linear
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("bc")
-    return prepared_breast_cancer(tmp)
+def dataset(breast_cancer):
+    return breast_cancer[1]  # the session's prepared breast cancer data (tests/fixtures.py)
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from kftrain.steps.prep import prepare_dataset
 
 pytestmark = pytest.mark.slow
 
-TRAINER = ["python", "-m", "kftrain.trainers.torch_ddp"]
+TRAINER = ["python", "-m", "kftrain.programs.torch_ddp"]
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +128,7 @@ def test_killed_horovod_rank_restarts_the_mpijob_which_resumes(dataset, tmp_path
     pytest.importorskip("horovod.torch")
     if not Path(sys.executable).with_name("mpirun").exists() and not shutil.which("mpirun"):
         pytest.skip("mpirun missing (scripts/install_mpi.sh)")
-    command = ["mpirun", "-n", "2", "python", "-m", "kftrain.trainers.horovod_torch"]
+    command = ["mpirun", "-n", "2", "python", "-m", "kftrain.programs.horovod_torch"]
     args = [*trainer_args(dataset, tmp_path, epochs=6), "--seed", "1"]
     fault = {"KFTRAIN_FAULT_AT_STEP": "45", "KFTRAIN_FAULT_RANK": "1", "KFTRAIN_FAULT_MARKER": str(tmp_path / "m")}
     launcher = _replica(command, args, fault, "OnFailure")
@@ -159,7 +159,7 @@ def test_killed_tf_worker_restarts_the_tfjob_which_resumes(dataset, tmp_path):
     """TFJob (MultiWorkerMirrored): a worker dies, its peer fails on the lost connection, both restart
     under OnFailure and resume from the BackupAndRestore checkpoint."""
     pytest.importorskip("tf_keras")
-    command = ["python", "-m", "kftrain.trainers.tf_trainer"]
+    command = ["python", "-m", "kftrain.programs.tf_distributed"]
     args = ["--dataset", dataset, "--model-dir", str(tmp_path / "model"), "--checkpoint-dir", str(tmp_path / "ckpt"),
             "--epochs", "6", "--checkpoint-every-steps", "20"]  # fmt: skip
     fault = {"KFTRAIN_FAULT_AT_STEP": "45", "KFTRAIN_FAULT_RANK": "1", "KFTRAIN_FAULT_MARKER": str(tmp_path / "m")}

@@ -67,8 +67,8 @@ def trainer(module: str, dataset: str, model: Path) -> list[str]:
 @pytest.mark.parametrize(
     ("image", "module", "framework"),
     [
-        ("pytorch-cpu", "kftrain.trainers.torch_ddp", "torch"),
-        ("tensorflow-cpu", "kftrain.trainers.tf_trainer", "tensorflow"),
+        ("pytorch-cpu", "kftrain.programs.torch_ddp", "torch"),
+        ("tensorflow-cpu", "kftrain.programs.tf_distributed", "tensorflow"),
     ],
 )
 def test_the_slimmed_framework_image_trains_evaluates_and_exports(image, module, framework, dataset, tmp_path):
@@ -94,8 +94,8 @@ def test_the_slimmed_framework_image_trains_evaluates_and_exports(image, module,
 @pytest.mark.parametrize(
     ("image", "module", "framework"),
     [
-        ("horovod-pytorch-cpu", "kftrain.trainers.horovod_torch", "torch"),
-        ("horovod-tensorflow-cpu", "kftrain.trainers.horovod_tf", "tf"),
+        ("horovod-pytorch-cpu", "kftrain.programs.horovod_torch", "torch"),
+        ("horovod-tensorflow-cpu", "kftrain.programs.horovod_tf", "tf"),
     ],
 )
 def test_the_slimmed_horovod_image_trains_with_its_one_framework(image, module, framework, dataset, tmp_path):

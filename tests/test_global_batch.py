@@ -1,5 +1,5 @@
 """The constant global batch: micro-batches and accumulation from the world size, and a sample order that does
-not depend on it (kftrain.trainers.global_batch), as the trainers and a user's own script use them."""
+not depend on it (kftrain.programs.global_batch), as the trainers and a user's own script use them."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from kftrain.trainers.common import trainer_flags, trainer_parser
-from kftrain.trainers.global_batch import (
+from kftrain.programs.common import trainer_flags, trainer_parser
+from kftrain.programs.global_batch import (
     GlobalBatchError,
     GlobalOrder,
     SamplerPosition,
@@ -75,7 +75,7 @@ def test_a_position_resumes_at_the_next_global_batch():
 def test_the_helper_imports_without_side_effects():
     """A user's own script imports it: no torch, no logging set up, nothing printed."""
     code = (
-        "import logging, sys; import kftrain.trainers.global_batch as g; "
+        "import logging, sys; import kftrain.programs.global_batch as g; "
         "assert 'torch' not in sys.modules, 'torch imported'; assert not logging.getLogger().handlers; print('ok')"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

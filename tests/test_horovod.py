@@ -15,8 +15,8 @@ import pytest
 
 from kftrain.data.dataset import load_split
 from kftrain.steps.prep import prepare_dataset
-from tests.conftest import mpijob_v1, mpijob_v2, replica
 from tests.launch_harness import launch_locally
+from tests.manifests import mpijob_v1, mpijob_v2, replica
 
 
 def _horovod_frameworks() -> tuple[bool, bool]:
@@ -105,7 +105,7 @@ def test_a_horovod_tf2_keras_program_of_the_users_runs_in_the_shipped_environmen
 def test_horovod_torch_trains_checkpoints_and_resumes(tmp_path, dataset):
     model_dir, ckpt_dir = tmp_path / "model", tmp_path / "ckpt"
     flags = ("--checkpoint-every-steps", "7", "--seed", "1")
-    trainer = two_rank_trainer("kftrain.trainers.horovod_torch", dataset, ckpt_dir, *flags)
+    trainer = two_rank_trainer("kftrain.programs.horovod_torch", dataset, ckpt_dir, *flags)
     first = train(tmp_path, trainer, model_dir / "a", epochs=3)
     assert "rank 0/2" in first and "rank 1/2" in first
     assert "checkpoint complete at step 7: " in first
@@ -135,7 +135,7 @@ def test_horovod_keras_trains_checkpoints_and_resumes(tmp_path, dataset):
         pytest.skip("tf_keras missing: the Horovod Keras trainer uses Keras 2")
     model_dir, ckpt_dir = tmp_path / "model", tmp_path / "ckpt"
     trainer = two_rank_trainer(
-        "kftrain.trainers.horovod_tf", dataset, ckpt_dir, "--checkpoint-every-steps", "5", "--lr", "0.05"
+        "kftrain.programs.horovod_tf", dataset, ckpt_dir, "--checkpoint-every-steps", "5", "--lr", "0.05"
     )
     first = train(tmp_path, trainer, model_dir / "a", epochs=2)
     assert "rank 0/2" in first and "rank 1/2" in first

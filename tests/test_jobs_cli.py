@@ -19,23 +19,16 @@ import yaml
 
 from kftrain import storage
 from kftrain.backends import LocalBackend, LocalConfig
+from kftrain.backends.kubernetes.backend import KubernetesBackend
+from kftrain.backends.kubernetes.config import KubernetesConfig
 from kftrain.backends.local.state import STATE_DIR_ENV
 from kftrain.cli.app import main
-from kftrain.cli.jobs import KubernetesJobs
 from kftrain.job import load_manifest_file
-from tests.conftest import pytorchjob, replica
 from tests.fake_k8s import FakeKube, JobSim, OperatorSim
+from tests.k8s_harness import api_client, make_backend, pytorch_job, running, stamped
+from tests.launch_cluster import LAUNCHES, RUN_ID, TASK_ID, Launch, s_success, step_inputs
+from tests.manifests import pytorchjob, replica
 from tests.polling import wait_until
-from tests.test_kubernetes_backend import api_client, make_backend, pytorch_job, running, stamped
-from tests.test_launch_kubernetes import (  # noqa: F401 (kubeconfig: the fixture)
-    LAUNCHES,
-    RUN_ID,
-    TASK_ID,
-    Launch,
-    kubeconfig,
-    s_success,
-    step_inputs,
-)
 
 PROGRAM = """
 import os, sys, time
@@ -204,12 +197,15 @@ def test_a_scaled_up_local_job_lists_and_follows_its_new_replica(
     assert follower.returncode == 0  # the job ended: so does following it
 
 
-def launched(kube: FakeKube, operator: OperatorSim, scenario: Callable[[JobSim], None]) -> tuple[str, KubernetesJobs]:
-    """A PyTorchJob (Master + 1 Worker) the fake operator plays ``scenario`` for; its name, and the jobs ops."""
+def launched(
+    kube: FakeKube, operator: OperatorSim, scenario: Callable[[JobSim], None]
+) -> tuple[str, KubernetesBackend]:
+    """A PyTorchJob (Master + 1 Worker) the fake operator plays ``scenario`` for; its name, and a backend on its
+    namespace (what ``kftrain jobs --backend kubernetes`` asks)."""
     operator.scenario = scenario
     backend, _ = make_backend(kube)
     handle = backend.submit(stamped(pytorch_job(workers=1), "run-1", "task-1"))
-    return handle.name, KubernetesJobs(handle.namespace, api_client(kube))
+    return handle.name, KubernetesBackend(KubernetesConfig(namespace=handle.namespace), api_client(kube))
 
 
 def test_kubernetes_jobs_list_status_logs_delete(kube: FakeKube, operator: OperatorSim) -> None:
@@ -223,31 +219,27 @@ def test_kubernetes_jobs_list_status_logs_delete(kube: FakeKube, operator: Opera
     name, ops = launched(kube, operator, train)
     resumed = ("worker-0", "resumed from epoch 2")
     wait_until(
-        lambda: "1 restart(s)" in " ".join(ops.status(name)) and resumed in ops.logs(name, None, None, False),
+        lambda: "1 restart(s)" in " ".join(ops.get_job(name).details) and resumed in ops.job_logs(name),
         20,
         "the restart and the resumed line",
     )
-    (row,) = ops.rows()
-    assert (row["name"], row["kind"], row["run"]) == (name, "PyTorchJob", "run-1/task-1")
-    status = "\n".join(ops.status(name))
+    (job,) = ops.list_jobs()
+    assert (job.name, job.kind, job.run_id, job.task_id) == (name, "PyTorchJob", "run-1", "task-1")
+    status = "\n".join(ops.get_job(name).details)
     assert "(worker-0): Running, 1 restart(s), previous run exited 137" in status and "BackOff" in status, status
-    assert list(ops.logs(name, "worker-0", 1, False)) == [resumed]
-    assert ops.delete(name) == f"deleted {name}"
-    wait_until(lambda: not ops.rows(), 20, "the job to be gone")
+    assert list(ops.job_logs(name, "worker-0", 1, False)) == [resumed]
+    ops.delete_job(name)
+    wait_until(lambda: not ops.list_jobs(), 20, "the job to be gone")
     assert json.dumps(kube.deletions)
 
 
 TYPED = [launch for launch in LAUNCHES if launch.source == "typed"]
 
 
+@pytest.mark.usefixtures("kubeconfig")  # the step finds the fake cluster as it would outside a pod
 @pytest.mark.parametrize("launch", TYPED, ids=[launch.kind for launch in TYPED])
 def test_kubernetes_jobs_find_a_launch_steps_job_and_its_logs_after_its_pods_are_gone(
-    launch: Launch,
-    kube: FakeKube,
-    operator: OperatorSim,
-    kubeconfig: Path,  # noqa: F811
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    launch: Launch, kube: FakeKube, operator: OperatorSim, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """What a pipeline's launch step left on the cluster, through ``kftrain jobs --backend kubernetes``."""
     operator.scenario = lambda sim: s_success(sim, launch)
@@ -287,15 +279,15 @@ def test_kubernetes_logs_follow_streams_every_replica_until_it_ends(kube: FakeKu
         sim.condition("Succeeded")
 
     name, ops = launched(kube, operator, train)
-    wait_until(lambda: len(list(ops.logs(name, None, None, False))) == 4, 20, "four log lines")
-    followed = ops.logs(name, None, 1, True)
+    wait_until(lambda: len(list(ops.job_logs(name, None, None, False))) == 4, 20, "four log lines")
+    followed = ops.job_logs(name, None, 1, True)
     first = sorted(next(followed) for _ in range(2))  # each replica's last line, then what it prints next
     assert first == [("master-0", "master-0 epoch 2"), ("worker-0", "worker-0 epoch 2")]
     more.set()
     rest = sorted(followed)  # ends when the job has ended
     assert rest == [("master-0", "master-0 epoch 3"), ("worker-0", "worker-0 epoch 3")]
     # Following a job that has ended: each replica's last lines, and the end at once.
-    assert sorted(ops.logs(name, None, 2, True)) == [
+    assert sorted(ops.job_logs(name, None, 2, True)) == [
         *(("master-0", f"master-0 epoch {n}") for n in (2, 3)),
         *(("worker-0", f"worker-0 epoch {n}") for n in (2, 3)),
     ]
@@ -320,12 +312,12 @@ def test_kubernetes_logs_follow_picks_up_a_replica_that_starts_later(kube: FakeK
         sim.condition("Succeeded")
 
     name, ops = launched(kube, operator, train)
-    wait_until(lambda: ("worker-0", "worker-0 epoch 1") in ops.logs(name, None, None, False), 20, "worker-0's line")
+    wait_until(lambda: ("worker-0", "worker-0 epoch 1") in ops.job_logs(name, None, None, False), 20, "worker-0's line")
     followed: list[tuple[str, str]] = []  # every replica
     only_new: list[tuple[str, str]] = []  # --replica worker-1: no such pod yet, it is waited for
     readers = [
-        threading.Thread(target=lambda: followed.extend(ops.logs(name, None, None, True)), daemon=True),
-        threading.Thread(target=lambda: only_new.extend(ops.logs(name, "worker-1", None, True)), daemon=True),
+        threading.Thread(target=lambda: followed.extend(ops.job_logs(name, None, None, True)), daemon=True),
+        threading.Thread(target=lambda: only_new.extend(ops.job_logs(name, "worker-1", None, True)), daemon=True),
     ]
     for reader in readers:
         reader.start()

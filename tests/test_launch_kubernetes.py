@@ -1,45 +1,29 @@
-"""The launch components on the Kubernetes backend, end to end, as a pipeline runs them.
+"""The launch components on the Kubernetes backend, end to end, as a pipeline runs them (tests/launch_cluster.py).
 
 Each test calls a launch component's own Python function (what KFP runs in the step's container) with the
 inputs a pipeline gives it: the dataset and model artifacts, the path of its ``job`` output, the run and
-task ids, the platform settings, ``backend="kubernetes"``, and either the typed inputs or a manifest. The
-step finds the cluster as it would outside a pod, through the kubeconfig that ``KUBECONFIG`` names; the
-cluster is the fake API server (tests/fake_k8s) and a simulated operator plays the job. Nothing is
-configured for the test: the backend runs with its production :class:`KubernetesConfig`.
+task ids, the platform settings, ``backend="kubernetes"``, and either the typed inputs or a manifest; the
+cluster is the fake API server (tests/fake_k8s) and a simulated operator plays the job.
 
 The table: the four kinds (PyTorchJob, TFJob, MPIJob, Trainer v2's TrainJob on a simulated Trainer + JobSet) x
 {typed inputs, manifest} (:data:`LAUNCHES`) x what the cluster does
 (:data:`OUTCOMES`): the job succeeds at once, a replica fails, the image cannot be pulled, Kueue holds the
 job then admits it, the cluster autoscaler adds a node, no node fits past ``pending_timeout_seconds``.
 Every run also checks that a secret value in the launcher's environment reaches no created object and no
-output. A relaunched step and a SIGTERMed one are tested per launch too.
+output, and that every platform setting lands where the kind takes it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import signal
-import subprocess
-import sys
-import textwrap
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType, SimpleNamespace
 from typing import Any
 
 import pytest
-import yaml
-from kubernetes import client
 
-import kftrain
-import kftrain_components
 from kftrain.backends.base import load_identity
-from kftrain.backends.kubernetes.config import SERVICE_ACCOUNT_NAMESPACE
 from kftrain.job.kinds import kind_for
 from kftrain.job.naming import (
     RUN_ID_ANNOTATION,
@@ -49,222 +33,25 @@ from kftrain.job.naming import (
     job_name_for,
     label_value,
 )
-from kftrain_components.training.mpijob_launch.component import mpijob_launch
-from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
-from kftrain_components.training.tfjob_launch.component import tfjob_launch
-from kftrain_components.training.trainjob_launch.component import trainjob_launch
 from tests.fake_k8s import FakeKube, JobSim, OperatorSim, kueue_webhook
-from tests.fake_k8s.server import load_crd_schemas
-from tests.launch_harness import SETTINGS, manifest_text, replica_spec
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CRD_DIR = REPO_ROOT.parent / "shared/reference/crds"
-KUBECONFIG_NAMESPACE = "kfp-user"
-RUN_ID = "4f1c9a6e-2b1d-4c8e-9f00-abcdef012345"
-TASK_ID = "9a8b7c6d-0000-1111-2222-333344445555"
-IMAGE = "registry.example.com/team/train:1"
-TRAINJOB_API = "trainer.kubeflow.org/v1alpha1"
-# A secret's value in the launcher's own environment: it must reach no job, no pod and no output.
-CANARY = "canary-7d1e5b-never-print-me"
-
-TRAIN = {"image": IMAGE, "command": ["python", "train.py"]}
-PYTORCH_MANIFEST = manifest_text(
-    "kubeflow.org/v1",
-    "PyTorchJob",
-    "ddp",
-    {"pytorchReplicaSpecs": {rtype: replica_spec(1, name="pytorch", **TRAIN) for rtype in ("Master", "Worker")}},
+from tests.launch_cluster import (
+    IMAGE,
+    LAUNCHES,
+    RUN_ID,
+    TASK_ID,
+    Launch,
+    assert_logs_kept,
+    assert_no_secret_anywhere,
+    expected_namespace,
+    read_back,
+    s_success,
+    start,
+    step_inputs,
+    succeed,
+    until_step_says,
 )
-TF_MANIFEST = manifest_text(
-    "kubeflow.org/v1", "TFJob", "mwms", {"tfReplicaSpecs": {"Worker": replica_spec(2, name="tensorflow", **TRAIN)}}
-)
-MPI_MANIFEST = manifest_text(
-    "kubeflow.org/v2beta1",
-    "MPIJob",
-    "allreduce",
-    {
-        "slotsPerWorker": 1,
-        "mpiReplicaSpecs": {
-            "Launcher": replica_spec(1, name="launcher", image=IMAGE, command=["mpirun", "python", "train.py"]),
-            "Worker": replica_spec(2, name="worker", image=IMAGE),
-        },
-    },
-)
-TRAINJOB_MANIFEST = f"""
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata: {{name: ddp-v2}}
-spec:
-  runtimeRef: {{name: torch-distributed}}
-  trainer: {{numNodes: 2, image: "{IMAGE}", command: [torchrun, train.py]}}
-"""
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One launch component, given typed inputs or a manifest."""
-
-    component: Any
-    kind: str
-    api_version: str
-    plural: str
-    source: str  # "typed" or "manifest"
-    inputs: dict[str, Any]
-    # The replica the failure scenario fails: the one whose exit ends the job for its operator.
-    failing: str
-    # Where the platform settings land on the created job: checks them all.
-    check_settings: Callable[[dict[str, Any], Launch], None]
-    # The replica type that runs no training (the MPI launcher): no GPU and no /dev/shm.
-    not_training: str | None = None
-    # The platform inputs the component does not take (SETTINGS minus these are given).
-    not_taken: tuple[str, ...] = ()
-
-    @property
-    def id(self) -> str:
-        return f"{self.kind}-{self.source}"
-
-    @property
-    def base_name(self) -> str:
-        """The job's name before the run's: the manifest's own, else the kind's."""
-        if self.source == "manifest":
-            return str(yaml.safe_load(self.inputs["manifest"])["metadata"]["name"])
-        return self.kind.lower()
-
-    @property
-    def settings(self) -> dict[str, Any]:
-        return {k: v for k, v in SETTINGS.items() if k not in self.not_taken}
-
-
-def _launches() -> list[Launch]:
-    operator_v1 = "kubeflow.org/v1"
-    # A TrainJob's run policy is its runtime's (no Volcano scheduling policy, no TTL input), and Trainer v2.3.0's
-    # pod patch has no priorityClassName (the step refuses it: the runtime sets it).
-    not_on_trainjob = ("scheduling", "ttl_seconds_after_finished", "priority_class")
-    kinds = [
-        (pytorchjob_launch, "PyTorchJob", operator_v1, "pytorchjobs", {"workers": 1}, PYTORCH_MANIFEST, "worker-0"),
-        (tfjob_launch, "TFJob", operator_v1, "tfjobs", {"workers": 2}, TF_MANIFEST, "worker-1"),
-        (mpijob_launch, "MPIJob", "kubeflow.org/v2beta1", "mpijobs", {"workers": 2}, MPI_MANIFEST, "launcher-0"),
-        (trainjob_launch, "TrainJob", TRAINJOB_API, "trainjobs", {"num_nodes": 2}, TRAINJOB_MANIFEST, "node-1"),
-    ]
-    out = []
-    for component, kind, api_version, plural, replicas, manifest, failing in kinds:
-        trainjob = kind == "TrainJob"
-        for source, inputs in (("typed", {**replicas, "image": IMAGE}), ("manifest", {"manifest": manifest})):
-            out.append(
-                Launch(
-                    component,
-                    kind,
-                    api_version,
-                    plural,
-                    source,
-                    inputs,
-                    failing,
-                    check_trainjob_settings if trainjob else check_replica_settings,
-                    not_training="Launcher" if kind == "MPIJob" else None,
-                    not_taken=not_on_trainjob if trainjob else (),
-                )
-            )
-    return out
-
-
-# -- the cluster, as the step finds it -------------------------------------------------------------
-
-
-@pytest.fixture
-def kubeconfig(kube: FakeKube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A kubeconfig whose current context is the fake cluster, named by ``KUBECONFIG``; not in a pod, in KFP.
-
-    The launcher's environment also holds a secret's value (:data:`CANARY`) under the names a platform
-    gives secrets, so that a test can show it goes nowhere.
-    """
-    path = kube.write_kubeconfig(tmp_path / "kubeconfig", KUBECONFIG_NAMESPACE, user="pipeline-runner")
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)  # not in a pod: no in-cluster configuration
-    monkeypatch.setenv("KFP_POD_NAME", "launch-step-a")
-    monkeypatch.setenv("KFP_POD_UID", "uid-a")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", CANARY)
-    monkeypatch.setenv("WANDB_API_KEY", CANARY)
-    return path
-
-
-def expected_namespace() -> str:
-    """This pod's namespace when the tests run in one (the backend prefers it), else the kubeconfig's."""
-    if SERVICE_ACCOUNT_NAMESPACE.is_file() and SERVICE_ACCOUNT_NAMESPACE.read_text().strip():
-        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
-    return KUBECONFIG_NAMESPACE
-
-
-class KfpMetrics(SimpleNamespace):
-    """A KFP Metrics output: its values in ``metadata``, as KFP keeps them."""
-
-    def log_metric(self, metric: str, value: float) -> None:
-        self.metadata[metric] = value
-
-
-def step_inputs(launch: Launch, tmp_path: Path, job_output: str = "job", **extra: Any) -> dict[str, Any]:
-    """The inputs a pipeline gives the step: artifacts, the ``job`` output path, the run and task ids, the
-    platform settings, and the launch's typed inputs or manifest."""
-    return {
-        "dataset": SimpleNamespace(uri=str(tmp_path / "dataset"), metadata={}),
-        "model": SimpleNamespace(uri=str(tmp_path / "model"), metadata={}),
-        "job": str(tmp_path / "outputs" / job_output),
-        "metrics": KfpMetrics(uri=str(tmp_path / "outputs" / "metrics"), metadata={}),
-        "curves": SimpleNamespace(uri=str(tmp_path / "outputs" / "curves"), metadata={}, path=""),
-        "run_id": RUN_ID,
-        "task_id": TASK_ID,
-        "backend": "kubernetes",
-        **launch.settings,
-        **launch.inputs,
-        **extra,
-    }
-
-
-def read_back(kube: FakeKube, launch: Launch, name: str) -> dict[str, Any]:
-    """The job as the API serves it (GET over HTTP)."""
-    api = client.ApiClient(client.Configuration(host=kube.url))
-    group, version = launch.api_version.split("/")
-    return dict(
-        client.CustomObjectsApi(api).get_namespaced_custom_object(
-            group, version, expected_namespace(), launch.plural, name
-        )
-    )
-
-
-def step_output() -> str:
-    """What the step has printed so far (the test captures standard output: see ``capsys``)."""
-    getvalue = getattr(sys.stdout, "getvalue", None)
-    return str(getvalue()) if getvalue is not None else ""
-
-
-def until_step_says(sim: JobSim, text: str, timeout: float = 20.0) -> None:
-    """Wait (as the simulated cluster) until the step's output shows ``text``: it has seen what it reports."""
-    end = time.monotonic() + timeout
-    while text not in step_output():
-        assert time.monotonic() < end, f"the step did not say {text!r} within {timeout}s:\n{step_output()}"
-        sim.sleep(0.02)
-
-
-# -- what the cluster does -------------------------------------------------------------------------
-
-
-def start(sim: JobSim) -> None:
-    sim.create_pods()
-    sim.condition("Created")
-    sim.start()
-    sim.condition("Running")
-
-
-def succeed(sim: JobSim) -> None:
-    for label in sim.labels():
-        sim.log(label, f"hello from {label}", f"{label} done")
-    sim.write_model()
-    sim.exit_all(0)
-    sim.condition("Succeeded")
-
-
-def s_success(sim: JobSim, launch: Launch) -> None:
-    """The job runs and succeeds at once: the step may never see a pod running."""
-    start(sim)
-    succeed(sim)
+from tests.launch_harness import SETTINGS
+from tests.reference import crd_schemas
 
 
 def s_failure(sim: JobSim, launch: Launch) -> None:
@@ -299,13 +86,18 @@ def s_queued_then_admitted(sim: JobSim, launch: Launch) -> None:
     succeed(sim)
 
 
-def s_scaled_up(sim: JobSim, launch: Launch) -> None:
-    """No node fits the pods until the cluster autoscaler adds one, which takes longer than pending_timeout."""
+def no_node_fits(sim: JobSim, scale_up: bool) -> None:
+    """Every pod created unschedulable; the cluster autoscaler adds a node for them (``scale_up``), or cannot."""
     sim.create_pods(scheduled=False)
     sim.condition("Created")
     for label in sim.labels():
         sim.unschedulable(label)
-        sim.autoscaler(label, triggered=True)
+        sim.autoscaler(label, triggered=scale_up)
+
+
+def s_scaled_up(sim: JobSim, launch: Launch) -> None:
+    """No node fits the pods until the cluster autoscaler adds one, which takes longer than pending_timeout."""
+    no_node_fits(sim, scale_up=True)
     until_step_says(sim, "waiting for the cluster autoscaler to add a node")
     sim.sleep(PENDING_TIMEOUT_S + 0.2)  # the new node takes longer than the pending timeout: the step waits on
     sim.schedule()
@@ -315,11 +107,7 @@ def s_scaled_up(sim: JobSim, launch: Launch) -> None:
 
 
 def s_unschedulable(sim: JobSim, launch: Launch) -> None:
-    sim.create_pods(scheduled=False)
-    sim.condition("Created")
-    for label in sim.labels():
-        sim.unschedulable(label)
-        sim.autoscaler(label, triggered=False)
+    no_node_fits(sim, scale_up=False)
     sim.wait_deleted()
 
 
@@ -351,9 +139,10 @@ def check_success(kube: FakeKube, launch: Launch, inputs: dict[str, Any]) -> Non
     assert (handle.backend, handle.kind, handle.uid) == ("kubernetes", launch.kind, created["metadata"]["uid"])
     assert handle.namespace == created["metadata"]["namespace"] == expected_namespace()
     job = read_back(kube, launch, handle.name)
-    assert load_crd_schemas(CRD_DIR).errors(job) == []
+    assert crd_schemas().errors(job) == []
     check_identity(job)
-    launch.check_settings(job, launch)
+    check_settings = check_trainjob_settings if launch.kind == "TrainJob" else check_replica_settings
+    check_settings(job, launch)
     assert inputs["model"].metadata["job"] == handle.name
 
 
@@ -387,7 +176,7 @@ def check_trainjob_settings(job: dict[str, Any], launch: Launch) -> None:
     trainer = job["spec"]["trainer"]
     assert trainer["image"] == IMAGE and trainer["numNodes"] == 2
     if launch.source == "typed":  # this release's PyTorch trainer under the runtime's torchrun
-        assert trainer["command"] == ["torchrun", "-m", "kftrain.trainers.torch_ddp"]
+        assert trainer["command"] == ["torchrun", "-m", "kftrain.programs.torch_ddp"]
     (patch,) = job["spec"]["runtimePatches"]
     assert patch["manager"] == "kftrain.io/launch"
     (node,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
@@ -506,33 +295,6 @@ def _filled(text: str, launch: Launch) -> str:
     return text.replace("{failing}", launch.failing).replace("{image}", IMAGE)
 
 
-def assert_logs_kept(out: str, logs: Path, replicas: list[str]) -> None:
-    """Every replica line the step streamed is in that replica's log kept beside the model, in order; a replica
-    of the job that printed nothing has an empty one."""
-    streamed: dict[str, list[str]] = {}
-    for line in out.splitlines():
-        if line.startswith("[") and not line.startswith("[kftrain]") and "] " in line:
-            label, text = line[1:].split("] ", 1)
-            streamed.setdefault(label, []).append(text)
-    kept = {p.stem: p.read_text().splitlines() for p in logs.iterdir()} if logs.exists() else {}
-    assert {label: lines for label, lines in kept.items() if lines} == streamed, (kept, streamed)
-    assert set(kept) <= set(replicas), kept
-
-
-def assert_no_secret_anywhere(kube: FakeKube, *outputs: str) -> None:
-    with kube.cond:
-        objects = json.dumps([kube.created, list(kube.jobs.values()), list(kube.pods.values())])
-    assert CANARY not in objects
-    for text in outputs:
-        assert CANARY not in text
-
-
-LAUNCHES = _launches()
-
-
-# -- tests -----------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("outcome", OUTCOMES, ids=[o.id for o in OUTCOMES])
 @pytest.mark.parametrize("launch", LAUNCHES, ids=[launch.id for launch in LAUNCHES])
 def test_step(
@@ -572,149 +334,6 @@ def test_step(
     assert_no_secret_anywhere(kube, out, err)
 
 
-# -- a relaunched step, a cancelled one ----------------------------------------------------------------
-
-
-def s_until_a_second_owner(sim: JobSim) -> None:
-    """Runs until a relaunched step has reattached (it adds its pod as an owner), then succeeds."""
-    start(sim)
-    end = time.monotonic() + 30
-    while len(_owners(sim)) < 2:
-        assert time.monotonic() < end, "no second launcher reattached within 30 s"
-        sim.log(sim.labels()[0], "training")
-        sim.sleep(0.05)
-    succeed(sim)
-
-
-def _owners(sim: JobSim) -> list[dict[str, Any]]:
-    with sim.kube.cond:
-        obj = sim.kube.jobs.get((sim.plural, sim.namespace, sim.name)) or {}
-        return list((obj.get("metadata") or {}).get("ownerReferences") or [])
-
-
-STEP_SCRIPT = textwrap.dedent(
-    """
-    import importlib, json, sys
-    from types import SimpleNamespace
-
-    module, name, inputs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    component = getattr(importlib.import_module(module), name)
-    for artifact in ("dataset", "model", "curves"):
-        inputs[artifact] = SimpleNamespace(uri=inputs[artifact], metadata={}, path="")
-    inputs["metrics"] = SimpleNamespace(uri=inputs["metrics"], metadata={}, log_metric=lambda name, value: None)
-    component.python_func(**inputs)
-    """
-)
-
-
-def start_step_process(launch: Launch, inputs: dict[str, Any], tmp_path: Path) -> subprocess.Popen[str]:
-    """The step's function in its own process (the launcher pod), with this process's environment."""
-    script = tmp_path / "step.py"
-    script.write_text(STEP_SCRIPT)
-    args = {k: (v.uri if isinstance(v, SimpleNamespace) else v) for k, v in inputs.items()}
-    imported_from = [str(Path(kftrain.__file__).parents[1]), str(Path(kftrain_components.__file__).parents[1])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*imported_from, os.environ.get("PYTHONPATH", "")])}
-    module = launch.component.python_func.__module__
-    return subprocess.Popen(
-        [sys.executable, str(script), module, launch.component.python_func.__name__, json.dumps(args)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
-@pytest.mark.parametrize("launch", LAUNCHES, ids=[launch.id for launch in LAUNCHES])
-def test_relaunched_step_reattaches_to_its_job(
-    launch: Launch,
-    kube: FakeKube,
-    operator: OperatorSim,
-    kubeconfig: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    operator.scenario = s_until_a_second_owner
-    first = step_inputs(launch, tmp_path, job_output="job-attempt-1")
-    proc = start_step_process(launch, first, tmp_path)
-    try:
-        end = time.monotonic() + 30
-        while not Path(first["job"]).exists():  # the job is created and the step about to wait for it
-            assert proc.poll() is None and time.monotonic() < end, proc.stdout.read() if proc.stdout else ""
-            time.sleep(0.02)
-        proc.kill()  # the launcher pod dies: nothing gets to delete the job
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert len(kube.jobs_of(launch.plural)) == 1
-
-    monkeypatch.setenv("KFP_POD_NAME", "launch-step-b")  # KFP retries the task in a new pod
-    monkeypatch.setenv("KFP_POD_UID", "uid-b")
-    second = step_inputs(launch, tmp_path, job_output="job-attempt-2")
-    launch.component.python_func(**second)  # returns once the job it reattached to succeeds
-
-    assert "reattached to" in capsys.readouterr().out
-    assert len(kube.created) == 1  # exactly one job
-    (job,) = kube.jobs_of(launch.plural)
-    assert load_identity(second["job"]) == load_identity(first["job"])
-    assert load_identity(second["job"]).name == job["metadata"]["name"]
-    assert [o["uid"] for o in job["metadata"]["ownerReferences"]] == ["uid-a", "uid-b"]
-
-
-@pytest.fixture
-def sigterm_outside_the_step() -> Iterator[list[int]]:
-    """SIGTERM outside the step's wait is recorded instead of ending the test run (the step installs its own)."""
-    received: list[int] = []
-
-    def record(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-
-    previous = signal.signal(signal.SIGTERM, record)
-    yield received
-    signal.signal(signal.SIGTERM, previous)
-
-
-@pytest.mark.parametrize("launch", LAUNCHES, ids=[launch.id for launch in LAUNCHES])
-def test_sigterm_during_the_wait_deletes_the_job(
-    launch: Launch,
-    kube: FakeKube,
-    operator: OperatorSim,
-    kubeconfig: Path,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    sigterm_outside_the_step: list[int],
-) -> None:
-    inputs = step_inputs(launch, tmp_path)
-    identity = Path(inputs["job"])
-
-    def run_until_terminated(sim: JobSim) -> None:
-        start(sim)
-        sim.log(sim.labels()[0], "step 1")
-        until_step_says(sim, "step 1")  # the step is in its wait, streaming the log
-        assert identity.exists()
-        os.kill(os.getpid(), signal.SIGTERM)  # the run is cancelled, or the launcher pod evicted
-        n = 1
-        while True:
-            n += 1
-            sim.log(sim.labels()[0], f"step {n}")
-            sim.sleep(0.05)
-
-    operator.scenario = run_until_terminated
-    assert threading.current_thread() is threading.main_thread()  # where the step's SIGTERM handler runs
-    with pytest.raises(SystemExit) as ended:
-        launch.component.python_func(**inputs)
-    assert ended.value.code == 143  # as a shell reports the signal (128 + 15)
-    assert sigterm_outside_the_step == []
-    out, err = capsys.readouterr()
-    name = load_identity(identity).name
-    assert f"deleted {launch.kind} {expected_namespace()}/{name}" in out
-    assert "terminated (run cancelled or pod evicted)" in err
-    assert_logs_kept(out, tmp_path / "model-logs", [label for sim in operator.sims for label in sim.labels()])
-    assert "step 1" in (tmp_path / "model-logs" / f"{operator.sims[0].labels()[0]}.log").read_text()
-    assert [d[2] for d in kube.deletions] == [name] and kube.jobs_of(launch.plural) == []
-
-
 def test_an_elastic_pytorchjob_reaches_the_cluster_with_its_policy_queue_and_scheduling(
     kube: FakeKube, operator: OperatorSim, kubeconfig: Path, tmp_path: Path
 ) -> None:
@@ -734,7 +353,7 @@ def test_an_elastic_pytorchjob_reaches_the_cluster_with_its_policy_queue_and_sch
     launch.component.python_func(**step_inputs(launch, tmp_path))
 
     (created,) = kube.created
-    assert load_crd_schemas(CRD_DIR).errors(created) == []
+    assert crd_schemas().errors(created) == []
     assert created["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     spec = created["spec"]
     assert spec["runPolicy"]["schedulingPolicy"] == {"queue": "volcano-a", "minAvailable": 2}
@@ -750,4 +369,4 @@ def test_an_elastic_pytorchjob_reaches_the_cluster_with_its_policy_queue_and_sch
     assert worker["replicas"] == 3
     pod = worker["template"]["spec"]
     assert pod["priorityClassName"] == "batch-low"
-    assert pod["containers"][0]["command"] == ["torchrun", "--module", "kftrain.trainers.torch_ddp"]
+    assert pod["containers"][0]["command"] == ["torchrun", "--module", "kftrain.programs.torch_ddp"]

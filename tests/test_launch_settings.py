@@ -13,7 +13,8 @@ from kftrain import images
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
-from tests.launch_harness import SETTINGS, load_crd_schemas, manifest_text, render_launch, replica_spec
+from tests.launch_harness import SETTINGS, render_launch
+from tests.manifests import as_yaml, mpijob_v2, pytorchjob, replica, tfjob
 
 
 @dataclass(frozen=True)
@@ -43,31 +44,18 @@ def own_replica(replicas: int, container: str, command: list[str]) -> dict[str, 
 
 
 TRAIN = ["python", "train.py"]
-PYTORCH_MANIFEST = manifest_text(
-    "kubeflow.org/v1",
-    "PyTorchJob",
-    "own",
-    {
-        "pytorchReplicaSpecs": {
-            "Master": own_replica(1, "pytorch", TRAIN),
-            "Worker": replica_spec(1, name="pytorch", image="x", command=TRAIN),
-        }
-    },
+PYTORCH_MANIFEST = as_yaml(
+    pytorchjob(
+        {"Master": own_replica(1, "pytorch", TRAIN), "Worker": replica(1, "pytorch", TRAIN, image="x")}, name="own"
+    )
 )
-TF_MANIFEST = manifest_text(
-    "kubeflow.org/v1", "TFJob", "own", {"tfReplicaSpecs": {"Worker": own_replica(2, "tensorflow", TRAIN)}}
-)
-MPI_MANIFEST = manifest_text(
-    "kubeflow.org/v2beta1",
-    "MPIJob",
-    "own",
-    {
-        "slotsPerWorker": 1,
-        "mpiReplicaSpecs": {
-            "Launcher": own_replica(1, "launcher", ["mpirun", *TRAIN]),
-            "Worker": replica_spec(2, name="worker", image="x"),
-        },
-    },
+TF_MANIFEST = as_yaml(tfjob({"Worker": own_replica(2, "tensorflow", TRAIN)}, name="own"))
+MPI_MANIFEST = as_yaml(
+    mpijob_v2(
+        {"Launcher": own_replica(1, "launcher", ["mpirun", *TRAIN]), "Worker": replica(2, "worker", image="x")},
+        name="own",
+        slotsPerWorker=1,
+    )
 )
 
 KINDS = [
@@ -76,11 +64,6 @@ KINDS = [
     # GPUs are asked for below, and this release's Horovod image is CPU-only: the MPIJob names its own image.
     Kind("mpijob", mpijob_launch, "mpiReplicaSpecs", MPI_MANIFEST, {"workers": 2, "image": "example.com/hvd-gpu:1"}),
 ]
-
-
-@pytest.fixture(scope="module")
-def crd_schemas():
-    return load_crd_schemas()
 
 
 def _pods(manifest: dict[str, Any], replica_key: str) -> dict[str, dict[str, Any]]:
@@ -182,11 +165,11 @@ def test_a_gpu_mpijob_without_an_image_is_refused_naming_the_input(monkeypatch, 
     ("inputs", "field"),
     [
         ({"secret_env": {"TOKEN": "no-slash"}}, "secret_env.TOKEN"),
-        ({"secret_env": {"BAD-NAME": "s/k"}}, "secret_env.BAD-NAME"),
+        ({"secret_env": {"1BAD": "s/k"}}, "secret_env.1BAD"),  # IsEnvVarName allows "-", not a leading digit
         ({"tolerations": [{"key": "a", "operator": "Sometimes"}]}, "tolerations[0].operator"),
         ({"tolerations": [{"kee": "a"}]}, "tolerations[0].kee"),
         ({"tolerations": {"key": "a"}}, "tolerations"),
-        ({"node_selector": {"pool": 3}}, "node_selector.pool"),
+        ({"node_selector": {"pool": [3]}}, "node_selector.pool"),  # a number is the string it means; a list is not
         ({"pvc_mounts": {"data": "claim"}}, "pvc_mounts.data"),
         ({"pvc_mounts": {"/data": "Bad_Claim"}}, "pvc_mounts./data"),
         ({"shm_size": "lots"}, "shm_size"),
@@ -218,16 +201,6 @@ def test_run_and_task_come_from_the_output_uri_when_not_given(monkeypatch, tmp_p
     labels = first["metadata"]["labels"]
     assert labels["kftrain.io/run-id"] == "pytorch-digits-2026-11-23-10-00-00-000000"
     assert labels["kftrain.io/task-id"] == "pytorchjob-launch"
-
-
-def test_kfp_backend_output_uri_gives_the_run_uuid():
-    from kftrain.launch.identity import identity_from_output_uri
-
-    run = "4f1c9a6e-2b1d-4c8e-9f00-abcdef012345"
-    uri = f"minio://mlpipeline/v2/artifacts/pytorch-digits/{run}/pytorchjob-launch/8a1f/model"
-    identity = identity_from_output_uri(uri)
-    assert identity.run_id == "4f1c9a6e-2b1d-4c8e-9f00-abcdef012345"
-    assert identity.task_id == "pytorchjob-launch/8a1f"
 
 
 def test_auto_is_local_outside_a_kfp_task_pod(monkeypatch, tmp_path):

@@ -15,7 +15,8 @@ import pytest
 
 from kftrain.job import load_manifest_file, render_manifest
 from kftrain.job.kinds.mpijob import hostfile as mpi_hostfile
-from kftrain.job.kinds.mpijob import total_slots as total_mpi_slots
+from kftrain.job.kinds.mpijob.kind import total_slots as total_mpi_slots
+from tests.reference import CRD_DIR
 
 REPO = Path(__file__).resolve().parents[1]
 V1_EXAMPLE = "training-operator-v1.9.0_mpi_v1_tensorflow-mnist.yaml"
@@ -34,11 +35,11 @@ def test_example_loads_validates_and_round_trips(example_manifests, crd_schemas,
 
 
 @pytest.mark.slow
-def test_cli_validate_accepts_both_examples(example_manifests, shared_dir):
+def test_cli_validate_accepts_both_examples(example_manifests):
     for name in EXAMPLES:
         proc = subprocess.run(
             [sys.executable, "-m", "kftrain.cli", "validate", "-f", str(example_manifests[name]), "--crd-dir",
-             str(shared_dir / "reference" / "crds")],
+             str(CRD_DIR)],
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout + proc.stderr

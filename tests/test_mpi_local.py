@@ -19,8 +19,8 @@ import pytest
 
 from kftrain.backends.local import LocalBackend, LocalConfig
 from kftrain.job import load_manifest
-from tests.conftest import mpijob_v1, mpijob_v2, replica
 from tests.launch_harness import launch_locally
+from tests.manifests import mpijob_v1, mpijob_v2, replica
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "mpi"

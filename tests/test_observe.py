@@ -23,8 +23,7 @@ from kftrain.job import load_manifest
 from kftrain.job.naming import outputs_of
 from kftrain.launch.observe import JobObserver, logs_uri, observing, tensorboard_uri
 from kftrain.signals import Terminated
-from tests.conftest import pytorchjob, replica
-from tests.s3_server import moto, s3_env  # noqa: F401
+from tests.manifests import pytorchjob, replica
 
 # Reports 3 epochs, then ends as $END says: "ok", "fail" (worker-0 exits 3), or "hang" (until stopped). The
 # master ends after the worker (a PyTorchJob succeeds when its master does, stopping the rest). worker-1 ends
@@ -131,7 +130,7 @@ def test_every_replica_log_is_kept_beside_the_model_however_the_job_ends(tmp_pat
 
 
 @pytest.mark.parametrize("end", ["ok", "fail", "hang"])
-def test_logs_reach_object_storage(tmp_path: Path, s3_env: str, end: str) -> None:  # noqa: F811
+def test_logs_reach_object_storage(tmp_path: Path, s3_env: str, end: str) -> None:
     model_uri = f"{s3_env}/run-1/task-1/model"
     _, _, out = run_observed(tmp_path, model_uri, end)
     names = sorted(storage.list_files(logs_uri(model_uri)))

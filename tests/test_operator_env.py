@@ -11,10 +11,10 @@ from kftrain.errors import JobSpecError
 from kftrain.job import RestartPolicy, TrainingJob, kind_of, load_manifest
 from kftrain.job.kinds.base import is_retryable_exit_code
 from kftrain.job.kinds.mpijob import hostfile as mpi_hostfile
-from kftrain.job.kinds.mpijob import total_slots as total_mpi_slots
-from kftrain.job.kinds.tfjob import tf_config
+from kftrain.job.kinds.mpijob.kind import total_slots as total_mpi_slots
+from kftrain.job.kinds.tfjob.kind import tf_config
 from kftrain.job.topology import ReplicaId, Topology, all_replicas
-from tests.conftest import mpijob_v1, mpijob_v2, pytorchjob, replica, tfjob
+from tests.manifests import mpijob_v1, mpijob_v2, pytorchjob, replica, tfjob
 
 M0, W0, W1, W2 = ReplicaId("Master", 0), ReplicaId("Worker", 0), ReplicaId("Worker", 1), ReplicaId("Worker", 2)
 L0 = ReplicaId("Launcher", 0)
@@ -34,7 +34,7 @@ def replica_files(job: TrainingJob, topology: Topology) -> dict[str, str]:
 
 
 def replicas_needing_ports(job: TrainingJob) -> list[ReplicaId]:
-    return kind_of(job).replicas_with_ports(job)
+    return kind_of(job).listening_replicas(job)
 
 
 def process_replicas(job: TrainingJob) -> list[ReplicaId]:

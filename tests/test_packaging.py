@@ -22,7 +22,7 @@ import yaml
 
 from kftrain import images
 from kftrain.extras import EXTRA_MODULES
-from tests.test_containers import package_extras, parse_dockerfile, pip_installs
+from tests.dockerfiles import package_extras, parse_dockerfile, pip_installs
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPONENT_FILES = sorted((ROOT / "components").glob("*/*/component.yaml"))

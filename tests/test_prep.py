@@ -17,11 +17,6 @@ from kftrain import storage
 from kftrain.data.dataset import DataValidationError, iter_batches, load_split, read_info
 from kftrain.steps.prep import prepare_dataset
 
-try:
-    from s3_server import boto3_client, moto, s3_env
-except ImportError:  # tests/ imported as a package
-    from tests.s3_server import boto3_client, moto, s3_env  # noqa: F401
-
 
 def breast_cancer_table() -> pa.Table:
     """scikit-learn's breast cancer data with a string feature, string labels and a clinic to partition by."""

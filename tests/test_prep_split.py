@@ -69,5 +69,13 @@ def test_a_class_of_a_billion_rows_is_split_too() -> None:
 def test_more_rows_than_the_first_pass_counted_are_refused() -> None:
     codes = SplitCodes([100, 50], 0, 0.1, 0.2)
     codes.take(np.zeros(100, dtype=np.int64), 100)
-    with pytest.raises(DataValidationError, match="more rows of class id 0 than prep's first pass counted"):
+    with pytest.raises(DataValidationError, match=r"more rows than the first pass counted \(100 in class id 0\)"):
         codes.take(np.zeros(1, dtype=np.int64), 1)
+
+
+def test_fewer_rows_than_the_first_pass_counted_are_refused() -> None:
+    codes = SplitCodes([100, 50], 0, 0.1, 0.2)
+    codes.take(np.zeros(100, dtype=np.int64), 100)
+    codes.take(np.ones(49, dtype=np.int64), 49)
+    with pytest.raises(DataValidationError, match=r"s\.csv: 149 rows where the first pass counted 150"):
+        codes.check_all_taken("s.csv")

@@ -24,6 +24,7 @@ S3_ENV = (
     "AWS_SESSION_TOKEN",
     "KFTRAIN_S3_CREDENTIALS_DIR",
     "KUBERNETES_SERVICE_HOST",
+    "KFP_POD_NAME",
 )
 
 
@@ -178,12 +179,13 @@ def test_minio_endpoint_mapping(clean_env: pytest.MonkeyPatch) -> None:
     assert fs.client_kwargs["endpoint_url"] == "http://minio-service.kubeflow:9000"  # type: ignore[attr-defined]
 
 
-def test_minio_endpoint_in_a_pod_of_another_namespace(clean_env: pytest.MonkeyPatch) -> None:
-    """A multi-user profile's pod has no MINIO_SERVICE_* variables (Kubernetes gives them to pods of the service's
-    own namespace only); KFP's MinIO is reached by its cluster DNS name there."""
+def test_minio_endpoint_is_never_guessed_outside_a_kfp_task_pod(clean_env: pytest.MonkeyPatch) -> None:
+    """A pod that is not a KFP task's (a notebook's) has no store configuration to read: the endpoint must be set.
+    (The old guess, minio-service.kubeflow:9000, names a service KFP 2.16 no longer installs.)"""
     clean_env.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
-    assert storage.s3_endpoint("minio://mlpipeline/v2/artifacts/x") == "http://minio-service.kubeflow:9000"
-    clean_env.setenv("MINIO_ENDPOINT", "http://minio.example:9000")  # an explicit endpoint still wins
+    with pytest.raises(storage.StorageError, match="MINIO_ENDPOINT"):
+        storage.s3_endpoint("minio://mlpipeline/v2/artifacts/x")
+    clean_env.setenv("MINIO_ENDPOINT", "http://minio.example:9000")  # an explicit endpoint
     assert storage.s3_endpoint("minio://mlpipeline/v2/artifacts/x") == "http://minio.example:9000"
 
 
@@ -235,7 +237,9 @@ class _ClientError(Exception):
         (_ClientError("InternalError"), True),
         (_ClientError("503"), True),
         (ConnectionResetError(), True),
-        (TimeoutError(), True),
+        # A request that ran out of its timeout was already tried AWS_MAX_ATTEMPTS times by botocore, each waiting
+        # the whole timeout: not again (tests/test_hardening_network.py).
+        (TimeoutError(), False),
         (_ClientError("NoSuchBucket"), False),
         (_ClientError("AccessDenied"), False),
         (FileNotFoundError(), False),

@@ -21,11 +21,7 @@ from kftrain import storage
 from kftrain.storage import errors as storage_errors
 from kftrain.storage import io as storage_io
 from kftrain.storage import s3_transfer
-
-try:
-    from s3_server import FaultProxy, MotoServer, boto3_client, moto, s3_env, set_s3_env
-except ImportError:  # tests/ imported as a package
-    from tests.s3_server import FaultProxy, MotoServer, boto3_client, moto, s3_env, set_s3_env  # noqa: F401
+from tests.s3_server import FaultProxy, MotoServer, boto3_client, set_s3_env
 
 MiB = 1024 * 1024
 

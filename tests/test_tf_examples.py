@@ -29,7 +29,7 @@ def test_example_loads_and_validates(example_manifests, crd_schemas, name):
     from kftrain.job import render_manifest
 
     job = load_manifest_file(example_manifests[name])
-    assert job.kind.value == "TFJob"
+    assert job.kind == "TFJob"
     assert {t.lower(): s.count for t, s in job.replica_specs.items()} == EXAMPLES[name]
     crd_schemas.validate(render_manifest(job))
 

@@ -15,26 +15,24 @@ from kftrain import storage
 from kftrain.backends import LocalConfig
 from kftrain.backends.local import LocalBackend
 from kftrain.contract import CHECKPOINT_ENV, DATASET_ENV, MODEL_ENV
-from kftrain.job import JobKind
-from kftrain.launch.request import LaunchRequest, TFJobOptions
+from kftrain.job.kinds.tfjob import TFJobOptions
+from kftrain.job.request import JobRequest
 from kftrain.launch.step import Artifacts, inject_artifact_env
-from tests.s3_server import moto, s3_env  # noqa: F401
 
 pytest.importorskip("tf_keras", reason="the TensorFlow trainer needs tensorflow + tf_keras")
 
-TRAINER = ["python", "-m", "kftrain.trainers.tf_trainer"]
+TRAINER = ["python", "-m", "kftrain.programs.tf_distributed"]
 CKPT_FILES = ("data-00000-of-00001", "index")
 ARGS = ["--dataset", f"$({DATASET_ENV})", "--model-dir", f"$({MODEL_ENV})", "--checkpoint-dir", f"$({CHECKPOINT_ENV})"]
 
 
 def tf_job(name: str, workers: int, extra: dict[str, int] | None = None, args: list[str] | None = None):
-    request = LaunchRequest(
-        kind=JobKind.TFJOB,
+    request = JobRequest(
+        kind="TFJob",
         image="example.com/tf:1",
         command=TRAINER,
         args=[*ARGS, *(args or [])],
-        workers=workers,
-        options=TFJobOptions(**{k.lower(): v for k, v in (extra or {}).items()}),
+        options=TFJobOptions(workers=workers, **{k.lower(): v for k, v in (extra or {}).items()}),
         restart_policy="Never",
     )
     return request.to_job(name)
@@ -203,7 +201,7 @@ def test_a_restarted_job_resumes_from_its_checkpoint(dataset, tmp_path, store, r
     import subprocess
 
     ckpt = str(tmp_path / "ckpt") if store == "local" else f"{request.getfixturevalue('s3_env')}/ckpt"
-    base = [sys.executable, "-m", "kftrain.trainers.tf_trainer", "--dataset", dataset]
+    base = [sys.executable, "-m", "kftrain.programs.tf_distributed", "--dataset", dataset]
     base += ["--model-dir", str(tmp_path / "model"), "--checkpoint-dir", ckpt]
     base += ["--checkpoint-every-steps", "10"]
     first = subprocess.run([*base, "--epochs", "1"], capture_output=True, text=True, timeout=120)
@@ -229,7 +227,7 @@ class Chief:
 
         from kftrain.data.dataset import read_info
         from kftrain.models import tensorflow as tf_models
-        from kftrain.trainers.tf_trainer import CheckpointDir
+        from kftrain.programs.tf_distributed import CheckpointDir
 
         info = read_info(dataset)
         self.uri = uri
@@ -244,7 +242,7 @@ class Chief:
         self.folder.sync()
 
     def finish(self) -> None:
-        from kftrain.trainers.tf_trainer import DONE_MARKER
+        from kftrain.programs.tf_distributed import DONE_MARKER
 
         with storage.open_uri(storage.join(self.uri, DONE_MARKER), "wb") as marker:
             marker.write(b"{}")
@@ -252,12 +250,12 @@ class Chief:
 
 
 def evaluate(dataset: str, tmp_path: Path, uri: str, caplog) -> dict[str, float]:
-    from kftrain.trainers import tf_trainer
+    from kftrain.programs import tf_distributed
 
     flags = ["--dataset", dataset, "--model-dir", str(tmp_path / "model"), "--checkpoint-dir", uri]
-    args = tf_trainer.parse_args([*flags, "--eval-poll-seconds", "0"])
-    with caplog.at_level("INFO", logger=tf_trainer.log.name):
-        return tf_trainer.evaluate_checkpoints(args, tf_trainer.Role("evaluator", 0, {}))
+    args = tf_distributed.parse_args([*flags, "--eval-poll-seconds", "0"])
+    with caplog.at_level("INFO", logger=tf_distributed.log.name):
+        return tf_distributed.evaluate_checkpoints(args, tf_distributed.Role("evaluator", 0, {}))
 
 
 def test_the_evaluator_reads_the_next_checkpoint_when_the_chief_deletes_the_one_it_named(
@@ -292,7 +290,7 @@ def test_the_evaluator_downloads_again_when_the_chief_prunes_during_the_download
     tmp_path,
     caplog,
     monkeypatch,
-    s3_env,  # noqa: F811
+    s3_env,
 ):
     """On an object store the evaluator downloads the folder each round; the chief's sync removes the files of
     the checkpoint it no longer keeps, which can be between the download's listing and its copy."""
@@ -301,17 +299,18 @@ def test_the_evaluator_downloads_again_when_the_chief_prunes_during_the_download
     chief = Chief(dataset, f"{s3_env}/ckpt")
     chief.save()
     listed: list[list[str]] = []
-    real_sources = artifact._sources
+    real_list_files = artifact.list_files
 
-    def listed_then_the_chief_saves_again(src_uri: str):
-        found = real_sources(src_uri)
+    def listed_then_the_chief_saves_again(uri: str) -> list[str]:
+        found = real_list_files(uri)
         if not listed:  # the race, once: listed, then pruned by the chief's next sync, then training ends
-            listed.append([rel for rel, _, _ in found[1]])
+            listed.append(list(found))
             chief.save()
             chief.finish()
         return found
 
-    monkeypatch.setattr(artifact, "_sources", listed_then_the_chief_saves_again)
+    # The listing a download copies from (storage.download lists a folder without a marker, then copies each file).
+    monkeypatch.setattr(artifact, "list_files", listed_then_the_chief_saves_again)
     metrics = evaluate(dataset, tmp_path, chief.uri, caplog)
     assert listed == [[f"chief/{name}" for name in ("checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index")]]
     assert "the checkpoints changed while downloaded" in caplog.text

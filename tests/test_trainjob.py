@@ -21,25 +21,14 @@ import yaml
 from kftrain.errors import JobSpecError
 from kftrain.job import load_manifest, render_manifest
 from kftrain.job.kinds import kind_of
-from kftrain.job.kinds.trainjob import hostfile
+from kftrain.job.kinds.trainjob.builtin import builtin_manifest
+from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
+from kftrain.job.kinds.trainjob.kind import hostfile
+from kftrain.job.kinds.trainjob.runtime import parse_runtime
 from kftrain.job.topology import ReplicaId, Topology
-from kftrain.job.trainer_builtin import builtin_manifest
-from kftrain.job.trainer_catalog import RuntimeCatalog
-from kftrain.job.trainer_runtime import parse_runtime
-from tests.conftest import REFERENCE_DIR
-from tests.launch_harness import launch_locally
-
-RUNTIMES_DIR = REFERENCE_DIR / "trainer-v2.3.0-runtimes"
-REPO = Path(__file__).resolve().parents[1]
-
-
-def trainjob(runtime: str = "torch-distributed", name: str = "tj", **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": name},
-        "spec": {"runtimeRef": {"name": runtime}, **spec},
-    }
+from tests.launch_harness import GLOO_PROGRAM, launch_locally
+from tests.manifests import trainjob
+from tests.reference import REPO, RUNTIMES_DIR
 
 
 def node_pod_patch(manager: str, pod_spec: dict[str, Any]) -> dict[str, Any]:
@@ -51,7 +40,7 @@ def node_pod_patch(manager: str, pod_spec: dict[str, Any]) -> dict[str, Any]:
 def node_env(job, replica: ReplicaId) -> dict[str, str]:
     """The env of ``replica``'s main container after the plugins: the trainer's, then the plugin's, in order."""
     kind = kind_of(job)
-    topology = Topology(ports={r: 29500 for r in kind.replicas_with_ports(job)}, files_root=Path("/"))
+    topology = Topology(ports={r: 29500 for r in kind.listening_replicas(job)}, files_root=Path("/"))
     container = next(c for c in job.replica_specs[replica.type].template.spec.containers if c.name == "node")
     env = {v.name: v.value or "" for v in container.env or []}
     env.update(kind.operator_env(job, replica, topology))
@@ -162,7 +151,7 @@ CASES = [
         [("OMPI_MCA_orte_set_default_slots", "4")],
     ),
     (
-        "plain (xgboost runs as plain here): the trainer's env and the completion index only",
+        "xgboost: the trainer's env first, then the completion index and the plugin's variables",
         "xgboost-distributed",
         {"numNodes": 2, "env": [{"name": "A", "value": "1"}]},
         ReplicaId("node", 1),
@@ -289,16 +278,6 @@ def test_runtime_patches_are_merged_and_the_trainjob_renders_back_unchanged(crd_
 
 # --- running locally: one process per node, real communication ------------------------------------------
 
-# Each node's torchrun starts its rank, which all-reduces its rank + 1 over gloo: 1 + 2 + 3 = 6 on 3 nodes.
-GLOO_PROGRAM = """
-import os, torch, torch.distributed as dist
-dist.init_process_group("gloo")
-total = torch.tensor([dist.get_rank() + 1.0])
-dist.all_reduce(total)
-print(f"rank {dist.get_rank()} of {dist.get_world_size()} node {os.environ['GROUP_RANK']} sum {int(total.item())}")
-dist.destroy_process_group()
-"""
-
 
 def _launch(manifest: dict[str, Any], tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return launch_locally(manifest, tmp_path, *extra, job_timeout=150, timeout=200)
@@ -348,7 +327,7 @@ def test_mpi_runtime_trainjob_runs_mpirun_over_the_hostfiles_slots(tmp_path):
 
 
 def test_tf_config_from_a_jobset_pods_hostname_and_index():
-    from kftrain.trainers.trainjob_tf_config import tf_config
+    from kftrain.programs.tf_config import tf_config
 
     env = {"JOB_COMPLETION_INDEX": "1", "KFTRAIN_NUM_NODES": "3"}
     assert tf_config(env, "mnist-node-0-1") == {
@@ -363,7 +342,7 @@ def test_tf_config_from_a_jobset_pods_hostname_and_index():
 # A multi-worker all-reduce: each worker adds index + 1; 1 + 2 = 3 on 2 nodes.
 TF_PROGRAM = """
 import json, os
-from kftrain.trainers.trainjob_tf_config import ensure_tf_config
+from kftrain.programs.tf_config import ensure_tf_config
 ensure_tf_config()
 import tensorflow as tf
 config = json.loads(os.environ["TF_CONFIG"])

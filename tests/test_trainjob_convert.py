@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from kftrain.errors import JobSpecError
-from kftrain.job import load_manifest, render_manifest
-from kftrain.job.convert import PATCH_MANAGER, to_trainjob
-from tests.conftest import container, mpijob_v2, pytorchjob, replica
-from tests.test_trainjob import GLOO_PROGRAM
+from kftrain.job import kind_of, load_manifest, render_manifest
+from kftrain.job.kinds.trainjob.convert import PATCH_MANAGER
+from tests.launch_harness import GLOO_PROGRAM
+from tests.manifests import container, mpijob_v2, pytorchjob, replica
+from tests.reference import REPO
 
-REPO = Path(__file__).resolve().parents[1]
+
+def to_trainjob(job, runtime=None):
+    return kind_of(job).to_trainjob(job, runtime)
 
 
 def _pytorchjob(**pod: Any) -> dict[str, Any]:

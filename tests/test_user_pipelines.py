@@ -155,4 +155,4 @@ def test_a_keras_savedmodel_from_a_tfjob(tmp_path):
 def test_an_unknown_job_kind_fails_the_run_naming_it(tmp_path):
     with pytest.raises(AssertionError) as failed:  # run_pipeline asserts the run succeeded; it must not
         run(tmp_path, "--param", "job_kind=RayJob", "--param", "source=builtin:wine")
-    assert "job_kind must be one of PyTorchJob, TFJob, MPIJob (got 'RayJob')" in str(failed.value)
+    assert "job_kind must be one of PyTorchJob, TFJob, MPIJob, TrainJob (got 'RayJob')" in str(failed.value)

@@ -2,7 +2,7 @@
 
 Trains a ~100M-parameter MLP on CPU (SGD with momentum, random data) and checkpoints it every ``--every``
 steps to a local S3 server (moto, started here unless ``--endpoint`` is given) through the PyTorch trainers' own
-path (:func:`kftrain.trainers.torch_common.save_checkpoint` and :class:`kftrain.trainers.checkpoint.Checkpointer`):
+path (:func:`kftrain.programs.torch_common.save_checkpoint` and :class:`kftrain.programs.checkpoint.Checkpointer`):
 
 * ``none``: no checkpoints (the baseline);
 * ``async``: snapshot in memory on the training thread, serialize and upload in the background (1 in flight);
@@ -47,9 +47,9 @@ def build(widths: list[int]) -> Any:
 def run(mode: str, model: Any, opt: Any, args: argparse.Namespace, root: str) -> dict[str, float]:
     import torch
 
-    from kftrain.trainers.checkpoint import Checkpointer
-    from kftrain.trainers.global_batch import SamplerPosition
-    from kftrain.trainers.torch_common import save_checkpoint
+    from kftrain.programs.checkpoint import Checkpointer
+    from kftrain.programs.global_batch import SamplerPosition
+    from kftrain.programs.torch_common import save_checkpoint
 
     x = torch.randn(args.batch, args.widths[0])
     y = torch.randint(0, args.widths[-1], (args.batch,))

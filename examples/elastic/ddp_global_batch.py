@@ -17,7 +17,7 @@ that every world size the job can take divides (minReplicas..maxReplicas times t
     torchrun --nproc_per_node=2 examples/elastic/ddp_global_batch.py --global-batch-size 24 \\
         --micro-batch 4 --epochs 3 --checkpoint-dir /tmp/ckpt
 
-kftrain.trainers.global_batch (plan_batch, GlobalOrder, SamplerPosition) does the same arithmetic, for those
+kftrain.programs.global_batch (plan_batch, GlobalOrder, SamplerPosition) does the same arithmetic, for those
 who would rather import it; this file shows that nothing in it needs kftrain.
 """
 

@@ -1,10 +1,12 @@
-"""One interface for running a training job, whatever runs it, and what every backend shares.
+"""One interface for a training job's whole life, whatever runs it, and what every backend shares.
 
 A backend is chosen by the type of its config (:func:`kftrain.backends.make_backend`). :meth:`Backend.run`
 is the one way a job is run to its end: submit, write the job's identity where the caller asked
 (atomically, before any waiting, so whoever restarts the step can find the job), wait, and cancel the job
 on any interruption (SIGTERM from a cancelled run or an evicted pod, SIGHUP from a closed terminal, Ctrl-C,
-an error while waiting), shielded from further signals until everything it started has stopped.
+an error while waiting), shielded from further signals until everything it started has stopped. The jobs a
+backend ran are listed, described, read and deleted through the same interface (:meth:`Backend.list_jobs`,
+:meth:`Backend.get_job`, :meth:`Backend.job_logs`, :meth:`Backend.delete_job`), which ``kftrain jobs`` prints.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ import abc
 import dataclasses
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, ClassVar
 
 from kftrain.compat import StrEnum
 from kftrain.job.model import TrainingJob
@@ -58,6 +60,23 @@ class JobResult:
 
 
 @dataclass(frozen=True)
+class JobStatus:
+    """A job a backend ran, as ``kftrain jobs`` shows it."""
+
+    name: str
+    kind: str
+    phase: str
+    created: float  # seconds since the epoch
+    run_id: str = ""
+    task_id: str = ""
+    # What the backend knows beyond the phase: conditions, replicas, pods and their events, one line each.
+    details: tuple[str, ...] = ()
+    # Where the job's model and its replicas' kept logs are (kftrain.job.naming.outputs_of); "" when not recorded.
+    model_uri: str = ""
+    logs_uri: str = ""
+
+
+@dataclass(frozen=True)
 class JobHandle:
     """Identifies a submitted job for its backend: written out before waiting, so a restart can reattach."""
 
@@ -82,6 +101,25 @@ class BackendConfig:
     # Called with (replica label, line) for every replica log line, on both backends alike (the launch step's
     # metrics collection and persisted logs); a sink that raises is ignored, never the job's end.
     line_sinks: list[Callable[[str, str], None]] = field(default_factory=list)
+    # Called with every progress report the job's nodes post (a TrainJob's status.trainerStatus, as a mapping), on
+    # both backends alike: the launch step's collector shows it beside the metrics lines.
+    progress_sinks: list[Callable[[Mapping[str, Any]], None]] = field(default_factory=list)
+    # The most replicas a job may have on this backend; a larger one is refused, naming its count, before any
+    # replica is enumerated (a CRD allows 2**31 - 1). On a cluster the launch step follows one log stream and a
+    # pod watch entry per replica; locally each replica is a process (LocalConfig lowers it).
+    max_replicas: int = 1000
+
+    # Why the limit is there and how to raise it, for the error.
+    REPLICA_LIMIT_WHY: ClassVar[str] = (
+        "more than {limit}: the launch step follows every replica's log; raise the backend config's max_replicas if "
+        "it can"
+    )
+
+    def check_replicas(self, job: TrainingJob) -> None:
+        """Refuse ``job`` when it has more than :attr:`max_replicas` replicas, before anything enumerates them."""
+        from kftrain.job.validate import check_replica_count
+
+        check_replica_count(job, self.max_replicas, self.REPLICA_LIMIT_WHY)
 
 
 def publish_identity(handle: JobHandle, path: str | Path | None) -> None:
@@ -120,6 +158,25 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def cancel(self, handle: JobHandle) -> None:
         """Stop the job and everything it started. Safe to call more than once."""
+
+    @abc.abstractmethod
+    def list_jobs(self) -> list[JobStatus]:
+        """The jobs kftrain ran on this backend, newest first."""
+
+    @abc.abstractmethod
+    def get_job(self, name: str) -> JobStatus:
+        """Job ``name``; a :class:`~kftrain.errors.KftrainError` naming where it looked when there is none."""
+
+    @abc.abstractmethod
+    def job_logs(
+        self, name: str, replica: str | None = None, tail: int | None = None, follow: bool = False
+    ) -> Iterator[tuple[str, str]]:
+        """``(replica, line)`` for the replicas' logs (live, else kept): every replica's or ``replica``'s, the last
+        ``tail`` lines of each; ``follow``: then the lines written while the job runs, until it ends."""
+
+    @abc.abstractmethod
+    def delete_job(self, name: str) -> None:
+        """Stop job ``name`` if it runs, and forget it."""
 
     def run(self, job: TrainingJob, timeout: float | None = None) -> JobResult:
         """Submit ``job``, publish its identity, wait for its end; cancel it on any interruption."""

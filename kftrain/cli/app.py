@@ -80,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
         "manifest declares, not this shell's: what works so also works in a pod",
     )
     launch.add_argument(
+        "--admit",
+        action="store_true",
+        help="local backend: run a suspended job (spec.suspend, runPolicy.suspend: true) as if its queue admitted it; "
+        "without it a suspended job is refused, as the operator starts no replica of it",
+    )
+    launch.add_argument(
         "--max-local-replicas",
         type=positive_int,
         default=None,

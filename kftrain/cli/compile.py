@@ -3,7 +3,8 @@
 The compiled files are committed (they are what users upload to the Kubeflow UI or load with
 ``kfp.components.load_component_from_url``), so they are golden files: ``check`` compiles into
 memory and names every committed file that differs. Regenerating is an explicit act
-(``kftrain compile`` / ``make compile``) and is refused when ``CI`` is set.
+(``kftrain compile`` / ``make compile``) and is refused when ``CI`` is set. The README's table of the generic
+pipeline's parameters is generated the same way, from that pipeline (:mod:`kftrain.cli.readme_params`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kftrain.cli.pipelines import COMPONENTS_PACKAGE, PIPELINES_PACKAGE, defined_object
+from kftrain.cli import readme_params
+from kftrain.cli.pipelines import COMPONENTS_PACKAGE, PIPELINES_PACKAGE, defined_object, variants
 from kftrain.errors import KftrainError
 
 PACKAGES = {"components": COMPONENTS_PACKAGE, "pipelines": PIPELINES_PACKAGE}
@@ -25,11 +27,13 @@ OUTPUTS = {"components": "component.yaml", "pipelines": "pipeline.yaml"}
 
 @dataclass(frozen=True)
 class Target:
-    """One ``component.py`` / ``pipeline.py``, the YAML it compiles to, and its module name."""
+    """One ``component.py`` / ``pipeline.py``, the YAML it compiles to, and its module name; ``variant`` names a
+    further component of the module (:func:`kftrain.cli.pipelines.variants`), compiled beside the first."""
 
     source: Path
     output: Path
     module: str
+    variant: str | None = None
 
     @property
     def is_pipeline(self) -> bool:
@@ -37,7 +41,8 @@ class Target:
 
 
 def discover(root: Path) -> list[Target]:
-    """Every ``<kind>/<category>/<name>/{component,pipeline}.py`` under ``root``, sorted.
+    """Every ``<kind>/<category>/<name>/{component,pipeline}.py`` under ``root``, sorted; a component module's
+    variants too (``component.<variant>.yaml``).
 
     A root without them is refused: ``--check`` finding nothing to compare must not pass as "up to date".
     """
@@ -50,11 +55,17 @@ def discover(root: Path) -> list[Target]:
             rel = source.relative_to(root / folder).with_suffix("")
             module = ".".join([package, *rel.parts])
             targets.append(Target(source=source, output=source.with_name(OUTPUTS[folder]), module=module))
+            if folder == "components":
+                for variant in variants(module):
+                    output = source.with_name(f"component.{variant}.yaml")
+                    targets.append(Target(source=source, output=output, module=module, variant=variant))
     return targets
 
 
 def compiled_object(target: Target) -> object:
-    """The one component or pipeline defined (not imported) in the target's module."""
+    """The one component or pipeline defined (not imported) in the target's module, or its variant."""
+    if target.variant is not None:
+        return variants(target.module)[target.variant]
     return defined_object(target.module, pipeline=target.is_pipeline, where=target.source)
 
 
@@ -73,13 +84,26 @@ def compile_all(root: Path, *, write: bool) -> list[Path]:
     if write and os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         raise KftrainError("refusing to regenerate compiled YAML in CI: run `make compile` locally and commit")
     stale = []
-    for target in discover(root):
+    targets = discover(root)
+    for target in targets:
         text = compile_to_text(target)
         current = target.output.read_text() if target.output.exists() else None
         if current != text:
             stale.append(target.output)
             if write:
                 target.output.write_text(text)
+    readme = readme_params.readme_target(root)
+    generic = [t for t in targets if t.is_pipeline and t.source.parent.name == readme_params.PIPELINE]
+    if readme.exists() and generic:
+        current = readme.read_text()
+        try:
+            text = readme_params.with_table(current, readme_params.parameter_table(compiled_object(generic[0])))
+        except ValueError as exc:
+            raise KftrainError(str(exc)) from None
+        if text != current:
+            stale.append(readme)
+            if write:
+                readme.write_text(text)
     return stale
 
 

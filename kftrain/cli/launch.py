@@ -7,15 +7,18 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
+
 if TYPE_CHECKING:
-    from kftrain.job.trainer_catalog import RuntimeCatalog
+    from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
     from kftrain.backends import KubernetesConfig, LocalConfig, choose_backend
     from kftrain.backends.base import BackendConfig
     from kftrain.backends.local import parse_command_overrides
-    from kftrain.job import load_manifest_file, render_yaml, validate_job
+    from kftrain.errors import JobSpecError
+    from kftrain.job import kind_of, load_manifest_file, render_yaml, validate_job
     from kftrain.launch.step import run_job
 
     job = load_manifest_file(args.file, runtimes=runtime_catalog(args))
@@ -23,6 +26,9 @@ def cmd_launch(args: argparse.Namespace) -> int:
         job.metadata.name = args.name
         validate_job(job)  # the new name is checked as the manifest's own would be
     if args.dry_run:
+        # What kubectl apply -f would apply: the runtimes the file carries, then the job.
+        for companion in kind_of(job).companions(job):
+            sys.stdout.write(yaml.safe_dump(dict(companion), sort_keys=False, default_flow_style=False) + "---\n")
         sys.stdout.write(render_yaml(job))
         return 0
     config: BackendConfig
@@ -32,9 +38,12 @@ def cmd_launch(args: argparse.Namespace) -> int:
             commands=parse_command_overrides(args.command or []),
             workdir=Path(args.workdir) if args.workdir else None,
             clean_env=args.clean_env,
+            admit_suspended=args.admit,
         )
         if args.max_local_replicas:
             config.max_replicas = args.max_local_replicas
+    elif args.admit:
+        raise JobSpecError("--admit", "is for the local backend: on a cluster the job's queue (Kueue) admits it")
     else:
         config = KubernetesConfig(identity_path=args.identity_file)
     model_uri = _model_uri(job)
@@ -64,25 +73,29 @@ def _model_uri(job: Any) -> str:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from kftrain.job import load_manifest_file, render_manifest
-    from kftrain.job.crd_schema import CRDSchemas
+    from kftrain.job import kind_of, load_manifest_file, render_manifest
+    from kftrain.job.manifest.schema import CRDSchemas
 
     job = load_manifest_file(args.file, runtimes=runtime_catalog(args))
-    manifest = render_manifest(job)
+    companions = kind_of(job).companions(job)
     if args.crd_dir:
-        CRDSchemas.from_dir(args.crd_dir).validate(manifest)
-    print(f"{args.file}: valid {job.kind.value} ({job.api_version})")
+        schemas = CRDSchemas.from_dir(args.crd_dir)
+        for companion in companions:
+            schemas.validate(dict(companion))
+        schemas.validate(render_manifest(job))
+    for companion in companions:
+        meta = companion.get("metadata") or {}
+        print(f"{args.file}: valid {companion.get('kind')} {meta.get('name')} ({companion.get('apiVersion')})")
+    print(f"{args.file}: valid {job.kind} ({job.api_version})")
     return 0
 
 
-def runtime_catalog(args: argparse.Namespace) -> RuntimeCatalog | None:
+def runtime_catalog(args: argparse.Namespace) -> RuntimeCatalog:
     """The runtimes a TrainJob may name: those Trainer installs, ``KFTRAIN_TRAINER_RUNTIMES``, and ``--runtimes``."""
-    from kftrain.job.trainer_catalog import RuntimeCatalog
+    from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
 
-    if not getattr(args, "runtimes", None):
-        return None
     catalog = RuntimeCatalog.from_env()
-    for runtime in RuntimeCatalog.from_paths(args.runtimes, builtin=False).runtimes():
+    for runtime in RuntimeCatalog.from_paths(getattr(args, "runtimes", None) or [], builtin=False).runtimes():
         catalog.add(runtime)
     return catalog
 
@@ -91,11 +104,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
     """Print the TrainJob a PyTorchJob or MPIJob becomes (validated on its runtime), and what it leaves behind."""
     import yaml
 
-    from kftrain.job import load_manifest, load_manifest_file
-    from kftrain.job.convert import to_trainjob
+    from kftrain.job import kind_of, load_manifest, load_manifest_file
 
-    job = load_manifest_file(args.file)
-    conversion = to_trainjob(job, args.runtime)
+    job = load_manifest_file(args.file, runtimes=runtime_catalog(args))
+    conversion = kind_of(job).to_trainjob(job, args.runtime)
     load_manifest(conversion.manifest, runtimes=runtime_catalog(args))  # the result must load on its runtime
     sys.stdout.write(yaml.safe_dump(conversion.manifest, sort_keys=False, default_flow_style=False))
     for note in conversion.notes:

@@ -10,6 +10,8 @@ and the one pipeline or component each module defines.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,25 +35,40 @@ def shipped_pipelines() -> dict[str, str]:
 
 
 def defined_object(module_name: str, *, pipeline: bool, where: object = None) -> Any:
-    """The one pipeline (``pipeline``) or component defined, not imported, in the module ``module_name``.
-
-    ``where`` names the module in the error (default: the module's name).
+    """The one pipeline (``pipeline``) or component defined, not imported, in the module ``module_name`` (beside
+    its :func:`variants`). ``where`` names the module in the error (default: the module's name).
     """
-    from kfp.dsl import base_component, graph_component
-
-    module = importlib.import_module(module_name)
-    wanted = graph_component.GraphComponent if pipeline else base_component.BaseComponent
-    found = [
-        obj
-        for obj in vars(module).values()
-        if isinstance(obj, wanted)
-        and (pipeline or not isinstance(obj, graph_component.GraphComponent))
-        and _defining_module(obj) == module_name
-    ]
+    others = [id(obj) for obj in variants(module_name).values()] if not pipeline else []
+    found = [obj for obj in _defined(module_name, pipeline=pipeline).values() if id(obj) not in others]
     if len(found) != 1:
         kind = "pipeline" if pipeline else "component"
         raise KftrainError(f"{where or module_name}: expected exactly one {kind}, found {len(found)}")
     return found[0]
+
+
+def variants(module_name: str) -> dict[str, Any]:
+    """Further components a component module defines, by suffix: ``<folder>_<suffix>`` (a component of another
+    shape for some backends, e.g. ``pytorchjob_launch_task_config``); each compiles to ``component.<suffix>.yaml``."""
+    folder = module_name.rsplit(".", 2)[-2]
+    return {
+        name.removeprefix(f"{folder}_"): obj
+        for name, obj in _defined(module_name, pipeline=False).items()
+        if name.startswith(f"{folder}_")
+    }
+
+
+def _defined(module_name: str, *, pipeline: bool) -> dict[str, Any]:
+    from kfp.dsl import base_component, graph_component
+
+    module = importlib.import_module(module_name)
+    wanted = graph_component.GraphComponent if pipeline else base_component.BaseComponent
+    return {
+        name: obj
+        for name, obj in vars(module).items()
+        if isinstance(obj, wanted)
+        and (pipeline or not isinstance(obj, graph_component.GraphComponent))
+        and _defining_module(obj) == module_name
+    }
 
 
 def _defining_module(obj: object) -> str | None:
@@ -65,6 +82,31 @@ def load_pipeline(name: str) -> Callable[..., Any]:
     if name in shipped:
         return defined_object(shipped[name], pipeline=True)
     module_name, sep, attr = name.partition(":")
-    if not sep:
+    if not sep or not module_name or not attr:
         raise KftrainError(f"unknown pipeline {name!r}; known: {', '.join(sorted(shipped))} (or module:function)")
-    return getattr(importlib.import_module(module_name), attr)
+    return user_pipeline(module_name, attr)
+
+
+def user_pipeline(module_name: str, attr: str) -> Callable[..., Any]:
+    """The pipeline ``attr`` of the module ``module_name``, found as ``python -m`` finds a module: in the current
+    folder first, then on the Python path (the ``kftrain`` command's own path starts with its script's folder)."""
+    from kfp.dsl import graph_component
+
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name == exc.name or module_name.startswith(f"{exc.name}.")):
+            raise KftrainError(
+                f"{module_name}:{attr}: no module named {module_name!r} in the current folder ({here}) or on the "
+                "Python path; run kftrain from the folder of your pipeline's module"
+            ) from None
+        raise KftrainError(f"{module_name}:{attr}: importing {module_name} failed: {exc}") from None
+    found = getattr(module, attr, None)
+    if found is None:
+        raise KftrainError(f"{module_name}:{attr}: the module {module_name} ({module.__file__}) has no {attr!r}")
+    if not isinstance(found, graph_component.GraphComponent):
+        raise KftrainError(f"{module_name}:{attr}: not a pipeline (a function decorated with @dsl.pipeline)")
+    return found

@@ -10,7 +10,9 @@ descriptors 1 and 2, so the steps' subprocesses too) through :class:`QuietFilter
     [kftrain]   progress: epoch 6/20 loss 0.1537 val_accuracy 0.9721 | 6.4 epoch/s eta 2s (master-0)
     [kftrain] pytorchjob-launch: finished in 16.5s (model, job, curves, metrics: val_accuracy=0.9888 loss=0.0355)
 
-A step that fails shows its last log lines, whole. ``kftrain run --verbose`` shows everything, as before.
+A warning a step logs (``WARNING ...``: the model does not follow the model contract, a setting ignored) is shown
+as it comes, under its step: a quiet run hides noise, never a warning. A step that fails shows its last log lines,
+whole. ``kftrain run --verbose`` shows everything, as before.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ _FINISHED = re.compile(r"Task '([^']+)' finished with status (\w+)")
 _PIPELINE_END = re.compile(r"Pipeline '([^']+)' finished with status (\w+)")
 _EXECUTOR_OUTPUT = re.compile(r"Wrote executor output file to (\S+?)\.?$")
 _SHOWN = ("[kftrain] progress:",)  # step log lines shown as they come
+_WARNING = "WARNING "  # a step's own logged warning (kftrain.step's log format: "%(levelname)s %(message)s")
 FAILURE_LINES = 40  # how many of a failed step's last lines are shown
 
 
@@ -68,6 +71,8 @@ class QuietFilter:
                 self._outputs = Path(found.group(1))
             if text.startswith(_SHOWN):
                 self._write(f"[kftrain]   {text.removeprefix('[kftrain] ')}")
+            elif text.startswith(_WARNING) and self._step:
+                self._write(f"[kftrain]   warning: {text.removeprefix(_WARNING)}")
             elif text.startswith(("ERROR", "Traceback")) and not self._step:
                 self._write(text)  # outside any step: an error of the runner itself
             if text:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import tempfile
 import time
 import warnings
 from collections.abc import Mapping
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kftrain.cli.local_s3 import environment
 from kftrain.cli.params import parse_params
 from kftrain.cli.pipelines import load_pipeline
 
@@ -30,6 +33,20 @@ class LocalRun:
     seconds: float
 
 
+def init_local_runner(pipeline_root: str | Path) -> Path:
+    """Make KFP's local runner run what is called next (a pipeline, or one component as a task): each step a
+    subprocess of this environment (``SubprocessRunner``, no venv), its outputs under ``pipeline_root``; a failed
+    step raises. Returns the pipeline root, resolved."""
+    from kfp import local
+
+    root = Path(pipeline_root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    # The local runner warns about images without "python" in the name; ours run in this venv.
+    warnings.filterwarnings("ignore", message=".*non-Python base image.*")
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root), raise_on_error=True)
+    return root
+
+
 def run_locally(name: str, params: Mapping[str, Any], pipeline_root: str | Path, *, verbose: bool = True) -> LocalRun:
     """Run the pipeline ``name`` (shipped, or ``module:function``) to its end; a failed step raises.
 
@@ -40,17 +57,18 @@ def run_locally(name: str, params: Mapping[str, Any], pipeline_root: str | Path,
 
         with quiet_output():
             return run_locally(name, params, pipeline_root)
-    from kfp import local
-
-    root = Path(pipeline_root).resolve()
-    root.mkdir(parents=True, exist_ok=True)
+    root = init_local_runner(pipeline_root)
     pipeline = load_pipeline(name)
-    # The local runner warns about images without "python" in the name; ours run in this venv.
-    warnings.filterwarnings("ignore", message=".*non-Python base image.*")
-    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root), raise_on_error=True)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     started = time.monotonic()
-    pipeline(**params)
+    # The steps' temporary files (KFP writes each step's program to a `mktemp -d` folder it never removes) go to a
+    # folder of this run, removed at its end, as a task pod's /tmp goes with the pod.
+    scratch = tempfile.mkdtemp(prefix="kftrain-run-")
+    try:
+        with environment({"TMPDIR": scratch}):
+            pipeline(**params)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return LocalRun(pipeline=name, pipeline_root=root, seconds=time.monotonic() - started)
 
 

@@ -1,21 +1,20 @@
-"""The pure job model: one typed TrainingJob for TFJob, PyTorchJob and MPIJob, with no I/O but reading a manifest.
+"""The pure job model: one typed :class:`TrainingJob` for every kind, with no I/O but reading a manifest.
 
-model.py (dataclasses) and serde.py (the one dict mapping) hold the shape; manifest.py loads and renders
-kubectl-style YAML; builder.py builds a job from typed inputs; validate.py checks what every kind shares
-and kinds/ holds everything one kind does differently; crd_schema.py validates against the operators'
-CRD schemas; topology.py names replicas and where they listen; naming.py ties a job to its pipeline run;
-pods.py is the one policy for the platform's pod settings.
+:mod:`.model` (the shapes every kind shares) and :mod:`.serde` (the one dict mapping); :mod:`.kinds` (one package
+per kind: its spec fields, contract, launch inputs and program, and the registry ``KINDS``); :mod:`.manifest`
+(load and render YAML, CRD schemas); :mod:`.build` (a job from typed replica inputs); :mod:`.request` (a job
+from a launch component's typed inputs); :mod:`.validate` (what every kind checks); :mod:`.pod_settings` (the
+one policy for a platform's pod settings); :mod:`.topology` (replica ids and where they listen);
+:mod:`.naming` (a job's name and its run's labels).
 """
 
-from kftrain.job.builder import ReplicaInput, build_job
-from kftrain.job.kinds import Kind, kind_for, kind_of, main_container
+from kftrain.job.build import ReplicaInput, build_job
+from kftrain.job.kinds import KINDS, Kind, kind_for, kind_of, main_container
 from kftrain.job.manifest import load_manifest, load_manifest_file, render_manifest, render_yaml
 from kftrain.job.model import (
     CleanPodPolicy,
     Container,
-    ElasticPolicy,
     EnvVar,
-    JobKind,
     JobSpec,
     ObjectMeta,
     ReplicaSpec,
@@ -23,15 +22,14 @@ from kftrain.job.model import (
     RunPolicy,
     TrainingJob,
 )
-from kftrain.job.pods import PodSettings, apply_pod_settings
+from kftrain.job.pod_settings import PodSettings, apply_pod_settings
 from kftrain.job.validate import validate_job
 
 __all__ = [
+    "KINDS",
     "CleanPodPolicy",
     "Container",
-    "ElasticPolicy",
     "EnvVar",
-    "JobKind",
     "JobSpec",
     "Kind",
     "ObjectMeta",

@@ -1,7 +1,8 @@
-"""The typed model of a distributed training job: one model for TFJob, PyTorchJob and MPIJob.
+"""The typed shapes every job kind shares: the job, its metadata, replica specs, pod templates and run policy.
 
-Field names follow the Kubernetes JSON names (declared with ``json_field``) so the
-mapping to manifests is mechanical. Fields the model does not type are kept in
+A kind's own ``spec`` fields are a subclass of :class:`JobSpec` in that kind's package
+(``kftrain.job.kinds.<kind>.spec``). Field names follow the Kubernetes JSON names (declared with
+``json_field``) so the mapping to manifests is mechanical. Fields the model does not type are kept in
 ``extra`` and rendered back untouched.
 """
 
@@ -12,13 +13,6 @@ from typing import Any
 
 from kftrain.compat import StrEnum
 from kftrain.job.serde import INT32, extra_field, json_field
-
-
-class JobKind(StrEnum):
-    TFJOB = "TFJob"
-    PYTORCHJOB = "PyTorchJob"
-    MPIJOB = "MPIJob"
-    TRAINJOB = "TrainJob"  # Kubeflow Trainer v2 (trainer.kubeflow.org)
 
 
 class RestartPolicy(StrEnum):
@@ -32,17 +26,6 @@ class CleanPodPolicy(StrEnum):
     ALL = "All"
     RUNNING = "Running"
     NONE = "None"
-
-
-class MPIImplementation(StrEnum):
-    OPENMPI = "OpenMPI"
-    INTEL = "Intel"
-    MPICH = "MPICH"
-
-
-class LauncherCreationPolicy(StrEnum):
-    AT_STARTUP = "AtStartup"
-    WAIT_FOR_WORKERS_READY = "WaitForWorkersReady"
 
 
 @dataclass
@@ -112,48 +95,10 @@ class RunPolicy:
 
 
 @dataclass
-class RdzvConf:
-    key: str | None = json_field("key")
-    value: str | None = json_field("value")
-
-
-@dataclass
-class ElasticPolicy:
-    min_replicas: int | None = json_field("minReplicas", bits=INT32)
-    max_replicas: int | None = json_field("maxReplicas", bits=INT32)
-    rdzv_backend: str | None = json_field("rdzvBackend")
-    rdzv_port: int | None = json_field("rdzvPort", bits=INT32)
-    rdzv_host: str | None = json_field("rdzvHost")
-    rdzv_id: str | None = json_field("rdzvId")
-    rdzv_conf: list[RdzvConf] | None = json_field("rdzvConf")
-    standalone: bool | None = json_field("standalone")
-    n_proc_per_node: int | None = json_field("nProcPerNode", bits=INT32)
-    max_restarts: int | None = json_field("maxRestarts", bits=INT32)
-    metrics: list[dict[str, Any]] | None = json_field("metrics")
-
-
-@dataclass
 class JobSpec:
-    """Every field of a job's ``spec`` except the replica specs.
-
-    Which of these a kind accepts is declared once, in :mod:`kftrain.job.kinds`.
-    """
+    """What every kind's ``spec`` has besides its replica specs; each kind subclasses it with its own fields."""
 
     run_policy: RunPolicy | None = json_field("runPolicy")
-    # PyTorchJob
-    elastic_policy: ElasticPolicy | None = json_field("elasticPolicy")
-    nproc_per_node: str | None = json_field("nprocPerNode")
-    # TFJob
-    success_policy: str | None = json_field("successPolicy")
-    enable_dynamic_worker: bool | None = json_field("enableDynamicWorker")
-    # MPIJob (v2beta1 and v1)
-    slots_per_worker: int | None = json_field("slotsPerWorker", bits=INT32)
-    ssh_auth_mount_path: str | None = json_field("sshAuthMountPath")
-    launcher_creation_policy: LauncherCreationPolicy | None = json_field("launcherCreationPolicy")
-    run_launcher_as_worker: bool | None = json_field("runLauncherAsWorker")
-    mpi_implementation: MPIImplementation | None = json_field("mpiImplementation")
-    main_container: str | None = json_field("mainContainer")
-    clean_pod_policy: CleanPodPolicy | None = json_field("cleanPodPolicy")
 
 
 @dataclass
@@ -168,16 +113,17 @@ class ObjectMeta:
 
 @dataclass
 class TrainingJob:
-    """A TFJob, PyTorchJob, MPIJob or TrainJob, in the shape the operator reads it."""
+    """A job of any kind (``kftrain.job.kinds``), in the shape its operator reads it."""
 
-    kind: JobKind
+    kind: str
     api_version: str
     metadata: ObjectMeta = field(default_factory=ObjectMeta)
     replica_specs: dict[str, ReplicaSpec] = field(default_factory=dict)
     spec: JobSpec = field(default_factory=JobSpec)
-    # A TrainJob's own spec and its resolved runtime (kftrain.job.kinds.trainjob.TrainJobSource); the replica
-    # specs above are then the runtime's replicated jobs as the Trainer resolves them. None for other kinds.
-    trainjob: Any = None
+    # What a kind whose manifest is not laid out as replica specs keeps of it (a TrainJob's own spec and its
+    # resolved runtime, kftrain.job.kinds.trainjob.kind.TrainJobSource); the replica specs above are then what it
+    # resolves to. None for the kinds whose manifest is their replica specs.
+    source: Any = None
 
     @property
     def name(self) -> str:

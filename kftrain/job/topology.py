@@ -7,6 +7,7 @@ DNS name and the operator's port; on one machine every replica is ``localhost`` 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,15 @@ class ReplicaId:
         return f"{self.type.lower()}-{self.index}"
 
 
+@dataclass(frozen=True)
+class StatusEndpoint:
+    """Where a node posts its progress (Kubeflow Trainer's status server), and the files it authenticates with."""
+
+    url: str
+    ca_cert: str
+    token: str
+
+
 @dataclass
 class Topology:
     """Where each replica listens, and where the operator's mounted files (the MPI hostfile) are."""
@@ -34,6 +44,10 @@ class Topology:
     host: str = LOCAL_HOST
     # The root under which files the operator mounts at absolute paths (/etc/mpi/hostfile) are found.
     files_root: Path = Path("/")
+    # The name each replica's host goes by in the files the operator writes; None: its pod's name.
+    host_of: Callable[[ReplicaId], str] | None = None
+    # The progress endpoint the nodes are told of (a TrainJob's); None: none.
+    status: StatusEndpoint | None = None
 
     def address(self, replica: ReplicaId) -> str:
         return f"{self.host}:{self.ports[replica]}"

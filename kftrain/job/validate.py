@@ -11,8 +11,10 @@ from __future__ import annotations
 import re
 
 from kftrain.errors import JobSpecError
+from kftrain.job import pod_checks as check
 from kftrain.job.kinds import Kind, kind_of
-from kftrain.job.model import EnvVar, RestartPolicy, TrainingJob
+from kftrain.job.model import EnvVar, PodSpec, RestartPolicy, TrainingJob
+from kftrain.job.topology import total_replicas
 
 # RFC 1035 label, as the operators' webhooks require: pod and service names derive from it. Matched with
 # fullmatch: "$" would also match before a trailing newline, and let "job\n" through.
@@ -21,8 +23,11 @@ _MAX_NAME = 63
 # generateName is a prefix: the API server appends 5 random characters, so it may end in '-'.
 _GENERATE_NAME_RE = re.compile(r"[a-z][-a-z0-9]*")
 _GENERATED_SUFFIX = 5
-# Kubernetes' IsEnvVarName (apimachinery validation): what the API server accepts as an env name.
-_ENV_NAME_RE = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+
+
+def is_job_name(name: str) -> bool:
+    """Whether ``name`` is a valid job name (what ``metadata.name`` must be)."""
+    return len(name) <= _MAX_NAME and bool(_NAME_RE.fullmatch(name))
 
 
 def validate_job(job: TrainingJob) -> None:
@@ -39,14 +44,17 @@ def validate_job(job: TrainingJob) -> None:
             did_you_mean = f" (did you mean {hint!r}?)" if hint else ""
             raise JobSpecError(
                 path,
-                f"unknown replica type for {kind.spec.kind.value}{did_you_mean}; "
-                f"expected one of: {', '.join(known_types)}",
+                f"unknown replica type for {kind.spec.kind}{did_you_mean}; expected one of: {', '.join(known_types)}",
             )
         if rspec.count < 0:
             raise JobSpecError(f"{path}.replicas", f"must be >= 0, got {rspec.count}")
         if rtype in kind.spec.singletons and rspec.count > 1:
             raise JobSpecError(f"{path}.replicas", f"a {rtype} must have exactly 1 replica, got {rspec.count}")
         _validate_containers(kind, job, rtype, path)
+        _validate_pod(rspec.template.spec, f"{path}.template.spec")
+        template_labels = (rspec.template.metadata or {}).get("labels")
+        if template_labels is not None:
+            check.labels(f"{path}.template.metadata.labels", template_labels)
         grace = rspec.template.spec.extra.get("terminationGracePeriodSeconds")
         if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int) or not 0 <= grace < 2**63):
             raise JobSpecError(
@@ -62,11 +70,27 @@ def validate_job(job: TrainingJob) -> None:
     kind.validate(job)
 
 
+def check_replica_count(job: TrainingJob, limit: int, why: str) -> None:
+    """Refuse a job of more than ``limit`` replicas, naming the replica count to lower, before anything enumerates
+    them (a CRD allows int32 counts: one ReplicaId each would exhaust the memory first); ``why`` (``{limit}`` in it
+    is the limit) says what the limit protects and how to raise it."""
+    count = total_replicas(job)
+    if count <= limit:
+        return
+    rtype = max(job.replica_specs, key=lambda t: job.replica_specs[t].count)
+    raise JobSpecError(
+        f"{kind_of(job).replicas_path()}.{rtype}.replicas",
+        f"{job.replica_specs[rtype].count} ({count} replicas in the job): {why.format(limit=limit)}",
+    )
+
+
 def _validate_metadata(job: TrainingJob) -> None:
+    if job.metadata.labels is not None:
+        check.labels("metadata.labels", job.metadata.labels)
     name = job.metadata.name
     if not name and not job.metadata.generate_name:
         raise JobSpecError("metadata.name", "missing (or set metadata.generateName)")
-    if name and (len(name) > _MAX_NAME or not _NAME_RE.fullmatch(name)):
+    if name and not is_job_name(name):
         raise JobSpecError(
             "metadata.name",
             f"{_shown(name)} must be lower-case letters, digits and '-', start with a letter, end alphanumeric, "
@@ -103,9 +127,61 @@ def _validate_containers(kind: Kind, job: TrainingJob, rtype: str, path: str) ->
     if main is not None and main not in names:
         raise JobSpecError(
             cpath,
-            f"no container named {main!r}; {kind.spec.kind.value} runs the replica's program in the container "
+            f"no container named {main!r}; {kind.spec.kind} runs the replica's program in the container "
             f"of that name (found: {', '.join(names)})",
         )
+
+
+def _validate_pod(pod: PodSpec, path: str) -> None:
+    """What the API server checks when the operator creates the replica's pods (ValidatePodSpec; see
+    :mod:`kftrain.job.pod_checks`): placement, identity, pull secrets, volumes. A custom resource's pod template is
+    only checked against the CRD's schema when the job is created, so a pod the API server refuses would otherwise
+    leave the job waiting for pods that are never created."""
+    if pod.node_selector is not None:
+        check.labels(f"{path}.nodeSelector", pod.node_selector)
+    for i, toleration in enumerate(pod.tolerations or []):
+        check.toleration(f"{path}.tolerations[{i}]", toleration)
+    if pod.service_account_name:
+        check.dns1123_subdomain(f"{path}.serviceAccountName", pod.service_account_name)
+    if pod.extra.get("priorityClassName"):
+        check.dns1123_subdomain(f"{path}.priorityClassName", pod.extra["priorityClassName"])
+    for i, secret in enumerate(pod.image_pull_secrets or []):
+        if isinstance(secret, dict) and secret.get("name"):
+            check.dns1123_subdomain(f"{path}.imagePullSecrets[{i}].name", secret["name"])
+    names: dict[str, int] = {}
+    for i, volume in enumerate(pod.extra.get("volumes") or []):
+        name = volume.get("name") if isinstance(volume, dict) else None
+        where = f"{path}.volumes[{i}].name"
+        if not isinstance(name, str) or not check.is_dns1123_label(name):
+            raise JobSpecError(
+                where,
+                f"{check.shown(name)} is not a valid volume name: a DNS-1123 label (at most 63 lower-case "
+                "letters, digits and '-', no '.')",
+            )
+        if name in names:
+            raise JobSpecError(where, f"{name!r} is already the name of {path}.volumes[{names[name]}]: each once")
+        names[name] = i
+    for j, container in enumerate(pod.containers):
+        cpath = f"{path}.containers[{j}]"
+        if container.image:
+            check.image(f"{cpath}.image", container.image)
+        for section in ("requests", "limits"):
+            for resource, amount in ((container.resources or {}).get(section) or {}).items():
+                check.quantity(f"{cpath}.resources.{section}.{resource}", amount)
+        mounted: dict[str, int] = {}
+        for k, mount in enumerate(container.extra.get("volumeMounts") or []):
+            mount_path = str(mount.get("mountPath")) if isinstance(mount, dict) else ""
+            if mount_path in mounted:
+                raise JobSpecError(
+                    f"{cpath}.volumeMounts[{k}].mountPath",
+                    f"{mount_path!r} is already mounted by volumeMounts[{mounted[mount_path]}]: each path once",
+                )
+            mounted[mount_path] = k
+        for k, var in enumerate(container.env or []):
+            ref = (var.value_from or {}).get("secretKeyRef")
+            if isinstance(ref, dict):
+                check.dns1123_subdomain(f"{cpath}.env[{k}].valueFrom.secretKeyRef.name", ref.get("name") or "")
+                check.secret_key(f"{cpath}.env[{k}].valueFrom.secretKeyRef.key", str(ref.get("key") or ""))
 
 
 def _validate_program(words: list[str] | None, path: str) -> None:
@@ -120,12 +196,7 @@ def _validate_env(env: list[EnvVar], path: str) -> None:
     for j, var in enumerate(env):
         if not var.name:
             raise JobSpecError(f"{path}[{j}].name", "missing")
-        if not _ENV_NAME_RE.fullmatch(var.name):
-            raise JobSpecError(
-                f"{path}[{j}].name",
-                f"{_shown(var.name)} is not a valid variable name (letters, digits, '_', '-', '.'; not starting "
-                "with a digit)",
-            )
+        check.env_name(f"{path}[{j}].name", var.name)
         if var.name in first:
             raise JobSpecError(
                 f"{path}[{j}].name", f"{var.name!r} is already set by {path}[{first[var.name]}]; set it once"

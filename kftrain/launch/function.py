@@ -25,9 +25,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kftrain.errors import KftrainError
+from kftrain.job.kinds.mpijob.options import MPIRUN as MPIRUN
 
-# mpirun as this release's MPIJob trainer runs it: one rank per slot of the hostfile the operator writes.
-MPIRUN = ("mpirun", "--bind-to", "none", "--map-by", "slot")
 # Writes the program (passed as $0) to a file, so tracebacks show its lines and spawned processes can re-import it.
 RUNNER = 'program="$(mktemp -d)/kftrain_function.py"; printf "%s" "$0" > "$program"; exec {python} "$program"'
 

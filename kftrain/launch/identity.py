@@ -1,11 +1,23 @@
 """Which pipeline run and task a launch step belongs to: the ids its job is named and labelled with.
 
 A pipeline author need not pass them. KFP places every output of a task under a path unique to the run and
-the task, and keeps it across the task's retries: the backend writes ``<root>/<pipeline>/<run uuid>/<task>/
-[<salt>/]<output>``, the local runner ``<root>/<pipeline>-<timestamp>/<task>/<output>``. The step reads its
-run and task from its Model output's URI. Ids given as inputs (``dsl.PIPELINE_JOB_ID_PLACEHOLDER`` and
-``dsl.PIPELINE_TASK_ID_PLACEHOLDER``) are used instead when present; a placeholder the backend left unfilled
-would give every run the same job name, so it is refused.
+the task, and keeps it across the task's retries:
+
+- the backend writes ``<root>/<pipeline>/<run uuid>/<task>/<salt uuid>/<output>``: the run's directory is
+  ``<root>/<pipeline>/<run uuid>`` (kubeflow/pipelines@2.5.0:backend/src/v2/metadata/client.go, GetPipeline's
+  ``pipeline_root``) and the driver adds the task's name and a fresh UUID per task execution
+  (kubeflow/pipelines@2.5.0:backend/src/v2/driver/driver.go, Container: ``uuid.NewString()`` given to
+  provisionOutputs; the same at 2.17.0 in driver/container.go and driver.go). A retried task pod keeps its
+  driver's executor input, so its salt and its job. The step's task is ``<task>/<salt>``: unique even for
+  two executions of one task name (a ``dsl.ParallelFor``'s iterations);
+- the local runner writes ``<root>/<pipeline>-<timestamp>/<task>/<output>``.
+
+The step reads its run and task from its Model output's URI. Ids given as inputs are used instead when
+present; a placeholder the backend left unfilled would give every run the same job name, so it is refused.
+``dsl.PIPELINE_TASK_ID_PLACEHOLDER`` is no task id on the backend: it resolves to the id of the task's
+parent DAG execution (kubeflow/pipelines@2.17.0:backend/src/v2/driver/resolve.go, resolveInputParameter:
+``{{$.pipeline_task_uuid}}`` is ``opts.DAGExecutionID``), shared by every task of the DAG, so two launch
+steps given it would share one job. Leave ``task_id`` empty.
 """
 
 from __future__ import annotations
@@ -46,14 +58,15 @@ def identity_from_output_uri(uri: str) -> RunIdentity:
     """The run and task of the step that owns the output at ``uri`` (see the module docstring for the layouts)."""
     path = uri.split("://", 1)[-1].rstrip("/")
     parts = [p for p in path.split("/") if p][:-1]  # the output's own name is not part of the task
-    runs = [i for i, part in enumerate(parts) if _UUID.match(part)]
-    if runs and runs[-1] < len(parts) - 1:
-        run = runs[-1]
-        return RunIdentity(parts[run], "/".join(parts[run + 1 :]), uri)
-    if len(parts) >= 2:
+    # The backend's layout: <run uuid>/<task>/<salt uuid> end the path.
+    if len(parts) >= 3 and _UUID.match(parts[-3]) and _UUID.match(parts[-1]):
+        return RunIdentity(parts[-3], f"{parts[-2]}/{parts[-1]}", uri)
+    # The local runner's: <pipeline>-<timestamp>/<task>.
+    if len(parts) >= 2 and not any(_UUID.match(p) for p in parts[-2:]):
         return RunIdentity(parts[-2], parts[-1], uri)
     raise JobSpecError(
         "run_id",
-        f"cannot tell the pipeline run from the output URI {uri!r}; pass run_id and task_id "
-        "(dsl.PIPELINE_JOB_ID_PLACEHOLDER, dsl.PIPELINE_TASK_ID_PLACEHOLDER)",
+        f"cannot tell the pipeline run from the output URI {uri!r} (neither KFP's backend layout "
+        "<run uuid>/<task>/<uuid>/<output> nor its local runner's <run>/<task>/<output>); pass run_id "
+        "(dsl.PIPELINE_JOB_ID_PLACEHOLDER) and a task_id unique to this launch task",
     )

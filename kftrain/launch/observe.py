@@ -2,7 +2,9 @@
 
 While the job runs, :class:`JobObserver` gets every replica line from the backend (``line_sinks``): it appends
 it to that replica's spool file and feeds the metrics :class:`~kftrain.metrics.collect.Collector`, which writes
-the progress line. When the job has ended, however it ended (succeeded, failed, cancelled, timed out),
+the progress line; every progress report the nodes post to Kubeflow Trainer (``progress_sinks``: a TrainJob's
+``status.trainerStatus``, from its status server locally, from the TrainJob on a cluster) feeds the same
+collector. When the job has ended, however it ended (succeeded, failed, cancelled, timed out),
 :meth:`JobObserver.finish` writes beside the model:
 
 * ``<model>-logs/<replica>.log``: each replica's whole output, as it was streamed;
@@ -14,7 +16,13 @@ replica that printed nothing (so a missing file never has to be explained). The 
 its annotations (:func:`kftrain.job.naming.stamp_outputs`) for ``kftrain jobs``.
 
 They are siblings of the model folder, not inside it: the model is an atomic artifact whose
-marker lists every file, and a failed or cancelled job has no model at all.
+marker lists every file, and a failed or cancelled job has no model at all. A model URI with no path of its own
+(``s3://bkt/``, ``/``) has no such siblings and is refused before the job is submitted
+(:func:`kftrain.storage.derived_uri`).
+
+Keeping them takes seconds (the points are bounded by the collector) and a SIGTERM that arrives meanwhile is
+honoured: the logs already being copied are finished, what is left is skipped, the spool in the temporary
+folder is removed, and the step ends as terminated.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import signal
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -38,19 +47,20 @@ from kftrain.job.naming import stamp_outputs
 from kftrain.metrics import x_axis
 from kftrain.metrics.collect import Collector
 from kftrain.metrics.html import render
-from kftrain.metrics.tensorboard import event_file_name, scalar_events
-from kftrain.signals import shielded
+from kftrain.metrics.tensorboard import FLOAT32_MAX, event_file_name, scalar_events
+from kftrain.signals import Terminated, shielded
 from kftrain.storage.io import copy_file, write_once
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+SHOWN_LOGS = 8  # replica logs named in the step's log (a job may have hundreds)
 
 
 def logs_uri(model_uri: str) -> str:
-    return f"{model_uri.rstrip('/')}-logs"
+    return storage.derived_uri(model_uri, "logs")
 
 
 def tensorboard_uri(model_uri: str) -> str:
-    return f"{model_uri.rstrip('/')}-tensorboard"
+    return storage.derived_uri(model_uri, "tensorboard")
 
 
 @dataclass
@@ -86,13 +96,16 @@ class JobObserver:
         with self._lock:
             out = self._files.get(label)
             if out is None:
-                out = self._files[label] = (self._spool / f"{_SAFE.sub('_', label)}.log").open("a", encoding="utf-8")
+                out = self._files[label] = (self._spool / f"{_SAFE.sub('_', label)}.log").open(
+                    "a", encoding="utf-8", errors="replace"
+                )
             out.write(line + "\n")
             out.flush()  # a step killed hard still leaves what was streamed in the spool
         self.collector.feed(label, line)
 
-    def finish(self, title: str) -> Observation:
-        """Write the logs and event files to storage (once); failures to write are said, never raised."""
+    def finish(self, title: str, stopped: Callable[[], bool] = lambda: False) -> Observation:
+        """Write the logs and event files to storage (once); failures to write are said, never raised. Once
+        ``stopped()`` is true (a SIGTERM arrived), what is left is skipped."""
         if self.observation is not None:
             return self.observation
         self.collector.close()
@@ -105,37 +118,51 @@ class JobObserver:
             (self._spool / f"{_SAFE.sub('_', label)}.log").touch()  # a replica that printed nothing: empty
         seen = Observation(final=self.collector.final_values())
         groups = self.collector.groups()
-        seen.html = render(groups, title)
         try:
-            seen.logs = self._upload_logs(labels)
+            seen.logs = self._upload_logs(labels, stopped)
             if seen.logs:
-                self._say(f"replica logs: {logs_uri(self.model_uri)}/ ({', '.join(f'{x}.log' for x in labels)})")
-            if groups:
-                seen.tensorboard = self._write_events(groups)
-                self._say(f"tensorboard: tensorboard --logdir {seen.tensorboard}")
+                shown = ", ".join(f"{x}.log" for x in labels[:SHOWN_LOGS])
+                more = f" and {len(labels) - SHOWN_LOGS} more" if len(labels) > SHOWN_LOGS else ""
+                self._say(f"replica logs: {logs_uri(self.model_uri)}/ ({shown}{more})")
+            if not stopped():
+                seen.html = render(groups, title)
+            if groups and not stopped():
+                seen.tensorboard = self._write_events(groups, stopped)
+                if seen.tensorboard:
+                    self._say(f"tensorboard: tensorboard --logdir {seen.tensorboard}")
         except (KftrainError, OSError) as exc:
             self._say(f"could not keep the job's logs and curves: {exc}")
         finally:
             shutil.rmtree(self._spool, ignore_errors=True)
+        if stopped():
+            self._say("stopped keeping the job's logs and curves: the step is being stopped")
         self.observation = seen
         return seen
 
-    def _upload_logs(self, labels: list[str]) -> dict[str, str]:
+    def _upload_logs(self, labels: list[str], stopped: Callable[[], bool]) -> dict[str, str]:
         where = {}
         for label in labels:
+            if stopped():
+                break
             name = f"{_SAFE.sub('_', label)}.log"
             target = storage.join(logs_uri(self.model_uri), name)
             copy_file(str(self._spool / name), target)
             where[label] = target
         return where
 
-    def _write_events(self, groups: dict[str, list[dict[str, float]]]) -> str:
+    def _write_events(self, groups: dict[str, list[dict[str, float]]], stopped: Callable[[], bool]) -> str:
         root = tensorboard_uri(self.model_uri)
+        clamped: set[str] = set()
         for name, points in groups.items():
+            if stopped():
+                return ""
             axis = x_axis(points[-1]) if points else ""
             run = _SAFE.sub("_", name)  # "master-0, worker-0" -> "master-0_worker-0"
-            data = scalar_events(points, axis)
+            data = scalar_events(points, axis, clamped=clamped)
             write_once(iter([data]), storage.join(root, run, event_file_name()))
+        if clamped:
+            names = ", ".join(sorted(clamped)[:5]) + (f" and {len(clamped) - 5} more" if len(clamped) > 5 else "")
+            self._say(f"tensorboard: values of {names} beyond float32's range are stored as ±{FLOAT32_MAX:.7g}")
         return root
 
 
@@ -145,7 +172,9 @@ def observing(
 ) -> Iterator[JobObserver]:
     """Observe ``job`` run within the block on ``config``'s backend; keep its logs and curves however it ends.
 
-    The job is stamped with where they are kept before it is submitted."""
+    The job is stamped with where they are kept before it is submitted; a job of more replicas than the backend
+    takes is refused first (naming its count), before they are listed."""
+    config.check_replicas(job)
     stamp_outputs(job, model_uri, logs_uri(model_uri))
     observer = JobObserver(
         model_uri,
@@ -154,9 +183,16 @@ def observing(
         replicas=[r.label for r in kind_of(job).process_replicas(job)],
     )
     config.line_sinks.append(observer.sink)
+    config.progress_sinks.append(observer.collector.feed_status)
     try:
         yield observer
     finally:
         config.line_sinks.remove(observer.sink)
-        with shielded():  # a second SIGTERM must not cut the last log lines short
-            observer.finish(f"{job.kind.value} {job.name}")
+        config.progress_sinks.remove(observer.collector.feed_status)
+        # A signal must not cut a log being copied short, but the rest is skipped and the signal honoured.
+        with shielded() as received:
+            observer.finish(f"{job.kind} {job.name}", stopped=lambda: bool(received))
+        if received:
+            if received[0] == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise Terminated(received[0])

@@ -12,13 +12,16 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from kftrain import storage
 from kftrain.backends import KubernetesConfig, LocalConfig, choose_backend, make_backend
 from kftrain.backends.base import BackendConfig, JobResult
 from kftrain.contract import CHECKPOINT_ENV, DATASET_ENV, MODEL_ENV
 from kftrain.errors import JobFailedError, JobSpecError
-from kftrain.job import EnvVar, JobKind, PodSettings, TrainingJob, apply_pod_settings, load_manifest, main_container
+from kftrain.job import EnvVar, PodSettings, TrainingJob, apply_pod_settings, load_manifest, main_container
 from kftrain.job.naming import stamp_run_identity
+from kftrain.job.task_settings import TaskSettings, apply_task_settings
 from kftrain.job.validate import validate_job
 
 log = logging.getLogger(__name__)
@@ -36,16 +39,18 @@ class Artifacts:
     checkpoint_uri: str = ""
 
     def env(self) -> dict[str, str]:
-        checkpoints = self.checkpoint_uri or f"{self.model_uri.rstrip('/')}-checkpoints"
+        checkpoints = self.checkpoint_uri or (
+            storage.derived_uri(self.model_uri, "checkpoints") if self.model_uri else ""
+        )
         values = {DATASET_ENV: self.dataset_uri, MODEL_ENV: self.model_uri, CHECKPOINT_ENV: checkpoints}
         return {k: v for k, v in values.items() if v}
 
 
-def job_from_manifest(text: str, kind: JobKind) -> TrainingJob:
+def job_from_manifest(text: str, kind: str, *, runtimes: Any = None) -> TrainingJob:
     """The job a launch step of ``kind`` was given as YAML; a manifest of another kind is refused."""
-    job = load_manifest(text)
+    job = load_manifest(text, runtimes=runtimes)
     if job.kind != kind:
-        raise JobSpecError("kind", f"this step launches a {kind.value}, the manifest is a {job.kind.value}")
+        raise JobSpecError("kind", f"this step launches a {kind}, the manifest is a {job.kind}")
     return job
 
 
@@ -57,8 +62,6 @@ def store_endpoint_env(uri: str) -> dict[str, str]:
     """
     values = {k: os.environ[k] for k in _STORE_ENDPOINT_VARS if k in os.environ}
     if uri.startswith(("s3://", "minio://", "s3a://")) and "AWS_ENDPOINT_URL" not in values:
-        from kftrain import storage
-
         try:
             endpoint = storage.s3_endpoint(uri)
         except storage.StorageError:
@@ -81,14 +84,23 @@ def inject_artifact_env(job: TrainingJob, artifacts: Artifacts) -> None:
 
 
 def prepare_job(
-    job: TrainingJob, *, artifacts: Artifacts, pods: PodSettings, run_id: str = "", task_id: str = ""
+    job: TrainingJob,
+    *,
+    artifacts: Artifacts,
+    pods: PodSettings,
+    task: TaskSettings | None = None,
+    run_id: str = "",
+    task_id: str = "",
 ) -> TrainingJob:
-    """``job`` as the launch step submits it: named and labelled from its run, pod settings and URIs added."""
+    """``job`` as the launch step submits it: named and labelled from its run, the platform's pod settings (the
+    explicit inputs, then what the launch task's own settings still fill in) and the artifact URIs added."""
     if run_id or task_id:
         if not (run_id and task_id):
             raise JobSpecError("run_id" if not run_id else "task_id", "missing: a job is named from both ids")
         stamp_run_identity(job, run_id, task_id)
     job = apply_pod_settings(job, pods)
+    if task is not None:
+        job = apply_task_settings(job, task)
     inject_artifact_env(job, artifacts)
     return job
 
@@ -107,7 +119,7 @@ def backend_config(
 def run_job(job: TrainingJob, config: BackendConfig, *, timeout: float | None = None) -> JobResult:
     """Run ``job`` to its end on the backend ``config`` is for; a failed job raises :class:`JobFailedError`."""
     backend = make_backend(config)
-    log.info("launching %s %s on the %s backend", job.kind.value, job.name, backend.name)
+    log.info("launching %s %s on the %s backend", job.kind, job.name, backend.name)
     result = backend.run(job, timeout)
     if not result.succeeded:
         raise JobFailedError(result.describe(), exit_code=result.exit_code or 1)

@@ -10,6 +10,10 @@ x-axis goes, so the launch step can show ``epoch 3/20`` and an ETA::
 
     KFTRAIN_METRICS_TOTAL {"epoch": 20}
 
+A name is shown as text: a character that is not printable (a newline, an escape code, a lone surrogate) is
+replaced by ``?`` and a name is cut at :data:`MAX_NAME` characters, so no name can write control characters
+or a line of its own into a log.
+
 That is the whole contract: any language, any framework, no kftrain import. Both backends stream every
 replica's output to the launch step, which collects the points per replica (a progress line in its log,
 then KFP Metrics, an HTML page of curves and TensorBoard event files). A line that is not valid is just a
@@ -32,15 +36,30 @@ from typing import IO, Any
 MARKER = "KFTRAIN_METRICS"
 TOTAL_MARKER = "KFTRAIN_METRICS_TOTAL"
 X_AXES = ("epoch", "step")  # the x-axis keys, in order of preference (as metrics.jsonl's)
+MAX_NAME = 200
+
+
+def clean_name(name: object) -> str:
+    """``name`` as it may be shown: every character that is not printable replaced by ``?``, cut at
+    :data:`MAX_NAME` characters."""
+    text = str(name)
+    if len(text) > MAX_NAME:
+        text = text[: MAX_NAME - 3] + "..."
+    return text if text.isprintable() else "".join(c if c.isprintable() else "?" for c in text)
 
 
 def _numbers(values: dict[str, Any]) -> dict[str, float]:
-    """The finite numbers of ``values`` (bools and NaN are not curves)."""
-    return {
-        str(k): float(v)
-        for k, v in values.items()
-        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v))
-    }
+    """The finite numbers of ``values`` (bools and NaN are not curves), by :func:`clean_name`."""
+    out: dict[str, float] = {}
+    for k, v in values.items():
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            try:
+                number = float(v)
+            except OverflowError:  # an integer beyond a float's range (JSON allows 1e400 as an int literal)
+                continue
+            if math.isfinite(number):
+                out[clean_name(k)] = number
+    return out
 
 
 def write_line(values: dict[str, Any], *, total: bool = False, stream: IO[str] | None = None) -> None:
@@ -77,7 +96,7 @@ def parse_line(line: str) -> tuple[str, dict[str, float]] | None:
         return None
     try:
         obj = json.loads(rest)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: brackets nested deeper than the parser goes
         return None
     if not isinstance(obj, dict):
         return None

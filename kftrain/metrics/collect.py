@@ -8,26 +8,119 @@ writes a compact progress line at most once every ``every_s`` seconds (and once 
 The line follows the replica that is furthest along. At the end, :meth:`final_values` are the last point's
 numbers (with ``<name>.<replica>`` added for replicas that ended elsewhere) and :meth:`groups` the distinct
 series: replicas that reported the very same points (data-parallel training averages its loss) are drawn once.
+
+What is kept is bounded whatever a program prints: at most :data:`MAX_POINTS` points per replica (past that,
+every other point of the most frequent kind is dropped, again and again, so a curve keeps its whole length at a
+coarser step, and a rarer kind, ``val_accuracy`` once an epoch beside ``loss`` every step, keeps its points),
+and at most :data:`MAX_NAMES` distinct names (later ones are left out). Either limit is said once, naming the
+replica; the last point of every replica is always kept.
+
+The same collector takes what a job's nodes report to Kubeflow Trainer (:meth:`feed_status`: a TrainJob's
+``status.trainerStatus``, posted to the Trainer's status server: progress, ETA, metrics as strings): its numeric
+metrics and ``progress_percentage`` become points of the series ``trainer-status``, and the progress line shows the
+percentage and the Trainer's ETA::
+
+    progress: 45% loss 0.2347 accuracy 0.9876 | eta 1h00m (trainer status)
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from kftrain.metrics import X_AXES, parse_line, x_axis
 from kftrain.progress import format_duration
 
 # How many curves the progress line shows after the x-axis: loss first, then in the order reported.
 _SHOWN = 3
+MAX_POINTS = 10_000  # kept per replica
+MAX_NAMES = 1_000  # distinct names kept, all replicas together
+MAX_KINDS = 100  # distinct sets of names per replica thinned apart; the rest together
+
+Point = dict[str, float]
+# The series of what the nodes report to Kubeflow Trainer's status server (status.trainerStatus).
+STATUS_SERIES = "trainer-status"
+PROGRESS_METRIC = "progress_percentage"
+
+
+def status_point(status: Mapping[str, Any]) -> dict[str, float]:
+    """The numbers of a ``trainerStatus`` (kubeflow/trainer@v2.3.0:pkg/apis/trainer/v1alpha1/trainjob_types.go:561-605):
+    each metric whose value reads as a finite number, and the progress percentage."""
+    point: dict[str, float] = {}
+    for metric in status.get("metrics") or []:
+        try:
+            value = float(str(metric.get("value")))
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(value) and metric.get("name"):
+            point[str(metric["name"])] = value
+    if isinstance(status.get("progressPercentage"), int | float):
+        point[PROGRESS_METRIC] = float(status["progressPercentage"])
+    return point
 
 
 @dataclass
 class _Series:
-    points: list[dict[str, float]] = field(default_factory=list)
+    points: list[Point] = field(default_factory=list)
     times: list[float] = field(default_factory=list)  # when each point arrived
+    last: Point | None = None  # the last point reported, kept or not
+    last_time: float = 0.0
+    seen: dict[tuple[str, ...], int] = field(default_factory=dict)  # points reported, per kind (set of names)
+    stride: dict[tuple[str, ...], int] = field(default_factory=dict)  # of a kind, every stride-th point is kept
+    kept: dict[tuple[str, ...], int] = field(default_factory=dict)
+    last_of: dict[tuple[str, ...], tuple[int, Point]] = field(default_factory=dict)  # kind -> (arrival, point)
+    # Per x-axis: (when, value) of the first and the last point that had it: the rate, in constant time.
+    first_mark: dict[str, tuple[float, float]] = field(default_factory=dict)
+    last_mark: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def kind(self, point: Point) -> tuple[str, ...]:
+        kind = tuple(sorted(point))
+        return kind if kind in self.seen or len(self.seen) < MAX_KINDS else ()
+
+    def add(self, point: Point, now: float) -> bool:
+        """Keep ``point`` (or not, see the module's docstring); True when the series was thinned."""
+        self.last, self.last_time = point, now
+        kind = self.kind(point)
+        seen = self.seen[kind] = self.seen.get(kind, 0) + 1
+        self.last_of[kind] = (sum(self.seen.values()), point)
+        for axis in X_AXES:
+            if axis in point:
+                self.first_mark.setdefault(axis, (now, point[axis]))
+                self.last_mark[axis] = (now, point[axis])
+        if (seen - 1) % self.stride.get(kind, 1):
+            return False
+        self.points.append(point)
+        self.times.append(now)
+        self.kept[kind] = self.kept.get(kind, 0) + 1
+        if len(self.points) <= MAX_POINTS:
+            return False
+        self._thin(max(self.kept, key=lambda k: self.kept[k]))
+        return True
+
+    def _thin(self, kind: tuple[str, ...]) -> None:
+        """Drop every other kept point of ``kind`` (its 2nd, 4th...): those a doubled stride would not have kept."""
+        points, times, n = [], [], 0
+        for point, when in zip(self.points, self.times, strict=True):
+            if self.kind(point) == kind:
+                n += 1
+                if n % 2 == 0:
+                    continue
+            points.append(point)
+            times.append(when)
+        self.points, self.times = points, times
+        self.kept[kind] = (n + 1) // 2
+        self.stride[kind] = self.stride.get(kind, 1) * 2
+
+    def curve(self) -> list[Point]:
+        """The kept points, and the last point of each kind where it was not kept: every curve ends where it
+        ended."""
+        kept = {id(point) for point in self.points}
+        lasts = sorted((arrival, point) for arrival, point in self.last_of.values() if id(point) not in kept)
+        return [*self.points, *(point for _, point in lasts)]
 
 
 class Collector:
@@ -47,6 +140,9 @@ class Collector:
         self._last_said: float | None = None
         self._unsaid = False  # points arrived since the last progress line
         self.lines_said = 0
+        self._names: set[str] = set()
+        self._limits_said: set[str] = set()
+        self._status: Mapping[str, Any] | None = None  # the last trainerStatus fed
 
     # -- feeding ---------------------------------------------------------------------------------
 
@@ -56,21 +152,70 @@ class Collector:
         if parsed is None:
             return
         kind, numbers = parsed
+        notes: list[str] = []
+        text = None
         with self._lock:
             now = self._clock()
-            if kind == "total":
+            numbers = self._known(label, numbers, notes)
+            if numbers and kind == "total":
                 self.totals.update(numbers)
-                return
-            series = self._series.setdefault(label, _Series())
-            series.points.append(numbers)
-            series.times.append(now)
-            self._unsaid = True
-            due = self._last_said is None or now - self._last_said >= self._every_s
-            text = self._progress(now) if due else None
-            if text is not None:
-                self._last_said, self._unsaid = now, False
+            elif numbers:
+                if self._series.setdefault(label, _Series()).add(numbers, now):
+                    self._limit(
+                        "points " + label,
+                        notes,
+                        f"metrics: {label} reported more than {MAX_POINTS} points; every other one of the most "
+                        "frequent kind is left out as more come (curves keep their length, at a coarser step)",
+                    )
+                text = self._due(now)
+        for note in [*notes, *([text] if text is not None else [])]:
+            self._emit(note)
+
+    def feed_status(self, status: Mapping[str, Any]) -> None:
+        """A ``trainerStatus`` the job's nodes reported to Kubeflow Trainer (from any thread)."""
+        notes: list[str] = []
+        with self._lock:
+            now = self._clock()
+            self._status = dict(status)
+            point = self._known(STATUS_SERIES, status_point(status), notes)
+            series = self._series.setdefault(STATUS_SERIES, _Series()) if point else None
+            if series is not None and series.last != point:
+                series.add(point, now)
+            text = self._due(now)
+        for note in [*notes, *([text] if text is not None else [])]:
+            self._emit(note)
+
+    def _due(self, now: float) -> str | None:
+        """The progress line when one is due (under the lock): something new came, and ``every_s`` has passed."""
+        self._unsaid = True
+        if self._last_said is not None and now - self._last_said < self._every_s:
+            return None
+        text = self._progress(now)
         if text is not None:
-            self._emit(text)
+            self._last_said, self._unsaid = now, False
+        return text
+
+    def _known(self, label: str, numbers: Point, notes: list[str]) -> Point:
+        """``numbers`` without names past the first :data:`MAX_NAMES` (said once)."""
+        new = [name for name in numbers if name not in self._names]
+        if not new:
+            return numbers
+        room = MAX_NAMES - len(self._names)
+        self._names.update(new[: max(room, 0)])
+        if len(new) <= room:
+            return numbers
+        self._limit(
+            "names",
+            notes,
+            f"metrics: {label} reported more than {MAX_NAMES} distinct names; later names "
+            f"(such as {new[max(room, 0)]!r}) are left out",
+        )
+        return {k: v for k, v in numbers.items() if k in self._names}
+
+    def _limit(self, which: str, notes: list[str], text: str) -> None:
+        if which not in self._limits_said:
+            self._limits_said.add(which)
+            notes.append(text)
 
     def close(self) -> None:
         """Say the last progress once more if points arrived after the last line."""
@@ -91,19 +236,59 @@ class Collector:
         """The replica furthest along its x-axis (the first by name among equals)."""
 
         def position(label: str) -> float:
-            last = self._series[label].points[-1]
+            last = self._series[label].last or {}
             axis = x_axis(last)
             return last[axis] if axis else float(len(self._series[label].points))
 
-        labels = sorted(self._series)
-        return max(labels, key=position) if labels else None  # max keeps the first of equals
+        # The Trainer's status is shown beside the replicas' own points, and is the lead only without them.
+        labels = sorted(label for label in self._series if label != STATUS_SERIES)
+        if not labels:
+            return STATUS_SERIES if STATUS_SERIES in self._series else None
+        return max(labels, key=position)  # max keeps the first of equals
 
     def _progress(self, now: float) -> str | None:
         label = self._lead()
         if label is None:
-            return None
+            return self._status_only()
+        if label == STATUS_SERIES:
+            return self._status_line()
+        text = self._replica_line(label)
+        status = self._status_summary()
+        return f"{text} | trainer status {status}" if status else text
+
+    def _status_summary(self) -> str:
+        """``45% eta 1h00m`` from the last trainerStatus; "" when it said neither."""
+        status = self._status or {}
+        parts = []
+        if isinstance(status.get("progressPercentage"), int | float):
+            parts.append(f"{_num(float(status['progressPercentage']))}%")
+        if isinstance(status.get("estimatedRemainingSeconds"), int | float):
+            parts.append(f"eta {format_duration(float(status['estimatedRemainingSeconds']))}")
+        return " ".join(parts)
+
+    def _status_line(self) -> str:
+        status = self._status or {}
+        last = self._series[STATUS_SERIES].last or {}
+        parts = ["progress:"]
+        if isinstance(status.get("progressPercentage"), int | float):
+            parts.append(f"{_num(float(status['progressPercentage']))}%")
+        axis = x_axis(last)
+        if axis:  # a metric named epoch or step (Hugging Face's callback reports the epoch)
+            parts.append(f"{axis} {_num(last[axis])}")
+        parts += [f"{k} {last[k]:.4g}" for k in _curve_names([last]) if k != PROGRESS_METRIC][:_SHOWN]
+        text = " ".join(parts)
+        if isinstance(status.get("estimatedRemainingSeconds"), int | float):
+            text += f" | eta {format_duration(float(status['estimatedRemainingSeconds']))}"
+        return f"{text} (trainer status)"
+
+    def _status_only(self) -> str | None:
+        """A trainerStatus without a number (only an ETA, say)."""
+        summary = self._status_summary()
+        return f"progress: {summary} (trainer status)" if summary else None
+
+    def _replica_line(self, label: str) -> str:
         series = self._series[label]
-        last = series.points[-1]
+        last = series.last or {}
         axis = x_axis(last)
         parts = ["progress:"]
         if axis:
@@ -122,16 +307,16 @@ class Collector:
     @staticmethod
     def _rate(series: _Series, axis: str) -> float:
         """x-axis units per second between the first and last point with that axis; 0 when unknown."""
-        marks = [(t, p[axis]) for t, p in zip(series.times, series.points, strict=True) if axis and axis in p]
-        if len(marks) < 2 or marks[-1][0] <= marks[0][0]:
+        first, last = series.first_mark.get(axis), series.last_mark.get(axis)
+        if first is None or last is None or last[0] <= first[0]:
             return 0.0
-        return max(0.0, (marks[-1][1] - marks[0][1]) / (marks[-1][0] - marks[0][0]))
+        return max(0.0, (last[1] - first[1]) / (last[0] - first[0]))
 
     # -- what remains at the end -----------------------------------------------------------------
 
     def series(self) -> dict[str, list[dict[str, float]]]:
         with self._lock:
-            return {label: list(s.points) for label, s in sorted(self._series.items())}
+            return {label: s.curve() for label, s in sorted(self._series.items())}
 
     def groups(self) -> dict[str, list[dict[str, float]]]:
         """The distinct series, each named by the replicas that reported it (``master-0, worker-0``)."""
@@ -147,11 +332,13 @@ class Collector:
             lead = self._lead()
             if lead is None:
                 return {}
-            finals = {label: s.points[-1] for label, s in self._series.items()}
+            finals = {label: s.last or {} for label, s in self._series.items()}
         values = dict(finals[lead])
         for label, last in sorted(finals.items()):
             for name, value in last.items():
-                if label != lead and values.get(name) != value and name not in X_AXES:
+                if label == STATUS_SERIES and name not in values:
+                    values[name] = value  # what only the Trainer's status reported keeps its own name
+                elif label != lead and values.get(name) != value and name not in X_AXES:
                     values[f"{name}.{label}"] = value
         return values
 
@@ -162,10 +349,11 @@ def curve_names(points: list[dict[str, float]]) -> list[str]:
 
 
 def _curve_names(points: list[dict[str, float]]) -> list[str]:
-    names: list[str] = []
+    names: dict[str, None] = {}  # in the order first reported; linear in the points and names
     for point in points:
-        names += [k for k in point if k not in X_AXES and k not in names]
-    return sorted(names, key=lambda n: (n != "loss", names.index(n)))
+        names.update((k, None) for k in point if k not in X_AXES)
+    order = {name: i for i, name in enumerate(names)}
+    return sorted(names, key=lambda n: (n != "loss", order[n]))
 
 
 def _num(value: float) -> str:

@@ -1,6 +1,8 @@
 """The training curves as one self-contained HTML page: one inline SVG chart per curve, one line per series.
 
 No script, no external file: the page is viewable from a KFP HTML artifact, a bucket or a mail attachment.
+The page is bounded whatever was reported: the first :data:`MAX_CHARTS` curves are drawn (the page names how
+many more there are), each line with at most :data:`MAX_DRAWN` points (a chart is 520 pixels wide).
 """
 
 from __future__ import annotations
@@ -13,13 +15,20 @@ from kftrain.metrics.collect import curve_names
 _COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 _W, _H = 520, 260  # the chart's size
 _L, _R, _T, _B = 60, 16, 16, 40  # its margins: room for the axes' labels
+MAX_CHARTS = 100
+MAX_DRAWN = 1_000
 
 
 def render(groups: dict[str, list[dict[str, float]]], title: str) -> str:
     """The page for ``groups`` (series name -> points, as :meth:`Collector.groups` gives them)."""
     every = [p for points in groups.values() for p in points]
     names = curve_names(every)
-    charts = [_chart(name, groups) for name in names]
+    charts = [_chart(name, groups) for name in names[:MAX_CHARTS]]
+    if len(names) > MAX_CHARTS:
+        charts.append(
+            f"<p>{len(names) - MAX_CHARTS} more curves are not drawn (the first {MAX_CHARTS} of {len(names)} are); "
+            "see them in TensorBoard.</p>"
+        )
     legend = "".join(
         f'<span class="key"><i style="background:{_COLORS[i % len(_COLORS)]}"></i>{html.escape(label)}</span>'
         for i, label in enumerate(groups)
@@ -39,6 +48,9 @@ def _chart(name: str, groups: dict[str, list[dict[str, float]]]) -> str:
     lines: list[tuple[int, str, list[tuple[float, float]]]] = []
     for i, (label, points) in enumerate(groups.items()):
         xy = [(_x(p, n), p[name]) for n, p in enumerate(points, start=1) if name in p]
+        if len(xy) > MAX_DRAWN:
+            step = -(-len(xy) // MAX_DRAWN)
+            xy = [*xy[:-1:step], xy[-1]]  # every step-th point, and the last one
         if xy:
             lines.append((i, label, xy))
     xs = [x for _, _, xy in lines for x, _ in xy]

@@ -10,7 +10,7 @@ Keras file, or this release's own PyTorch MLP), an optional ``model.json`` descr
 - :mod:`~kftrain.models.predictors`: :func:`predictor_for`, any format as ``predict(x) -> scores``;
 - :mod:`~kftrain.models.save`: :func:`save_model`, for training code that wants the help;
 - :mod:`~kftrain.models.history`: the training curves;
-- :mod:`~kftrain.models.pytorch`, :mod:`~kftrain.models.tensorflow`: what this release's trainers build and write.
+- :mod:`~kftrain.models.pytorch`, :mod:`~kftrain.models.tensorflow`: what this release's programs build and write.
 
 Frameworks are imported only when a model of theirs is loaded or saved, and numpy only when a model is loaded
 or saved: the launch step (whose image has neither) describes a model through this package, so

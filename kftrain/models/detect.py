@@ -130,7 +130,7 @@ def read_model_info(folder: ModelFolder) -> dict[str, object]:
 
 
 def legacy_format(info: dict[str, object]) -> str:
-    """The format of a ``model.json`` written before it named one (this release's own trainers)."""
+    """The format of a ``model.json`` written before it named one (this release's own programs)."""
     if info.get("framework") == "pytorch" and info.get("architecture") == "mlp":
         return KFTRAIN_MLP
     if info.get("framework") == "tensorflow":

@@ -1,11 +1,12 @@
 """Reading a model folder: through its completion marker when it has one, else as the plain folder a program wrote.
 
-A model folder written through kftrain (``save_model``, this release's trainers) is a complete artifact: it is
+A model folder written through kftrain (``save_model``, this release's programs) is a complete artifact: it is
 read through :class:`~kftrain.storage.ArtifactReader`, so only the files its marker lists are read, one
 version, each checked against its size and SHA-256. A folder a user's program wrote itself has no marker (the
 launch step has already seen the job finish): its files are those a listing finds. Either way, every relative
 path (from a listing, from ``model.json``'s ``file``) goes through :func:`~kftrain.storage.confine` first, so a
-``model.json`` cannot point a reader outside the model folder. Standard library only (plus storage).
+``model.json`` cannot point a reader outside the model folder, nor can a local file that is a symbolic link
+leading out of it (it is refused by name, never read or exported). Standard library only (plus storage).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class ModelFolder:
         """Where ``rel`` is read from; a path that would leave the folder is refused, naming it."""
         if self.reader is not None:
             return self.reader.uri_of(rel)
+        if is_local(self.uri):  # nor out of it through a symbolic link
+            return local_target(str(storage.local_path(self.uri)), storage.confine(rel, self.uri))
         return storage.join(self.uri, *storage.confine(rel, self.uri).split("/"))
 
     def read_bytes(self, rel: str) -> bytes:

@@ -159,7 +159,7 @@ def savedmodel_predictor(folder: ModelFolder, rel: str = "", signature: str = SI
 
 
 def _output_name(spec: ModelSpec) -> str:
-    """The signature output ``model.json`` names (this release's TF trainers write ``output_name``)."""
+    """The signature output ``model.json`` names (this release's TF programs write ``output_name``)."""
     return spec.outputs[0].name if spec.outputs else str(spec.info.get("output_name", ""))
 
 

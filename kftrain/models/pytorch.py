@@ -1,4 +1,4 @@
-"""PyTorch models: the MLP classifier the PyTorch trainers train, and its folder by URI.
+"""PyTorch models: the MLP classifier the PyTorch programs train, and its folder by URI.
 
 A model folder holds ``model.pt`` (the ``state_dict``) and ``model.json`` (the contract's keys with format
 ``kftrain-mlp``, plus ``"architecture": "mlp", "config": {...}, "metrics": {...}``), published atomically by

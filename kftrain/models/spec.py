@@ -20,7 +20,7 @@ TORCHSCRIPT = "torchscript"
 ONNX = "onnx"
 SAVEDMODEL = "savedmodel"
 KERAS = "keras"
-KFTRAIN_MLP = "kftrain-mlp"  # this release's PyTorch trainers: a state dict plus the MLP's shape in model.json
+KFTRAIN_MLP = "kftrain-mlp"  # this release's PyTorch programs: a state dict plus the MLP's shape in model.json
 FRAMEWORK_OF = {
     TORCHSCRIPT: "pytorch",
     KFTRAIN_MLP: "pytorch",

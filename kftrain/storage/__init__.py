@@ -3,7 +3,8 @@
 Callers use the package: ``from kftrain import storage; storage.upload(path, uri)``. The modules:
 
 - :mod:`~kftrain.storage.uri`: URIs and filesystems: the scheme of a URI, :func:`join`, which S3 endpoint
-  and credentials a URI gets from the environment, :func:`filesystem`, :func:`local_path`.
+  and credentials a URI gets from the environment, :func:`filesystem`, :func:`local_path`; what an output's
+  URI may hold (:func:`check_output_uri`) and the URIs kept beside an output (:func:`derived_uri`).
 - :mod:`~kftrain.storage.errors`: :class:`StorageError` naming the URI and the cause (the S3 error code),
   which faults are transient, and the retry policy and sleep seam storage retries them with.
 - :mod:`~kftrain.storage.paths`: :func:`confine`, the one check of every relative path read from or
@@ -81,7 +82,7 @@ from kftrain.storage.outputs import ARTIFACT_ROOT_ENV, output_uri
 from kftrain.storage.paths import confine
 from kftrain.storage.publish import check_output
 from kftrain.storage.reader import ArtifactReader
-from kftrain.storage.uri import filesystem, join, local_path, s3_endpoint
+from kftrain.storage.uri import check_output_uri, derived_uri, filesystem, join, local_path, s3_endpoint
 
 __all__ = [
     "ARTIFACT_ROOT_ENV",
@@ -93,8 +94,10 @@ __all__ = [
     "Progress",
     "StorageError",
     "check_output",
+    "check_output_uri",
     "confine",
     "copy",
+    "derived_uri",
     "digest_of",
     "download",
     "exists",

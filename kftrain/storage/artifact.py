@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from kftrain.storage import partials
-from kftrain.storage.errors import StorageError, storage_error, with_retry
+from kftrain.storage.errors import StorageError, no_room, storage_error, with_retry
 from kftrain.storage.io import (
     FileDigest,
     Progress,
@@ -157,15 +157,24 @@ class ArtifactWriter:
     def __enter__(self) -> ArtifactWriter:
         return self
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
             try:
                 self.commit()
-            except BaseException:
+            except BaseException as failed:
                 self.abort()
+                self._no_room(failed)
                 raise
         else:
             self.abort()
+            self._no_room(exc)
+
+    def _no_room(self, exc: BaseException) -> None:
+        """A write that failed for lack of room (wherever it was written from: a library, a shard writer) is said
+        as this output's error, once the staging is gone."""
+        room = no_room(exc)
+        if room is not None:
+            raise StorageError(f"{self.uri}: nothing was published: {room} ({type(exc).__name__}: {exc})") from exc
 
 
 def require_complete(uri: str, *, verify: bool = False) -> dict[str, Any]:

@@ -14,6 +14,7 @@ This module is the bottom of the package: it imports nothing else from it.
 
 from __future__ import annotations
 
+import errno
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -21,7 +22,7 @@ from typing import TypeVar
 
 import fsspec
 
-from kftrain.errors import KftrainError
+from kftrain.errors import KftrainError, redact_urls
 from kftrain.retry import RetryPolicy, call_with_retry, exception_chain
 
 T = TypeVar("T")
@@ -74,9 +75,22 @@ _TRANSIENT_CLASS_NAMES = frozenset(
         "ServerDisconnectedError",
         "IncompleteRead",
         "ResponseParserError",
-        "FSTimeoutError",
     }
 )
+
+# A request the server accepted and never answered (or a connection never made) in the connect or read timeout
+# (kftrain.storage.uri). botocore has already tried it AWS_MAX_ATTEMPTS times, each waiting the whole timeout:
+# retried again here, s3fs's and this layer's tries multiplied a silent server's wait to hours (90 requests of
+# the read timeout each were seen). It is an error at once, like a refused connection for cleanups (unreachable).
+_TIMEOUT_CLASS_NAMES = frozenset({"ReadTimeoutError", "ConnectTimeoutError", "FSTimeoutError"})
+
+
+def timed_out(exc: BaseException | None) -> bool:
+    """Whether ``exc`` says a request ran out of its connect or read timeout."""
+    return any(
+        isinstance(e, TimeoutError) or bool({cls.__name__ for cls in type(e).__mro__} & _TIMEOUT_CLASS_NAMES)
+        for e in exception_chain(exc)
+    )
 
 
 def error_code(exc: BaseException) -> str | None:
@@ -98,12 +112,14 @@ def is_transient(exc: BaseException) -> bool:
     code = error_code(exc)
     if code == "NoSuchUpload":
         return True  # s3fs reports it as FileNotFoundError, but a fresh upload can succeed
+    if timed_out(exc):
+        return False
     if isinstance(exc, StorageError | FileNotFoundError | PermissionError | IsADirectoryError | NotADirectoryError):
         return False
     if code is not None:
         return code in _TRANSIENT_CODES
     names = {cls.__name__ for cls in type(exc).__mro__}
-    return bool(names & _TRANSIENT_CLASS_NAMES) or isinstance(exc, ConnectionError | TimeoutError)
+    return bool(names & _TRANSIENT_CLASS_NAMES) or isinstance(exc, ConnectionError)
 
 
 def sleep(seconds: float) -> None:
@@ -117,12 +133,12 @@ def with_retry(what: str, operation: Callable[[], T]) -> T:
 
 
 def unreachable(exc: BaseException | None) -> bool:
-    """Whether ``exc`` says the server could not be reached at all (refused, down).
+    """Whether ``exc`` says the server could not be reached at all (refused, down, or silent past the timeout).
 
     Cleaning up after such a failure (aborting an upload) would only wait through another round of
     retries, so callers skip it.
     """
-    return any(
+    return timed_out(exc) or any(
         isinstance(e, ConnectionRefusedError) or type(e).__name__ == "EndpointConnectionError"
         for e in exception_chain(exc)
     )
@@ -162,12 +178,30 @@ _HINTS = {
 }
 
 
+# A write the file system has no room for: said plainly, never as a traceback through the writer.
+NO_ROOM = {
+    errno.ENOSPC: "the file system is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EFBIG: "the file is larger than the file system (or this process's limit) allows",
+}
+
+
+def no_room(exc: BaseException) -> str | None:
+    """Why a write failed for lack of room (a full file system, a quota, a size limit), or None."""
+    return next((NO_ROOM[e.errno] for e in exception_chain(exc) if isinstance(e, OSError) and e.errno in NO_ROOM), None)
+
+
 def storage_error(uri: str, exc: BaseException, fs: fsspec.AbstractFileSystem | None = None) -> StorageError:
     """A StorageError naming ``uri`` and the cause (the S3 error code when there is one)."""
     if isinstance(exc, StorageError):
         return exc
+    detail = redact_urls(str(exc)) or type(exc).__name__  # an endpoint given as http://user:pass@host
+    room = no_room(exc)
+    if room is not None:
+        return StorageError(f"{uri}: cannot be written: {room}")
+    if timed_out(exc):
+        return StorageError(f"{uri}: the store did not answer within its timeouts ({type(exc).__name__}: {detail})")
     code = error_code(exc)
-    detail = str(exc) or type(exc).__name__
     if (
         fs is not None
         and is_s3(fs)

@@ -25,8 +25,8 @@ from typing import IO, Any, TypeVar
 
 from kftrain.storage import partials, s3_transfer
 from kftrain.storage.errors import StorageError, errors, is_s3, unreachable, with_retry
-from kftrain.storage.paths import confine
-from kftrain.storage.uri import filesystem, is_local
+from kftrain.storage.paths import confine, local_target
+from kftrain.storage.uri import check_output_uri, filesystem, is_local
 
 T = TypeVar("T")
 Progress = Callable[[int], None]  # called with the byte count of every chunk moved
@@ -65,7 +65,7 @@ def exists(uri: str) -> bool:
 @contextmanager
 def open_uri(uri: str, mode: str = "rb") -> Iterator[IO[Any]]:
     """Open ``uri``. A write that raises is discarded (never committed half-way), unlike fsspec's default."""
-    fs, path = filesystem(uri)
+    fs, path = filesystem(check_output_uri(uri) if "r" not in mode else uri)
     if "w" in mode and is_local(uri):
         fs.makedirs(posixpath.dirname(path), exist_ok=True)
     with errors(uri, fs):
@@ -114,7 +114,9 @@ def list_files(uri: str) -> list[str]:
     """Relative POSIX paths of every file under ``uri``, sorted; each confined (:func:`~.paths.confine`).
 
     Object keys are taken as they are, never normalized: a key ``x/../../name`` is refused, naming it,
-    rather than read or written somewhere else.
+    rather than read or written somewhere else. A local file that is a symbolic link leading out of ``uri``
+    is refused, naming it: whatever reads the listing (a copy, an export, an upload) would read the file it
+    points to, anywhere on the machine.
     """
     fs, path = filesystem(uri)
     base = path.rstrip("/")
@@ -124,6 +126,7 @@ def list_files(uri: str) -> list[str]:
     for full in found:
         if is_local(uri):
             rel = os.path.relpath(full, base).replace(os.sep, "/")
+            local_target(base, rel)
         elif full.startswith(base + "/"):
             rel = full[len(base) + 1 :]
         else:
@@ -210,7 +213,7 @@ def sha256_of(uri: str) -> str:
 
 def write_once(chunks: Iterator[bytes], dst_uri: str) -> FileDigest:
     """One attempt at writing ``chunks`` to ``dst_uri``; nothing is visible at ``dst_uri`` unless it succeeds."""
-    fs, path = filesystem(dst_uri)
+    fs, path = filesystem(check_output_uri(dst_uri))
     hashed = _HashedChunks(chunks)
     if is_local(dst_uri):
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)

@@ -27,7 +27,7 @@ from kftrain.storage import partials
 from kftrain.storage.errors import StorageError, errors, with_retry
 from kftrain.storage.io import list_files, read_bytes, write_once
 from kftrain.storage.marker import COMPLETE_MARKER, Manifest, parse, staging_name
-from kftrain.storage.uri import filesystem, join, split_uri
+from kftrain.storage.uri import check_output_uri, filesystem, join, split_uri
 
 
 def sibling(uri: str, name: str) -> str:
@@ -79,7 +79,7 @@ class Destination:
 def check_output(uri: str) -> None:
     """Refuse ``uri`` now if publishing an artifact there would be refused later (it holds files that are not
     a previous kftrain artifact's): a program checks its output before hours of work, not after. Reads only."""
-    scheme, path = split_uri(uri)
+    scheme, path = split_uri(check_output_uri(uri))
     where = (path.rstrip(os.sep) or os.sep) if scheme == "file" else uri.rstrip("/")
     replaceable_previous(where, _local_listing(where) if scheme == "file" else list_files(where))
 
@@ -93,7 +93,7 @@ def replaceable_previous(where: str, listing: list[str]) -> Manifest | None:
 
 def open_destination(uri: str) -> Destination:
     """A destination for a new version of the artifact at ``uri``; refused if it would lose anything there."""
-    scheme, path = split_uri(uri)
+    scheme, path = split_uri(check_output_uri(uri))
     if scheme == "file":
         return _LocalDestination(uri, path.rstrip(os.sep) or os.sep)
     return _ObjectDestination(uri.rstrip("/"))
@@ -220,18 +220,20 @@ class _ObjectDestination(Destination):
         if not self._committed:
             self._remove_prefix(self.staging_uri)
 
+    # cp_file and rm_file take a path as it is: copy and rm would read * ? [ as a glob.
+
     @staticmethod
     def _server_copy(src: str, dst: str) -> None:
         fs, src_path = filesystem(src)
         _, dst_path = filesystem(dst)
         with errors(dst, fs):
-            with_retry(f"copy {src} -> {dst}", lambda: fs.copy(src_path, dst_path))
+            with_retry(f"copy {src} -> {dst}", lambda: fs.cp_file(src_path, dst_path))
 
     @staticmethod
     def _remove(uri: str) -> None:
         fs, path = filesystem(uri)
         with errors(uri, fs), suppress(FileNotFoundError):
-            with_retry(f"remove {uri}", lambda: fs.rm(path))
+            with_retry(f"remove {uri}", lambda: fs.rm_file(path))
 
     @staticmethod
     def _remove_prefix(uri: str) -> None:

@@ -9,6 +9,10 @@ filled.
 
 Every request goes through ``S3FileSystem._call_s3``, so s3fs's error translation and retries, botocore's
 per-request retries, credentials and extra request arguments apply exactly as for s3fs's own calls.
+
+A request with a body also has a deadline (:func:`upload_deadline_s`): aiohttp arms its read timeout only once
+the body is sent, and waits for a ``100 Continue`` without one, so a server that accepts a connection and
+never reads from it held an upload forever.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from contextlib import suppress
 from typing import Any
 
 from fsspec.asyn import AsyncFileSystem
+
+from kftrain.storage import uri
 
 # Requests in flight per transfer. Measured against a local S3 server (bench/bench_storage.py, 256 MiB):
 # 4 was as fast as 8 and peaked ~60 MB lower (93 vs 154 MB over baseline). boto3 uses 10 threads; raise it
@@ -48,6 +54,29 @@ def concurrency() -> int:
 def _submit(fs: Any, request: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
     """Start one request (a coroutine of ``fs``) on fsspec's event loop; the caller waits on the future."""
     return asyncio.run_coroutine_threadsafe(request, fs.loop)
+
+
+# The slowest upload a deadline allows for: 256 KiB/s (an 8 MiB part: 32 s, besides the timeouts).
+MIN_UPLOAD_BYTES_PER_S = 256 * 1024
+
+
+def upload_deadline_s(size: int) -> float:
+    """How long a request sending ``size`` bytes may take, botocore's own tries included: the connect and read
+    timeouts (:mod:`kftrain.storage.uri`) plus the body at :data:`MIN_UPLOAD_BYTES_PER_S`."""
+    return uri.CONNECT_TIMEOUT_S + uri.READ_TIMEOUT_S + size / MIN_UPLOAD_BYTES_PER_S
+
+
+async def _within(request: Coroutine[Any, Any, Any], seconds: float, what: str) -> Any:
+    try:
+        return await asyncio.wait_for(request, seconds)
+    except asyncio.TimeoutError:
+        raise TimeoutError(f"{what}: the server did not take it in {seconds:.0f}s") from None
+
+
+def _send(fs: Any, method: str, body: bytes, **kwargs: Any) -> concurrent.futures.Future[Any]:
+    """Start a request that sends ``body``, cancelled (a TimeoutError) past its :func:`upload_deadline_s`."""
+    what = f"{method} {kwargs.get('Bucket')}/{kwargs.get('Key')}"
+    return _submit(fs, _within(fs._call_s3(method, Body=body, **kwargs), upload_deadline_s(len(body)), what))
 
 
 def _cancel(futures: list[concurrent.futures.Future[Any]]) -> None:
@@ -106,7 +135,7 @@ class MultipartUpload:
         first = next(parts, b"")
         second = next(parts, None)
         if second is None:  # everything fits in one part: a plain PUT, as s3fs does for small files
-            self.fs.call_s3("put_object", Bucket=self.bucket, Key=self.key, Body=first)
+            _send(self.fs, "put_object", first, Bucket=self.bucket, Key=self.key).result()
             return
         algorithm = _checksum_algorithm(self.fs)
         extra = {"ChecksumAlgorithm": algorithm} if algorithm else {}
@@ -145,10 +174,9 @@ class MultipartUpload:
                 self.fs.call_s3("abort_multipart_upload", Bucket=self.bucket, Key=self.key, UploadId=self.upload_id)
 
     def _upload_part(self, number: int, body: bytes) -> concurrent.futures.Future[Any]:
-        request = self.fs._call_s3(
-            "upload_part", Bucket=self.bucket, Key=self.key, UploadId=self.upload_id, PartNumber=number, Body=body
+        return _send(
+            self.fs, "upload_part", body, Bucket=self.bucket, Key=self.key, UploadId=self.upload_id, PartNumber=number
         )
-        return _submit(self.fs, request)
 
     def _finish(self, number: int, future: concurrent.futures.Future[Any]) -> dict[str, Any]:
         response = future.result()

@@ -1,16 +1,17 @@
 """URIs and the filesystems behind them: local paths, ``file://``, ``s3://``, ``minio://``, ``gs://``.
 
 fsspec does the I/O (s3fs for ``s3://``/``minio://``, gcsfs for ``gs://``); there is no S3 client of our own.
-``minio://bucket/key`` (what KFP's default pipeline root uses) is S3 with the endpoint taken from the
-environment: ``MINIO_ENDPOINT``, ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``, KFP's in-cluster service
-variables ``MINIO_SERVICE_SERVICE_HOST``/``MINIO_SERVICE_SERVICE_PORT`` (set only in KFP's own namespace), else,
-inside a pod, KFP's MinIO service by its cluster DNS name (``minio-service.kubeflow:9000``, where a multi-user
-Kubeflow's profile namespaces reach it). Credentials never travel as
-arguments (they would end up in pipeline specs and logs): they come from
-``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``, else from a mounted secret folder
-named by ``KFTRAIN_S3_CREDENTIALS_DIR`` (files ``accesskey``/``secretkey``, the layout of KFP's
-``mlpipeline-minio-artifact`` secret), else from botocore's own environment-driven chain (web identity /
-pod identity).
+``minio://bucket/key`` (what KFP's default pipeline root uses) is S3 at an endpoint of its own. An endpoint
+set in the environment wins: ``MINIO_ENDPOINT``, ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``. Else, in a KFP
+task pod, the store is found as KFP's launcher finds it (:mod:`kftrain.storage.kfp_store`: the
+``kfp-launcher`` ConfigMap's providers, else the backend version's default store); else ``minio://`` uses
+KFP's in-namespace service variables ``MINIO_SERVICE_SERVICE_HOST``/``_PORT``, and without them it is an
+error naming the variables (there is no guessed address). Credentials never travel as arguments (they would
+end up in pipeline specs and logs): they come from ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/
+``AWS_SESSION_TOKEN``, else from a mounted secret folder named by ``KFTRAIN_S3_CREDENTIALS_DIR`` (files
+``accesskey``/``secretkey``, the layout of KFP's ``mlpipeline-minio-artifact`` secret), else, in a KFP task
+pod, from the secret KFP's store configuration names (read through the Kubernetes API, as KFP's launcher
+reads it), else from botocore's own environment-driven chain (web identity / pod identity).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import fsspec
 
 from kftrain.contract import CREDENTIALS_DIR_ENV, MOUNTED_CREDENTIALS_DIR
 from kftrain.storage.errors import StorageError
+from kftrain.storage.kfp_store import kfp_store
 
 # The object stores that need an extra of the kftrain distribution: scheme -> (extra, the module it brings).
 _EXTRA_OF_SCHEME = {"s3": ("s3", "s3fs"), "gs": ("gcs", "gcsfs")}
@@ -55,6 +57,54 @@ def join(uri: str, *parts: str) -> str:
     return os.path.join(uri, *parts)
 
 
+# What an object key of an output may not hold. fsspec reads ``* ? [ ]`` as a glob in copies and removals (an
+# artifact published under ``qm?/ds`` landed under ``qm?/ds/dataset.json/dataset.json`` and could not be read
+# back), s3fs reads ``?versionId=`` as a version, a URL parser (``urllib.parse``, what model servers' storage
+# initializers use) ends the key at ``#``, and a control character has no place in a name shown in a log.
+_UNSAFE_IN_KEYS = frozenset("*?[]#")
+
+
+def check_output_uri(uri: str) -> str:
+    """``uri`` when an output may be written there; else an error naming it and the character, before anything is
+    written. Local paths hold any name; object keys hold none of :data:`_UNSAFE_IN_KEYS` nor control characters."""
+    if is_local(uri):
+        return uri
+    _, path = split_uri(uri)
+    bad = [c for c in path if c in _UNSAFE_IN_KEYS or ord(c) < 32 or ord(c) == 127]
+    if bad:
+        raise StorageError(
+            f"{uri!r}: an output's object key cannot hold {bad[0]!r} (object stores' tools read * ? [ ] as "
+            "patterns, ? as a query and # as a fragment, so it would be written or read elsewhere); rename it"
+        )
+    return uri
+
+
+def derived_uri(uri: str, suffix: str) -> str:
+    """``<uri>-<suffix>``: an output kept beside ``uri`` and named after it (its logs, TensorBoard files,
+    checkpoints), checked by :func:`check_output_uri`.
+
+    ``uri`` must name an object path inside its bucket, or a local folder other than the root: ``s3://bkt/``
+    would put the sibling in another bucket (``s3://bkt-logs``) and ``/`` in the current folder (``-logs``)."""
+    if not uri.strip():
+        raise StorageError(f"no URI: an empty one has no {suffix} to keep beside it")
+    scheme, path = split_uri(uri)
+    if scheme == "file":
+        if not os.path.abspath(path).strip("/"):
+            raise StorageError(f"{uri!r}: the root folder has no sibling to keep its {suffix} in; give a folder")
+        written = uri.rstrip("/")
+        if posixpath.basename(written.split("://", 1)[-1]) in ("", ".", ".."):  # "." is a folder with a name
+            written = (uri.split("://", 1)[0] + "://" if "://" in uri else "") + os.path.abspath(path)
+        return f"{written}-{suffix}"
+    bucket_and_key = path.strip("/")
+    if "/" not in bucket_and_key:
+        raise StorageError(
+            f"{uri!r}: names a bucket, not a path inside it: its {suffix} would be written to another bucket "
+            f"({uri.split('://', 1)[0]}://{bucket_and_key}-{suffix}); give a path such as "
+            f"{uri.split('://', 1)[0]}://{bucket_and_key or 'bucket'}/models/run"
+        )
+    return check_output_uri(f"{uri.rstrip('/')}-{suffix}")
+
+
 def local_path(uri: str) -> Path:
     """The local path of a local URI (for libraries that only take paths)."""
     scheme, path = split_uri(uri)
@@ -68,36 +118,35 @@ def _with_scheme(endpoint: str) -> str:
     return endpoint if "://" in endpoint else "http://" + endpoint
 
 
-# KFP's MinIO service as pods in other namespaces reach it (the address KFP's own compiler has always used).
-KFP_MINIO_SERVICE = "minio-service.kubeflow:9000"
-
-
 def s3_endpoint(uri: str) -> str | None:
     """The S3 endpoint URL that ``uri`` resolves to, or None for AWS's default.
 
-    ``s3://`` honours ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL`` and ``MINIO_ENDPOINT``; ``minio://``
-    prefers ``MINIO_ENDPOINT`` and falls back to KFP's service variables, and has no AWS default.
+    An endpoint in the environment wins (``s3://``: ``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``,
+    ``MINIO_ENDPOINT``; ``minio://`` prefers ``MINIO_ENDPOINT``); then, in a KFP task pod, KFP's store
+    configuration; then, for ``minio://``, KFP's in-namespace service variables. ``minio://`` has no AWS default.
     """
     env = os.environ
     scheme = uri.split("://", 1)[0] if "://" in uri else "file"
     if scheme == "minio":
-        candidates = [env.get("MINIO_ENDPOINT"), env.get("AWS_ENDPOINT_URL_S3"), env.get("AWS_ENDPOINT_URL")]
-        host = env.get("MINIO_SERVICE_SERVICE_HOST")
-        if host:
-            candidates.append(f"{host}:{env.get('MINIO_SERVICE_SERVICE_PORT') or '9000'}")
-        if env.get("KUBERNETES_SERVICE_HOST"):
-            candidates.append(KFP_MINIO_SERVICE)
-        for candidate in candidates:
-            if candidate:
-                return _with_scheme(candidate)
-        raise StorageError(
-            f"{uri}: no MinIO endpoint; set MINIO_ENDPOINT (or AWS_ENDPOINT_URL, or "
-            "MINIO_SERVICE_SERVICE_HOST/MINIO_SERVICE_SERVICE_PORT as KFP does in-cluster)"
-        )
-    for candidate in (env.get("AWS_ENDPOINT_URL_S3"), env.get("AWS_ENDPOINT_URL"), env.get("MINIO_ENDPOINT")):
+        explicit = [env.get("MINIO_ENDPOINT"), env.get("AWS_ENDPOINT_URL_S3"), env.get("AWS_ENDPOINT_URL")]
+    else:
+        explicit = [env.get("AWS_ENDPOINT_URL_S3"), env.get("AWS_ENDPOINT_URL"), env.get("MINIO_ENDPOINT")]
+    for candidate in explicit:
         if candidate:
             return _with_scheme(candidate)
-    return None
+    store = kfp_store(uri) if scheme in ("minio", "s3") else None
+    if store is not None and store.session.endpoint_url:
+        return store.session.endpoint_url
+    if scheme != "minio":
+        return None
+    host = env.get("MINIO_SERVICE_SERVICE_HOST")
+    if host:
+        return _with_scheme(f"{host}:{env.get('MINIO_SERVICE_SERVICE_PORT') or '9000'}")
+    raise StorageError(
+        f"{uri}: no MinIO endpoint; set MINIO_ENDPOINT (or AWS_ENDPOINT_URL, or "
+        "MINIO_SERVICE_SERVICE_HOST/MINIO_SERVICE_SERVICE_PORT as KFP does in-cluster); in a KFP task pod it "
+        "comes from the kfp-launcher ConfigMap"
+    )
 
 
 def _s3_credentials(uri: str) -> dict[str, str]:
@@ -124,7 +173,28 @@ def _s3_credentials(uri: str) -> dict[str, str]:
                 f"{uri}: the credentials folder {secret_dir} must contain the files accesskey and secretkey"
             )
         return creds
-    return {}
+    store = kfp_store(uri) if uri.split("://", 1)[0] in ("minio", "s3") else None
+    return dict((store.credentials() if store is not None else None) or {})
+
+
+def _region(uri: str) -> str | None:
+    """The region KFP's store configuration gives ``uri`` (some S3-compatible stores check it), if any."""
+    explicit = ("AWS_REGION", "AWS_DEFAULT_REGION", "MINIO_ENDPOINT", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")
+    if any(os.environ.get(name) for name in explicit):
+        return None  # botocore reads the environment's own region; another endpoint is not KFP's store
+    store = kfp_store(uri) if uri.split("://", 1)[0] in ("minio", "s3") else None
+    return (store.session.region or None) if store is not None else None
+
+
+# Every request has both timeouts: an endpoint that accepts connections and never answers fails a request in
+# READ_TIMEOUT_S, tried AWS_MAX_ATTEMPTS times by botocore and no more (kftrain.storage.errors.timed_out), so a
+# silent store is an error in about 3 minutes, not hours. 60 s is botocore's own default read timeout: time
+# for the server to answer once the request was sent, whatever the part's size.
+CONNECT_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 60.0
+# s3fs's own retry loop around every call: 1 means none. botocore below and kftrain.storage.errors.with_retry
+# above already retry the same faults; three layers multiplied each other (5 x 3 x 6 tries of a silent request).
+S3FS_TRIES = 1
 
 
 def _botocore_config() -> dict[str, Any]:
@@ -138,8 +208,8 @@ def _botocore_config() -> dict[str, Any]:
             "max_attempts": int(os.environ.get("AWS_MAX_ATTEMPTS") or 3),
             "mode": os.environ.get("AWS_RETRY_MODE") or "standard",
         },
-        "connect_timeout": 10,
-        "read_timeout": 120,
+        "connect_timeout": CONNECT_TIMEOUT_S,
+        "read_timeout": READ_TIMEOUT_S,
     }
 
 
@@ -149,8 +219,12 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
     options: dict[str, Any] = {}
     if scheme == "s3":
         endpoint = s3_endpoint(uri)
-        if endpoint:
-            options["client_kwargs"] = {"endpoint_url": endpoint}
+        client_kwargs: dict[str, Any] = {"endpoint_url": endpoint} if endpoint else {}
+        region = _region(uri)
+        if region:
+            client_kwargs["region_name"] = region
+        if client_kwargs:
+            options["client_kwargs"] = client_kwargs
         options.update(_s3_credentials(uri))
         options["config_kwargs"] = _botocore_config()
         # Markers are written by other processes (other pods); a cached listing would hide them.
@@ -168,4 +242,6 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
         fs = fsspec.filesystem(scheme, **options)
     except (ImportError, ValueError) as exc:
         raise StorageError(f"{uri}: no filesystem for {scheme}:// ({exc})") from None
+    if scheme == "s3":
+        fs.retries = S3FS_TRIES  # a class attribute s3fs reads per call; it takes no argument for it
     return fs, path

@@ -131,6 +131,16 @@ class JobSim:
 
         self.kube.modify_job(self.plural, self.namespace, self.name, change)
 
+    def trainer_status(self, status: dict[str, Any]) -> None:
+        """What Kubeflow Trainer's status server applies when a node posts its progress: the TrainJob's
+        ``status.trainerStatus`` (kubeflow/trainer@v2.3.0 pkg/statusserver/server.go:166-168)."""
+        self.check()
+
+        def change(obj: dict[str, Any]) -> None:
+            obj.setdefault("status", {})["trainerStatus"] = copy.deepcopy(status)
+
+        self.kube.modify_job(self.plural, self.namespace, self.name, change)
+
     def delete_job(self) -> None:
         """Someone else (kubectl delete) removes the job."""
         self.kube.delete_job(self.plural, self.namespace, self.name, "Background")

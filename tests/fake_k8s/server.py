@@ -13,10 +13,10 @@ operator (:mod:`tests.fake_k8s.operator`) reacts to created jobs.
 
 from __future__ import annotations
 
+import base64
 import bisect
 import collections
 import copy
-import functools
 import itertools
 import json
 import re
@@ -35,7 +35,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from kftrain.job.crd_schema import CRDSchemas
+from tests.reference import schemas_in
 
 GROUP = "kubeflow.org"
 TRAINER_GROUP = "trainer.kubeflow.org"  # Kubeflow Trainer v2's TrainJob
@@ -52,12 +52,6 @@ JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 
 def group_of(plural: str) -> str:
     return GROUPS.get(plural, GROUP)
-
-
-@functools.cache
-def load_crd_schemas(crd_dir: Path) -> CRDSchemas:
-    """The CRDs' served versions, parsed once per process (the files are large)."""
-    return CRDSchemas.from_dir(crd_dir)
 
 
 def now_iso() -> str:
@@ -207,7 +201,7 @@ class FakeKube:
     served: dict[str, list[str]] = field(default_factory=lambda: copy.deepcopy(DEFAULT_SERVED))
 
     def __post_init__(self) -> None:
-        self.schemas = load_crd_schemas(self.crd_dir)
+        self.schemas = schemas_in(self.crd_dir)  # the one loader of the CRD schemas, cached per process
         # One lock for all the state. Watches wait on `cond` (woken by every recorded change); the log streams
         # of a pod wait on that pod's own condition (woken by its new lines and its changes).
         self.lock = threading.RLock()
@@ -221,6 +215,9 @@ class FakeKube:
         # pod uid -> container run (restart count) -> lines
         self.logs: dict[str, dict[int, list[str]]] = {}
         self.events: list[dict[str, Any]] = []
+        # Core objects read by name only (GET): ConfigMaps, and Secrets (their data base64, as the API serves it).
+        self.configmaps: dict[tuple[str, str], dict[str, Any]] = {}
+        self.secrets: dict[tuple[str, str], dict[str, Any]] = {}
         self.history: list[_History] = []
         self._history_rvs: list[int] = []  # the rv of each history entry, ascending: watches bisect it
         self.compacted_rv = 0
@@ -291,6 +288,29 @@ class FakeKube:
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+
+    def add_configmap(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        meta = {"name": name, "namespace": namespace, "uid": str(uuid.uuid4())}
+        with self.cond:
+            self.configmaps[(namespace, name)] = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": meta,
+                "data": data,
+            }
+
+    def add_secret(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        """A Secret whose ``data`` are given as plain text (served base64-encoded)."""
+        encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+        meta = {"name": name, "namespace": namespace, "uid": str(uuid.uuid4())}
+        with self.cond:
+            self.secrets[(namespace, name)] = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "Opaque",
+                "metadata": meta,
+                "data": encoded,
+            }
 
     # -- state changes (all under self.cond) -----------------------------------------------------
 
@@ -572,7 +592,13 @@ class _Handler(BaseHTTPRequestHandler):
     def core_resources(self, method: str, query: dict[str, str], body: Any) -> None:
         resources = [
             {"name": n, "singularName": s, "namespaced": True, "kind": k, "verbs": ["get", "list", "watch"]}
-            for n, s, k in (("pods", "pod", "Pod"), ("pods/log", "", "Pod"), ("events", "event", "Event"))
+            for n, s, k in (
+                ("pods", "pod", "Pod"),
+                ("pods/log", "", "Pod"),
+                ("events", "event", "Event"),
+                ("configmaps", "configmap", "ConfigMap"),
+                ("secrets", "secret", "Secret"),
+            )
         ]
         self._send_json(
             200, {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1", "resources": resources}
@@ -724,6 +750,29 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_event(self, kind: str, obj: dict[str, Any]) -> None:
         self._chunk(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
 
+    def runtime_collection(
+        self, method: str, query: dict[str, str], body: Any, version: str, ns: str, plural: str
+    ) -> None:
+        """POST of a namespaced TrainingRuntime (what a launch step creates from a job's own manifest)."""
+        if method != "POST" or not isinstance(body, dict):
+            self._status(405, "MethodNotAllowed", f"{method} is not served for {plural} here")
+            return
+        name = (body.get("metadata") or {}).get("name")
+        if body.get("kind") != "TrainingRuntime" or not name:
+            self._status(400, "BadRequest", "expected a named trainer.kubeflow.org TrainingRuntime")
+            return
+        if (body.get("metadata") or {}).get("namespace") not in (None, ns):
+            self._status(400, "BadRequest", "the namespace of the object does not match the namespace of the request")
+            return
+        with self.kube.cond:
+            if (plural, ns, name) in self.kube.runtimes:
+                self._status(409, "AlreadyExists", f'{plural}.{TRAINER_GROUP} "{name}" already exists')
+                return
+            obj = copy.deepcopy(body)
+            obj["metadata"] = {**obj["metadata"], "namespace": ns, "resourceVersion": self.kube.bump()}
+            self.kube.runtimes[(plural, ns, name)] = obj
+        self._send_json(201, obj)
+
     def runtime(self, method: str, query: dict[str, str], body: Any, version: str, *where: str) -> None:
         """GET of a Trainer v2 runtime: ``where`` is (plural, name), or (namespace, plural, name)."""
         ns, plural, name = ("", *where) if len(where) == 2 else where
@@ -855,6 +904,18 @@ class _Handler(BaseHTTPRequestHandler):
                 self._end_chunked()
                 return
 
+    def core_object(self, method: str, query: dict[str, str], body: Any, ns: str, plural: str, name: str) -> None:
+        """GET of a ConfigMap or a Secret by name."""
+        store = self.kube.configmaps if plural == "configmaps" else self.kube.secrets
+        with self.kube.cond:
+            obj = copy.deepcopy(store.get((ns, name)))
+        if method != "GET":
+            self._status(405, "MethodNotAllowed", method)
+        elif obj is None:
+            self._status(404, "NotFound", f'{plural} "{name}" not found')
+        else:
+            self._send_json(200, obj)
+
     def events(self, method: str, query: dict[str, str], body: Any, ns: str) -> None:
         fields = parse_selector(query.get("fieldSelector"))
         with self.kube.cond:
@@ -899,10 +960,12 @@ _ROUTES: Sequence[tuple[str, Callable[..., None]]] = (
     ),
     (rf"/apis/{re.escape(TRAINER_GROUP)}/(v[a-z0-9]+)/(clustertrainingruntimes)/([^/]+)", _Handler.runtime),
     (rf"/apis/{re.escape(TRAINER_GROUP)}/(v[a-z0-9]+){_NS}/(trainingruntimes)/([^/]+)", _Handler.runtime),
+    (rf"/apis/{re.escape(TRAINER_GROUP)}/(v[a-z0-9]+){_NS}/(trainingruntimes)", _Handler.runtime_collection),
     (rf"/api/v1{_NS}/pods", _Handler.pods),
     (rf"/api/v1{_NS}/pods/([^/]+)", _Handler.pod),
     (rf"/api/v1{_NS}/pods/([^/]+)/log", _Handler.pod_log),
     (rf"/api/v1{_NS}/events", _Handler.events),
+    (rf"/api/v1{_NS}/(configmaps|secrets)/([^/]+)", _Handler.core_object),
 )
 
 

@@ -1,6 +1,8 @@
 """KFP component: read a tabular source (or a list of files), check it, encode it, split it and shard it into a
 prepared Dataset artifact."""
 
+from typing import NamedTuple
+
 from kfp import dsl
 
 from kftrain_components.images import DATA_IMAGE
@@ -23,7 +25,7 @@ def prepare_dataset(
     max_categories: int = 1000,
     mode: str = "table",
     path_column: str = "path",
-):
+) -> NamedTuple("Outputs", [("dataset_uri", str)]):
     """Prepare a dataset: train/validation/test splits as Parquet shards, with schema, statistics and vocabularies.
 
     Every input problem (a missing column, a NaN, a ragged CSV, an empty or mislabelled file, a single class...)
@@ -47,6 +49,10 @@ def prepare_dataset(
         max_categories: Most distinct values a string column (or a class label) may have.
         mode: table (features and a label) or files (a list of files a trainer reads itself, not copied).
         path_column: Files mode: the manifest's column of paths (relative to the manifest's folder).
+
+    Returns:
+        dataset_uri: Where the dataset was published: steps that read it by URI take this rather than the
+            artifact, which KFP's backend copies whole into a step's pod before the step starts.
     """
     from kftrain.steps.prep.component import prepare_component
 
@@ -67,3 +73,4 @@ def prepare_dataset(
         mode=mode,
         path_column=path_column,
     )
+    return (dataset.uri,)

@@ -11,7 +11,7 @@ from kftrain_components.images import PYTORCH_IMAGE
 @dsl.component(base_image=PYTORCH_IMAGE, install_kfp_package=False)
 def evaluate_model(
     model: dsl.Input[dsl.Model],
-    dataset: dsl.Input[dsl.Dataset],
+    dataset_uri: str,
     metrics: dsl.Output[dsl.Metrics],
     classification_metrics: dsl.Output[dsl.ClassificationMetrics],
     report: dsl.Output[dsl.Markdown],
@@ -31,7 +31,9 @@ def evaluate_model(
 
     Args:
         model: The trained model (a folder following the model contract).
-        dataset: The prepared dataset (a table dataset: features and a label).
+        dataset_uri: URI of the prepared dataset (a table dataset: prepare_dataset's dataset_uri output).
+            It is read by URI, only the split it needs and in batches: as an input artifact, KFP's backend
+            would copy the whole dataset into the pod before the step starts.
         metrics: Scalar metrics shown in the run's UI (accuracy, macro F1, log loss, ROC AUC, average
             precision; or MAE, RMSE, R2).
         classification_metrics: The confusion matrix and the ROC curve's points (each with its precision).
@@ -46,11 +48,13 @@ def evaluate_model(
             gate metric.
         batch_rows: Rows read and scored at a time.
     """
+    from types import SimpleNamespace
+
     from kftrain.steps.evaluate.component import evaluate_component
 
     return evaluate_component(
         model=model,
-        dataset=dataset,
+        dataset=SimpleNamespace(uri=dataset_uri, metadata={}),
         metrics=metrics,
         classification_metrics=classification_metrics,
         report=report,

@@ -9,7 +9,7 @@ from kftrain_components.images import PYTORCH_IMAGE
 @dsl.component(base_image=PYTORCH_IMAGE, install_kfp_package=False)
 def export_model(
     model: dsl.Input[dsl.Model],
-    dataset: dsl.Input[dsl.Dataset],
+    dataset_uri: str,
     exported: dsl.Output[dsl.Model],
     inference_service: dsl.Output[dsl.Artifact],
     model_name: str = "model",
@@ -23,7 +23,10 @@ def export_model(
 
     Args:
         model: The trained model (a folder following the model contract).
-        dataset: The prepared dataset; its test split checks that every export reproduces the model.
+        dataset_uri: URI of the prepared dataset (prepare_dataset's dataset_uri output); its test split checks
+            that every export reproduces the model.
+            It is read by URI, only the split it needs and in batches: as an input artifact, KFP's backend
+            would copy the whole dataset into the pod before the step starts.
         exported: triton/<model_name>/{config.pbtxt,1/...}, tfserving/<model_name>/1/..., export.json.
         inference_service: A KServe InferenceService (YAML) serving the first target from `exported`.
         model_name: Name of the model in the repository and of the InferenceService (a Kubernetes name).
@@ -31,11 +34,13 @@ def export_model(
             the model's format allows.
         verify_rows: Rows of the test split the exports are compared on (0: all of them).
     """
+    from types import SimpleNamespace
+
     from kftrain.steps.export.component import export_component
 
     export_component(
         model=model,
-        dataset=dataset,
+        dataset=SimpleNamespace(uri=dataset_uri, metadata={}),
         exported=exported,
         inference_service=inference_service,
         model_name=model_name,

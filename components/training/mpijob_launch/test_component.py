@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
-from tests.launch_harness import crd_schemas_fixture, launch_renderer, manifest_text, replica_spec
+from tests.launch_harness import check_local_run, launch_renderer
+from tests.manifests import as_yaml, mpijob_v2, replica
 
-crd_schemas = crd_schemas_fixture()
 _render = launch_renderer(mpijob_launch, "MPIJob")
 
 
@@ -97,12 +97,13 @@ def test_unknown_api_version_is_refused(monkeypatch, tmp_path, capsys):
 
 
 def test_a_manifest_replaces_the_typed_inputs(monkeypatch, tmp_path, crd_schemas):
-    replicas = {
-        "Launcher": replica_spec(1, name="l", image="x", command=["mpirun", "prog"]),
-        "Worker": replica_spec(1, name="w", image="x"),
-    }
-    spec = {"slotsPerWorker": 4, "mpiReplicaSpecs": replicas}
-    text = manifest_text("kubeflow.org/v2beta1", "MPIJob", "from-manifest", spec)
+    replicas = {"Launcher": replica(1, "l", ["mpirun", "prog"], image="x"), "Worker": replica(1, "w", image="x")}
+    text = as_yaml(mpijob_v2(replicas, name="from-manifest", slotsPerWorker=4))
     m = render(monkeypatch, tmp_path, manifest=text)
     assert m["spec"]["slotsPerWorker"] == 4
     assert crd_schemas.errors(m) == []
+
+
+def test_a_local_run_runs_the_job_on_the_local_backend(kfp_local):
+    """KFP's local runner runs the component as a task: the step runs its MPIJob here, replica by replica."""
+    check_local_run(mpijob_launch, "MPIJob", {"launcher-0"}, workers=1)

@@ -7,12 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
-from tests.launch_harness import crd_schemas_fixture, launch_renderer, render_launch
+from tests.launch_harness import check_local_run, launch_renderer, render_launch
+from tests.manifests import as_yaml, pytorchjob, replica
 
-crd_schemas = crd_schemas_fixture()
 _render = launch_renderer(pytorchjob_launch, "PyTorchJob")
 
 
@@ -32,7 +31,7 @@ def test_default_is_a_master_and_a_worker_with_one_process_each(monkeypatch, tmp
     assert list(m["spec"]["pytorchReplicaSpecs"]) == ["Master", "Worker"]
     assert m["spec"]["nprocPerNode"] == "1"  # not the operator's default, auto (a process per core or GPU)
     assert "elasticPolicy" not in m["spec"]
-    assert _container(m, "Worker")["command"] == ["python", "-m", "kftrain.trainers.torch_ddp"]
+    assert _container(m, "Worker")["command"] == ["python", "-m", "kftrain.programs.torch_ddp"]
 
 
 @pytest.mark.parametrize("nproc", ["2", "auto"])
@@ -41,7 +40,7 @@ def test_several_processes_per_replica_run_the_default_program_under_torchrun(np
     m = render(monkeypatch, tmp_path, nproc_per_node=nproc)
     assert m["spec"]["nprocPerNode"] == nproc
     for rtype in ("Master", "Worker"):
-        assert _container(m, rtype)["command"] == ["torchrun", "--module", "kftrain.trainers.torch_ddp"]
+        assert _container(m, rtype)["command"] == ["torchrun", "--module", "kftrain.programs.torch_ddp"]
         assert _container(m, rtype)["args"][:2] == ["--dataset", "$(KFTRAIN_DATASET_URI)"]
 
 
@@ -74,7 +73,7 @@ def test_elastic_inputs_render_the_operators_elastic_policy(monkeypatch, tmp_pat
         "metrics": [metric],
     }
     worker = _container(m, "Worker")
-    assert worker["command"] == ["torchrun", "--module", "kftrain.trainers.torch_ddp"]
+    assert worker["command"] == ["torchrun", "--module", "kftrain.programs.torch_ddp"]
     assert worker["args"][-2:] == ["--global-batch-size", "48"]
     env = {e["name"]: e.get("value") for e in worker["env"]}
     assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
@@ -115,17 +114,16 @@ def test_bad_elastic_inputs_are_refused_by_name(inputs, field, monkeypatch, tmp_
 
 
 def test_a_manifests_elastic_policy_is_kept(monkeypatch, tmp_path, crd_schemas):
-    container = {"name": "pytorch", "image": "example.com/t:1", "command": ["torchrun", "train.py"]}
-    manifest = {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": "mine"},
-        "spec": {
-            "elasticPolicy": {"minReplicas": 1, "maxReplicas": 3, "rdzvBackend": "c10d", "maxRestarts": 5},
-            "pytorchReplicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": {"containers": [container]}}}},
-        },
-    }
-    m = render(monkeypatch, tmp_path, manifest=yaml.safe_dump(manifest), elastic_max_workers=8)
+    elastic = {"minReplicas": 1, "maxReplicas": 3, "rdzvBackend": "c10d", "maxRestarts": 5}
+    manifest = pytorchjob(
+        {"Worker": replica(2, "pytorch", ["torchrun", "train.py"])}, name="mine", elasticPolicy=elastic
+    )
+    m = render(monkeypatch, tmp_path, manifest=as_yaml(manifest), elastic_max_workers=8)
     assert crd_schemas.errors(m) == []
     assert m["spec"]["elasticPolicy"] == manifest["spec"]["elasticPolicy"]  # its own settings win
     assert _container(m, "Worker")["command"] == ["torchrun", "train.py"]
+
+
+def test_a_local_run_runs_the_job_on_the_local_backend(kfp_local):
+    """KFP's local runner runs the component as a task: the step runs its PyTorchJob here, replica by replica."""
+    check_local_run(pytorchjob_launch, "PyTorchJob", {"master-0", "worker-0"}, workers=1)

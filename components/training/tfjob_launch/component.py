@@ -5,12 +5,8 @@ Workers only (the default): MultiWorkerMirroredStrategy. With `ps` parameter ser
 beside the training.
 """
 
-from kftrain_components.training.launch_inputs import Input, launch_component
+from kftrain_components.training.launch_component import launch_component
 
-tfjob_launch = launch_component(
-    __name__,
-    Input("chief", int, 0, "Chief replicas: 0 or 1 (the job succeeds when the chief does)."),
-    Input("ps", int, 0, "Parameter server replicas (0: no ParameterServerStrategy)."),
-    Input("workers", int, 2, "Worker replicas."),
-    Input("evaluator", int, 0, "Evaluator replicas: 0 or 1."),
-)
+tfjob_launch = launch_component(__name__, "TFJob")
+# The variant for KFP backends 2.15 and later: the launch task's own settings (dsl.TaskConfig) reach every replica.
+tfjob_launch_task_config = launch_component(__name__, "TFJob", task_config=True)

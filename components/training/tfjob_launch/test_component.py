@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
-from tests.launch_harness import crd_schemas_fixture, launch_renderer, manifest_text, replica_spec
+from tests.launch_harness import check_local_run, launch_renderer
+from tests.manifests import as_yaml, replica, tfjob
 
-crd_schemas = crd_schemas_fixture()
 _render = launch_renderer(tfjob_launch, "TFJob")
 
 
@@ -35,7 +35,7 @@ def test_default_is_two_workers_running_the_tf_trainer(monkeypatch, tmp_path, cr
     assert m["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 2
     worker = _container(m, "Worker")
     assert worker["name"] == "tensorflow", "the operator sets TF_CONFIG on the container named tensorflow"
-    assert worker["command"] == ["python", "-m", "kftrain.trainers.tf_trainer"]
+    assert worker["command"] == ["python", "-m", "kftrain.programs.tf_distributed"]
     assert worker["args"][-2:] == ["--epochs", "5"], "pipeline ints arrive as floats"
     assert "$(KFTRAIN_CHECKPOINT_URI)" in worker["args"]
     assert worker["image"].split("/")[-1].startswith("python-tensorflow-cpu:")
@@ -81,9 +81,12 @@ def test_bad_replica_counts_are_refused(monkeypatch, tmp_path, capsys, inputs, f
 
 
 def test_a_manifest_replaces_the_typed_inputs(monkeypatch, tmp_path, crd_schemas):
-    container = {"name": "tensorflow", "image": "x", "command": ["python", "train.py"]}
-    replicas = {"Chief": replica_spec(1, **container), "Worker": replica_spec(4, **container)}
-    text = manifest_text("kubeflow.org/v1", "TFJob", "from-manifest", {"tfReplicaSpecs": replicas})
+    train = ["python", "train.py"]
+    replicas = {
+        "Chief": replica(1, "tensorflow", train, image="x"),
+        "Worker": replica(4, "tensorflow", train, image="x"),
+    }
+    text = as_yaml(tfjob(replicas, name="from-manifest"))
     m = render(monkeypatch, tmp_path, manifest=text, workers=1)
     assert m["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 4
     assert crd_schemas.errors(m) == []
@@ -96,3 +99,8 @@ def test_a_program_of_the_users_own_gets_only_its_own_args(monkeypatch, tmp_path
     assert worker["command"] == ["python", "my_train.py"] and worker["args"] == ["--strict"]
     env = {e["name"]: e.get("value") for e in worker["env"]}
     assert env["KFTRAIN_MODEL_URI"] == str(tmp_path / "model") and env["KFTRAIN_DATASET_URI"] == "/data/ds"
+
+
+def test_a_local_run_runs_the_job_on_the_local_backend(kfp_local):
+    """KFP's local runner runs the component as a task: the step runs its TFJob here, replica by replica."""
+    check_local_run(tfjob_launch, "TFJob", {"worker-0", "worker-1"}, workers=2)

@@ -32,7 +32,7 @@ def trainer_args(
         checkpoint_every_steps: --checkpoint-every-steps (0: the trainer's default).
         extra: Further arguments, appended as they are.
     """
-    from kftrain.trainers.common import trainer_flags
+    from kftrain.programs.common import trainer_flags
 
     return trainer_flags(
         epochs=epochs,

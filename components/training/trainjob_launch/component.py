@@ -7,13 +7,8 @@ trainer.env, node selector, tolerations, service account, pull secrets and volum
 priority class or a scheduling policy is refused (the runtime decides them).
 """
 
-from kftrain_components.training.launch_inputs import Input, launch_component
+from kftrain_components.training.launch_component import launch_component
 
-trainjob_launch = launch_component(
-    __name__,
-    Input("runtime", str, "torch-distributed", "The ClusterTrainingRuntime to run on."),
-    Input("num_nodes", int, 2, "Number of nodes (pods) of the trainer."),
-    Input("num_proc_per_node", int, 1, "Processes per node (torch: torchrun's; MPI: slots); 0: the runtime's."),
-    omit=("restart_policy", "backoff_limit", "clean_pod_policy", "ttl_seconds_after_finished", "scheduling"),
-    shm_size="2Gi",  # PyTorch's data loader workers and NCCL share memory through /dev/shm
-)
+trainjob_launch = launch_component(__name__, "TrainJob")
+# The variant for KFP backends 2.15 and later: the launch task's own settings (dsl.TaskConfig) reach every replica.
+trainjob_launch_task_config = launch_component(__name__, "TrainJob", task_config=True)

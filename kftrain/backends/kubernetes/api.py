@@ -34,8 +34,7 @@ from kubernetes.config.config_exception import ConfigException
 from kftrain.backends.base import JobHandle
 from kftrain.backends.kubernetes.config import SERVICE_ACCOUNT_NAMESPACE
 from kftrain.errors import KftrainError
-from kftrain.job.kinds import GROUP, kind_for
-from kftrain.job.model import JobKind
+from kftrain.job.kinds import kind_for
 from kftrain.retry import RetryPolicy, call_with_retry
 
 T = TypeVar("T")
@@ -82,12 +81,12 @@ class JobRef:
     pod_label: str
 
     @classmethod
-    def make(cls, kind: JobKind | str, api_version: str | None, name: str, namespace: str) -> JobRef:
+    def make(cls, kind: str, api_version: str | None, name: str, namespace: str) -> JobRef:
         kspec = kind_for(kind, api_version).spec
         return cls(
             name,
             namespace,
-            kspec.kind.value,
+            kspec.kind,
             kspec.api_version,
             kspec.plural,
             kspec.version,
@@ -176,13 +175,13 @@ class KubeApi:
         _ = self.api_client  # loading the kubeconfig is what tells its namespace
         return self._kubeconfig_namespace or "default"
 
-    def served_mpijob_versions(self) -> list[str]:
-        """Versions of kubeflow.org that serve ``mpijobs``, from discovery (/apis/kubeflow.org)."""
+    def served_versions(self, group: str, plural: str) -> list[str]:
+        """The versions of ``group`` that serve ``plural``, from discovery (``/apis/<group>``)."""
         try:
-            group: dict[str, Any] = self.call(
-                f"discovery of {GROUP}",
+            listed: dict[str, Any] = self.call(
+                f"discovery of {group}",
                 lambda: self.api_client.call_api(
-                    f"/apis/{GROUP}",
+                    f"/apis/{group}",
                     "GET",
                     header_params={"Accept": "application/json"},
                     response_type="object",
@@ -195,13 +194,13 @@ class KubeApi:
                 return []
             raise
         served = []
-        for entry in (group or {}).get("versions", []):
+        for entry in (listed or {}).get("versions", []):
             version = entry.get("version")
             resources = self.call(
-                f"discovery of {GROUP}/{version}",
-                functools.partial(self.custom.get_api_resources, GROUP, version),
+                f"discovery of {group}/{version}",
+                functools.partial(self.custom.get_api_resources, group, version),
             )
-            if any(r.name == "mpijobs" for r in resources.resources or []):
+            if any(r.name == plural for r in resources.resources or []):
                 served.append(version)
         return served
 
@@ -232,6 +231,15 @@ class KubeApi:
             )
         return self.call(
             f"get {where}", lambda: self.custom.get_namespaced_custom_object(group, version, namespace, plural, name)
+        )
+
+    def create_namespaced_object(
+        self, group: str, version: str, plural: str, namespace: str, manifest: dict[str, Any]
+    ) -> Any:
+        """Create a custom object in ``namespace`` (a TrainingRuntime a job's file carries)."""
+        return self.call(
+            f"create {plural}.{group} in {namespace}",
+            lambda: self.custom.create_namespaced_custom_object(group, version, namespace, plural, manifest),
         )
 
     def patch_job(self, job: JobRef, patch: dict[str, Any]) -> dict[str, Any]:

@@ -25,29 +25,31 @@ Every request goes through :class:`KubeApi`, which retries it on 429, 5xx and co
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from kftrain.backends.base import Backend, JobHandle, JobPhase, JobResult
+from kftrain.backends.base import Backend, JobHandle, JobPhase, JobResult, JobStatus
 from kftrain.backends.console import Console
 from kftrain.backends.kubernetes.api import JobRef, KubeApi, api_message
 from kftrain.backends.kubernetes.config import KubernetesConfig
+from kftrain.backends.kubernetes.jobs import ClusterJobs
 from kftrain.backends.kubernetes.logs import LogFollower
 from kftrain.backends.kubernetes.pending import PendingTracker, SuspensionTracker
-from kftrain.backends.kubernetes.pods import diagnose_failure
-from kftrain.backends.kubernetes.watch import JobWatches, StatusPrinter, result_of
+from kftrain.backends.kubernetes.pod_state import diagnose_failure
+from kftrain.backends.kubernetes.watch import JobWatches, ProgressRelay, StatusPrinter, result_of
 from kftrain.errors import JobSpecError, KftrainError
-from kftrain.job.kinds import kind_of
+from kftrain.job.kinds import KINDS, kind_of
 from kftrain.job.kinds.base import ClusterObject
-from kftrain.job.kinds.mpijob import served_version
 from kftrain.job.manifest import render_manifest
-from kftrain.job.model import JobKind, TrainingJob
+from kftrain.job.model import TrainingJob
 from kftrain.job.naming import RUN_ID_LABEL, TASK_ID_LABEL, run_identity
 from kftrain.job.validate import validate_job
 
@@ -66,7 +68,8 @@ class KubernetesBackend(Backend):
         # Jobs this backend created, as the create returned them: waiting on one watches it and its pods from
         # that version, with no first list of either (all its pods are created after it).
         self._created: dict[tuple[str, str], dict[str, Any]] = {}
-        self._mpi_version: str | None = self.config.mpi_api_version
+        # The version of each kind served in several to create (configured, else asked once of the cluster).
+        self._versions: dict[str, str] = dict(self.config.api_versions)
 
     # -- submit ----------------------------------------------------------------------------------
 
@@ -75,15 +78,16 @@ class KubernetesBackend(Backend):
         return self.api.resolve_namespace(self.config.namespace, job.metadata.namespace if job is not None else None)
 
     def prepare(self, job: TrainingJob) -> TrainingJob:
-        """The job as it will be created: namespace, owner, MPIJob version (its name and labels are the job's)."""
+        """The job as it will be created: namespace, owner, the version the cluster serves (its name and labels are the
+        job's)."""
         validate_job(job)
+        self.config.check_replicas(job)
         out = copy.deepcopy(job)  # never change the caller's job
-        if out.kind == JobKind.MPIJOB:
-            if self._mpi_version is None:
-                self._mpi_version = served_version(self.api.served_mpijob_versions())
-            if out.api_version != self._mpi_version:
-                self.console.say(f"this cluster serves MPIJob {self._mpi_version}: converting from {out.api_version}")
-                out = kind_of(out).convert(out, self._mpi_version)
+        if len(KINDS.versions(out.kind)) > 1:
+            version = self._served_version(out.kind)
+            if out.api_version != version:
+                self.console.say(f"this cluster serves {out.kind} {version}: converting from {out.api_version}")
+                out = kind_of(out).convert(out, version)
         meta = out.metadata
         meta.namespace = self.resolve_namespace(job)
         if not meta.name:
@@ -97,18 +101,30 @@ class KubernetesBackend(Backend):
         validate_job(out)
         return out
 
+    def _served_version(self, kind: str) -> str:
+        """The version of ``kind`` to create: the configured one, else the preferred one the cluster serves."""
+        if kind not in self._versions:
+            group, plural = KINDS.get(kind).spec.group, KINDS.get(kind).spec.plural
+            served = [f"{group}/{v}" for v in self.api.served_versions(group, plural)]
+            self._versions[kind] = KINDS.preferred(kind, served).spec.api_version
+        return self._versions[kind]
+
     def _check_dependency(self, needed: ClusterObject, namespace: str) -> None:
-        """Read what the job depends on (a TrainJob's runtime) and check it, before anything is created."""
+        """Read what the job depends on (a TrainJob's runtime) and check it, before anything is created; create it
+        first when the job brings it (``needed.create``) and the cluster has none of that name."""
         where = f" in namespace {namespace}" if needed.namespaced else ""
         try:
             served = self.api.get_cluster_object(
                 needed.group, needed.version, needed.plural, needed.name, namespace if needed.namespaced else None
             )
         except ApiException as exc:
+            if exc.status == 404 and needed.create is not None and needed.namespaced:
+                self._create_dependency(needed, namespace)
+                return
             if exc.status == 404:
                 raise JobSpecError(
                     "spec.runtimeRef",
-                    f"the cluster has no {needed.kind} named {needed.name!r}{where}: install it, or name one it has",
+                    f"the cluster has no {needed.kind} named {needed.name!r}{where}: {needed.missing_hint}",
                 ) from None
             if exc.status == 403:
                 raise KftrainError(
@@ -120,6 +136,29 @@ class KubernetesBackend(Backend):
                 f"{api_message(exc)}"
             ) from None
         needed.check(served)
+
+    def _create_dependency(self, needed: ClusterObject, namespace: str) -> None:
+        manifest = copy.deepcopy(dict(needed.create or {}))
+        meta = manifest.setdefault("metadata", {})
+        if meta.get("namespace") not in (None, namespace):
+            raise JobSpecError(
+                f"{needed.kind} {needed.name}: metadata.namespace",
+                f"{meta['namespace']!r}, but the TrainJob runs in {namespace!r}: a TrainJob finds its TrainingRuntime "
+                "in its own namespace",
+            )
+        meta["namespace"] = namespace
+        try:
+            self.api.create_namespaced_object(needed.group, needed.version, needed.plural, namespace, manifest)
+        except ApiException as exc:
+            if exc.status == 409:  # created meanwhile (another step of the same run): it must match ours
+                self._check_dependency(dataclasses.replace(needed, create=None), namespace)
+                return
+            grant = f" (grant create on {needed.plural}.{needed.group}: deploy/rbac/)" if exc.status == 403 else ""
+            raise KftrainError(
+                f"kubernetes backend: creating {needed.kind} {needed.name!r} in {namespace} failed: HTTP {exc.status} "
+                f"{api_message(exc)}{grant}"
+            ) from None
+        self.console.say(f"created {needed.kind} {needed.name} in {namespace} (from the job's manifest)")
 
     def _owner_reference(self) -> dict[str, Any] | None:
         name = self.config.owner_pod_name or os.environ.get("KFP_POD_NAME")
@@ -199,6 +238,8 @@ class KubernetesBackend(Backend):
         logs = LogFollower(self.api, self.console, job, tail_lines=cfg.log_tail_lines) if cfg.stream_logs else None
         if logs is not None:
             pods.add_listener(logs.update)
+        if cfg.progress_sinks:
+            jobs.add_listener(ProgressRelay(job.name, KINDS.get(job.kind).reported_progress, cfg.progress_sinks).update)
         created = self._created.pop((job.namespace, job.name), None)
         since = ((created or {}).get("metadata") or {}).get("resourceVersion")
         if created is not None and since:
@@ -262,6 +303,25 @@ class KubernetesBackend(Backend):
             result.failed_replica, result.log_tail = logs.last_failed_tail()
         if found.events:
             result.message += "\nrecent events:\n" + "\n".join(f"  {e}" for e in found.events)
+
+    # -- the jobs kftrain launched here -------------------------------------------------------------
+
+    def _jobs(self) -> ClusterJobs:
+        return ClusterJobs(self.api, self.resolve_namespace(), self.config)
+
+    def list_jobs(self) -> list[JobStatus]:
+        return self._jobs().list_jobs()
+
+    def get_job(self, name: str) -> JobStatus:
+        return self._jobs().get_job(name)
+
+    def job_logs(
+        self, name: str, replica: str | None = None, tail: int | None = None, follow: bool = False
+    ) -> Iterator[tuple[str, str]]:
+        return self._jobs().job_logs(name, replica, tail, follow)
+
+    def delete_job(self, name: str) -> None:
+        self._jobs().delete_job(name)
 
     # -- cancel ----------------------------------------------------------------------------------
 

@@ -18,8 +18,9 @@ class KubernetesConfig(BackendConfig):
     # The launcher pod that owns the job; None reads KFP_POD_NAME / KFP_POD_UID.
     owner_pod_name: str | None = None
     owner_pod_uid: str | None = None
-    # MPIJob version to render; None asks the cluster (discovery) which one is served.
-    mpi_api_version: str | None = None
+    # The apiVersion to create of a kind served in several (MPIJob: kubeflow.org/v2beta1 or v1), by kind; a kind
+    # not named here is created in the preferred version the cluster serves (discovery).
+    api_versions: dict[str, str] = field(default_factory=dict)
     stream_logs: bool = True
     # A pod left unscheduled this long fails the job (and is deleted); None: never. A Volcano gang still
     # gathering and a pod the cluster autoscaler is adding a node for wait instead; an image that cannot
@@ -38,3 +39,8 @@ class KubernetesConfig(BackendConfig):
     propagation_policy: str = "Background"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE
+
+    REPLICA_LIMIT_WHY = (
+        "more than {limit}: the launch step follows one log stream per replica of a job; raise "
+        "KubernetesConfig.max_replicas if the step's pod and the API server can take more"
+    )

@@ -25,7 +25,7 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from kftrain.backends.console import Console
 from kftrain.backends.kubernetes.api import cut
-from kftrain.backends.kubernetes.pods import Pod, main_container, pod_label, pod_name, pod_phase, pod_uid
+from kftrain.backends.kubernetes.pod_state import Pod, main_container, pod_label, pod_name, pod_phase, pod_uid
 
 if TYPE_CHECKING:
     from kftrain.backends.kubernetes.api import JobRef, KubeApi

@@ -31,7 +31,7 @@ from kubernetes.client.exceptions import ApiException
 
 from kftrain.backends.base import JobPhase, JobResult
 from kftrain.backends.console import Console
-from kftrain.backends.kubernetes.pods import (
+from kftrain.backends.kubernetes.pod_state import (
     Pod,
     container_statuses,
     pod_condition,
@@ -41,7 +41,7 @@ from kftrain.backends.kubernetes.pods import (
     pod_uid,
 )
 from kftrain.backends.kubernetes.watch import true_condition
-from kftrain.job.pods import QUEUE_NAME_LABEL
+from kftrain.job.pod_settings import QUEUE_NAME_LABEL
 
 if TYPE_CHECKING:
     from kftrain.backends.kubernetes.api import JobRef, KubeApi

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -86,6 +86,33 @@ class StatusPrinter:
 
 
 Items = dict[str, dict[str, Any]]
+
+
+class ProgressRelay:
+    """Hands each new progress report the job object carries (a TrainJob's ``status.trainerStatus``, which Kubeflow
+    Trainer's status server applies there: kubeflow/trainer@v2.3.0 ``pkg/statusserver/server.go:166-168``) to the
+    progress sinks, once each: a listener of the job's watch, so it costs no request of its own."""
+
+    def __init__(
+        self,
+        name: str,
+        read: Callable[[dict[str, Any]], Mapping[str, Any] | None],
+        sinks: Sequence[Callable[[Mapping[str, Any]], None]],
+    ) -> None:
+        self._name = name
+        self._read = read
+        self._sinks = list(sinks)
+        self._last: Mapping[str, Any] | None = None
+
+    def update(self, items: Items) -> None:
+        obj = items.get(self._name)
+        status = self._read(obj) if obj is not None else None
+        if status is None or status == self._last:
+            return
+        self._last = status
+        for sink in self._sinks:
+            with contextlib.suppress(Exception):  # what watches the job must never end it
+                sink(status)
 
 
 class JobWatches:

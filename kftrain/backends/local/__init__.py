@@ -1,9 +1,11 @@
 """The local backend: every replica a process on this machine with the environment its operator would give it.
 
 config.py (what the caller decides), replica.py (a replica's program and environment here, checked before
-it starts), supervisor.py (the stdlib-only process each replica runs under, tying its tree to kftrain),
-processes.py (starting and stopping replicas under it), output.py (a replica's output: whole in its log,
-bounded lines on the console), backend.py (the job's lifecycle and restarts).
+it starts), one_machine.py (what one machine changes in the operator's contract), supervisor.py (the stdlib-only
+process each replica runs under, tying its tree to kftrain), processes.py (starting and stopping replicas under
+it), output.py (a replica's output: whole in its log, bounded lines on the console), hosted.py (workers that only
+host ranks), backend.py (the job's lifecycle and restarts), state.py (the jobs recorded for ``kftrain jobs``)
+and jobs.py (those jobs listed, read, followed and deleted from any shell).
 """
 
 from kftrain.backends.local.backend import LocalBackend

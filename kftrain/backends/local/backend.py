@@ -22,7 +22,7 @@ same variable name.
 from __future__ import annotations
 
 import contextlib
-import os
+import copy
 import secrets
 import shutil
 import signal
@@ -30,26 +30,34 @@ import string
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
-from kftrain.backends.base import Backend, JobHandle, JobPhase, JobResult
+from kftrain.backends.base import Backend, JobHandle, JobPhase, JobResult, JobStatus
 from kftrain.backends.console import Console
+from kftrain.backends.local import jobs as local_jobs
 from kftrain.backends.local import state as job_state
 from kftrain.backends.local.config import LocalConfig
 from kftrain.backends.local.hosted import ranks_on, write_mounted
+from kftrain.backends.local.one_machine import local_host_of, local_worker_host
 from kftrain.backends.local.output import pump
 from kftrain.backends.local.processes import ReplicaProcess, shell_exit_code, stop_replicas
 from kftrain.backends.local.replica import LocalReplica, free_port, prepare_replica
+from kftrain.backends.local.status_server import StatusServer
+from kftrain.backends.local.workdirs import prune_finished, replica_cwd
+from kftrain.backends.local.workspace import probe, wrap
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds import kind_of
 from kftrain.job.kinds.base import is_retryable_exit_code
 from kftrain.job.model import RestartPolicy, TrainingJob
 from kftrain.job.naming import outputs_of
-from kftrain.job.topology import ReplicaId, Topology, all_replicas, total_replicas
+from kftrain.job.topology import LOCAL_HOST, ReplicaId, Topology, all_replicas
 from kftrain.job.validate import validate_job
+from kftrain.programs.initializer import WORKSPACE_ENV
 from kftrain.signals import shielded
 
 
@@ -57,6 +65,8 @@ from kftrain.signals import shielded
 class _LocalJob:
     job: TrainingJob
     workdir: Path
+    cwd: Path  # where its replicas run (kftrain.backends.local.workdirs)
+    scratch: Path  # its replicas' TMPDIR, removed when the job ends (a pod's /tmp goes with the pod)
     owns_workdir: bool
     replicas: list[LocalReplica]
     started_at: float
@@ -66,6 +76,10 @@ class _LocalJob:
     next_hosted: int = 0
     total_restarts: int = 0
     result: JobResult | None = None
+    # Replicas that run to completion first (a TrainJob's initializers), and those that start once they have.
+    initializers: list[LocalReplica] = field(default_factory=list)
+    waiting: list[LocalReplica] = field(default_factory=list)
+    status_server: StatusServer | None = None
 
     def workers_running(self) -> int:
         return sum(1 for r in self.replicas if r.id.type == "Worker" and not r.finished)
@@ -92,17 +106,43 @@ class LocalBackend(Backend):
             job.metadata.name = job.metadata.generate_name + "".join(secrets.choice(alphabet) for _ in range(5))
         if job.name in self._jobs and self._jobs[job.name].result is None:
             return self._handle(job)  # same job already running in this process: attach
+        if job.run_policy.suspend and not self.config.admit_suspended:
+            raise JobSpecError(
+                kind_of(job).spec.suspend_field,
+                "is true: the operator would not start any replica until a queue (Kueue) admits the job; "
+                "kftrain launch --admit runs it here as if admitted",
+            )
         if job.run_policy.suspend:
-            raise JobSpecError(kind_of(job).spec.suspend_field, "is true: the operator would not start any replica")
+            self.console.say(f"{kind_of(job).spec.suspend_field} is true: running {job.name} as if admitted (--admit)")
         kind = kind_of(job)
-        self._check_replica_count(job, total_replicas(job))
+        self.config.check_replicas(job)
+        prune_finished(self.config.keep_finished, self.config.keep_finished_s)
         owns = self.config.workdir is None
         workdir = Path(tempfile.mkdtemp(prefix=f"kftrain-{job.name}-")) if owns else Path(self.config.workdir or ".")
         workdir.mkdir(parents=True, exist_ok=True)
-        topology = Topology(ports={r: free_port() for r in kind.replicas_with_ports(job)}, files_root=workdir)
+        topology = Topology(
+            ports={r: free_port() for r in kind.listening_replicas(job)},
+            files_root=workdir,
+            host_of=local_host_of(LOCAL_HOST),
+        )
+        server: StatusServer | None = None
+        # Short, outside the work folder: MPI's session sockets live under TMPDIR, and a socket's path is short.
+        scratch = Path(tempfile.mkdtemp(prefix="kftrain-tmp-"))
         try:
-            replicas = [self._prepare(job, rid, topology, workdir) for rid in kind.process_replicas(job)]
+            if kind.reports_status(job):
+                namespace = job.metadata.namespace or "default"
+                server = StatusServer(namespace, job.name, workdir / "trainer-status", self._report_progress)
+                topology.status = server.start()
+            cwd = replica_cwd(workdir, self.config.cwd or Path.cwd())
+            initializers = [
+                self._prepare(job, rid, topology, workdir, scratch) for rid in kind.initializer_replicas(job)
+            ]
+            replicas = [self._prepare(job, rid, topology, workdir, scratch) for rid in kind.process_replicas(job)]
+            self._give_workspace(job, workdir, [*initializers, *replicas])
         except BaseException:
+            if server is not None:
+                server.stop()
+            shutil.rmtree(scratch, ignore_errors=True)
             if owns:
                 shutil.rmtree(workdir, ignore_errors=True)
             raise
@@ -111,54 +151,83 @@ class LocalBackend(Backend):
         state = _LocalJob(
             job=job,
             workdir=workdir,
+            cwd=cwd,
+            scratch=scratch,
             owns_workdir=owns,
-            replicas=replicas,
+            replicas=[*initializers, *replicas],
             started_at=time.monotonic(),
             topology=topology,
             hosted=[r for r in all_replicas(job) if r.type == "Worker" and r not in processes],
             next_hosted=job.replicas_of("Worker"),
+            initializers=initializers,
+            waiting=replicas if initializers else [],
+            status_server=server,
         )
         self._jobs[job.name] = state
+        first = initializers or replicas
+        then = f"; then {', '.join(r.id.label for r in replicas)}" if initializers else ""
         self.console.say(
-            f"starting {job.kind.value} {job.name}: {', '.join(r.id.label for r in replicas)} (workdir {workdir})"
+            f"starting {job.kind} {job.name}: {', '.join(r.id.label for r in first)}{then} (workdir {workdir})"
         )
         self._record(state)
         try:
-            for replica in replicas:
-                self._start(replica)
+            for replica in first:
+                self._start(replica, cwd)
         except BaseException:
             # A replica that could not start fails the submit; those already started must not outlive it.
             with shielded():
-                self._stop(replicas)
+                self._stop(state.replicas)
+                self._stop_server(state)
                 del self._jobs[job.name]
+                shutil.rmtree(scratch, ignore_errors=True)
                 if owns:
                     shutil.rmtree(workdir, ignore_errors=True)
             raise
         return self._handle(job)
 
-    def _check_replica_count(self, job: TrainingJob, count: int) -> None:
-        """Refuse more replicas than :attr:`LocalConfig.max_replicas`, before any is enumerated or started."""
-        limit = self.config.max_replicas
-        if count <= limit:
+    def _give_workspace(self, job: TrainingJob, workdir: Path, replicas: list[LocalReplica]) -> None:
+        """The folder the job's pods share (a TrainJob's /workspace) as the job's own ``<workdir>/workspace``: at its
+        path, in a private mount namespace per replica, where this machine allows one; else by KFTRAIN_WORKSPACE."""
+        mount = kind_of(job).workspace(job)
+        if mount is None:
             return
-        rtype = max(job.replica_specs, key=lambda t: job.replica_specs[t].count)
-        raise JobSpecError(
-            f"{kind_of(job).replicas_path()}.{rtype}.replicas",
-            f"{job.replica_specs[rtype].count} ({count} replicas in the job): locally every replica is a process "
-            f"on this machine, and more than {limit} is a job for a cluster; raise LocalConfig.max_replicas "
-            "(kftrain launch --max-local-replicas) if this machine can take it",
-        )
+        folder = workdir / "workspace"
+        folder.mkdir(exist_ok=True)
+        why = probe() if self.config.private_workspace else "LocalConfig.private_workspace is False"
+        for replica in replicas:
+            if why is None:
+                replica.argv = wrap(folder, replica.argv)
+            else:
+                replica.env[WORKSPACE_ENV] = str(folder)
+        if why is not None:
+            self.console.say(
+                f"no private {mount} for the replicas here ({why}): the job's {mount} is {folder}; a program that "
+                f"reads {mount}/dataset as Trainer documents must read ${WORKSPACE_ENV}/dataset here"
+            )
+
+    def _report_progress(self, status: Mapping[str, Any]) -> None:
+        """A progress report a node posted to the job's status server: to every progress sink."""
+        for sink in self.config.progress_sinks:
+            with contextlib.suppress(Exception):  # what watches the job must never end it
+                sink(status)
+
+    def _stop_server(self, state: _LocalJob) -> None:
+        if state.status_server is not None:
+            state.status_server.stop()
+            state.status_server = None
 
     def _handle(self, job: TrainingJob) -> JobHandle:
-        return JobHandle(backend=self.name, name=job.name, kind=job.kind.value, api_version=job.api_version)
+        return JobHandle(backend=self.name, name=job.name, kind=job.kind, api_version=job.api_version)
 
-    def _prepare(self, job: TrainingJob, rid: ReplicaId, topology: Topology, workdir: Path) -> LocalReplica:
+    def _prepare(
+        self, job: TrainingJob, rid: ReplicaId, topology: Topology, workdir: Path, scratch: Path
+    ) -> LocalReplica:
         logs = workdir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        return prepare_replica(job, rid, topology, self.config, logs)
+        return prepare_replica(job, rid, topology, self.config, logs, scratch)
 
-    def _start(self, replica: LocalReplica) -> None:
-        replica.proc = ReplicaProcess(replica.argv, replica.env, self.config.cwd, replica.grace_s)
+    def _start(self, replica: LocalReplica, cwd: Path) -> None:
+        replica.proc = ReplicaProcess(replica.argv, replica.env, cwd, replica.grace_s)
         replica.restart_at = None
 
         def on_line(line: str) -> None:
@@ -188,6 +257,7 @@ class LocalBackend(Backend):
                 self._blame_crash_loop(state, result)
             if result is not None:
                 self._stop_all(state)
+                self._stop_server(state)
                 result.duration_s = time.monotonic() - state.started_at
                 state.result = result
                 self._finish(state, result)
@@ -203,7 +273,7 @@ class LocalBackend(Backend):
                 continue
             if replica.proc is None:
                 if replica.restart_at is not None and now >= replica.restart_at:
-                    self._start(replica)
+                    self._start(replica, state.cwd)
                 continue
             code = replica.proc.poll()
             if code is None:
@@ -247,6 +317,11 @@ class LocalBackend(Backend):
                 f"{replica.id.label} exited with code {exit_code}; restartPolicy {replica.policy.value}: "
                 f"restart {state.total_restarts}{bound} in {delay:.1f}s"
             )
+        if state.waiting and all(r.succeeded for r in state.initializers):
+            self.console.say(f"{', '.join(r.id.label for r in state.initializers)} completed: starting the job's nodes")
+            started, state.waiting = state.waiting, []
+            for replica in started:
+                self._start(replica, state.cwd)
         if all(r.finished for r in state.replicas):
             return JobResult(
                 JobPhase.FAILED,
@@ -268,9 +343,9 @@ class LocalBackend(Backend):
 
     def _scale(self, state: _LocalJob, replica_type: str, replicas: int) -> None:
         job = state.job
-        elastic = job.spec.elastic_policy
-        if elastic is not None and replica_type == "Worker":
-            low, high = elastic.min_replicas or 1, elastic.max_replicas or replicas
+        bounds = kind_of(job).worker_bounds(job)
+        if bounds is not None and replica_type == "Worker":
+            low, high = bounds[0], bounds[1] or replicas
             if not low <= replicas <= high:
                 raise JobSpecError("spec.elasticPolicy", f"{replicas} workers is outside [{low}, {high}]")
         if replica_type == "Worker" and not kind_of(job).spec.workers_run_program:
@@ -278,14 +353,18 @@ class LocalBackend(Backend):
             return
         current = [r for r in state.replicas if r.id.type == replica_type]
         live = [r for r in current if not r.finished]
-        self._check_replica_count(job, total_replicas(job) - job.replicas_of(replica_type) + replicas)
+        resized = copy.deepcopy(job)
+        resized.replica_specs[replica_type].replicas = replicas
+        self.config.check_replicas(resized)
         next_index = max((r.id.index for r in current), default=-1) + 1
         for _ in range(replicas - len(live)):
-            replica = self._prepare(job, ReplicaId(replica_type, next_index), state.topology, state.workdir)
+            replica = self._prepare(
+                job, ReplicaId(replica_type, next_index), state.topology, state.workdir, state.scratch
+            )
             next_index += 1
             state.replicas.append(replica)
             self.console.say(f"scaled {replica_type} up: starting {replica.id.label}")
-            self._start(replica)
+            self._start(replica, state.cwd)
         for replica in sorted(live, key=lambda r: r.id.index, reverse=True)[: max(0, len(live) - replicas)]:
             self.console.say(f"scaled {replica_type} down: stopping {replica.id.label}")
             replica.finished = True
@@ -322,7 +401,7 @@ class LocalBackend(Backend):
             if hosted is not None:
                 state.hosted.remove(hosted)
                 self._update_membership(state)
-                host = kind_of(state.job).local_host_name(hosted, state.topology)
+                host = local_worker_host(hosted.index)
                 ranks = [p for r in state.replicas if r.proc is not None for p in ranks_on(r.proc.pid, host)]
                 for proc in ranks:
                     with contextlib.suppress(psutil.Error):
@@ -370,12 +449,13 @@ class LocalBackend(Backend):
         model_uri, logs_uri = outputs_of(state.job.metadata.annotations)
         job_state.write(
             state.job.name,
-            kind=state.job.kind.value,
+            kind=state.job.kind,
             api_version=state.job.api_version,
             labels=dict(state.job.metadata.labels or {}),
-            launcher_pid=os.getpid(),
+            **job_state.launcher_identity(),
             phase=job_state.RUNNING,
             workdir=str(state.workdir),
+            workdir_owned=state.owns_workdir,
             replicas=_labels(state),
             model_uri=model_uri,
             logs_uri=logs_uri,
@@ -391,10 +471,28 @@ class LocalBackend(Backend):
             exit_code=result.exit_code,
             workdir_kept=not (result.succeeded and state.owns_workdir),
         )
+        job_state.keep_logs(state.job.name, state.workdir / "logs", _labels(state))
+        shutil.rmtree(state.scratch, ignore_errors=True)
         if result.succeeded and state.owns_workdir:
             shutil.rmtree(state.workdir, ignore_errors=True)
         elif not result.succeeded:
             self.console.say(f"replica logs kept in {state.workdir / 'logs'}")
+
+    # -- the jobs recorded on this machine (any launcher's) ------------------------------------------
+
+    def list_jobs(self) -> list[JobStatus]:
+        return local_jobs.list_jobs()
+
+    def get_job(self, name: str) -> JobStatus:
+        return local_jobs.get_job(name)
+
+    def job_logs(
+        self, name: str, replica: str | None = None, tail: int | None = None, follow: bool = False
+    ) -> Iterator[tuple[str, str]]:
+        return local_jobs.job_logs(name, replica, tail, follow)
+
+    def delete_job(self, name: str) -> None:
+        local_jobs.delete_job(name)
 
     # -- cancel ----------------------------------------------------------------------------------
 
@@ -403,10 +501,13 @@ class LocalBackend(Backend):
         if state is None:
             return
         self._stop_all(state)
+        self._stop_server(state)
         if state.result is None:
             state.result = JobResult(JobPhase.FAILED, reason="Cancelled", message="job cancelled", exit_code=143)
             job_state.write(state.job.name, phase=JobPhase.FAILED.value, reason="Cancelled", exit_code=143)
+            job_state.keep_logs(state.job.name, state.workdir / "logs", _labels(state))
             self.console.say(f"{state.job.name} cancelled; every replica stopped")
+        shutil.rmtree(state.scratch, ignore_errors=True)
 
     def _stop_all(self, state: _LocalJob) -> None:
         for replica in state.replicas:

@@ -26,12 +26,28 @@ class LocalConfig(BackendConfig):
     # True: a replica starts from an image-like environment (PATH, HOME, LANG, TMPDIR, HOSTNAME...) instead of
     # this process's, so a job that forgot to declare a variable (a credential) fails here as on a cluster.
     clean_env: bool = False
-    # The replicas' working directory; None: this process's.
+    # Run a suspended job (its kind's suspend field true) as if its queue admitted it; False: refuse it, since the
+    # operator starts no replica of a suspended job.
+    admit_suspended: bool = False
+    # Give the replicas of a job whose pods share a folder (a TrainJob's /workspace) that folder privately, as the job's
+    # own (a mount namespace per replica: kftrain.backends.local.workspace); False, or where the kernel refuses it:
+    # they get its path as KFTRAIN_WORKSPACE instead.
+    private_workspace: bool = True
+    # The folder the replicas' working folder shows (each job's replicas run in a folder of their own job, with a link
+    # to each of its entries: kftrain.backends.local.workdirs); None: this process's current folder.
     cwd: Path | None = None
+    # The work folders of failed jobs (and the ends of ended jobs' logs in the state folder) kept: the newest
+    # keep_finished, none older than keep_finished_s; each submit removes the others.
+    keep_finished: int = 20
+    keep_finished_s: float = 7 * 24 * 3600.0
     # SIGTERM, then SIGKILL after this long, as the kubelet does (a pod's terminationGracePeriodSeconds wins).
     grace_period_s: float = 5.0
     # The most replicas a job may have here: each one is a process (and its supervisor) on this machine.
     max_replicas: int = 64
+    REPLICA_LIMIT_WHY = (
+        "locally every replica is a process on this machine, and more than {limit} is a job for a cluster; raise "
+        "LocalConfig.max_replicas (kftrain launch --max-local-replicas) if this machine can take it"
+    )
     poll_interval_s: float = 0.05
     restart_backoff_s: float = 0.5
     max_restart_backoff_s: float = 10.0

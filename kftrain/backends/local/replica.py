@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kftrain.backends.local.config import ALL_REPLICA_TYPES, LocalConfig
+from kftrain.backends.local.one_machine import adapt_env
 from kftrain.backends.local.processes import ReplicaProcess
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds import kind_of, main_container
@@ -107,9 +108,18 @@ def free_port() -> int:
 
 
 def prepare_replica(
-    job: TrainingJob, rid: ReplicaId, topology: Topology, config: LocalConfig, logs_dir: Path
+    job: TrainingJob,
+    rid: ReplicaId,
+    topology: Topology,
+    config: LocalConfig,
+    logs_dir: Path,
+    scratch: Path | None = None,
 ) -> LocalReplica:
-    """The program and environment of ``rid``; a missing program or secret is a :class:`JobSpecError`."""
+    """The program and environment of ``rid``; a missing program or secret is a :class:`JobSpecError`.
+
+    ``scratch`` is the job's own temporary folder (``TMPDIR``, unless the spec sets it), as a pod has its own
+    ``/tmp``: what the program and its tools leave there (torchrun's, TensorFlow's, a function's runner) goes with
+    the job."""
     kind = kind_of(job)
     container = main_container(job, rid.type)
     path = f"{kind.replicas_path()}.{rid.type}.template.spec.containers"
@@ -117,6 +127,8 @@ def prepare_replica(
         raise JobSpecError(path, "missing: every replica needs a container")
     pod_name = f"{job.name}-{rid.label}"
     env = image_env(pod_name) if config.clean_env else inherited_env()
+    if scratch is not None:
+        env["TMPDIR"] = str(scratch)
     env.update(config.extra_env)
     for j, var in enumerate(container.env or []):
         if var.value_from is not None:
@@ -129,12 +141,14 @@ def prepare_replica(
             except ExpansionTooLarge as exc:
                 raise JobSpecError(f"{path}[{container.name}].env[{j}].value", f"{var.name}: {exc}") from None
     env.update(kind.operator_env(job, rid, topology))
-    kind.adapt_local_env(job, rid, env)
+    adapt_env(kind, job, rid, env)
     override = config.commands.get(rid.type) or config.commands.get(ALL_REPLICA_TYPES)
     if override:
         argv = list(override)
     elif container.command:
         argv = [*container.command, *(container.args or [])]
+    elif (entrypoint := kind.entrypoint(job, rid)) is not None:
+        argv = [*entrypoint, *(container.args or [])]
     else:
         raise JobSpecError(
             f"{path}[{container.name}].command",

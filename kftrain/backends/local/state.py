@@ -1,71 +1,228 @@
 """The local backend's record of its jobs, so ``kftrain jobs`` can list and operate them from another shell.
 
 One JSON file per job in the state folder (``$KFTRAIN_STATE_DIR``, else ``~/.kftrain/jobs``), written
-atomically when the job starts and when it ends: its kind, labels, when it started, the launcher's pid (a
-running job whose launcher is gone is ``Lost``), its phase, the folder of its replicas' live logs and, when
-its program was given a model URI, where its logs are kept afterwards (``<model>-logs``). A record that cannot
-be written is skipped: a job never fails for its bookkeeping.
+atomically when the job starts and when it ends: its kind, labels, when it started, the launcher's pid and that
+process's start time (a running job whose launcher is gone, or whose pid now belongs to another process, is
+``Lost``), its phase, the folder of its replicas' live logs and, when its program was given a model URI, where its
+logs are kept afterwards (``<model>-logs``). When a job ends, the last :data:`KEPT_LOG_BYTES` of each replica's log
+are kept beside its record (``<name>.logs/``), so ``kftrain jobs logs`` works once the job's work folder is gone.
+A record that cannot be written is skipped: a job never fails for its bookkeeping.
+
+The folder is read as untrusted: a name is a job name (never a path), only regular files of bounded size are
+read (a FIFO or a device never blocks a listing), and a malformed record is listed as ``Unreadable`` with what is
+wrong, beside the others.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import shutil
+import stat
 import time
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from kftrain.errors import KftrainError
+from kftrain.job.validate import is_job_name
+
 STATE_DIR_ENV = "KFTRAIN_STATE_DIR"
-RUNNING, LOST = "Running", "Lost"
+RUNNING, LOST, UNREADABLE = "Running", "Lost", "Unreadable"
+# A record is a few hundred bytes; anything much larger is not one.
+MAX_RECORD_BYTES = 1 << 20
+# The end of each replica's log kept beside the record once the job has ended.
+KEPT_LOG_BYTES = 1 << 20
+# The fields of a record and their types, as a record is read back.
+_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "name": str,
+    "created": (int, float),
+    "kind": str,
+    "phase": str,
+    "labels": dict,
+    "replicas": list,
+    "launcher_pid": int,
+    "launcher_started": (int, float),
+    "workdir": str,
+    "model_uri": str,
+    "logs_uri": str,
+}
 
 
 def state_dir() -> Path:
     return Path(os.environ.get(STATE_DIR_ENV) or Path.home() / ".kftrain" / "jobs")
 
 
+def checked_name(name: str) -> str:
+    """``name`` when it is a job name; anything else (``../victim``, ``a/b``) could name a file outside the folder."""
+    if not isinstance(name, str) or not is_job_name(name):
+        raise KftrainError(
+            f"{name!r} is not a job name (lower-case letters, digits and '-', starting with a letter, at most 63 "
+            "characters)"
+        )
+    return name
+
+
 def _path(name: str) -> Path:
-    return state_dir() / f"{name}.json"
+    return state_dir() / f"{checked_name(name)}.json"
+
+
+def logs_dir(name: str) -> Path:
+    """Where the ended job ``name``'s replica logs are kept."""
+    return state_dir() / f"{checked_name(name)}.logs"
 
 
 def write(name: str, **fields: Any) -> None:
     """Create or update the record of job ``name`` with ``fields``."""
+    target = _path(name)
     with contextlib.suppress(OSError, ValueError):
-        record = read(name) or {"name": name, "created": time.time()}
+        try:
+            record = _load(target)
+        except ValueError:  # a malformed record of that name: this job's replaces it
+            record = None
+        record = record or {"name": name, "created": time.time()}
         record.update(fields)
-        target = _path(name)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{os.getpid()}")
         tmp.write_text(json.dumps(record, sort_keys=True))
         tmp.replace(target)
 
 
+def launcher_identity() -> dict[str, Any]:
+    """This process as a record names its launcher: its pid and its start time (a pid alone may be reused)."""
+    return {"launcher_pid": os.getpid(), "launcher_started": psutil.Process().create_time()}
+
+
 def read(name: str) -> dict[str, Any] | None:
-    """The record of job ``name`` (phase ``Lost`` when it claims to run but its launcher is gone); None if none."""
+    """The record of job ``name`` (phase ``Lost`` when it claims to run but its launcher is gone); None if none. A
+    malformed record is returned as phase ``Unreadable`` with the reason."""
+    path = _path(name)
     try:
-        record: dict[str, Any] = json.loads(_path(name).read_text())
-    except (OSError, ValueError):
+        record = _load(path)
+    except (OSError, ValueError) as exc:
+        return _unreadable(path, str(exc))
+    if record is None:
         return None
-    if record.get("phase") == RUNNING and not _alive(record.get("launcher_pid")):
+    if record.get("phase") == RUNNING and not launcher_alive(record):
         record["phase"] = LOST
     return record
 
 
 def records() -> list[dict[str, Any]]:
-    """Every recorded job, newest first."""
-    found = [read(p.stem) for p in state_dir().glob("*.json")] if state_dir().is_dir() else []
-    return sorted((r for r in found if r), key=lambda r: -float(r.get("created", 0)))
+    """Every recorded job, newest first; a malformed record is one of phase ``Unreadable``, with the reason."""
+    folder = state_dir()
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in folder.iterdir():
+        if path.name.startswith(".") or path.suffix != ".json":
+            continue
+        if not is_job_name(path.stem):
+            found.append(_unreadable(path, "the file's name is not a job name"))
+            continue
+        record = read(path.stem)
+        if record is not None:
+            found.append(record)
+    return sorted(found, key=lambda r: -float(r.get("created", 0)))
 
 
 def remove(name: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         _path(name).unlink()
+    shutil.rmtree(logs_dir(name), ignore_errors=True)
 
 
-def _alive(pid: Any) -> bool:
+def keep_logs(name: str, live: Path, labels: list[str]) -> None:
+    """Keep the end (at most :data:`KEPT_LOG_BYTES`) of each replica's live log in ``live`` beside the record."""
+    with contextlib.suppress(OSError):
+        kept = logs_dir(name)
+        kept.mkdir(parents=True, exist_ok=True)
+        for label in labels:
+            source = live / f"{label}.log"
+            with contextlib.suppress(FileNotFoundError), source.open("rb") as log:
+                size = os.fstat(log.fileno()).st_size
+                if size > KEPT_LOG_BYTES:
+                    log.seek(size - KEPT_LOG_BYTES)
+                    log.readline()  # from the first whole line
+                (kept / f"{label}.log").write_bytes(log.read(KEPT_LOG_BYTES))
+
+
+def kept_log(name: str, label: str) -> str | None:
+    """The kept end of replica ``label``'s log of job ``name``; None when none is kept."""
     try:
-        return bool(pid) and psutil.pid_exists(int(pid)) and psutil.Process(int(pid)).status() != psutil.STATUS_ZOMBIE
-    except (psutil.Error, ValueError):
-        return False
+        data = _read_regular(logs_dir(name) / f"{label}.log", KEPT_LOG_BYTES)
+    except (OSError, ValueError):
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def drop_kept_logs(name: str) -> None:
+    shutil.rmtree(logs_dir(name), ignore_errors=True)
+
+
+def launcher(record: dict[str, Any]) -> psutil.Process | None:
+    """The process the record names as its launcher while it still runs: the same pid *and* the same start time, so
+    a pid reused by another process is never taken for the launcher (a record without the start time cannot tell:
+    None). psutil checks the same identity again when the process is signalled."""
+    pid, started = record.get("launcher_pid"), record.get("launcher_started")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or not isinstance(started, (int, float)):
+        return None
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() != psutil.STATUS_ZOMBIE and abs(proc.create_time() - float(started)) < 0.01:
+            return proc
+    except psutil.Error:
+        pass
+    return None
+
+
+def launcher_alive(record: dict[str, Any]) -> bool:
+    return launcher(record) is not None
+
+
+def _read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of ``path`` when it is a regular file of at most ``limit`` bytes. Opened without blocking and without
+    following a link, and checked before it is read: a FIFO, a device or a folder there is an error, never a hang."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("not a regular file")
+        if info.st_size > limit:
+            raise ValueError(f"{info.st_size} bytes, more than a record's {limit}")
+        return handle.read(limit + 1)
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    """The record at ``path``, checked; None when there is none; ValueError naming what is wrong with it."""
+    try:
+        data = _read_regular(path, MAX_RECORD_BYTES)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symbolic link
+            raise ValueError("a symbolic link, not a record") from None
+        raise
+    try:
+        record = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"not a JSON object but a {type(record).__name__}")
+    for key, expected in _FIELD_TYPES.items():
+        if key in record and record[key] is not None and not isinstance(record[key], expected):
+            raise ValueError(f"{key}: expected {getattr(expected, '__name__', 'a number')}")
+    if record.get("name", path.stem) != path.stem:
+        raise ValueError(f"it names the job {record['name']!r}")
+    return record
+
+
+def _unreadable(path: Path, why: str) -> dict[str, Any]:
+    try:
+        created = path.lstat().st_mtime
+    except OSError:
+        created = 0.0
+    return {"name": path.stem, "phase": UNREADABLE, "reason": f"{path.name}: {why}", "created": created}

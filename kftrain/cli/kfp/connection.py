@@ -3,6 +3,10 @@
 The server is ``--host`` / ``KFP_HOST``; the namespace (multi-user deployments) ``--namespace`` /
 ``KFP_NAMESPACE``; a bearer token ``--token`` / ``KFP_TOKEN``. ``kfp`` and its server API are
 imported only when a command talks to the server, so ``kftrain --help`` stays fast.
+
+Every request has a connect and a read timeout (:data:`CONNECT_TIMEOUT_S`, :data:`READ_TIMEOUT_S`): a server
+that accepts connections and never answers is an error in about a minute, not a silent hang. A host given
+with credentials (``https://user:pass@host``) is never printed with them (:func:`kftrain.errors.redact_urls`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kftrain.errors import KftrainError
+from kftrain.errors import KftrainError, redact_urls
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +31,8 @@ ENV_HOST = "KFP_HOST"
 ENV_NAMESPACE = "KFP_NAMESPACE"
 ENV_TOKEN = "KFP_TOKEN"
 PAGE_SIZE = 100
+CONNECT_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -45,7 +51,7 @@ class Connection:
         return cls(host=host.rstrip("/"), namespace=namespace, token=token)
 
     def ui_link(self, fragment: str) -> str:
-        return f"{self.host}/#/{fragment}"
+        return redact_urls(f"{self.host}/#/{fragment}")
 
 
 @contextlib.contextmanager
@@ -56,15 +62,59 @@ def quiet() -> Iterator[None]:
         warnings.simplefilter("ignore", FutureWarning)
         yield
     if buffer.getvalue().strip():
-        log.debug("kfp: %s", buffer.getvalue().strip())
+        log.debug("kfp: %s", redact_urls(buffer.getvalue().strip()))
 
 
 def connect(conn: Connection) -> Any:
-    """The real ``kfp.Client`` for this server (no kubeconfig lookup: the host is always explicit)."""
+    """The real ``kfp.Client`` for this server (no kubeconfig lookup: the host is always explicit), every request
+    of which has both timeouts."""
     import kfp
+    from kfp_server_api import rest
 
-    with quiet():
-        return kfp.Client(host=conn.host, namespace=conn.namespace or "kubeflow", existing_token=conn.token)
+    # kfp.Client builds its REST client (and asks the server's healthz) in its constructor, and passes no timeout
+    # to any request: the class it builds it from is replaced for that moment by one that gives every request
+    # both timeouts (kfp_server_api's own _request_timeout argument) and leaves a timed-out read unretried.
+    plain = rest.RESTClientObject
+    rest.RESTClientObject = _bounded(plain)
+    try:
+        with quiet():
+            return kfp.Client(host=conn.host, namespace=conn.namespace or "kubeflow", existing_token=conn.token)
+    finally:
+        rest.RESTClientObject = plain
+
+
+def _bounded(plain: type) -> type:
+    """``plain`` (kfp_server_api's REST client) with a connect and read timeout on every request."""
+    import urllib3
+    from urllib3.exceptions import MaxRetryError, ReadTimeoutError
+
+    class NoRetryOfSilence(urllib3.Retry):
+        """urllib3's default retries (a dropped or stale connection is tried again), but a read that timed out is
+        not: the server took the request and said nothing for the whole timeout, three more times would be four."""
+
+        def increment(
+            self,
+            method: str | None = None,
+            url: str | None = None,
+            response: Any = None,
+            error: Exception | None = None,
+            _pool: Any = None,
+            _stacktrace: Any = None,
+        ) -> Any:  # Self, on Python 3.11 and later
+            if isinstance(error, ReadTimeoutError):
+                raise MaxRetryError(_pool, url, error) from error
+            return super().increment(method, url, response, error, _pool, _stacktrace)
+
+    class BoundedRESTClient(plain):
+        def __init__(self, configuration: Any, *args: Any, **kwargs: Any) -> None:
+            configuration.retries = NoRetryOfSilence(3)
+            super().__init__(configuration, *args, **kwargs)
+
+        def request(self, *args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
+            timeout = _request_timeout or (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
+            return super().request(*args, _request_timeout=timeout, **kwargs)
+
+    return BoundedRESTClient
 
 
 # --- errors -----------------------------------------------------------------------------------------
@@ -100,19 +150,28 @@ def api_errors(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.
             raise KftrainError(f"KFP API server: {api_error_message(exc)}{hint}") from exc
         except HTTPError as exc:
             host = getattr(args, "host", None) or os.environ.get(ENV_HOST)
-            raise KftrainError(f"cannot reach the KFP API server at {host}: {exc}") from exc
+            why = "it did not answer in time" if timed_out(exc) else str(exc)
+            raise KftrainError(redact_urls(f"cannot reach the KFP API server at {host}: {why}")) from exc
 
     return wrapper
 
 
+def timed_out(exc: BaseException) -> bool:
+    """Whether a request ran out of its connect or read timeout (urllib3 wraps it in MaxRetryError)."""
+    from urllib3.exceptions import TimeoutError as Urllib3Timeout
+
+    return any(isinstance(e, Urllib3Timeout | TimeoutError) for e in (exc, getattr(exc, "reason", None)))
+
+
 def is_transient_api_error(exc: BaseException) -> bool:
-    """A server error (5xx) or a dropped connection: worth another try. Any other status says the request is wrong."""
+    """A server error (5xx) or a dropped connection: worth another try. Any other status says the request is wrong,
+    and a request that timed out has already waited its whole timeout: trying again would multiply the wait."""
     from kfp_server_api.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
     if isinstance(exc, ApiException):
         return (exc.status or 0) >= 500
-    return isinstance(exc, HTTPError)
+    return isinstance(exc, HTTPError) and not timed_out(exc)
 
 
 # --- lists ------------------------------------------------------------------------------------------

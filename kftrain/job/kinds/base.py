@@ -1,22 +1,25 @@
-"""What a job kind is: its static facts (:class:`KindSpec`) and its behaviour (:class:`Kind`).
+"""What a job kind is: its static facts (:class:`KindSpec`), its behaviour (:class:`Kind`), and what the launch
+inputs mean for it (:class:`KindOptions`).
 
-Every place that treats the kinds differently asks the job's :class:`Kind` instead of testing
-``job.kind``: which replica types exist and which must be single, the container the operator treats as
-the program, the webhooks' extra rules, which replica types the launch inputs fill, the environment and
-files the operator gives each replica, which replicas run a program on one machine and which need a
-port, the default restart policy, when the job has succeeded, whether a lost replica ends it, whether a
-replica type may hold GPUs, and conversion between API versions. One subclass per kind (per version
-where versions behave differently) lives in this package, one module per kind.
+Every place that treats the kinds differently asks the job's :class:`Kind` (``kftrain.job.kinds.KINDS``) instead of
+testing ``job.kind``: which replica types exist and which must be single, the container the operator treats as
+the program, the webhooks' extra rules, the environment and files the operator gives each replica, which
+replicas run a program and which listen for others, the default restart policy, when the job has succeeded,
+whether a lost replica ends it, whether a replica type may hold GPUs, conversion between API versions, and the
+launch inputs of its component with this release's default program. One package per kind
+(``kftrain.job.kinds.<kind>``) holds all of it.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from kftrain.errors import JobSpecError
-from kftrain.job.model import JobKind, RestartPolicy, TrainingJob
+from kftrain.job.model import Container, JobSpec, RestartPolicy, TrainingJob
 from kftrain.job.topology import ReplicaId, Topology, all_replicas
 
 GROUP = "kubeflow.org"
@@ -26,7 +29,7 @@ GROUP = "kubeflow.org"
 class KindSpec:
     """The static facts of one kind at one API version, as the CRD and the operator define them."""
 
-    kind: JobKind
+    kind: str
     api_version: str
     plural: str
     replica_key: str
@@ -38,8 +41,9 @@ class KindSpec:
     default_container: str | None
     # The name a job built from inputs gives its one container (the operator's conventional name).
     container_name: str
-    # The attribute names of JobSpec this kind accepts (see kftrain.job.model.JobSpec).
-    spec_fields: frozenset[str]
+    # The kind's own spec fields (a JobSpec subclass), and which of them this version accepts (None: all).
+    spec_type: type[JobSpec] = JobSpec
+    spec_fields: frozenset[str] | None = None
     # Replica types the launch inputs always create, one each (the PyTorchJob Master, the MPIJob Launcher).
     fixed_replicas: tuple[str, ...] = ()
     # Whether the Workers run the job's program; MPIJob Workers only host the ranks mpirun starts.
@@ -53,6 +57,10 @@ class KindSpec:
     @property
     def version(self) -> str:
         return self.api_version.split("/", 1)[1]
+
+    def accepts(self, attribute: str) -> bool:
+        """Whether this version has the spec field ``attribute`` of :attr:`spec_type`."""
+        return self.spec_fields is None or attribute in self.spec_fields
 
 
 @dataclass(frozen=True)
@@ -81,22 +89,117 @@ class ClusterObject:
     namespaced: bool
     # Raises a JobSpecError when the object served does not fit the job as it was built.
     check: Callable[[Mapping[str, Any]], None]
+    # The object to create when the cluster has none of that name (a TrainingRuntime the job's file carries); None:
+    # the cluster must already have it.
+    create: Mapping[str, Any] | None = None
+    # Why the cluster must already have it, when ``create`` is None and it has not (what to do instead).
+    missing_hint: str = "install it, or name one it has"
+
+
+@dataclass(frozen=True)
+class Program:
+    """What every replica runs: an image (a name of :mod:`kftrain.images`, or a full reference) and a command."""
+
+    image: str
+    command: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a job built from inputs runs in every replica, and the run policy those inputs give it."""
+
+    image: str
+    command: Sequence[str]
+    args: Sequence[str]
+    env: Mapping[str, str]
+    active_deadline_seconds: int | None = None
+
+
+def launch_input(default: Any, doc: str, *, group: str = "") -> Any:
+    """A field of a launch input dataclass: its default (the component's, and the step's when it is not given), the
+    description the component shows, and the group it is listed in (for a dataclass whose inputs are listed in two
+    places of the signature). The field's name is the input's name, its type the input's type."""
+    metadata = {"doc": doc, "group": group}
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+@dataclass
+class KindOptions:
+    """The launch inputs one kind adds (each field an input, declared with :func:`launch_input`), their checks, and
+    what they make of the job; the base is a kind with none."""
+
+    # Inputs every launch component shares that this kind gives another default, or has no use for.
+    INPUT_DEFAULTS: ClassVar[Mapping[str, Any]] = {}
+    OMITTED_INPUTS: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def api_version(self) -> str | None:
+        """The version of the kind to build (None: the registry's default)."""
+        return None
+
+    def validate(self) -> None:
+        """Refuse values the operator would reject or misread, naming the input."""
+
+    def replica_counts(self) -> dict[str, int]:
+        """Replica types beyond the kind's fixed ones, with their counts (the Workers, a TFJob's Chief, PS...)."""
+        return {}
+
+    def fixed_replicas(self, declared: tuple[str, ...]) -> tuple[str, ...]:
+        """The kind's single replicas this job has (the kind declares them; an elastic PyTorchJob has none)."""
+        return declared
+
+    @property
+    def per_replica_launcher(self) -> bool:
+        """Whether this release's program runs under a launcher in each replica (elastic, or several processes)."""
+        return False
+
+    def default_env(self) -> dict[str, str]:
+        """Variables every replica gets unless the request's env sets them."""
+        return {}
+
+    def spec(self) -> JobSpec | None:
+        """The kind's own spec fields these options set (None: none; the kind's spec type, empty)."""
+        return None
+
+    def build(self, name: str, workload: Workload, runtimes: Any = None) -> TrainingJob | None:
+        """The job, when the kind is not laid out as replica specs (a TrainJob, on ``runtimes``: see
+        :meth:`Kind.runtimes_from_env`); None: the replica layout."""
+        return None
+
+    def default_program(self, runtimes: Any = None) -> Program:
+        """This release's reference program for a job with these options (``kftrain.programs``)."""
+        raise NotImplementedError
 
 
 class Kind:
     """The behaviour of one kind; the defaults are what the operators share."""
 
-    def __init__(self, spec: KindSpec) -> None:
+    def __init__(
+        self,
+        spec: KindSpec,
+        options: type[KindOptions] = KindOptions,
+        converter: Callable[[Kind, TrainingJob, str | None], Any] | None = None,
+    ) -> None:
         self.spec = spec
+        self.options = options
+        self.converter = converter
 
     def __repr__(self) -> str:
-        return f"<Kind {self.spec.kind.value} {self.spec.api_version}>"
+        return f"<Kind {self.spec.kind} {self.spec.api_version}>"
 
     # -- the manifest ------------------------------------------------------------------------------
 
     def main_container_name(self, job: TrainingJob, replica_type: str) -> str | None:
         """The container of ``replica_type`` that runs the replica's program; None: the first one."""
         return self.spec.default_container
+
+    def main_container(self, job: TrainingJob, replica_type: str) -> Container | None:
+        """The container of ``replica_type`` the operator treats as its program (by name, else the first)."""
+        containers = job.replica_specs[replica_type].template.spec.containers
+        name = self.main_container_name(job, replica_type)
+        return next((c for c in containers if c.name == name), containers[0] if containers else None)
 
     def validate(self, job: TrainingJob) -> None:
         """The kind's own rules, beyond what every kind checks (kftrain.job.validate)."""
@@ -106,11 +209,33 @@ class Kind:
         return self.spec.replica_types
 
     def load(self, data: Mapping[str, Any], *, runtimes: Any = None) -> TrainingJob | None:
-        """``data`` as a job when the kind has its own manifest shape; None: the operators' replica-spec shape."""
+        """``data`` as a job when the kind has its own manifest shape; None: the operators' replica-spec shape.
+
+        ``runtimes`` is what the job may name outside itself (a TrainJob's runtime catalog)."""
         return None
 
     def render(self, job: TrainingJob) -> dict[str, Any] | None:
         """The manifest of ``job`` when the kind has its own shape; None: the operators' replica-spec shape."""
+        return None
+
+    def with_companions(self, docs: Sequence[tuple[int, Mapping[str, Any]]], source: str, runtimes: Any) -> Any:
+        """``runtimes`` with what a manifest file holds beside the job (``docs``: each YAML document with its index in
+        ``source``), which it must take: a TrainJob takes its runtimes; no other kind takes anything."""
+        if docs:
+            i, doc = docs[0]
+            raise JobSpecError(
+                f"{source}#{i}",
+                f"{doc.get('kind')}: a {self.spec.kind} file holds the job alone (apply other objects with kubectl)",
+            )
+        return runtimes
+
+    def companions(self, job: TrainingJob) -> list[Mapping[str, Any]]:
+        """The objects ``job``'s file carried beside it (:meth:`with_companions`), as they are applied with it."""
+        return []
+
+    def runtimes_from_env(self) -> Any:
+        """What a job of this kind may name outside itself, as this environment provides it (a TrainJob's runtime
+        catalog), for a caller to pass to :meth:`load` as ``runtimes``; None: nothing."""
         return None
 
     def replicas_path(self) -> str:
@@ -127,8 +252,15 @@ class Kind:
     def convert(self, job: TrainingJob, api_version: str) -> TrainingJob:
         """``job`` rendered for ``api_version`` of the same kind."""
         if api_version != job.api_version:
-            raise JobSpecError("apiVersion", f"{job.kind.value} cannot be converted to {api_version}")
+            raise JobSpecError("apiVersion", f"{job.kind} cannot be converted to {api_version}")
         return job
+
+    def to_trainjob(self, job: TrainingJob, runtime: str | None) -> Any:
+        """``job`` as a Kubeflow Trainer v2 TrainJob on ``runtime`` (a ``kinds.trainjob.convert.Conversion``), by the
+        converter the kind was registered with."""
+        if self.converter is None:
+            raise JobSpecError("kind", f"{job.kind} cannot be converted to a TrainJob (PyTorchJob and MPIJob can)")
+        return self.converter(self, job, runtime)
 
     # -- the operator's contract for each replica ---------------------------------------------------
 
@@ -147,10 +279,6 @@ class Kind:
         MPIJob's ``discover_hosts.sh``); :meth:`operator_files` includes them as they are at the start."""
         return {}
 
-    def local_host_name(self, replica: ReplicaId, topology: Topology) -> str:
-        """The name this machine goes by, for ``replica``, in the files the operator mounts here."""
-        return topology.host
-
     def default_restart_policy(self, job: TrainingJob, replica_type: str) -> RestartPolicy:
         """The operator's restart policy for a replica spec that leaves it unset."""
         return RestartPolicy.NEVER
@@ -167,20 +295,54 @@ class Kind:
         """Whether the job goes on when ``replica`` has failed for good and ``workers_left`` Workers still run."""
         return False
 
+    def worker_bounds(self, job: TrainingJob) -> tuple[int, int | None] | None:
+        """The fewest and most (None: no most) Workers an elastic job may be scaled to; None: not elastic."""
+        return None
+
     def hosts_training(self, job: TrainingJob, replica_type: str) -> bool:
         """Whether replicas of this type run training processes, and so get GPUs and a large /dev/shm (an MPI
         launcher that only runs mpirun does not)."""
         return True
 
-    # -- running the replicas on one machine ------------------------------------------------------
+    # -- who runs what, and who listens ----------------------------------------------------------------
 
     def process_replicas(self, job: TrainingJob) -> list[ReplicaId]:
         """The replicas that run a program of their own."""
         return all_replicas(job)
 
-    def replicas_with_ports(self, job: TrainingJob) -> list[ReplicaId]:
-        """The replicas others connect to, which need a port of their own on one machine."""
+    def listening_replicas(self, job: TrainingJob) -> list[ReplicaId]:
+        """The replicas others connect to (the operator's Services point at them)."""
         return []
 
-    def adapt_local_env(self, job: TrainingJob, replica: ReplicaId, env: dict[str, str]) -> None:
-        """Adjust ``env`` for a replica that runs as a process on this machine rather than in its own pod."""
+    def rendezvous_host(self, job: TrainingJob) -> ReplicaId | None:
+        """The replica whose host name matches an elastic job's rendezvous endpoint, so it hosts the store."""
+        return None
+
+    def initializer_replicas(self, job: TrainingJob) -> list[ReplicaId]:
+        """Replicas that run to completion, in this order, before :meth:`process_replicas` start (a TrainJob's dataset
+        and model initializers)."""
+        return []
+
+    def entrypoint(self, job: TrainingJob, replica: ReplicaId) -> list[str] | None:
+        """What runs locally in place of the image's entrypoint of ``replica``'s main container when it has no command
+        (a TrainJob initializer's: kftrain's own); None: nothing, the command must be given."""
+        return None
+
+    def workspace(self, job: TrainingJob) -> str | None:
+        """The absolute path the job's pods share data at (a TrainJob's ``/workspace``), given to the replicas locally
+        as the job's own folder; None: none."""
+        return None
+
+    def reports_status(self, job: TrainingJob) -> bool:
+        """Whether the controller serves the job's nodes an endpoint to post their progress to (a TrainJob's status
+        server): the local backend then serves it too (:attr:`Topology.status`)."""
+        return False
+
+    def reported_progress(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The progress the job's nodes reported, as the API server holds it in the job object ``obj`` (a
+        TrainJob's ``status.trainerStatus``); None: none."""
+        return None
+
+    def runs_mpirun(self, job: TrainingJob, replica: ReplicaId) -> bool:
+        """Whether ``replica``'s program is mpirun, starting ranks on the hosts of the operator's hostfile."""
+        return False

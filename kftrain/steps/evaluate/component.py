@@ -9,24 +9,16 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Protocol
+from typing import Any
 
 from kftrain.data.dataset import read_info
-from kftrain.errors import step_errors
+from kftrain.step import Artifact, component_step
 from kftrain.steps.evaluate.evaluation import Evaluation, evaluate_model, task_of
 from kftrain.steps.evaluate.gate import GateDecision, gate_metric, quality_gate
 from kftrain.steps.evaluate.reports import html_report, markdown_report
 
 log = logging.getLogger(__name__)
 MAX_KFP_CONFUSION = 100  # classes: a larger matrix is too big for KFP's metadata store (the HTML report has it)
-
-
-class Artifact(Protocol):
-    """A KFP input or output artifact, as a component body sees it."""
-
-    uri: str
-    path: str
-    metadata: dict[str, Any]
 
 
 def evaluate_component(
@@ -44,8 +36,7 @@ def evaluate_component(
     batch_rows: int,
 ) -> tuple[bool, float]:
     """Evaluate ``model`` on ``split`` of ``dataset``, fill the KFP artifacts, and return the gate's verdict."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    with step_errors():
+    with component_step():
         metric = gate_metric(task_of(read_info(dataset.uri)), gate_metric_name)
         evaluation = evaluate_model(model.uri, dataset.uri, split, batch_rows=batch_rows)
         baseline = (
@@ -54,12 +45,12 @@ def evaluate_component(
             else None
         )
         decision = quality_gate(evaluation.metrics, metric, gate_threshold, baseline.metrics if baseline else None)
-    log_kfp_metrics(evaluation, metrics, classification_metrics, baseline)
-    title = f"Evaluation on the {split} split"
-    with open(report.path, "w", encoding="utf-8") as handle:
-        handle.write(markdown_report(evaluation, decision, title))
-    with open(html_report_output.path, "w", encoding="utf-8") as handle:
-        handle.write(html_report(evaluation, decision, title))
+        log_kfp_metrics(evaluation, metrics, classification_metrics, baseline)
+        title = f"Evaluation on the {split} split"
+        with open(report.path, "w", encoding="utf-8") as handle:
+            handle.write(markdown_report(evaluation, decision, title))
+        with open(html_report_output.path, "w", encoding="utf-8") as handle:
+            handle.write(html_report(evaluation, decision, title))
     print(f"quality gate {'passed' if decision.passed else 'FAILED'}: {decision.reason}")
     return decision.passed, _finite(decision.score)
 

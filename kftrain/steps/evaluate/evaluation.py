@@ -144,9 +144,11 @@ def evaluate_model(
 
 
 def _predict(predict: Any, x: np.ndarray, spec: ModelSpec) -> np.ndarray:
-    """The model's scores for a batch; a failure inside the framework is reported with the shapes involved."""
+    """The model's scores for a batch; a failure inside the framework is reported with the shapes involved, and
+    scores that are not finite numbers (NaN, infinity) are an error naming the model: nothing can be scored on
+    them (a NaN has no class, no loss)."""
     try:
-        return np.asarray(predict(x))
+        scores = np.asarray(predict(x))
     except EvaluationError:
         raise
     except Exception as exc:
@@ -154,3 +156,14 @@ def _predict(predict: Any, x: np.ndarray, spec: ModelSpec) -> np.ndarray:
         raise EvaluationError(
             f"{spec.location}: the model failed on a batch of shape {list(x.shape)} (rows x features): {first}"
         ) from exc
+    if scores.dtype.kind not in "biuf":
+        raise EvaluationError(f"{spec.location}: the model output {scores.dtype} values, not numbers")
+    finite = np.isfinite(scores).reshape(len(scores), -1).all(axis=1) if scores.size else np.ones(0, bool)
+    if not finite.all():
+        bad = np.flatnonzero(~finite)
+        raise EvaluationError(
+            f"{spec.location}: the model output NaN or infinity for {len(bad)} of {len(scores)} rows of a batch "
+            f"(the first at row {int(bad[0])} of it): its scores cannot be evaluated; check the model (a diverged "
+            "training, a log of 0)"
+        )
+    return scores

@@ -179,6 +179,11 @@ def _compare(
         if limit:
             x = x[: limit - rows]
         expected = original(x)
+        if not np.all(np.isfinite(expected)):
+            raise ExportError(
+                f"the model outputs NaN or infinity on the {split} split (in rows {rows}-{rows + len(x) - 1}): "
+                "such a model cannot be verified, nor served"
+            )
         for w in written:
             raw = np.asarray(w.predict(x))
             if rows == 0 and w.platform:

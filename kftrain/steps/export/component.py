@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import logging
-from typing import Any, Protocol
+from typing import Any
 
-from kftrain import storage
-from kftrain.errors import step_errors
+from kftrain.step import Artifact, component_step
 from kftrain.steps.export import export_model
 from kftrain.steps.export.serving import manifest_yaml
 from kftrain.storage.io import write_once
-
-
-class Artifact(Protocol):
-    uri: str
-    metadata: dict[str, Any]
 
 
 def export_component(
@@ -28,10 +21,7 @@ def export_component(
     verify_rows: int,
 ) -> None:
     """Export ``model`` into ``exported``; write the InferenceService serving it into ``inference_service``."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    with step_errors():
-        exported.uri = storage.output_uri(exported.uri)  # object storage when KFTRAIN_ARTIFACT_ROOT is set
-        inference_service.uri = storage.output_uri(inference_service.uri)
+    with component_step(exported, inference_service):
         report = export_model(
             model.uri,
             dataset.uri,
@@ -42,8 +32,9 @@ def export_component(
         )
         # Whole or not at all: a step killed while writing leaves no half manifest at the output.
         write_once(iter([manifest_yaml(report.inference_service).encode()]), inference_service.uri)
-    exported.metadata.update(report.to_metadata())
-    inference_service.metadata.update({"kind": "InferenceService", "name": model_name, "storageUri": _served(report)})
+        exported.metadata.update(report.to_metadata())
+        served = _served(report)
+        inference_service.metadata.update({"kind": "InferenceService", "name": model_name, "storageUri": served})
 
 
 def _served(report: Any) -> str:

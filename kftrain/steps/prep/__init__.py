@@ -113,12 +113,18 @@ def prepare_dataset(
     for where, offset, batch in sources.batches(src, first, batch_rows, columns):
         profile.observe(where, offset, batch)
     plan = profile.plan()
+    sources.check_unchanged(src)  # the second pass must read what the first one profiled
     groups = plan.class_counts if task == CLASSIFICATION else [plan.rows]
     splits = SplitCodes(groups, seed, validation_fraction, test_fraction)
     log.info("%s: %d rows x %d features, %s; %s", source, plan.rows, len(chosen), _task_summary(plan), splits.sizes())
     second = sources.dataset(src, plan.text_types) if src.format == sources.CSV else first
     with storage.ArtifactWriter(output_uri) as writer:
-        info = _write(writer, src, second, plan, splits, columns, train_shards, shard_bytes, batch_rows, seed)
+        try:
+            info = _write(writer, src, second, plan, splits, columns, train_shards, shard_bytes, batch_rows, seed)
+        except DataValidationError:
+            sources.check_unchanged(src)  # a file that changed under the second pass explains its error best
+            raise
+        sources.check_unchanged(src)  # nor changed while it was read: then nothing is published
     log.info("dataset ready at %s in %.2fs", output_uri, time.monotonic() - started)
     return info
 
@@ -176,14 +182,15 @@ def _write(
     }
     progress = Progress(total=plan.rows, label=f"prep {writer.uri}: rows written", stream=sys.stdout)
     with progress:
-        for _, _, batch in sources.batches(src, data, batch_rows, columns):
-            table, ids = encode(batch, plan)
-            codes = splits.take(ids, table.num_rows)
+        for where, offset, batch in sources.batches(src, data, batch_rows, columns):
+            table, ids = encode(batch, plan, where=f"{where}, rows {offset}-{offset + batch.num_rows - 1}")
+            codes = splits.take(ids, table.num_rows, where=where)
             for index, split in enumerate(SPLITS):
                 chosen = codes == index
                 if chosen.any():
                     shard_writers[split].write(table.filter(chosen))
             progress.update(table.num_rows)
+    splits.check_all_taken(src.text)
     shards = {split: w.close() for split, w in shard_writers.items()}
     rows = {split: w.rows for split, w in shard_writers.items()}
     for split in SPLITS:

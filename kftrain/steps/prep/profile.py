@@ -11,6 +11,7 @@ problem is a :class:`DataValidationError` naming the column (and the file and ro
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,10 @@ NUMERIC, BOOLEAN, CATEGORICAL = "numeric", "boolean", "categorical"
 REFUSE, DROP, FILL = "refuse", "drop", "fill"
 POLICIES = (REFUSE, DROP, FILL)
 TOP_VALUES = 5
+# The columns a prepared dataset may hold (features and the label). Profiling and encoding cost about a
+# millisecond and 30 KB of memory per column (10,000 columns: 11 s, 400 MB; 100,000 ran for minutes at 3.8 GB).
+MAX_COLUMNS = 10_000
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 # CSV text inferred as the narrowest of these that parses every value seen.
 TEXT_KINDS = ("int", "float", "bool", "string")
 TEXT_TYPES = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "string": pa.string()}
@@ -180,10 +185,12 @@ class Profile:
         missing = array.is_null()
         if pa.types.is_floating(array.type):
             missing = pc.or_kleene(missing, pc.is_nan(array)).fill_null(True)
-            infinite = pc.is_inf(array).fill_null(False)
-            if pc.any(infinite).as_py():
-                row = offset + pc.index(infinite, True).as_py()
-                raise DataValidationError(f"{where}: column {column.name!r} has an infinite value at row {row}")
+            # The prepared dataset holds float32: an infinity, or a number it cannot hold, is refused here.
+            huge = pc.greater(pc.abs(array), FLOAT32_MAX).fill_null(False)
+            if pc.any(huge).as_py():
+                index = pc.index(huge, True).as_py()
+                what = "an infinite value" if math.isinf(array[index].as_py()) else "a value beyond float32's range"
+                raise DataValidationError(f"{where}: column {column.name!r} has {what} at row {offset + index}")
         valid = ~np.asarray(missing.to_numpy(zero_copy_only=False), dtype=bool)
         n_missing = int((~valid).sum())
         if n_missing and not column.first_missing:
@@ -336,16 +343,30 @@ class Profile:
 
 
 def check_columns(schema: pa.Schema, label: str, features: list[str], source: str) -> list[str]:
-    """The feature columns (every column but the label when ``features`` is empty); errors name the column."""
+    """The feature columns (every column but the label when ``features`` is empty); errors name the column.
+
+    Every column the prepared dataset holds must be one distinct column of the source: a name given twice, a
+    feature that is the label, or a name the source has twice would publish one column's values under another
+    name (the label's values as a feature, and a model that scores 1.0 on them). Linear in the columns."""
     names = schema.names
-    if label not in names:
-        raise DataValidationError(f"{source}: no label column {label!r} (columns: {', '.join(names)})")
-    unknown = [f for f in features if f not in names]
+    counts = Counter(names)
+    if label not in counts:
+        raise DataValidationError(f"{source}: no label column {label!r} (columns: {_listing(names)})")
+    unknown = [f for f in features if f not in counts]
     if unknown:
-        raise DataValidationError(f"{source}: no column {unknown[0]!r} for features (columns: {', '.join(names)})")
+        raise DataValidationError(f"{source}: no column {unknown[0]!r} for features (columns: {_listing(names)})")
+    given = Counter(features)
+    twice = [f for f in features if given[f] > 1]
+    if twice:
+        raise DataValidationError(f"features: {twice[0]!r} is given {given[twice[0]]} times; name each column once")
     chosen = list(features) or [n for n in names if n != label]
-    if label in chosen:
+    if label in given:
         raise DataValidationError(f"features: {label!r} is the label column; it cannot also be a feature")
+    ambiguous = [n for n in (*chosen, label) if counts[n] > 1]
+    if ambiguous:
+        raise DataValidationError(
+            f"{source}: {counts[ambiguous[0]]} columns are named {ambiguous[0]!r}; give each column its own name"
+        )
     if LABEL in chosen and label != LABEL:
         raise DataValidationError(
             f"column {LABEL!r} is a feature, but the prepared dataset names its label column {LABEL!r}: rename it "
@@ -353,4 +374,15 @@ def check_columns(schema: pa.Schema, label: str, features: list[str], source: st
         )
     if not chosen:
         raise DataValidationError(f"{source}: no feature columns besides {label!r}")
+    if len(chosen) + 1 > MAX_COLUMNS:
+        raise DataValidationError(
+            f"{source}: {len(chosen)} feature columns, more than data prep takes ({MAX_COLUMNS - 1}); choose the "
+            "columns to use with features"
+        )
     return chosen
+
+
+def _listing(names: list[str], shown: int = 20) -> str:
+    """The first ``shown`` column names (a wide source's whole header would flood the message)."""
+    more = f", ... ({len(names)} in all)" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more

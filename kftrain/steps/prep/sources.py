@@ -10,11 +10,18 @@ streamed fragment by fragment. Every error names the file, and the row where the
 CSV has no types: the first pass reads its columns as text (:func:`batches` with ``csv_types=None``) and
 infers each column's type from every value; the second reads with those types, so a column of integers that
 turns to decimals after the first megabyte is read as decimals, not refused.
+
+The two passes must read the same data: every file's version (size, modification time, inode; an object's ETag,
+version id) is taken when it is listed and checked again after each pass (:func:`check_unchanged`), and a
+file that changed in between is refused by name. Files are read only inside the source: a symbolic link in a
+source folder that leads out of it is refused, and no error quotes a file's content (a row, a value).
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +37,7 @@ with requires("data", "data prep"):
 from kftrain import storage
 from kftrain.data.dataset import DataValidationError
 from kftrain.errors import KftrainError
+from kftrain.storage.paths import local_target
 from kftrain.storage.uri import is_local
 
 PARQUET, CSV, JSONL = "parquet", "csv", "jsonl"
@@ -41,11 +49,21 @@ PARQUET_MAGIC = b"PAR1"
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+# What identifies a version of a file in fsspec's ``info``: local files, S3 (s3fs), GCS (gcsfs).
+VERSION_FIELDS = ("size", "mtime", "ino", "ETag", "VersionId", "LastModified", "generation", "md5Hash", "updated")
+
+
 @dataclass(frozen=True)
 class SourceFile:
     uri: str  # as the user would write it
     path: str  # in the filesystem, for pyarrow
     size: int
+    version: tuple[Any, ...] = ()  # VERSION_FIELDS of its info when it was listed
+
+
+def version_of(info: dict[str, Any]) -> tuple[Any, ...]:
+    """The fields of a file's ``info`` that change when the file does."""
+    return tuple(str(info.get(key, "")) for key in VERSION_FIELDS)
 
 
 @dataclass
@@ -59,6 +77,7 @@ class Source:
     filesystem: Any = None  # a pyarrow FileSystem over the fsspec one storage uses
     table: pa.Table | None = None  # a bundled dataset
     by_path: dict[str, str] = field(default_factory=dict)  # filesystem path -> uri
+    listed_from: str = ""  # the folder (or glob) whose listing gives the files' versions (check_unchanged)
 
     def name_of(self, path: str) -> str:
         return self.by_path.get(path, path)
@@ -103,6 +122,9 @@ def resolve(text: str, fmt: str = "auto") -> Source:
             raise
         raise DataValidationError(f"source {text!r}: cannot be listed ({exc})") from None
     data = [p for p in found if not _hidden(p, root)]
+    if is_local(text) and (wildcard or len(found) != 1 or found[0] != path):  # a folder or a glob, not one file
+        for p in data:
+            _inside(p, root, scheme)
     if not data:
         raise DataValidationError(f"source {text!r}: no files there")
 
@@ -120,15 +142,70 @@ def resolve(text: str, fmt: str = "auto") -> Source:
             )
         fmt = formats.pop()
         data = [p for p in data if format_of(p) == fmt]  # other files (READMEs...) beside the data are left
-    files = [SourceFile(uri(p), p, int(fs.size(p))) for p in data]
+    listed_from = path if wildcard else root
+    infos = _infos(fs, listed_from, data)
+    files = [SourceFile(uri(p), p, int(infos[p].get("size") or 0), version_of(infos[p])) for p in data if p in infos]
+    if len(files) != len(data):
+        raise DataValidationError(f"source {text!r}: files were removed while it was listed")
     for f in files:
         check_file(f, fmt, fs)
     # Local files through Arrow's own filesystem: through fsspec, a Parquet file's bytes pass as Python objects
     # outside Arrow's memory pool, and a 250 MB file took 500 MB more of memory to scan.
     arrow_fs = pafs.LocalFileSystem() if is_local(text) else pafs.PyFileSystem(pafs.FSSpecHandler(fs))
-    source = Source(text, fmt, root=root, files=files, filesystem=arrow_fs)
+    source = Source(text, fmt, root=root, files=files, filesystem=arrow_fs, listed_from=listed_from)
     source.by_path = {f.path: f.uri for f in files}
     return source
+
+
+def _inside(path: str, root: str, scheme: str) -> None:
+    """A local file found in a source folder must be in it, not reached through a symbolic link out of it."""
+    rel = posixpath.relpath(path, root)
+    try:
+        local_target(root, rel)
+    except KftrainError:
+        # Named, never read: the link's target may be anything (a key, a password file).
+        raise DataValidationError(
+            f"{scheme}{path}: a symbolic link that leads out of the source folder {root}; data prep reads only the "
+            "files inside it"
+        ) from None
+
+
+def changed(where: str, what: str) -> DataValidationError:
+    """The error for data the second pass reads that the first pass did not see: the source changed meanwhile."""
+    return DataValidationError(
+        f"{where}: {what}: the source changed while data prep read it (between its passes); nothing was published: "
+        "prepare a source that is not being written"
+    )
+
+
+def _infos(fs: Any, listed_from: str, paths: list[str]) -> dict[str, dict[str, Any]]:
+    """fsspec's ``info`` of each of ``paths`` (those still there): one file's own, else from one listing of the
+    folder or glob ``listed_from`` (one request per thousand objects, not one per file)."""
+    if len(paths) == 1:
+        try:
+            return {paths[0]: fs.info(paths[0])}
+        except FileNotFoundError:
+            return {}
+    wildcard = any(c in listed_from for c in "*?[")
+    listing = fs.glob(listed_from, detail=True) if wildcard else fs.find(listed_from, detail=True)
+    return {p: listing[p] for p in paths if p in listing}
+
+
+def check_unchanged(source: Source) -> None:
+    """Every file is still the version :func:`resolve` listed: the passes over a source must read the same data."""
+    if source.table is not None:
+        return
+    fs, _ = storage.filesystem(source.text)
+    try:
+        infos = _infos(fs, source.listed_from, [f.path for f in source.files])
+    except OSError as exc:
+        raise DataValidationError(
+            f"source {source.text!r}: cannot be checked for changes ({type(exc).__name__})"
+        ) from None
+    for f in source.files:
+        now = version_of(infos[f.path]) if f.path in infos else ()
+        if now != f.version:
+            raise changed(f.uri, "the file was removed" if not now else "the file's size, time or version differ")
 
 
 def _hidden(path: str, root: str) -> bool:
@@ -166,11 +243,18 @@ def file_format(fmt: str, csv_types: dict[str, pa.DataType] | None, names: list[
     return ds.CsvFileFormat(convert_options=convert)
 
 
+# pyarrow's messages quote the file: a row's text, a value. Those parts are cut (the file may hold anything,
+# a password file named .csv among them); the row number stays.
+_CONTENT = (re.compile(r"(Expected \d+ columns, got \d+): .*"), re.compile(r"(invalid value) .*"))
+
+
 def short(exc: BaseException) -> str:
-    """pyarrow's message without the path it repeats (we name the file ourselves)."""
+    """pyarrow's message without the path it repeats (we name the file ourselves), nor the file's content."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if "input source" in text and "': " in text:
         text = text.split("': ", 1)[1]
+    for pattern in _CONTENT:
+        text = pattern.sub(r"\1", text)
     return text.removeprefix("Invalid: ")
 
 
@@ -178,11 +262,10 @@ def dataset(source: Source, csv_types: dict[str, pa.DataType] | None) -> Any:
     """The source's files as one pyarrow dataset: hive partitions discovered, schemas unified (or an error)."""
     names = None
     if source.format == CSV and csv_types is None:
-        names = []
+        columns: dict[str, None] = {}  # ordered, and linear in the number of columns
         for f in source.files:  # every file's header: the columns to read as text
-            for n in _physical(source, f, file_format(CSV, {})).names:
-                if n not in names:
-                    names.append(n)
+            columns.update(dict.fromkeys(_physical(source, f, file_format(CSV, {})).names))
+        names = list(columns)
     fmt = file_format(source.format, csv_types, names)
     if source.format != CSV:
         for f in source.files:
@@ -194,7 +277,25 @@ def dataset(source: Source, csv_types: dict[str, pa.DataType] | None) -> Any:
         schema = factory.inspect(promote_options="permissive", fragments=None)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise DataValidationError(_merge_error(source, fmt, exc)) from None
-    return factory.finish(schema)
+    data = factory.finish(schema)
+    _check_partitions(source, data)
+    return data
+
+
+def _check_partitions(source: Source, data: Any) -> None:
+    """A folder ``a=1`` over files that have a column ``a`` too: the folder's value would replace the file's."""
+    for fragment in data.get_fragments():
+        keys = ds.get_partition_keys(fragment.partition_expression)
+        if not keys:
+            continue
+        columns = set(fragment.physical_schema.names)
+        clash = [k for k in keys if k in columns]
+        if clash:
+            folder = next(p for p in fragment.path.split("/") if p.startswith(f"{clash[0]}="))
+            raise DataValidationError(
+                f"{source.name_of(fragment.path)}: column {clash[0]!r} is both in the file and in its folder's name "
+                f"({folder}); rename the column or the folder"
+            )
 
 
 def _physical(source: Source, f: SourceFile, fmt: Any) -> pa.Schema:
@@ -208,6 +309,10 @@ def _merge_error(source: Source, fmt: Any, exc: Exception) -> str:
     """Which files disagree on which column's type."""
     seen: dict[str, tuple[pa.DataType, str]] = {}
     for f in source.files:
+        names = Counter(_physical(source, f, fmt).names)
+        twice = [n for n, count in names.items() if count > 1]
+        if twice:
+            return f"{f.uri}: {names[twice[0]]} columns are named {twice[0]!r}; give each column its own name"
         for column in _physical(source, f, fmt):
             first = seen.setdefault(column.name, (column.type, f.uri))
             if not _compatible(first[0], column.type):

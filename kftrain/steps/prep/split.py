@@ -19,6 +19,7 @@ with requires("data", "data prep"):
     import numpy as np
 
 from kftrain.data.dataset import SPLITS, DataValidationError
+from kftrain.steps.prep.sources import changed
 
 TRAIN, VALIDATION, TEST = (SPLITS.index(s) for s in ("train", "validation", "test"))
 
@@ -47,6 +48,8 @@ class SplitCodes:
         # One random stream per class, so a class's order does not depend on how its rows mix with others'.
         self.rngs = [np.random.default_rng([seed, group]) for group in range(len(group_sizes))]
         self.blocks = [np.zeros(0, dtype=np.int8) for _ in group_sizes]  # drawn, not yet handed out
+        self.counted = list(group_sizes)  # rows of each class the first pass counted
+        self.taken = [0] * len(group_sizes)  # of which handed a code so far
         self.totals = np.sum(self.remaining, axis=0) if self.remaining else np.zeros(len(SPLITS), dtype=np.int64)
         sizes = self.sizes()
         if not sizes["train"] or not sizes["test"]:
@@ -57,8 +60,8 @@ class SplitCodes:
     def sizes(self) -> dict[str, int]:
         return {split: int(self.totals[i]) for i, split in enumerate(SPLITS)}
 
-    def _draw(self, group: int, wanted: int) -> np.ndarray:
-        """The next ``wanted`` codes of ``group``."""
+    def _draw(self, group: int, wanted: int, where: str) -> np.ndarray:
+        """The next ``wanted`` codes of ``group`` (``where``: the data read, for the error)."""
         out = [self.blocks[group][:wanted]]
         self.blocks[group] = self.blocks[group][wanted:]
         missing = wanted - len(out[0])
@@ -66,9 +69,8 @@ class SplitCodes:
             remaining = self.remaining[group]
             size = int(min(self.BLOCK, remaining.sum()))
             if size == 0:
-                raise DataValidationError(
-                    f"more rows of class id {group} than prep's first pass counted: the source changed while "
-                    "it was read"
+                raise changed(
+                    where, f"more rows than the first pass counted ({self.counted[group]} in class id {group})"
                 )
             rng = self.rngs[group]
             counts = _draw_counts(rng, remaining, size)
@@ -80,15 +82,24 @@ class SplitCodes:
             missing -= len(out[-1])
         return np.concatenate(out) if len(out) > 1 else out[0]
 
-    def take(self, groups: np.ndarray | None, rows: int) -> np.ndarray:
-        """The codes of the next ``rows`` rows; ``groups`` is each row's class id (None: one group)."""
+    def take(self, groups: np.ndarray | None, rows: int, where: str = "") -> np.ndarray:
+        """The codes of the next ``rows`` rows; ``groups`` is each row's class id (None: one group).
+
+        More rows of a group than were counted means the data changed since they were counted: an error."""
         if groups is None:
             groups = np.zeros(rows, dtype=np.int64)
         out = np.empty(rows, dtype=np.int8)
         for group in np.unique(groups):
-            where = np.flatnonzero(groups == group)
-            out[where] = self._draw(int(group), len(where))
+            rows_of = np.flatnonzero(groups == group)
+            out[rows_of] = self._draw(int(group), len(rows_of), where)
+            self.taken[group] += len(rows_of)
         return out
+
+    def check_all_taken(self, where: str) -> None:
+        """Every counted row was read again (fewer rows means the data changed since they were counted)."""
+        read, counted = sum(self.taken), sum(self.counted)
+        if read != counted:
+            raise changed(where, f"{read} rows where the first pass counted {counted}")
 
 
 EXACT_LIMIT = 10**9  # numpy's multivariate hypergeometric draw takes fewer codes than this in all

@@ -6,7 +6,9 @@ from kftrain_pipelines.stages import Param, training_pipeline
 
 pytorch_digits = training_pipeline(
     __name__,
-    lambda p, dataset, args, platform: pytorchjob_launch(dataset=dataset, workers=p.workers, args=args, **platform),
+    lambda p, dataset_uri, args, platform: pytorchjob_launch(
+        dataset_uri=dataset_uri, workers=p.workers, args=args, **platform
+    ),
     Param("workers", int, 1, "PyTorchJob Worker replicas besides the Master."),
     epochs=20,
 )

@@ -6,8 +6,8 @@ from kftrain_pipelines.stages import Param, training_pipeline
 
 pytorch_digits_trainjob = training_pipeline(
     __name__,
-    lambda p, dataset, args, platform: trainjob_launch(
-        dataset=dataset, runtime=p.runtime, num_nodes=p.num_nodes, args=args, **platform
+    lambda p, dataset_uri, args, platform: trainjob_launch(
+        dataset_uri=dataset_uri, runtime=p.runtime, num_nodes=p.num_nodes, args=args, **platform
     ),
     Param("num_nodes", int, 2, "TrainJob nodes (pytorch-digits' Master + Worker)."),
     Param("runtime", str, "torch-distributed", "The ClusterTrainingRuntime to run on (a torch one)."),

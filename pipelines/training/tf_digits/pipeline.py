@@ -7,7 +7,9 @@ from kftrain_pipelines.stages import Param, training_pipeline
 
 tf_digits = training_pipeline(
     __name__,
-    lambda p, dataset, args, platform: tfjob_launch(dataset=dataset, workers=p.workers, args=args, **platform),
+    lambda p, dataset_uri, args, platform: tfjob_launch(
+        dataset_uri=dataset_uri, workers=p.workers, args=args, **platform
+    ),
     Param("workers", int, 2, "TFJob Worker replicas (MultiWorkerMirroredStrategy; worker 0 writes the model)."),
     model_image=TENSORFLOW_IMAGE,
     epochs=8,

@@ -1,0 +1,137 @@
+"""The local backend's jobs, as ``kftrain jobs`` sees them from any shell: listed and described from the state
+folder (:mod:`kftrain.backends.local.state`), their replicas' logs read live from the job's work folder (else
+the kept ones), followed while the job runs, and deleted by stopping the launcher that runs them."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from kftrain.backends.base import JobStatus
+from kftrain.backends.kept import read_kept
+from kftrain.backends.local import state as local_state
+from kftrain.errors import KftrainError
+from kftrain.job.naming import RUN_ID_LABEL, TASK_ID_LABEL
+
+Line = tuple[str, str]  # (replica, one line of its log)
+
+
+def list_jobs() -> list[JobStatus]:
+    return [_status(r) for r in local_state.records()]
+
+
+def get_job(name: str) -> JobStatus:
+    return _status(_record(name))
+
+
+def _record(name: str) -> dict[str, Any]:
+    record = local_state.read(name)
+    if record is None:
+        raise KftrainError(f"no local job named {name} (in {local_state.state_dir()})")
+    return record
+
+
+def _status(r: dict[str, Any]) -> JobStatus:
+    if r.get("phase") == local_state.UNREADABLE:
+        return JobStatus(name=r["name"], kind="", phase=r["phase"], created=r["created"], details=(r["reason"],))
+    labels = r.get("labels") or {}
+    details = []
+    if r.get("reason"):
+        details.append(f"reason: {r['reason']}")
+    if r.get("message"):
+        details.append(f"message: {r['message']}")
+    if r.get("exit_code"):
+        details.append(f"exit code: {r['exit_code']}")
+    details.append(f"replicas: {', '.join(r.get('replicas') or [])}")
+    details.append(f"launched by pid {r.get('launcher_pid')}")
+    return JobStatus(
+        name=r["name"],
+        kind=r.get("kind", ""),
+        phase=r.get("phase", ""),
+        created=float(r.get("created", 0)),
+        run_id=labels.get(RUN_ID_LABEL, ""),
+        task_id=labels.get(TASK_ID_LABEL, ""),
+        details=tuple(details),
+        model_uri=r.get("model_uri", ""),
+        logs_uri=r.get("logs_uri", ""),
+    )
+
+
+def job_logs(name: str, replica: str | None, tail: int | None, follow: bool) -> Iterator[Line]:
+    r = _record(name)
+    live = Path(r.get("workdir", "")) / "logs"
+    labels = [replica] if replica else list(r.get("replicas") or [])
+    offsets: dict[str, int] = {}  # live log -> how much of it was printed
+    found = False
+    for label in labels:
+        path = live / f"{label}.log"
+        if path.is_file():
+            data = path.read_bytes()
+            # Following, only whole lines now: the rest of a line being written comes with what follows.
+            offsets[label] = data.rfind(b"\n") + 1 if follow else len(data)
+            text: str | None = data[: offsets[label]].decode("utf-8", "replace")
+        else:  # the job's work folder is gone: the end kept beside its record, else the logs kept with its model
+            text = local_state.kept_log(name, label)
+            if text is None:
+                text = read_kept(r.get("logs_uri", ""), label)
+        found = found or text is not None
+        lines = (text or "").splitlines()
+        for line in lines[-tail:] if tail else lines:
+            yield label, line
+    if not found and r.get("phase") != local_state.RUNNING:
+        raise KftrainError(
+            f"no logs of job {name} are left"
+            + (f" of replica {replica}" if replica else "")
+            + f" (in {live}, {local_state.logs_dir(name)} or with its model): the local backend keeps the logs of "
+            "the newest finished jobs (LocalConfig.keep_finished)"
+        )
+    if follow and r.get("phase") == local_state.RUNNING:
+        yield from _follow(name, live, labels, offsets, joining=replica is None)
+
+
+def _follow(name: str, live: Path, labels: list[str], offsets: dict[str, int], joining: bool) -> Iterator[Line]:
+    """The whole lines appended to the replicas' live logs from ``offsets`` on, until the job has ended;
+    ``joining``: also of the replicas the job starts meanwhile (scaled up), from their first line."""
+    while True:
+        record = local_state.read(name) or {}
+        running = record.get("phase") == local_state.RUNNING
+        if joining:
+            labels += [label for label in record.get("replicas") or [] if label not in labels]
+        printed = False
+        for label in labels:
+            path = live / f"{label}.log"
+            try:
+                with path.open("rb") as log:
+                    log.seek(offsets.get(label, 0))
+                    data = log.read()
+            except OSError:
+                continue  # not started yet (or its folder is gone with the job)
+            whole = data[: data.rfind(b"\n") + 1]
+            offsets[label] = offsets.get(label, 0) + len(whole)
+            for line in whole.decode("utf-8", "replace").splitlines():
+                printed = True
+                yield label, line
+        if not running:
+            return  # what the replicas wrote before the job ended is printed
+        if not printed:
+            time.sleep(0.2)
+
+
+def delete_job(name: str) -> None:
+    r = _record(name)
+    launcher = local_state.launcher(r) if r.get("phase") == local_state.RUNNING else None
+    if launcher is not None:
+        # Its launcher (the same pid *and* start time: never a process that reused the pid) stops every replica,
+        # as on cancel.
+        with contextlib.suppress(psutil.NoSuchProcess):
+            launcher.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while (local_state.read(name) or {}).get("phase") == local_state.RUNNING and time.monotonic() < deadline:
+            time.sleep(0.1)
+    local_state.remove(name)

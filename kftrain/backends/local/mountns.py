@@ -1,0 +1,119 @@
+"""A replica's private mount namespace, where the job's own folder is seen at ``/workspace`` and everything else as
+it is: ``python mountns.py WORKSPACE -- PROGRAM [ARGS...]`` (standard library only, run by path like the supervisor,
+so a replica's start costs no import of kftrain; :mod:`.workspace` decides when to use it).
+
+Kubeflow Trainer's initializers write the dataset and model to ``/workspace/dataset`` and ``/workspace/model``, and
+its documentation has the trainer read them there (kubeflow/trainer@v2.3.0 ``pkg/constants/constants.go:52-62``,
+``pkg/initializers/utils/utils.py:27-33``). A program written so must run here unchanged, without this machine's
+``/`` being written to: so each replica of such a job starts under this module's :func:`main`, which
+
+1. enters a new mount namespace (and, when not root, a user namespace that maps this user to itself, in which it may
+   mount), with every mount private, so nothing done in it is seen outside;
+2. builds a root of its own: a tmpfs (on a folder of the job's own) holding every entry of ``/`` bound recursively
+   (symlinks copied), plus ``workspace``, bound to the job's ``<workdir>/workspace``;
+3. changes root to it and to the same working directory, and executes the program, which inherits all of it (so do
+   the ranks an ``mpirun`` starts).
+
+Nothing is written outside the job's folder, and the namespace ends with the replica's last process. Where the kernel
+refuses a namespace (a container without the capability, user namespaces disabled), ``workspace.probe`` says why,
+and the backend says, in one line, where the data is instead (``KFTRAIN_WORKSPACE``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+from pathlib import Path
+
+MOUNT_POINT = "/workspace"
+_ROOT = ".kftrain-root"
+# <linux/sched.h>, <sys/mount.h>
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_PRIVATE = 1 << 18
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def _enter_namespace(libc: ctypes.CDLL) -> None:
+    uid, gid = os.geteuid(), os.getegid()
+    if uid == 0 and libc.unshare(CLONE_NEWNS) == 0:
+        return
+    # Not root (or root without the capability): a user namespace gives the capability to mount in it. This user is
+    # mapped to itself, so the program runs as who it is; the capability ends at its exec.
+    _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare")
+    Path("/proc/self/setgroups").write_text("deny")
+    Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+    Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+
+
+def _mount(libc: ctypes.CDLL, source: str | None, target: str, fstype: str | None, flags: int) -> None:
+    encode = lambda s: s.encode() if s is not None else None  # noqa: E731
+    _check(libc.mount(encode(source), encode(target), encode(fstype), flags, None), f"mount {target}")
+
+
+def private_root(workspace: Path) -> Path:
+    """Enter a private mount namespace whose new root (returned, not yet entered) shows ``/`` with ``workspace`` at
+    ``/workspace``."""
+    libc = _libc()
+    _enter_namespace(libc)
+    _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
+    root = workspace.parent / _ROOT
+    root.mkdir(exist_ok=True)
+    _mount(libc, "tmpfs", str(root), "tmpfs", 0)
+    for entry in sorted(os.listdir("/")):
+        source, target = f"/{entry}", root / entry
+        if entry == MOUNT_POINT.lstrip("/"):
+            continue
+        if os.path.islink(source):
+            os.symlink(os.readlink(source), target)
+        elif os.path.isdir(source):
+            target.mkdir()
+            _mount(libc, source, str(target), None, MS_BIND | MS_REC)
+        else:
+            target.touch()
+            _mount(libc, source, str(target), None, MS_BIND)
+    (root / MOUNT_POINT.lstrip("/")).mkdir()
+    _mount(libc, str(workspace), str(root / MOUNT_POINT.lstrip("/")), None, MS_BIND | MS_REC)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python mountns.py WORKSPACE -- PROGRAM [ARGS...]`` (``--probe``: only check)."""
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--probe"]:
+        private_root(Path(os.environ["KFTRAIN_PROBE_DIR"]) / "workspace")
+        return 0
+    if len(args) < 3 or args[1] != "--":
+        print("usage: python mountns.py WORKSPACE -- PROGRAM [ARGS...]", file=sys.stderr)
+        return 2
+    workspace, program = Path(args[0]).resolve(), args[2:]
+    cwd = os.getcwd()
+    try:
+        root = private_root(workspace)
+        os.chroot(root)
+        os.chdir(cwd)
+    except OSError as exc:
+        print(f"[kftrain] cannot give this replica a private {MOUNT_POINT}: {exc}", file=sys.stderr, flush=True)
+        return 126
+    try:
+        os.execvp(program[0], program)
+    except OSError as exc:
+        print(f"[kftrain] cannot run {program[0]}: {exc.strerror}", file=sys.stderr, flush=True)
+        return 127
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""Kubeflow Trainer's status server, for a job on this machine: where a TrainJob's nodes post their progress.
+
+On a cluster the Trainer controller serves ``POST /apis/trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs/
+{name}/status`` over HTTPS, checks the bearer token, and applies the body's ``trainerStatus`` to the TrainJob's
+``status.trainerStatus`` (kubeflow/trainer@v2.3.0 ``pkg/statusserver/server.go``); the ``trainjobstatus`` plugin gives
+every trainer node the URL, the CA certificate and the token as ``KUBEFLOW_TRAINER_SERVER_URL``,
+``KUBEFLOW_TRAINER_SERVER_CA_CERT`` and ``KUBEFLOW_TRAINER_SERVER_TOKEN`` (files: ``plugins/trainjobstatus/
+trainjobstatus.go:116-135``). A program that reports so (Hugging Face transformers >= 4.57 does on its own) reports
+here the same way: this server listens on 127.0.0.1 with a certificate of its own CA (both made for the job, the CA
+written beside the token in the job's folder), answers as the Trainer's does, and hands every accepted
+``trainerStatus`` to ``on_status`` (the launch step's metrics collector).
+
+What differs, on purpose: the token is a random one made for the job and compared exactly (the Trainer verifies a
+projected service-account token whose audience names the TrainJob: ``pkg/statusserver/auth.go:68-98``); the body is
+checked against the CRD's rules here, where on a cluster the API server checks it on apply.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hmac
+import ipaddress
+import json
+import secrets
+import ssl
+import threading
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from kftrain.job.kinds.trainjob.policies import status_path
+from kftrain.job.topology import StatusEndpoint
+
+MAX_BODY = 1 << 16  # pkg/statusserver/server.go:33-34 maxBodySize
+DRAIN_LIMIT = 256 << 10  # Go net/http: the unread body a server reads before closing (maxPostHandlerReadBytes)
+_CA_FILE, _TOKEN_FILE = "ca.crt", "token"  # plugins/trainjobstatus/trainjobstatus.go:49-50
+
+
+def check_trainer_status(status: Any) -> str | None:
+    """The first rule of the TrainJob CRD's ``status.trainerStatus`` that ``status`` breaks (None: none): the
+    validation markers of pkg/apis/trainer/v1alpha1/trainjob_types.go:561-605."""
+    if not isinstance(status, Mapping):
+        return "trainerStatus: must be an object"
+    if not status.get("lastUpdatedTime"):  # :562 XValidation has(self.lastUpdatedTime)
+        return "trainerStatus: lastUpdatedTime is required when trainerStatus is present"
+    for key, low, high in (("progressPercentage", 0, 100), ("estimatedRemainingSeconds", 0, 2**31 - 1)):  # :568-579
+        value = status.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high):
+            return f"trainerStatus.{key}: must be an integer in [{low}, {high}], got {value!r}"
+    metrics = status.get("metrics") or []
+    if not isinstance(metrics, list) or len(metrics) > 256:  # :583 MaxItems=256
+        return "trainerStatus.metrics: must be a list of at most 256 metrics"
+    for i, metric in enumerate(metrics):
+        for key in ("name", "value"):  # :596-604 MinLength=1, MaxLength=64, strings
+            value = metric.get(key) if isinstance(metric, Mapping) else None
+            if not isinstance(value, str) or not 1 <= len(value) <= 64:
+                return f"trainerStatus.metrics[{i}].{key}: must be a string of 1 to 64 characters"
+    return None
+
+
+class StatusServer:
+    """The endpoint of one job: started with :meth:`start`, stopped with :meth:`stop`."""
+
+    def __init__(self, namespace: str, name: str, folder: Path, on_status: Callable[[Mapping[str, Any]], None]) -> None:
+        self.path = status_path(namespace, name)
+        self.folder = folder
+        self.on_status = on_status
+        self.token = secrets.token_urlsafe(32)
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> StatusEndpoint:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        ca_pem, cert_pem, key_pem = _certificates()
+        ca_file, token_file = self.folder / _CA_FILE, self.folder / _TOKEN_FILE
+        ca_file.write_bytes(ca_pem)
+        token_file.touch(mode=0o600)
+        token_file.write_text(self.token)
+        cert_file, key_file = self.folder / "server.crt", self.folder / "server.key"
+        cert_file.write_bytes(cert_pem)
+        key_file.touch(mode=0o600)
+        key_file.write_bytes(key_pem)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert_file, key_file)
+        key_file.unlink()  # in memory now: nothing secret stays on disk but the token the nodes must read
+        server = self
+
+        class Handler(_Handler):
+            owner = server
+
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        httpd.daemon_threads = True
+        httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+        self._httpd = httpd
+        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+        self._thread.start()
+        url = f"https://127.0.0.1:{httpd.server_address[1]}{self.path}"
+        return StatusEndpoint(url=url, ca_cert=str(ca_file), token=str(token_file))
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: StatusServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # the job's output is the replicas' lines
+        pass
+
+    def _answer(self, code: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _refuse(self, code: int, reason: str, message: str) -> None:
+        # A metav1.Status, as badRequest writes it (pkg/statusserver/server.go:206-220).
+        self._answer(code, {"status": "Failure", "message": message, "reason": reason, "code": code})
+
+    def do_GET(self) -> None:
+        self._refuse(404, "NotFound", "Not found")  # server.go:201-204 handleDefault
+
+    def do_POST(self) -> None:
+        if self.path.split("?", 1)[0] != self.owner.path:
+            self._refuse(404, "NotFound", "Not found")
+            return
+        # server.go:137-145 and auth.go:104-112: "Bearer <token>", the scheme in any case.
+        parts = self.headers.get("Authorization", "").split()
+        given = parts[1] if len(parts) == 2 and parts[0].lower() == "bearer" else ""
+        if not hmac.compare_digest(given.encode(), self.owner.token.encode()):
+            self._refuse(403, "Forbidden", "Forbidden")
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY:  # middleware.go:51-57
+            # Read (and drop) what the client is still sending before answering, as Go's server does for up to
+            # 256 KiB (net/http, maxPostHandlerReadBytes): closing on an unread body resets the connection, and the
+            # client then sees the reset, not the 413.
+            self.rfile.read(min(length, DRAIN_LIMIT))
+            self.close_connection = True
+            self._refuse(413, "RequestEntityTooLarge", "Payload too large")
+            return
+        try:
+            body = json.loads(self.rfile.read(length) or b"null")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):  # server.go:147-154
+            self._refuse(422, "Invalid", "Invalid payload")
+            return
+        status = body.get("trainerStatus")
+        if status is not None:  # server.go:156-164: an empty update is answered and not applied
+            problem = check_trainer_status(status)
+            if problem is not None:  # the API server's refusal, passed on (server.go:169-178)
+                self._refuse(422, "Invalid", problem)
+                return
+            self.owner.on_status(status)
+        self._answer(200, body)
+
+
+def _certificates() -> tuple[bytes, bytes, bytes]:
+    """A CA made for this job, and a certificate it signs for 127.0.0.1 and localhost: PEM CA, cert, key."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kftrain local trainer status CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=7))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=7))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return ca.public_bytes(pem), cert.public_bytes(pem), key_pem

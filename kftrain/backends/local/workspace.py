@@ -1,0 +1,48 @@
+"""A job's own ``/workspace`` on this machine: whether its replicas can be given it privately, and how.
+
+Kubeflow Trainer's initializers write the dataset and model to ``/workspace/dataset`` and ``/workspace/model``, and
+its documentation has the trainer read them there (kubeflow/trainer@v2.3.0 ``pkg/constants/constants.go:52-62``,
+``pkg/initializers/utils/utils.py:27-33``). A program written so must run here unchanged, without this machine's
+``/`` being written to: so each replica of such a job starts under :mod:`.mountns`, in a private mount namespace
+where ``/workspace`` is the job's ``<workdir>/workspace`` (the ranks an ``mpirun`` starts inherit it). Where the
+kernel refuses a namespace (a container without the capability, user namespaces disabled), :func:`probe` says why,
+and the backend says, in one line, where the folder is instead (``KFTRAIN_WORKSPACE``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from functools import cache
+from pathlib import Path
+
+MOUNTNS = Path(__file__).with_name("mountns.py")
+
+
+def wrap(workspace: Path, argv: list[str]) -> list[str]:
+    """``argv`` run with ``workspace`` at ``/workspace``."""
+    return [sys.executable, str(MOUNTNS), str(workspace), "--", *argv]
+
+
+@cache
+def probe() -> str | None:
+    """None when a replica can be given a private ``/workspace`` here, else why not (checked once per process, in a
+    child, within a temporary folder it removes)."""
+    folder = Path(tempfile.mkdtemp(prefix="kftrain-workspace-probe-"))
+    (folder / "workspace").mkdir()
+    env = {**os.environ, "KFTRAIN_PROBE_DIR": str(folder)}
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(MOUNTNS), "--probe"], capture_output=True, text=True, timeout=30, env=env
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if proc.returncode == 0:
+        return None
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    return lines[-1] if lines else f"exit code {proc.returncode}"

@@ -1,0 +1,305 @@
+"""MPIJob: mpi-operator's ``kubeflow.org/v2beta1`` and the training-operator's ``kubeflow.org/v1``.
+
+Only the Launcher runs a program (``mpirun ...``); Workers host the ranks mpirun starts (over ssh in
+v2beta1, ``kubectl exec`` in v1). The operator mounts a hostfile listing each worker with its slots
+(``host slots=N`` for OpenMPI, ``host:N`` for Intel MPI and MPICH) and gives the launcher's first container
+the variables that point its MPI at it; both hide GPUs from a launcher that does not host ranks, and
+v2beta1 also sets ``K_MPI_JOB_ROLE`` on every pod. Success: the Launcher succeeds.
+
+A v1 MPIJob's launcher also gets ``/etc/mpi/discover_hosts.sh``, the host-discovery script of elastic Horovod
+(``horovodrun --min-np/--max-np --host-discovery-script``): one ``echo <pod>:<slots>`` line per running worker
+pod, sorted, rewritten as workers come and go (:func:`discover_hosts`; :meth:`Kind.membership_files`).
+
+Locally every host is this machine. The hostfile collapses to one ``localhost`` line holding all the slots;
+the discovery script names each worker as the topology's ``host_of`` says (the local backend gives each a
+distinct name that resolves to this machine: :mod:`kftrain.backends.local.mpi`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+
+from kftrain.errors import JobSpecError
+from kftrain.job.kinds.base import Kind, KindSpec, MountedFile
+from kftrain.job.kinds.mpijob.options import V1, V2BETA1
+from kftrain.job.kinds.mpijob.spec import LauncherCreationPolicy, MPIImplementation, MPIJobSpec
+from kftrain.job.model import RestartPolicy, RunPolicy, TrainingJob
+from kftrain.job.topology import ReplicaId, Topology
+
+HOSTFILE = "/etc/mpi/hostfile"
+# training-operator v1: elastic Horovod's host-discovery script (mode 0555, like kubexec.sh).
+DISCOVER_HOSTS = "/etc/mpi/discover_hosts.sh"
+# training-operator v1: mpirun's remote shell, `kubectl exec` into the worker pod (locally: a shell here).
+KUBEXEC = "/etc/mpi/kubexec.sh"
+I_MPI_DEFAULT_BOOTSTRAP = "rsh"
+_LOCAL_KUBEXEC = """#!/bin/sh
+# On a cluster: kubectl exec ${POD_NAME} [--container MAIN] -- /bin/sh -c "$*". Here every pod is this machine.
+POD_NAME=$1
+shift
+exec /bin/sh -c "$*"
+"""
+LAUNCHER = ReplicaId("Launcher", 0)
+
+_COMMON_FIELDS = frozenset({"run_policy", "slots_per_worker"})
+_V2BETA1_FIELDS = {"ssh_auth_mount_path", "launcher_creation_policy", "run_launcher_as_worker", "mpi_implementation"}
+SPEC_V2BETA1 = KindSpec(
+    kind="MPIJob",
+    api_version=V2BETA1,
+    plural="mpijobs",
+    replica_key="mpiReplicaSpecs",
+    replica_types=("Launcher", "Worker"),
+    singletons=frozenset({"Launcher"}),
+    default_container=None,
+    container_name="mpi",
+    spec_type=MPIJobSpec,
+    spec_fields=_COMMON_FIELDS | _V2BETA1_FIELDS,
+    fixed_replicas=("Launcher",),
+    workers_run_program=False,
+)
+SPEC_V1 = dataclasses.replace(
+    SPEC_V2BETA1,
+    api_version=V1,
+    # The controller injects into the launcher's first container; mainContainer names the worker container
+    # that `kubectl exec` runs the ranks in (pkg/controller.v1/mpi/mpijob_controller.go, newLauncher, newConfigMap).
+    spec_fields=_COMMON_FIELDS | {"main_container", "clean_pod_policy"},
+)
+
+
+def spec(job: TrainingJob) -> MPIJobSpec:
+    assert isinstance(job.spec, MPIJobSpec), f"{job.kind} {job.name} is not an MPIJob"
+    return job.spec
+
+
+def slots_per_worker(job: TrainingJob) -> int:
+    return spec(job).slots_per_worker or 1
+
+
+def total_slots(job: TrainingJob) -> int:
+    hosts = job.replicas_of("Worker") + (1 if spec(job).run_launcher_as_worker else 0)
+    return hosts * slots_per_worker(job)
+
+
+def hostfile(job: TrainingJob, host: str | None = None, *, merge_hosts: bool = False) -> str:
+    """The hostfile the operator writes; ``host`` replaces the per-pod DNS names.
+
+    With ``merge_hosts`` every slot lands on one ``host`` line, which is what mpirun needs when all
+    "workers" are the same machine.
+    """
+    slots = slots_per_worker(job)
+    impl = spec(job).mpi_implementation or MPIImplementation.OPENMPI
+    v1 = job.api_version == V1
+
+    def pod_host(pod: str) -> str:
+        # v1 reaches pods by `kubectl exec <pod>`; v2beta1 by DNS through the job's headless service.
+        return pod if v1 else f"{pod}.{job.name}.{job.metadata.namespace or 'default'}.svc"
+
+    hosts: list[str] = []
+    if spec(job).run_launcher_as_worker or (v1 and _launcher_asks_for_gpu(job)):
+        hosts.append(host or pod_host(f"{job.name}-launcher"))
+    for i in range(job.replicas_of("Worker")):
+        hosts.append(host or pod_host(f"{job.name}-worker-{i}"))
+    entries = [(hosts[0], slots * len(hosts))] if merge_hosts and hosts else [(h, slots) for h in hosts]
+    if impl == MPIImplementation.OPENMPI:
+        return "".join(f"{h} slots={n}\n" for h, n in entries)
+    return "".join(f"{h}:{n}\n" for h, n in entries)
+
+
+def discover_hosts(
+    job: TrainingJob, running: Iterable[ReplicaId], host_of: Callable[[ReplicaId], str] | None = None
+) -> str:
+    """The v1 controller's ``discover_hosts.sh`` for the ``running`` worker pods (training-operator v1.9.0,
+    ``updateDiscoverHostsInConfigMap``): ``#!/bin/sh``, the launcher first when it asks for a GPU, then one
+    ``echo <pod>:<slots>`` per running worker sorted by pod name; no final newline.
+
+    ``host_of`` names the hosts (None: by their pod names, as on a cluster).
+    """
+    slots = slots_per_worker(job)
+
+    def host(replica: ReplicaId) -> str:
+        if host_of is not None:
+            return host_of(replica)
+        return f"{job.name}-launcher" if replica == LAUNCHER else f"{job.name}-{replica.label}"
+
+    pods = sorted((f"{job.name}-{r.label}", r) for r in running if r.type == "Worker")
+    script = "#!/bin/sh"
+    if _launcher_asks_for_gpu(job):
+        script += f"\necho {host(LAUNCHER)}:{slots}\n"
+    for _, replica in pods:
+        script += f"\necho {host(replica)}:{slots}"
+    return script
+
+
+def _launcher_asks_for_gpu(job: TrainingJob) -> bool:
+    """training-operator v1 lists a launcher that asks for a GPU in the hostfile, first."""
+    for container in job.replica_specs["Launcher"].template.spec.containers:
+        limits = (container.resources or {}).get("limits") or {}
+        if any("gpu" in key for key in limits):
+            return True
+    return False
+
+
+class MPIJobV2Beta1Kind(Kind):
+    def validate(self, job: TrainingJob) -> None:
+        path = self.replicas_path()
+        if "Launcher" not in job.replica_specs:
+            raise JobSpecError(f"{path}.Launcher", "missing: an MPIJob runs mpirun from its Launcher replica")
+        if job.replicas_of("Launcher") != 1:
+            raise JobSpecError(f"{path}.Launcher.replicas", "an MPIJob needs exactly 1 Launcher")
+        slots = spec(job).slots_per_worker
+        if slots is not None and slots < 1:
+            raise JobSpecError("spec.slotsPerWorker", f"must be >= 1, got {slots}")
+        if job.replicas_of("Worker") == 0 and not spec(job).run_launcher_as_worker:
+            raise JobSpecError(f"{path}.Worker", "an MPIJob needs at least 1 Worker (or runLauncherAsWorker: true)")
+
+    def operator_env(self, job: TrainingJob, replica: ReplicaId, topology: Topology) -> list[tuple[str, str]]:
+        env = [("K_MPI_JOB_ROLE", replica.type.lower())]
+        if replica != LAUNCHER:
+            return env
+        path = str(topology.file(HOSTFILE))
+        slots = str(slots_per_worker(job))
+        impl = spec(job).mpi_implementation or MPIImplementation.OPENMPI
+        if impl == MPIImplementation.OPENMPI:
+            env += [
+                ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+                ("OMPI_MCA_orte_default_hostfile", path),
+                ("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"),
+                ("OMPI_MCA_orte_set_default_slots", slots),
+            ]
+        elif impl == MPIImplementation.INTEL:
+            env += [
+                ("I_MPI_HYDRA_HOST_FILE", path),
+                ("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", "-o ConnectionAttempts=10"),
+                ("I_MPI_PERHOST", slots),
+            ]
+        else:
+            env += [("HYDRA_HOST_FILE", path), ("HYDRA_LAUNCH_EXTRA_ARGS", "-o ConnectionAttempts=10")]
+        if not spec(job).run_launcher_as_worker:
+            # mpi-operator hides GPUs from a launcher that is not also a worker.
+            env += [("NVIDIA_VISIBLE_DEVICES", ""), ("NVIDIA_DRIVER_CAPABILITIES", "")]
+        return env
+
+    def operator_files(self, job: TrainingJob, topology: Topology) -> dict[str, MountedFile]:
+        return {HOSTFILE: MountedFile(hostfile(job, topology.host, merge_hosts=True))}
+
+    def default_restart_policy(self, job: TrainingJob, replica_type: str) -> RestartPolicy:
+        return RestartPolicy.ON_FAILURE if replica_type == "Launcher" else RestartPolicy.NEVER
+
+    def succeeded(self, job: TrainingJob, done: set[ReplicaId]) -> bool:
+        return LAUNCHER in done
+
+    def hosts_training(self, job: TrainingJob, replica_type: str) -> bool:
+        return replica_type != "Launcher" or bool(spec(job).run_launcher_as_worker)
+
+    def process_replicas(self, job: TrainingJob) -> list[ReplicaId]:
+        return [LAUNCHER]  # Workers only host the ranks that mpirun starts
+
+    def runs_mpirun(self, job: TrainingJob, replica: ReplicaId) -> bool:
+        return replica == LAUNCHER
+
+    def summary(self, job: TrainingJob) -> dict[str, object]:
+        return {"slots": total_slots(job)}
+
+    def convert(self, job: TrainingJob, api_version: str) -> TrainingJob:
+        if api_version == job.api_version:
+            return copy.deepcopy(job)
+        if api_version == V1:
+            return to_v1(job)
+        if api_version == V2BETA1:
+            return to_v2beta1(job)
+        raise JobSpecError("apiVersion", f"{api_version!r} is not an MPIJob version")
+
+
+class MPIJobV1Kind(MPIJobV2Beta1Kind):
+    """training-operator v1.9.0 (``pkg/controller.v1/mpi/mpijob_controller.go``, ``newLauncher``): the launcher's
+    first container gets ``OMPI_MCA_plm_rsh_agent`` (kubexec.sh) and ``OMPI_MCA_orte_default_hostfile``, the
+    emptied ``NVIDIA_*`` variables unless the launcher asks for a GPU, and Intel MPI's ``I_MPI_HYDRA_BOOTSTRAP``
+    and ``I_MPI_HYDRA_BOOTSTRAP_EXEC`` unless that container sets them; Workers get nothing; no
+    ``K_MPI_JOB_ROLE``; restart policy Never by default."""
+
+    def main_container_name(self, job: TrainingJob, replica_type: str) -> str | None:
+        return spec(job).main_container if replica_type == "Worker" else None
+
+    def operator_env(self, job: TrainingJob, replica: ReplicaId, topology: Topology) -> list[tuple[str, str]]:
+        if replica != LAUNCHER:
+            return []
+        kubexec = str(topology.file(KUBEXEC))
+        env = [
+            ("OMPI_MCA_plm_rsh_agent", kubexec),
+            ("OMPI_MCA_orte_default_hostfile", str(topology.file(HOSTFILE))),
+        ]
+        if not _launcher_asks_for_gpu(job):
+            env += [("NVIDIA_VISIBLE_DEVICES", ""), ("NVIDIA_DRIVER_CAPABILITIES", "")]
+        containers = job.replica_specs["Launcher"].template.spec.containers
+        own = {e.name for e in (containers[0].env or [])} if containers else set()
+        if "I_MPI_HYDRA_BOOTSTRAP" not in own:
+            env.append(("I_MPI_HYDRA_BOOTSTRAP", I_MPI_DEFAULT_BOOTSTRAP))
+        if "I_MPI_HYDRA_BOOTSTRAP_EXEC" not in own:
+            env.append(("I_MPI_HYDRA_BOOTSTRAP_EXEC", kubexec))
+        return env
+
+    def operator_files(self, job: TrainingJob, topology: Topology) -> dict[str, MountedFile]:
+        workers = [ReplicaId("Worker", i) for i in range(job.replicas_of("Worker"))]
+        return {
+            **super().operator_files(job, topology),
+            KUBEXEC: MountedFile(_LOCAL_KUBEXEC, 0o555),
+            **self.membership_files(job, topology, workers),
+        }
+
+    def membership_files(
+        self, job: TrainingJob, topology: Topology, running: Sequence[ReplicaId]
+    ) -> dict[str, MountedFile]:
+        return {DISCOVER_HOSTS: MountedFile(discover_hosts(job, running, topology.host_of), 0o555)}
+
+    def default_restart_policy(self, job: TrainingJob, replica_type: str) -> RestartPolicy:
+        return RestartPolicy.NEVER
+
+
+def to_v1(job: TrainingJob) -> TrainingJob:
+    """A v2beta1 MPIJob (mpi-operator) as a kubeflow.org/v1 MPIJob (training-operator).
+
+    v1 has no sshAuthMountPath, launcherCreationPolicy, runLauncherAsWorker or mpiImplementation. Fields
+    whose non-default value would change what runs are refused rather than silently dropped.
+    """
+    out = copy.deepcopy(job)
+    mpi = spec(out)
+    if mpi.run_launcher_as_worker:
+        raise JobSpecError("spec.runLauncherAsWorker", "is true, which kubeflow.org/v1 MPIJob cannot express")
+    if mpi.launcher_creation_policy not in (None, LauncherCreationPolicy.AT_STARTUP):
+        raise JobSpecError(
+            "spec.launcherCreationPolicy",
+            f"{mpi.launcher_creation_policy.value} is not supported by kubeflow.org/v1 MPIJob",
+        )
+    if mpi.mpi_implementation == MPIImplementation.MPICH:
+        raise JobSpecError("spec.mpiImplementation", "MPICH is not supported by kubeflow.org/v1 MPIJob")
+    # v1 reaches workers with kubectl exec, not ssh, and reads Intel MPI from env: nothing to keep.
+    mpi.ssh_auth_mount_path = None
+    mpi.launcher_creation_policy = None
+    mpi.run_launcher_as_worker = None
+    mpi.mpi_implementation = None
+    out.api_version = V1  # both put the launcher's contract in its first container; the workers' first runs the ranks
+    return out
+
+
+def to_v2beta1(job: TrainingJob) -> TrainingJob:
+    """A kubeflow.org/v1 MPIJob as a v2beta1 one: the workers' mainContainer first, spec.cleanPodPolicy into
+    runPolicy."""
+    out = copy.deepcopy(job)
+    mpi = spec(out)
+    main = mpi.main_container
+    workers = out.replica_specs.get("Worker")
+    if main and workers is not None:
+        # v2beta1 has no mainContainer: mpirun reaches the workers' first container.
+        containers = workers.template.spec.containers
+        idx = next((i for i, c in enumerate(containers) if c.name == main), 0)
+        containers.insert(0, containers.pop(idx))
+    if mpi.clean_pod_policy is not None:
+        run_policy = mpi.run_policy or RunPolicy()
+        if run_policy.clean_pod_policy is None:  # v1 lets runPolicy win when both are set
+            run_policy.clean_pod_policy = mpi.clean_pod_policy
+        mpi.run_policy = run_policy
+    mpi.clean_pod_policy = None
+    mpi.main_container = None
+    out.api_version = V2BETA1
+    return out

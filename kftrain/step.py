@@ -1,0 +1,52 @@
+"""What every component's body runs through (prep, launch, evaluate, export): one artifact protocol, the step's
+logging, its outputs on object storage, and one way it ends on an error or a cancel.
+
+``with component_step(*outputs):`` around a body: log lines at INFO; each output artifact's URI moved under
+``KFTRAIN_ARTIFACT_ROOT`` when that is set (:func:`kftrain.storage.output_uri`); SIGTERM and SIGHUP (a cancelled
+run, an evicted pod) raise :class:`~kftrain.signals.Terminated` inside the body, so whatever it started is stopped
+and whatever it staged is removed on the way out; a :class:`~kftrain.errors.KftrainError` ends the step with its
+one-line message and exit code 2 (or the error's own), a cancel with the signal's code (143 for SIGTERM).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from kftrain.errors import KftrainError, fail_step
+from kftrain.signals import Terminated, terminate_raises
+from kftrain.storage import output_uri
+
+
+class Artifact(Protocol):
+    """A KFP input or output artifact, as a component body sees it."""
+
+    uri: str
+    metadata: dict[str, Any]
+
+    @property
+    def path(self) -> str: ...
+
+
+class MetricsArtifact(Artifact, Protocol):
+    """A KFP Metrics output."""
+
+    def log_metric(self, metric: str, value: float) -> None: ...
+
+
+@contextmanager
+def component_step(*outputs: Artifact) -> Iterator[None]:
+    """Run a component's body (see the module doc); ``outputs`` are the artifacts it writes by URI."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    with terminate_raises():
+        try:
+            for artifact in outputs:
+                artifact.uri = output_uri(artifact.uri)  # object storage when KFTRAIN_ARTIFACT_ROOT is set
+            yield
+        except KftrainError as exc:
+            fail_step(str(exc), getattr(exc, "exit_code", 2))
+        except Terminated as exc:
+            message = f"terminated (run cancelled or pod evicted): {exc}; what the step started is stopped"
+            fail_step(message, exc.exit_code)

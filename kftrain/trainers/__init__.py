@@ -1,8 +1,0 @@
-"""The trainer programs that run inside the replicas, and what only they use.
-
-Programs (run as ``python -m kftrain.trainers.<name>``): ``torch_ddp``, ``horovod_torch``, ``tf_trainer``,
-``horovod_tf``. They read only the operator's env and URIs. Shared by them: ``common`` (flags, logging,
-summary line), ``torch_common`` (the PyTorch trainers' data, checkpoints, accuracy), ``keras_env`` (the Keras
-trainers' environment, set before TensorFlow is imported), ``checkpoint`` (checkpoints by URI) and ``faults``
-(fault injection for crash-resume tests).
-"""

@@ -1,0 +1,63 @@
+"""The KFP backend releases kftrain supports (2.5 through 2.17), and what differs between them.
+
+Each field is a rule read from kubeflow/pipelines at the release's tag (the tag is ``Backend.tag``):
+
+- ``kfp_kubernetes``: the kfp-kubernetes release whose proto is the backend's
+  ``kubernetes_platform/proto/kubernetes_executor_config.proto``. 2.5.0's proto (secret, ConfigMap and pull
+  secret names as parameters, node selector and toleration JSON: #11621, #11770) is kfp-kubernetes 1.5.0's (the
+  package at the 2.5.0 tag still says 1.4.0, whose proto lacks them); from 2.14 the two are released together
+  under one version. Checked field by field: the messages of 1.5.0 -> 2.14.0 -> 2.15.0 -> 2.16.0 -> 2.17.0
+  differ exactly as the tags' protos do (node_affinity_json; SecretAsEnv/ConfigMapAsEnv.optional;
+  security_context, PvcMount.sub_path).
+- ``strict_platform_parse``: from 2.14.0 the run's workflow compiler parses each executor's platform config with
+  ``protojson.Unmarshal`` and fails the run on an unknown field
+  (kubeflow/pipelines@2.14.0:backend/src/v2/compiler/argocompiler/container.go:284-287); 2.5.0 parses it with
+  ``jsonpb`` ignoring the error (kubeflow/pipelines@2.5.0:backend/src/v2/compiler/argocompiler/container.go:445)
+  and its driver drops unknown fields (kubeflow/pipelines@2.5.0:backend/src/common/util/json.go:72-74,
+  ``AllowUnknownFields: true``).
+- ``workspace_marker``: from 2.15.0 the launcher skips downloading an input artifact whose metadata has
+  ``_kfp_workspace: true`` (kubeflow/pipelines@2.15.0:backend/src/v2/component/launcher_v2.go:720); the flag is
+  set by the driver for a workspace importer's artifacts only, and never persisted
+  (kubeflow/pipelines@2.17.0:backend/src/v2/metadata/converter.go:122-126; driver/resolve.go:39-46).
+- ``task_config``: ``dsl.TaskConfig`` inputs are filled by the driver from 2.15.0
+  (kubeflow/pipelines@2.15.0:backend/src/v2/driver/container.go:264).
+- ``default_store``: the store a ``minio://`` root without a kfp-launcher provider uses
+  (kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/config.go:32; @2.16.0 objectstore/config.go:29).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    tag: str
+    kfp_kubernetes: str
+    strict_platform_parse: bool
+    workspace_marker: bool
+    task_config: bool
+    default_store: str
+
+    @property
+    def launcher_image(self) -> str:
+        """The kfp-launcher image the release's manifests run (its tag is the release)."""
+        return f"ghcr.io/kubeflow/kfp-launcher:{self.tag}"
+
+    def __str__(self) -> str:
+        return f"KFP {self.tag}"
+
+
+MINIO = "minio-service.kubeflow:9000"
+SEAWEEDFS = "seaweedfs.kubeflow:9000"
+
+BACKENDS = {
+    "2.5": Backend("2.5", "2.5.0", "1.5.0", False, False, False, MINIO),
+    "2.14": Backend("2.14", "2.14.0", "2.14.0", True, False, False, MINIO),
+    "2.15": Backend("2.15", "2.15.0", "2.15.0", True, True, True, MINIO),
+    "2.16": Backend("2.16", "2.16.0", "2.16.0", True, True, True, SEAWEEDFS),
+    "2.17": Backend("2.17", "2.17.0", "2.17.0", True, True, True, SEAWEEDFS),
+}
+OLDEST = BACKENDS["2.5"]
+NEWEST = BACKENDS["2.17"]

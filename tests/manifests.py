@@ -1,0 +1,112 @@
+"""The tests' job manifests, as plain dicts (or the YAML text a user hands a launch component): tiny builders of
+every kind, a replica given as a count (one container) or a full dict."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+Replicas = Mapping[str, "int | Mapping[str, Any]"]
+IMAGE = "example.com/train:1"
+
+
+def container(name: str, command: list[str] | None = None, **fields: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "image": IMAGE}
+    if command is not None:
+        out["command"] = list(command)
+    out.update(fields)
+    return out
+
+
+def replica(
+    replicas: int | None = 1,
+    container_name: str = "pytorch",
+    command: list[str] | None = None,
+    restart_policy: str | None = None,
+    **container_fields: Any,
+) -> dict[str, Any]:
+    """A replica spec whose pod has the one container ``container_name`` (``container_fields`` on it)."""
+    out: dict[str, Any] = {}
+    if replicas is not None:
+        out["replicas"] = replicas
+    if restart_policy is not None:
+        out["restartPolicy"] = restart_policy
+    out["template"] = {"spec": {"containers": [container(container_name, command, **container_fields)]}}
+    return out
+
+
+def manifest(
+    kind: str,
+    api_version: str,
+    replica_key: str,
+    container_name: str,
+    replicas: Replicas,
+    *,
+    name: str = "job",
+    **spec: Any,
+) -> dict[str, Any]:
+    """A manifest whose replica specs are given as a count (a one-container replica) or a full dict."""
+    specs = {
+        rtype: replica(r, container_name) if isinstance(r, int) else copy.deepcopy(dict(r))
+        for rtype, r in replicas.items()
+    }
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": {replica_key: specs, **copy.deepcopy(spec)},
+    }
+
+
+def tfjob(replicas: Replicas, **kw: Any) -> dict[str, Any]:
+    return manifest("TFJob", "kubeflow.org/v1", "tfReplicaSpecs", "tensorflow", replicas, **kw)
+
+
+def pytorchjob(replicas: Replicas, **kw: Any) -> dict[str, Any]:
+    return manifest("PyTorchJob", "kubeflow.org/v1", "pytorchReplicaSpecs", "pytorch", replicas, **kw)
+
+
+def mpijob_v2(replicas: Replicas, **kw: Any) -> dict[str, Any]:
+    return manifest("MPIJob", "kubeflow.org/v2beta1", "mpiReplicaSpecs", "mpi", replicas, **kw)
+
+
+def mpijob_v1(replicas: Replicas, **kw: Any) -> dict[str, Any]:
+    return manifest("MPIJob", "kubeflow.org/v1", "mpiReplicaSpecs", "mpi", replicas, **kw)
+
+
+def trainjob(runtime: str = "torch-distributed", name: str = "tj", **spec: Any) -> dict[str, Any]:
+    """A Trainer v2 TrainJob on the runtime ``runtime`` (a ClusterTrainingRuntime unless ``runtimeRef`` says)."""
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": {"runtimeRef": {"name": runtime}, **copy.deepcopy(spec)},
+    }
+
+
+def as_yaml(m: Mapping[str, Any]) -> str:
+    """``m`` as a user writes it: YAML text, keys in their order."""
+    return yaml.safe_dump(dict(m), sort_keys=False)
+
+
+def set_path(m: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """``m`` with the field at the dotted ``path`` (a number indexes a list) set to ``value``, in place."""
+    node = m
+    keys = path.split(".")
+    for key in keys[:-1]:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    node[keys[-1]] = value
+    return m
+
+
+def drop_path(m: dict[str, Any], path: str) -> dict[str, Any]:
+    """``m`` without the field at the dotted ``path``, in place."""
+    node = m
+    keys = path.split(".")
+    for key in keys[:-1]:
+        node = node[key]
+    del node[keys[-1]]
+    return m
