@@ -9,6 +9,9 @@ from __future__ import annotations
 DATASET_ENV = "KFTRAIN_DATASET_URI"
 MODEL_ENV = "KFTRAIN_MODEL_URI"
 CHECKPOINT_ENV = "KFTRAIN_CHECKPOINT_URI"
+# Where a Trainer initializer writes, and its trainer reads, what Trainer mounts at /workspace on a cluster: the
+# local backend gives each job a private folder there instead.
+WORKSPACE_ENV = "KFTRAIN_WORKSPACE"
 # A storage secret (keys accesskey/secretkey, KFP's mlpipeline-minio-artifact layout) is mounted here in every
 # replica; processes that do not inherit the container's environment (MPI ranks started over ssh) read it here.
 MOUNTED_CREDENTIALS_DIR = "/var/run/secrets/kftrain/object-store"

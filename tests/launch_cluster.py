@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from kftrain.backends.kubernetes.config import SERVICE_ACCOUNT_NAMESPACE
+from kftrain.kube_client import SERVICE_ACCOUNT_NAMESPACE
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
 from kftrain_components.training.tfjob_launch.component import tfjob_launch

@@ -34,10 +34,10 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
+from kftrain.contract import WORKSPACE_ENV
 from kftrain.errors import KftrainError
 
 WORKSPACE = "/workspace"  # pkg/initializers/utils/utils.py:27 WORKSPACE_PATH
-WORKSPACE_ENV = "KFTRAIN_WORKSPACE"
 STORAGE_URI_ENV = "STORAGE_URI"  # pkg/initializers/utils/utils.py:20
 # pkg/initializers/types/types.py: the model initializers' default ignore_patterns.
 MODEL_IGNORE = ("*.msgpack", "*.h5", "*.bin", "*.pt", "*.pth")

@@ -198,8 +198,7 @@ class _Cluster:
     def __init__(self) -> None:
         from kubernetes import client
 
-        from kftrain.backends.kubernetes.api import load_client
-        from kftrain.backends.kubernetes.config import SERVICE_ACCOUNT_NAMESPACE
+        from kftrain.kube_client import SERVICE_ACCOUNT_NAMESPACE, load_client
 
         try:
             api_client, kubeconfig_namespace = load_client()

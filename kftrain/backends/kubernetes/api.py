@@ -19,7 +19,6 @@ import contextlib
 import functools
 import http.client
 import json
-import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,14 +26,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import urllib3.exceptions
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
 
 from kftrain.backends.base import JobHandle
-from kftrain.backends.kubernetes.config import SERVICE_ACCOUNT_NAMESPACE
 from kftrain.errors import KftrainError
 from kftrain.job.kinds import kind_for
+from kftrain.kube_client import SERVICE_ACCOUNT_NAMESPACE, load_client
 from kftrain.retry import RetryPolicy, call_with_retry
 
 T = TypeVar("T")
@@ -103,27 +101,6 @@ class JobRef:
 
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}"
-
-
-def load_client() -> tuple[client.ApiClient, str | None]:
-    """A client for the cluster this runs in (its service account), else the current context of the kubeconfig
-    (``KUBECONFIG``, else ~/.kube/config), and that context's namespace (None in a pod, or when it names none)."""
-    cfg = client.Configuration()
-    try:
-        config.load_incluster_config(client_configuration=cfg)
-        return client.ApiClient(cfg), None
-    except ConfigException:
-        pass
-    # KUBECONFIG as it is now: the client library reads it once, when it is imported.
-    kubeconfig = os.environ.get("KUBECONFIG") or None
-    try:
-        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-        _, active = config.list_kube_config_contexts(config_file=kubeconfig)
-    except (ConfigException, OSError) as exc:
-        raise KftrainError(
-            f"kubernetes backend: no cluster configuration (not in a pod, and no usable kubeconfig): {exc}"
-        ) from None
-    return client.ApiClient(cfg), (active or {}).get("context", {}).get("namespace")
 
 
 class KubeApi:

@@ -6,9 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kftrain.backends.base import BackendConfig
+from kftrain.kube_client import SERVICE_ACCOUNT_NAMESPACE
 from kftrain.retry import RetryPolicy
-
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 @dataclass

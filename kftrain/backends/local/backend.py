@@ -50,6 +50,7 @@ from kftrain.backends.local.replica import LocalReplica, free_port, prepare_repl
 from kftrain.backends.local.status_server import StatusServer
 from kftrain.backends.local.workdirs import prune_finished, replica_cwd
 from kftrain.backends.local.workspace import probe, wrap
+from kftrain.contract import WORKSPACE_ENV
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds import kind_of
 from kftrain.job.kinds.base import is_retryable_exit_code
@@ -57,7 +58,6 @@ from kftrain.job.model import RestartPolicy, TrainingJob
 from kftrain.job.naming import outputs_of
 from kftrain.job.topology import LOCAL_HOST, ReplicaId, Topology, all_replicas
 from kftrain.job.validate import validate_job
-from kftrain.programs.initializer import WORKSPACE_ENV
 from kftrain.signals import shielded
 
 
