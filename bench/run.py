@@ -6,11 +6,16 @@ The machine is shared and noisy, so every measurement is repeated (baseline and 
 and min/median/max are reported; the verdict uses the median. Results go to bench/results.md
 (with the machine's cores and the date) and are printed as a table.
 
-P1 pipeline overhead, P2 launch latency, P3 DDP scaling, P4 object storage, P5 compile, P6 data prep,
-P7 GPU throughput (where there is a GPU), P8 image payload (bench/bench_images.py: each image's installed
-size and its step's cold import), P9 launcher cost at scale (bench/bench_launcher.py: 50 launch steps against
-the fake API server beside the Kubeflow training SDK's wait), P10 checkpoint stall, P11 what a step's pod downloads
-on KFP's backend before its code runs (bench/bench_launch_download.py, through tests/kfp_backend).
+P1 pipeline overhead, P2 launch latency, P3 DDP scaling, P4 object storage, P5 compile, P6 data prep at 1, 4 and
+8 GiB of Parquet on disk (bench/bench_prep.py: rows/s beside pyarrow, peak RSS), P7 GPU throughput (where there
+is a GPU), P8 image payload (bench/bench_images.py: each image's installed size, slimmed, beside unslimmed, and
+its step's cold import), P9 launcher cost at scale (bench/bench_launcher.py: 50 launch steps against the fake API
+server beside the Kubeflow training SDK's wait), P10 checkpoint stall, P11 what a step's pod downloads on KFP's
+backend before its code runs (bench/bench_launch_download.py, through tests/kfp_backend), P12 evaluation at scale
+(bench/bench_evaluation.py: evaluate_model beside the runtime's bare loop, peak RSS at 1x and 4x the split).
+
+Each benchmark is bracketed by a load calibration (bench/load.py): its note says how busy the machine was
+before and after, and a row measured on a busy machine says so beside its verdict.
 """
 
 from __future__ import annotations
@@ -21,7 +26,6 @@ import json
 import os
 import platform
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -31,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import load  # bench/load.py, beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = ROOT / "bench" / "programs"
@@ -50,6 +56,7 @@ class Result:
     unit: str = "s"
     notes: list[str] = field(default_factory=list)
     skipped: str = ""
+    busy: bool = False  # the load calibration around it saw another program hold part of the machine
 
     def row(self) -> str:
         if self.skipped.startswith("not run"):
@@ -58,6 +65,8 @@ class Result:
             return f"| {self.key} | {self.title} | — | — | — | {self.goal} | skipped: {self.skipped} |"
         med = statistics.median(self.ratios)
         verdict = "met" if self.passed(med) else "**missed**"
+        if self.busy:
+            verdict += " (machine busy: see its load note)" if verdict == "met" else " (machine busy: rerun it quiet)"
         spread = f"{min(self.ratios):.3f} / {med:.3f} / {max(self.ratios):.3f}"
         ours = f"{statistics.median(self.ours):.3f} {self.unit}" if self.ours else "—"
         base = f"{statistics.median(self.baseline):.3f} {self.unit}" if self.baseline else "—"
@@ -351,62 +360,74 @@ def p5_compile(repeat: int, quick: bool) -> Result:
     return res
 
 
-# --- P6: data prep -------------------------------------------------------------------------------
+# --- P6: data prep at scale -----------------------------------------------------------------------
+
+P6_SIZES_MB = (1024, 4096, 8192)  # of Parquet on disk
+P6_RSS_GOAL_MB = 1.5 * 1024
 
 
-def _synthetic_parquet(path: Path, size_mb: int) -> int:
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    features = 64
-    rows = size_mb * 1024 * 1024 // ((features + 2) * 4)
-    rng = np.random.default_rng(0)
-    writer = None
-    chunk = 250_000
-    for start in range(0, rows, chunk):
-        n = min(chunk, rows - start)
-        cols = {f"f{i:02d}": pa.array(rng.random(n, dtype=np.float32)) for i in range(features)}
-        cols["label"] = pa.array(rng.integers(0, 10, n))
-        table = pa.table(cols)
-        writer = writer or pq.ParquetWriter(path, table.schema, compression="zstd")
-        writer.write_table(table)
-    assert writer is not None
-    writer.close()
-    return rows
-
-
-def p6_data_prep(repeat: int, quick: bool) -> Result:
-    res = Result(
-        "P6",
-        "data prep rows/s on a 1 GiB synthetic table ÷ pyarrow read+write",
-        "≥ 0.80",
-        lambda r: r >= 0.80,
-        unit="rows/s",
-    )
-    size = 128 if quick else 1024
+def p6_data_prep(repeat: int, quick: bool) -> list[Result]:
+    """Prep's rows/s ÷ pyarrow streaming the same file through, and prep's peak RSS, at growing sizes on disk
+    (bench/bench_prep.py)."""
+    sizes = (16, 64) if quick else P6_SIZES_MB
     with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "table.parquet"
-        rows = _synthetic_parquet(src, size)
-        base_code = (
-            "import pyarrow.parquet as pq, sys\n"
-            "t = pq.read_table(sys.argv[1])\n"
-            "pq.write_table(t, sys.argv[2], compression='zstd')\n"
+        out = Path(tmp) / "prep.json"
+        cmd = [PY, str(ROOT / "bench" / "bench_prep.py"), "--sizes-mb", ",".join(map(str, sizes))]
+        timed([*cmd, "--repeat", str(repeat), "--workdir", tmp, "--json", str(out)])
+        data = json.loads(out.read_text())
+    results = []
+    rss_by_size: dict[int, float] = {}
+    for size in sizes:
+        entry = data["sizes"][str(size)]
+        rows, gib = entry["rows"], entry["bytes"] / 2**30
+        res = Result(
+            "P6",
+            f"data prep rows/s, {size // 1024 if size >= 1024 else size / 1024:g} GiB of Parquet on disk ÷ pyarrow "
+            "streaming read+write",
+            f"≥ 0.80, RSS ≤ {P6_RSS_GOAL_MB / 1024:g} GiB",
+            lambda r: r >= 0.80,
+            unit="rows/s",
         )
-        ours_code = (
-            "import sys\nfrom kftrain.steps.prep import prepare_dataset\n"
-            "prepare_dataset(sys.argv[2], source=sys.argv[1], train_shards=4)\n"
+        runs = {side: [r for r in entry["runs"] if r["side"] == side] for side in ("ours", "pyarrow")}
+        for ours, base in zip(runs["ours"], runs["pyarrow"], strict=True):
+            res.ours.append(rows / ours["seconds"])
+            res.baseline.append(rows / base["seconds"])
+            res.ratios.append(base["seconds"] / ours["seconds"])
+        ours_rss = [r["rss_mb"] for r in runs["ours"]]
+        base_rss = [r["rss_mb"] for r in runs["pyarrow"]]
+        rss_by_size[size] = statistics.median(ours_rss)
+        if max(ours_rss) > P6_RSS_GOAL_MB:
+            res.passed = lambda r: False
+        note = (
+            f"{gib:.2f} GiB: {rows:,} rows × 64 float32 features + label; peak RSS (min / median / max) ours "
+            f"{_spread(ours_rss)} MB, pyarrow {_spread(base_rss)} MB"
         )
-        for i in range(repeat):
-            base, _ = timed([PY, "-c", base_code, str(src), str(Path(tmp) / f"copy{i}.parquet")])
-            ours, _ = timed([PY, "-c", ours_code, str(src), str(Path(tmp) / f"prep{i}")])
-            shutil.rmtree(Path(tmp) / f"prep{i}", ignore_errors=True)
-            (Path(tmp) / f"copy{i}.parquet").unlink(missing_ok=True)
-            res.ours.append(rows / ours)
-            res.baseline.append(rows / base)
-            res.ratios.append(base / ours)
-    res.notes.append(f"{rows:,} rows × 64 float32 features + label, {size} MiB in memory; both write zstd Parquet")
-    return res
+        reference = [r for r in entry["runs"] if r["side"] == "pyarrow-no-dictionary"]
+        if reference:
+            ours_s = statistics.median(r["seconds"] for r in runs["ours"])
+            note += (
+                f"; pyarrow with use_dictionary=False (once, for reference): {rows / reference[0]['seconds']:,.0f} "
+                f"rows/s, ours ÷ it {reference[0]['seconds'] / ours_s:.3f}"
+            )
+        res.notes.append(note)
+        results.append(res)
+    first, last = sizes[0], sizes[-1]
+    results[0].notes.append(
+        f"memory as the input grows: ours' median peak RSS at {last} MiB ÷ at {first} MiB = "
+        f"{rss_by_size[last] / rss_by_size[first]:.2f} ({rss_by_size[first]:.0f} → {rss_by_size[last]:.0f} MB) for "
+        f"{last / first:g}× the input"
+    )
+    results[0].notes.append(
+        "ours = prepare_dataset(out, source=file, train_shards=4): both passes (profile; encode, stratified split, "
+        "sharded zstd Parquet); pyarrow = ParquetFile.iter_batches(65536) into one ParquetWriter(zstd), its "
+        "defaults; each side its own process, interleaved, its peak RSS that of its run (started over after the "
+        "imports); the file is in the page cache for both"
+    )
+    return results
+
+
+def _spread(values: list[float]) -> str:
+    return f"{min(values):.0f} / {statistics.median(values):.0f} / {max(values):.0f}"
 
 
 # --- P7: GPU -------------------------------------------------------------------------------------
@@ -417,7 +438,7 @@ def p7_gpu(repeat: int, quick: bool) -> Result:
     import torch
 
     if not torch.cuda.is_available():
-        res.skipped = "no GPU on this machine (runs where the device tool lends one)"
+        res.skipped = "no GPU on this machine: none was lent to this run (P7 runs where the device tool lends one)"
         return res
     prog = PROGRAMS / "ddp_throughput.py"
     for _ in range(repeat):
@@ -437,68 +458,80 @@ def p7_gpu(repeat: int, quick: bool) -> Result:
 
 # --- P8: image payload ------------------------------------------------------------------------------
 
-P8_SIZE_GOAL_MB = 300.0
 P8_IMPORT_GOAL_S = 1.0
+# Each image's size goal in MB (None: measured and reported). A Horovod image's figure includes Horovod.
+P8_SIZE_GOALS_MB: dict[str, float | None] = {
+    "launch": 300.0,
+    "data": 300.0,
+    "pytorch-cpu": 1100.0,
+    "tensorflow-cpu": 2200.0,
+    "horovod-pytorch-cpu": 1300.0,
+    "horovod-tensorflow-cpu": None,
+    "pytorch-cuda": None,
+    "tensorflow-cuda": None,
+}
 
 
 def p8_images(repeat: int, quick: bool) -> list[Result]:
-    """Each image's Python environment and its step's cold import; the launch and data images against the goals,
-    beside the all-in-one runtime image every step used to pull (its set was the PyTorch image's)."""
+    """Each image's Python environment, slimmed as its build slims it, beside the same requirement set unslimmed
+    (bench/bench_images.py), and its step's cold import."""
     script = ROOT / "bench" / "bench_images.py"
-    images = ["launch"] if quick else ["launch", "data", "pytorch", "tensorflow", "horovod"]
+    images = ["launch"] if quick else list(P8_SIZE_GOALS_MB)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "images.json"
         timed([PY, str(script), "--images", ",".join(images), "--repeat", str(max(repeat, 3)), "--json", str(out)])
         data = json.loads(out.read_text())
-    before = data.get("pytorch")
     results = []
-    for image in ("launch", "data"):
-        if image not in data:
-            continue
+    for image in images:
         entry = data[image]
-        size, imports = entry["size_mb"], entry["import_s"]
+        size = entry["size_mb"] + (entry["horovod_mb"] or 0.0)
+        unslimmed = entry["raw_mb"] + (entry["horovod_raw_mb"] or 0.0)
+        goal_mb = P8_SIZE_GOALS_MB[image]
+        import_goal = image == "launch"
+        goal = (f"≤ {goal_mb:,.0f} MB" if goal_mb else "report") + (
+            f", import ≤ {P8_IMPORT_GOAL_S:g} s" if import_goal else ""
+        )
         res = Result(
             "P8",
-            f"python-{image}: installed size ({'; '.join(entry['extras'])}) and step import",
-            f"≤ {P8_SIZE_GOAL_MB:.0f} MB, import ≤ {P8_IMPORT_GOAL_S:g} s",
+            f"{entry['image']}: installed size ÷ unslimmed ({', '.join(entry['extras'])}"
+            f"{'; ' + entry['variant'] if entry['variant'] else ''}) and step import",
+            goal,
             lambda r: True,
             unit="MB",
         )
-        res.ours = [size]
-        if before is not None:
-            res.baseline = [before["size_mb"]]
-            res.ratios = [size / before["size_mb"]]
-        else:
-            res.ratios = [size]  # no all-in-one figure in quick mode: the column holds MB
+        res.ours, res.baseline, res.ratios = [size], [unslimmed], [size / unslimmed]
+        imports = entry["import_s"]
         import_s = statistics.median(imports)
-        if size > P8_SIZE_GOAL_MB or (image == "launch" and import_s > P8_IMPORT_GOAL_S):
+        if (goal_mb and size > goal_mb) or (import_goal and import_s > P8_IMPORT_GOAL_S):
             res.passed = lambda r: False
         own = (
             f", of which kftrain's own modules {statistics.median(entry['own_import_s']):.2f} s"
             if entry["own_import_s"]
             else ""
         )
+        horovod = (
+            f" (+ Horovod {entry['horovod_mb']:.0f} MB, {entry['horovod_raw_mb']:.0f} unslimmed)"
+            if entry["horovod_mb"]
+            else ""
+        )
         res.notes.append(
-            f"python-{image}: {size:.0f} MB; cold import of {', '.join(entry['entry'])}: median "
-            f"{import_s:.2f} s (min {min(imports):.2f}, max {max(imports):.2f}){own}; largest: "
-            + ", ".join(f"{n} {mb:.0f} MB" for n, mb in entry["largest"])
+            f"{entry['image']}: {entry['size_mb']:.0f} MB{horovod} ({', '.join(entry['requirements'])}"
+            f"{', from PyPI alone' if entry['from_pypi_only'] else ''}); unslimmed {entry['raw_mb']:.0f} MB; "
+            f"imports checked in the slimmed folder: {', '.join(dict.fromkeys(entry['checked_imports']))}; cold "
+            f"import of {', '.join(entry['entry'])}: median {import_s:.2f} s (min {min(imports):.2f}, max "
+            f"{max(imports):.2f}){own}; largest: " + ", ".join(f"{n} {mb:.0f} MB" for n, mb in entry["largest"])
         )
         results.append(res)
-    for image in ("pytorch", "tensorflow", "horovod"):
-        if image in data:
-            entry = data[image]
-            results[0].notes.append(
-                f"python-{image}-cpu: {entry['size_mb']:.0f} MB ({', '.join(entry['requirements'])}); cold import "
-                f"of {', '.join(entry['entry'])}: median {statistics.median(entry['import_s']):.2f} s; largest: "
-                + ", ".join(f"{n} {mb:.0f} MB" for n, mb in entry["largest"])
-            )
     results[0].notes.append(
-        "sizes: `pip install --target` of the image's requirement set (this checkout with its extras, "
-        "-c constraints.txt, cpu torch) into an empty folder, then slimmed as the image's build slims it "
-        "(containers/slim_site_packages.py: the launch and data images), bytes of every file; baseline = the "
-        "all-in-one runtime image's set (it was the PyTorch image's; 1,559 MB while [data] carried "
-        "scikit-learn); the data image's baked builtin: samples (about 0.2 MB) not counted; cuda variants not "
-        "measured; imports in `python -S` with only that folder on the path"
+        "sizes: `pip install --target` of the image's requirement set (this checkout with the extras its "
+        "Dockerfile installs, -c constraints.txt, and its VARIANT arm's framework: the cpu torch from this machine's "
+        "wheels, a cuda variant from PyPI alone) into an empty folder (bytecode compiled), then slimmed as the image's "
+        "build slims it (containers/slim_site_packages.py), bytes of every file; baseline = the same set unslimmed; "
+        "a Horovod image adds Horovod's files from the test venv's cached build (the other framework's library left "
+        "out); the data image's baked builtin: samples (about 0.2 MB) not counted; base image and apt packages not "
+        "counted; imports in `python -S` with only that folder on the path. Before the per-framework Horovod images, "
+        "a PyTorch Horovod user pulled python-horovod-cpu: 3,318 MB + Horovod (both frameworks, unslimmed; the run "
+        "of 2026-11-26 00:56 UTC)"
     )
     return results
 
@@ -616,6 +649,73 @@ def p11_launch_download(repeat: int, quick: bool) -> Result:
     return res
 
 
+# --- P12: evaluation at scale ----------------------------------------------------------------------------
+
+P12_ROWS = 2_000_000  # test rows at 1x
+P12_RSS_GROWTH_GOAL = 1.2
+
+
+def p12_evaluation(repeat: int, quick: bool) -> list[Result]:
+    """evaluate_model's rows/s ÷ the runtime's bare loop over the same Parquet batches, at 1x and 4x the test split,
+    and its peak RSS at each (bench/bench_evaluation.py)."""
+    rows, scales = (20_000, (1, 4)) if quick else (P12_ROWS, (1, 4))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "evaluation.json"
+        cmd = [PY, str(ROOT / "bench" / "bench_evaluation.py"), "--rows", str(rows)]
+        cmd += ["--scales", ",".join(map(str, scales)), "--repeat", str(repeat), "--workdir", tmp, "--json", str(out)]
+        timed(cmd)
+        data = json.loads(out.read_text())
+    runtime = {"torchscript": "torch.jit.load model under no_grad", "onnx": "onnxruntime InferenceSession"}
+    small, big = scales
+    results = []
+    for fmt in ("torchscript", "onnx"):
+        runs = [r for r in data["runs"] if r["format"] == fmt]
+
+        def rate(scale: int, side: str, runs: list[dict[str, Any]] = runs) -> list[float]:
+            return [r["rows"] / r["seconds"] for r in runs if r["scale"] == scale and r["side"] == side]
+
+        def rss(scale: int, side: str, runs: list[dict[str, Any]] = runs) -> list[float]:
+            return [r["rss_mb"] for r in runs if r["scale"] == scale and r["side"] == side]
+
+        test_rows = data["test_rows"][str(small)]
+        res = Result(
+            "P12",
+            f"evaluate_model rows/s, {test_rows / 1e6:.2g} M-row test split, {fmt} ÷ bare {runtime[fmt]} loop "
+            "over the same Parquet batches",
+            f"≥ 0.80; RSS at {big}× ≤ {P12_RSS_GROWTH_GOAL:g} × at 1×",
+            lambda r: r >= 0.80,
+            unit="rows/s",
+        )
+        res.ours, res.baseline = rate(small, "ours"), rate(small, "bare")
+        res.ratios = [o / b for o, b in zip(res.ours, res.baseline, strict=True)]
+        big_ratios = [o / b for o, b in zip(rate(big, "ours"), rate(big, "bare"), strict=True)]
+        growth = statistics.median(rss(big, "ours")) / statistics.median(rss(small, "ours"))
+        bare_growth = statistics.median(rss(big, "bare")) / statistics.median(rss(small, "bare"))
+        if growth > P12_RSS_GROWTH_GOAL:
+            res.passed = lambda r: False
+        res.notes.append(
+            f"{fmt}: at {big}× ({data['test_rows'][str(big)]:,} rows) ours ÷ bare {_ratio_spread(big_ratios)}; peak "
+            f"RSS (min / median / max) ours {_spread(rss(small, 'ours'))} MB at 1×, {_spread(rss(big, 'ours'))} MB "
+            f"at {big}× ({growth:.2f}×); bare {_spread(rss(small, 'bare'))} → {_spread(rss(big, 'bare'))} MB "
+            f"({bare_growth:.2f}×)"
+        )
+        results.append(res)
+    results[0].notes.append(
+        f"a multi-class MLP ({data['features']} float32 features → {data['hidden']} → {data['hidden']} → "
+        f"{data['classes']} classes, saved by save_model) on a dataset prepared by prepare_dataset "
+        f"({data['shards'][str(small)]} test shards at 1×, {data['shards'][str(big)]} at {big}×); ours = "
+        "evaluate_model(model, dataset, 'test'): the split streamed, every multi-class metric; bare = "
+        "ParquetFile.iter_batches of each shard, the feature columns stacked, the model run, the accuracy counted "
+        "(both must agree); each run its own process, timed from the model's load to the last batch, its peak RSS "
+        "that span's (started over after the imports), sides interleaved; torch with its default threads"
+    )
+    return results
+
+
+def _ratio_spread(values: list[float]) -> str:
+    return f"{min(values):.3f} / {statistics.median(values):.3f} / {max(values):.3f}"
+
+
 BENCHES: dict[str, Callable[[int, bool], Result | list[Result]]] = {
     "P1": p1_pipeline_overhead,
     "P2": p2_launch_latency,
@@ -628,6 +728,7 @@ BENCHES: dict[str, Callable[[int, bool], Result | list[Result]]] = {
     "P9": p9_launcher,
     "P10": p10_checkpoint_stall,
     "P11": p11_launch_download,
+    "P12": p12_evaluation,
 }
 
 
@@ -684,12 +785,18 @@ def main(argv: list[str] | None = None) -> int:
     for key in [k.strip() for k in args.only.split(",") if k.strip()]:
         print(f"running {key} ...", flush=True)
         started = time.perf_counter()
+        before = load.calibrate()
         try:
             repeat = args.storage_repeat if key == "P4" and args.storage_repeat else args.repeat
             found = BENCHES[key](repeat, args.quick)
-            results += found if isinstance(found, list) else [found]
+            found = found if isinstance(found, list) else [found]
         except Exception as exc:  # one broken bench must not hide the others
-            results.append(Result(key, BENCHES[key].__name__, "—", lambda r: False, skipped=f"error: {exc}"[:300]))
+            found = [Result(key, BENCHES[key].__name__, "—", lambda r: False, skipped=f"error: {exc}"[:300])]
+        after = load.calibrate()
+        for r in found:
+            r.busy = before.busy or after.busy
+        found[-1].notes.append(load.describe(before, after))
+        results += found
         print(f"  {key} done in {time.perf_counter() - started:.0f}s", flush=True)
     run_keys = [r.key for r in results]
     header = [
@@ -697,6 +804,9 @@ def main(argv: list[str] | None = None) -> int:
         f"- machine: {machine()}",
         f"- repeats: {args.repeat}{' (quick mode: smaller sizes)' if args.quick else ''}; "
         "baseline and ours interleaved; verdict on the median",
+        "- load: each key's last note gives the machine's load before and after it (bench/load.py: a CPU loop "
+        f"alone, then one copy per core at once; contention above {load.BUSY_CONTENTION:g} flags the row as run "
+        "on a busy machine)",
     ]
     # A bench may give several rows under one key (P8: one per image).
     rows: dict[str, list[str]] = {}

@@ -2,19 +2,18 @@
 
 Launch steps and the trainers' flags run in the framework-free launch image, data prep in the data image,
 and evaluation and export in the framework image of the model they handle: the PyTorch (CPU) image by
-default; pipelines that train TensorFlow models run those two steps in the TensorFlow image.
+default; pipelines that train TensorFlow models run those two steps in the TensorFlow image. (The Horovod images
+are the MPIJobs' replicas' only: the MPIJob kind's default_program names one, kftrain/job/kinds/mpijob/options.py.)
 """
 
 import os
 
-from kftrain.images import CPU, DATA, HOROVOD, LAUNCH, PYTORCH, TENSORFLOW, image
+from kftrain.images import CPU, DATA, LAUNCH, PYTORCH, TENSORFLOW, image
 
 LAUNCH_IMAGE = image(LAUNCH)
 DATA_IMAGE = image(DATA)
 PYTORCH_IMAGE = image(PYTORCH, CPU)
 TENSORFLOW_IMAGE = image(TENSORFLOW, CPU)
-HOROVOD_IMAGE = image(HOROVOD, CPU)
-
 # The secrets every step pod pulls these images with: chosen when the images' registry is (at compile time,
 # KFTRAIN_IMAGE_PULL_SECRETS, comma-separated), because KFP takes a pull secret's name only as one string
 # parameter per secret and refuses an empty one, so a run-time list cannot reach the step pods.

@@ -2,29 +2,38 @@
 
     python containers/slim_site_packages.py SITE_PACKAGES [--strip]
 
-Run by the launch and data images' builds on the environment they ship, and by P8 (bench/bench_images.py) on
-the environment it measures, so the figure is the image's. Standard library only (it runs before anything is
-installed in some builds). What goes, and why it is safe:
+Run by every image's build on the environment it ships (the launch and data images, each framework image), and
+by P8 (bench/bench_images.py) on the environment it measures, so the figure is the image's. Standard library
+only (it runs before anything is installed in some builds). What goes, and why it is safe:
 
-- test suites (``tests`` folders of installed packages): never imported by the packages themselves;
-- C, C++ and Cython sources and headers (``*.h``, ``*.pyx``...; pyarrow's ``include``): only for compiling
-  against a package, which a step never does;
+- test suites (``tests`` folders of installed packages): never imported by the packages themselves (a folder
+  named ``test`` can be a public API, TensorFlow's ``tf.test``: only the ones listed below go);
+- C, C++ and Cython sources and headers (``*.h``, ``*.pyx``...; pyarrow's, torch's and TensorFlow's ``include``):
+  only for compiling against a package (a C++ extension, a custom op, torch.compile's C++ code), which needs a
+  compiler no image has (the Horovod images compile Horovod in their build stage, before this runs);
 - pyarrow's optional parts kftrain never loads: Arrow Flight (RPC), pyarrow's own S3 filesystem (kftrain reads
   ``s3://`` through s3fs and fsspec; ``pyarrow.fs`` tolerates its absence) and its C++ test module. Every
   other pyarrow library is linked by ``pyarrow.lib``; none of these is;
-- with ``--strip``, the symbol tables of shared objects (``strip --strip-unneeded``; pyarrow's are shipped
-  unstripped), except in ``<package>.libs`` folders: those are libraries auditwheel vendored and patchelf
-  rewrote, which strip can corrupt (numpy's OpenBLAS then fails to load: "ELF load command address/offset
-  not page-aligned").
+- torch's C++ test programs (``torch/test``, ``torch/bin/test_*``, ``torch/bin/*Test``) and its protobuf
+  compiler (``torch/bin/protoc*``): executables nothing in torch runs;
+- with ``--strip``, the symbol tables of shared objects (``strip --strip-unneeded``: the dynamic symbols other
+  libraries link against stay; torch's, TensorFlow's and pyarrow's libraries are shipped unstripped, and a C++
+  stack trace then names fewer frames), except in ``<package>.libs`` folders: those are libraries auditwheel
+  vendored and patchelf rewrote, which strip can corrupt (numpy's OpenBLAS then fails to load: "ELF load
+  command address/offset not page-aligned").
+
+Left whole, whatever the options: NVIDIA's CUDA wheels (``nvidia``) and Triton (``triton``), in the CUDA
+variants: their headers are read at run time by the JIT compilers (NVRTC, Triton's launcher) and nothing here
+can check them without a GPU.
 
 It prints what it removed, in MB. The build then imports the step's modules, so a removal that breaks one fails
-the build, and P8 times the same imports in the slimmed folder.
+the build, and P8 imports the same modules from the slimmed folder (and tests/test_framework_images.py runs
+each framework image's steps' smallest case in it).
 """
 
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import os
 import shutil
 import subprocess
@@ -32,7 +41,7 @@ import sys
 from pathlib import Path
 
 SOURCE_SUFFIXES = (".h", ".hpp", ".pyx", ".pxd", ".pxi")
-# (package folder, file or folder name patterns in it) that no kftrain step loads.
+# (package folder, glob patterns of files or folders in it) that no kftrain step loads.
 UNUSED: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "pyarrow",
@@ -48,7 +57,11 @@ UNUSED: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_pyarrow_cpp_tests.*.so",
         ),
     ),
+    ("torch", ("include", "test", "bin/test_*", "bin/*Test", "bin/protoc*")),
+    ("tensorflow", ("include",)),
 )
+# Packages left whole (see the module's docstring).
+WHOLE = ("nvidia", "triton")
 
 
 def _size(path: Path) -> int:
@@ -69,7 +82,7 @@ def _remove(path: Path) -> int:
 def removals(site: Path) -> list[Path]:
     """What :func:`slim` removes from ``site``."""
     found: list[Path] = []
-    for package in sorted(p for p in site.iterdir() if p.is_dir() and not p.name.endswith((".dist-info", ".libs"))):
+    for package in _packages(site, ".dist-info", ".libs"):
         for root, dirs, files in os.walk(package):
             if "tests" in dirs:
                 dirs.remove("tests")
@@ -78,7 +91,9 @@ def removals(site: Path) -> list[Path]:
     for package, patterns in UNUSED:
         folder = site / package
         if folder.is_dir():
-            found += [p for p in sorted(folder.iterdir()) if any(fnmatch.fnmatch(p.name, pat) for pat in patterns)]
+            matched = {p for pattern in patterns for p in folder.glob(pattern)}
+            # Not again what a removed folder holds (its headers were listed above).
+            found = [p for p in found if not any(m in p.parents for m in matched)] + sorted(matched)
             cache = folder / "__pycache__"
             if cache.is_dir():  # the bytecode of a removed module (flight.py)
                 gone = {p.name.removesuffix(".py") for p in found if p.suffix == ".py" and p.parent == folder}
@@ -89,9 +104,16 @@ def removals(site: Path) -> list[Path]:
 def strippable(site: Path) -> list[Path]:
     """The shared objects whose symbol tables may go: every one outside the ``*.libs`` folders auditwheel made."""
     out = []
-    for package in sorted(p for p in site.iterdir() if p.is_dir() and not p.name.endswith(".libs")):
+    for package in _packages(site, ".libs"):
         out += sorted(p for p in package.rglob("*.so*") if p.is_file() and not p.is_symlink() and ".so" in p.name)
     return out
+
+
+def _packages(site: Path, *skipped_suffixes: str) -> list[Path]:
+    """The folders of ``site`` slimming may touch: not those :data:`WHOLE` names, nor the skipped suffixes'."""
+    return sorted(
+        p for p in site.iterdir() if p.is_dir() and not p.name.endswith(skipped_suffixes) and p.name not in WHOLE
+    )
 
 
 def slim(site: Path, *, strip: bool) -> dict[str, int]:

@@ -5,8 +5,13 @@ Each step runs in the smallest image that holds what it imports (README.md, "Ima
 - ``python-launch``: the launch steps and ``trainer_args``; kftrain with ``[s3]``, no ML framework;
 - ``python-data``: data prep; kftrain with ``[data,s3]`` (pyarrow, numpy), the ``builtin:`` samples baked as
   Parquet at build time (no scikit-learn);
-- ``python-pytorch-{cpu,cuda}``, ``python-tensorflow-{cpu,cuda}``, ``python-horovod-cpu``: the programs,
-  and evaluation and export of the models they train (a model is loaded by its own framework).
+- ``python-pytorch-{cpu,cuda}``, ``python-tensorflow-{cpu,cuda}``: the programs, and evaluation and export of
+  the models they train (a model is loaded by its own framework);
+- ``python-horovod-pytorch-cpu``, ``python-horovod-tensorflow-cpu``: MPIJobs, Horovod built with that one
+  framework (a Horovod PyTorch job never pulls TensorFlow, nor the reverse).
+
+Every framework image ships its environment slimmed (``containers/slim_site_packages.py``), as the launch and
+data images do.
 
 A framework image comes in variants, and a caller names the one it wants: the CPU build of a framework is
 a fraction of the CUDA build's size, and which one a job gets must never depend on how an image happened to
@@ -28,13 +33,19 @@ LAUNCH = "python-launch"
 DATA = "python-data"
 PYTORCH = "python-pytorch"
 TENSORFLOW = "python-tensorflow"
-HOROVOD = "python-horovod"
+HOROVOD_PYTORCH = "python-horovod-pytorch"
+HOROVOD_TENSORFLOW = "python-horovod-tensorflow"
 
 CPU = "cpu"
 CUDA = "cuda"
 # The variants each framework image is built in (containers/<name>/Dockerfile, build argument VARIANT).
 # Horovod 0.28.1 has no CUDA build here: it predates the CUDA 13 toolchain current PyTorch wheels use.
-VARIANTS: dict[str, tuple[str, ...]] = {PYTORCH: (CPU, CUDA), TENSORFLOW: (CPU, CUDA), HOROVOD: (CPU,)}
+VARIANTS: dict[str, tuple[str, ...]] = {
+    PYTORCH: (CPU, CUDA),
+    TENSORFLOW: (CPU, CUDA),
+    HOROVOD_PYTORCH: (CPU,),
+    HOROVOD_TENSORFLOW: (CPU,),
+}
 
 
 def image(name: str, variant: str | None = None, registry: str | None = None) -> str:

@@ -49,7 +49,7 @@ from kftrain.launch.inputs import platform_inputs
 from kftrain_components.data.prepare_dataset.component import prepare_dataset
 from kftrain_components.evaluation.evaluate_model.component import evaluate_model
 from kftrain_components.export.export_model.component import export_model
-from kftrain_components.images import HOROVOD_IMAGE, PYTORCH_IMAGE, STEP_IMAGE_PULL_SECRETS, TENSORFLOW_IMAGE
+from kftrain_components.images import PYTORCH_IMAGE, STEP_IMAGE_PULL_SECRETS, TENSORFLOW_IMAGE
 from kftrain_components.training.trainer_args.component import trainer_args
 
 DATA = (
@@ -119,7 +119,7 @@ PLATFORM = tuple(
     }
 )
 # The images evaluation and export can run in: the framework images, each loading its framework's models.
-MODEL_IMAGES = (PYTORCH_IMAGE, TENSORFLOW_IMAGE, HOROVOD_IMAGE)
+MODEL_IMAGES = (PYTORCH_IMAGE, TENSORFLOW_IMAGE)
 
 Launch = Callable[[SimpleNamespace, Any, Any, dict[str, Any]], dsl.PipelineTask]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build (once) and install Horovod 0.28.1 into the venv, with PyTorch, TensorFlow (when the venv has it),
-# Gloo and MPI compiled in. Idempotent:
+# Build (once) and install Horovod 0.28.1 into the venv, with the frameworks the venv has (PyTorch, TensorFlow:
+# the test venv has both, each Horovod image one), Gloo and MPI compiled in. Idempotent:
 #   1. nothing to do when the installed Horovod already has every framework the venv has;
 #   2. else install the cached wheel for this (horovod, torch, tensorflow, python) combination;
 #   3. else build that wheel from the PyPI sdist (~4 min on 2 cores), patching the sdist first, and cache it.
@@ -44,12 +44,19 @@ except md.PackageNotFoundError:
 PYEOF
 }
 
-TORCH_VERSION="$(pyver torch)"
+# A framework counts only when it imports (someone may be installing it while this runs).
+TORCH_VERSION="none"
+if "$PY" -c "import torch" >/dev/null 2>&1; then
+    TORCH_VERSION="$(pyver torch)"
+fi
 TF_VERSION="none"
-# TensorFlow counts only when it imports (someone may be installing it while this runs).
 if "$PY" -c "import tensorflow" >/dev/null 2>&1; then
     TF_VERSION="$(pyver tensorflow)"
     [ "$TF_VERSION" != none ] || TF_VERSION="$(pyver tensorflow-cpu)"
+fi
+if [ "$TORCH_VERSION" = none ] && [ "$TF_VERSION" = none ]; then
+    echo "build_horovod: neither torch nor tensorflow imports in $VENV: install the framework Horovod is for first" >&2
+    exit 1
 fi
 PY_TAG="$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')"
 # The revision of the patches below: a wheel built with older patches is not reused.
@@ -64,15 +71,16 @@ legacy_keras_env() {
 }
 KEY_DIR="$CACHE/$KEY"
 
-# Frameworks Horovod must have: torch always (it is a project dependency), tensorflow when importable.
+# Frameworks Horovod must have: each one the venv imports.
 wanted_ok() {
-    "$PY" - "$HOROVOD_VERSION" "$TF_VERSION" <<'PYEOF' >/dev/null 2>&1
+    "$PY" - "$HOROVOD_VERSION" "$TORCH_VERSION" "$TF_VERSION" <<'PYEOF' >/dev/null 2>&1
 import sys
 import horovod
 assert horovod.__version__ == sys.argv[1], horovod.__version__
-import horovod.torch as hvd
-assert hvd.mpi_built() and hvd.gloo_built()
 if sys.argv[2] != "none":
+    import horovod.torch as hvd
+    assert hvd.mpi_built() and hvd.gloo_built()
+if sys.argv[3] != "none":
     import os
     import horovod.tensorflow as hvdtf
     assert hvdtf.mpi_built()
@@ -137,7 +145,14 @@ for module in __init__ callbacks; do
     patch_file "$SRC/horovod/tensorflow/keras/$module.py" 'from keras import backend as K' 'K = keras.backend'
 done
 
-export HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MXNET=1
+export HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MXNET=1
+if [ "$TORCH_VERSION" != none ]; then
+    export HOROVOD_WITH_PYTORCH=1
+    unset HOROVOD_WITHOUT_PYTORCH || true
+else
+    export HOROVOD_WITHOUT_PYTORCH=1
+    unset HOROVOD_WITH_PYTORCH || true
+fi
 if [ "$TF_VERSION" != none ]; then
     export HOROVOD_WITH_TENSORFLOW=1
     unset HOROVOD_WITHOUT_TENSORFLOW || true

@@ -98,13 +98,26 @@ class PipInstall:
     requirements: list[str]
 
 
+def shell_commands(script: str) -> list[list[str]]:
+    """The words of each command of a shell line: split at ``&&``, ``||``, ``;`` and ``|`` outside quotes (a
+    ``python -c "a; b"`` stays one command)."""
+    lexer = shlex.shlex(script, posix=True, punctuation_chars="&|;")
+    lexer.whitespace_split = True
+    commands: list[list[str]] = [[]]
+    for token in lexer:
+        if token and set(token) <= set("&|;"):
+            commands.append([])
+        else:
+            commands[-1].append(token)
+    return [c for c in commands if c]
+
+
 def pip_installs(instructions: list[Instruction]) -> list[PipInstall]:
     found = []
     for ins in instructions:
         if ins.keyword != "RUN":
             continue
-        for command in re.split(r"&&|\|\||;|\|", ins.args):
-            words = shlex.split(command)
+        for words in shell_commands(ins.args):
             if words[:1] == ["case"] and "in" in words:
                 words = words[words.index("in") + 1 :]  # `case "$VARIANT" in cpu) pip install ...`
             # `VAR=value pip install ...`, and a `case` arm's label (`cpu) pip install ...`)

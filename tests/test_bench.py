@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -13,6 +14,11 @@ import pytest
 from tests.s3_server import boto3_client
 
 ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("bench_load", ROOT / "bench" / "load.py")
+assert _spec is not None and _spec.loader is not None
+load = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("bench_load", load)  # its dataclass looks its module up there
+_spec.loader.exec_module(load)
 
 
 def test_storage_bench_interleaves_rounds_and_reports_ratios(tmp_path: Path) -> None:
@@ -56,6 +62,62 @@ def test_run_writes_the_results_table(tmp_path: Path) -> None:
     assert "| P5 | compile every pipeline, cold process |" in text
     assert "| P7 |" in text
     assert "error:" not in text
+
+
+def test_prep_bench_interleaves_ours_and_pyarrow_at_each_size(tmp_path: Path) -> None:
+    out = tmp_path / "prep.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_prep.py"), "--sizes-mb", "2,4", "--repeat", "2",
+         "--workdir", str(tmp_path), "--json", str(out)],
+        check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    data = json.loads(out.read_text())
+    assert list(data["sizes"]) == ["2", "4"]
+    for size, entry in data["sizes"].items():
+        assert entry["bytes"] >= int(size) * 2**20 and entry["rows"] > 0
+        sides = [(r["round"], r["side"]) for r in entry["runs"]]
+        # Round 0: pyarrow, ours, then the no-dictionary reference; round 1 starts with ours.
+        assert sides == [(0, "pyarrow"), (0, "ours"), (0, "pyarrow-no-dictionary"), (1, "ours"), (1, "pyarrow")]
+        assert all(r["seconds"] > 0 and r["rss_mb"] > 0 and r["peak_of_run"] for r in entry["runs"])
+    assert [p.name for p in tmp_path.iterdir()] == ["prep.json"]  # sources and outputs deleted
+
+
+def test_evaluation_bench_scores_the_same_rows_as_the_bare_loop(tmp_path: Path) -> None:
+    out = tmp_path / "evaluation.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_evaluation.py"), "--rows", "3000", "--scales", "1,2",
+         "--repeat", "1", "--features", "8", "--classes", "3", "--workdir", str(tmp_path), "--json", str(out)],
+        check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    data = json.loads(out.read_text())
+    assert int(data["test_rows"]["1"]) >= 3000 and int(data["test_rows"]["2"]) >= 6000
+    runs = {(r["scale"], r["format"], r["side"]): r for r in data["runs"]}
+    assert len(runs) == 8  # 2 scales x 2 formats x ours and bare
+    for (scale, fmt, _), r in runs.items():
+        bare = runs[(scale, fmt, "bare")]
+        assert r["rows"] == bare["rows"] == data["test_rows"][str(scale)]
+        assert r["accuracy"] == pytest.approx(bare["accuracy"], abs=1e-9)
+        assert r["seconds"] > 0 and r["rss_mb"] > 0 and r["rss_base_mb"] > 0
+        assert r["peak_of_run"]  # the peak is the run's own, not its imports' (Linux)
+    assert [p.name for p in tmp_path.iterdir()] == ["evaluation.json"]
+
+
+@pytest.mark.parametrize(
+    ("alone", "together", "busy"),
+    [(0.2, 0.21, False), (0.2, 0.24, False), (0.2, 0.3, True), (0.2, 0.41, True)],
+)
+def test_a_busy_machine_is_flagged_by_its_calibration(alone: float, together: float, busy: bool) -> None:
+    quiet = load.Load(0.1, 0.2, 0.2, 2)
+    seen = load.Load(1.5, alone, together, 2)
+    assert seen.busy is busy
+    assert ("machine BUSY" in load.describe(quiet, seen)) is busy
+    assert ("machine BUSY" in load.describe(seen, quiet)) is busy
+
+
+def test_the_calibration_measures_this_machine() -> None:
+    found = load.calibrate(iterations=200_000)
+    assert found.cores == os.cpu_count() and found.alone_s > 0 and found.together_s > 0
+    assert found.contention > 0
 
 
 @pytest.mark.slow  # installs the launch image's requirement set with pip (cached after the first run)

@@ -11,7 +11,13 @@ from torch import nn
 
 from kftrain.models import save_model
 from kftrain.steps.evaluate import EvaluationError, evaluate_model, gate_metric, quality_gate
-from kftrain.steps.evaluate.scores import BinaryCurves, ClassificationScores, RegressionScores, class_probabilities
+from kftrain.steps.evaluate.scores import (
+    BinaryCurves,
+    ClassificationScores,
+    RegressionScores,
+    class_probabilities,
+    softmax,
+)
 from kftrain.steps.prep import prepare_dataset
 from tests.bundled import fit_linear, least_squares, table_source
 
@@ -115,6 +121,25 @@ def test_one_column_binary_outputs_and_probabilities():
     np.testing.assert_allclose(logit, [np.log(4), np.log(1 / 9)])
     with pytest.raises(EvaluationError, match="outputs 3 score"):
         class_probabilities(np.zeros((2, 3)), 2, "logits")
+
+
+@pytest.mark.parametrize(
+    "logits",
+    [
+        np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]], dtype=np.float32),
+        np.array([[1000.0, -1000.0], [-1e30, 1e30]]),  # no overflow: each row shifted by its max
+        np.array([[5.0]]),  # one class
+        np.random.default_rng(0).normal(size=(1000, 10)).astype(np.float32),
+    ],
+)
+def test_softmax_is_the_row_wise_softmax_in_float64(logits):
+    z = logits.astype(np.float64)
+    expected = np.exp(z - z.max(axis=1, keepdims=True))
+    expected /= expected.sum(axis=1, keepdims=True)
+    probs = softmax(logits)
+    assert probs.shape == logits.shape and probs.dtype == np.float64
+    np.testing.assert_allclose(probs, expected, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-12)
 
 
 def test_accumulators_agree_with_one_pass_computation():

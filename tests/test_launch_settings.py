@@ -142,7 +142,7 @@ def test_a_secret_value_never_appears_in_the_job(monkeypatch, tmp_path):
         (pytorchjob_launch, 1, "python-pytorch-cuda"),
         (tfjob_launch, 0, "python-tensorflow-cpu"),
         (tfjob_launch, 2, "python-tensorflow-cuda"),
-        (mpijob_launch, 0, "python-horovod-cpu"),
+        (mpijob_launch, 0, "python-horovod-pytorch-cpu"),
     ],
 )
 def test_the_default_trainer_image_is_the_cpu_build_unless_the_replicas_get_gpus(
@@ -158,7 +158,7 @@ def test_a_gpu_mpijob_without_an_image_is_refused_naming_the_input(monkeypatch, 
     with pytest.raises(SystemExit) as exc:
         render_launch(mpijob_launch, monkeypatch, tmp_path, gpus=1)
     assert exc.value.code == 2
-    assert "image: this release has no cuda build of python-horovod" in capsys.readouterr().err
+    assert "image: this release has no cuda build of python-horovod-pytorch" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

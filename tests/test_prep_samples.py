@@ -86,6 +86,7 @@ def test_the_data_images_slimmed_environment_prepares_a_baked_sample(tmp_path: P
     spec = importlib.util.spec_from_file_location("bench_images", ROOT / "bench" / "bench_images.py")
     assert spec is not None and spec.loader is not None
     bench_images = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_images", bench_images)  # its dataclasses look their module up there
     spec.loader.exec_module(bench_images)
     assert bench_images.slim_options("data") == ["--strip"]  # as containers/data/Dockerfile runs it
     site = bench_images.install("data")  # the image's requirement set, slimmed as its build slims it

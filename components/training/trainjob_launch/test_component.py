@@ -42,7 +42,7 @@ def test_an_mpi_runtime_runs_mpirun_of_the_horovod_program(monkeypatch, tmp_path
     trainer = m["spec"]["trainer"]
     assert (trainer["numNodes"], trainer["numProcPerNode"]) == (3, 2)
     assert trainer["command"][0] == "mpirun" and trainer["command"][-2:] == ["-m", "kftrain.programs.horovod_torch"]
-    assert trainer["image"].split("/")[-1].startswith("python-horovod-cpu:")
+    assert trainer["image"].split("/")[-1].startswith("python-horovod-pytorch-cpu:")
 
 
 @pytest.mark.parametrize(

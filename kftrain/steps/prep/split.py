@@ -1,9 +1,14 @@
 """Which split each row goes to: stratified by class for classification, uniform for regression and file lists.
 
 The split is decided before the rows are read a second time, from the row count of each class: every class gets
-a shuffled list of split codes (``round(n * test_fraction)`` test, ``round(n * validation_fraction)``
-validation, the rest train), and the second pass hands each row the next code of its class. So every split
-keeps the class proportions, the result depends only on the seed, and memory is one byte per row.
+``round(n * test_fraction)`` test, ``round(n * validation_fraction)`` validation and the rest train codes, in a
+random order, and the second pass hands each row the next code of its class. So every split keeps the class
+proportions exactly, and the result depends only on the seed (and the order rows are read in).
+
+The order is drawn as the rows come, a block of codes at a time, not held whole: a class's next block takes its
+share of each code by a multivariate hypergeometric draw from the codes still to hand out, then is shuffled,
+which yields a uniformly random order of all the class's codes. Memory is a block per class, whatever the row
+count (one byte per row, as a whole permutation would take, is 10 GB for ten billion rows).
 """
 
 from __future__ import annotations
@@ -30,17 +35,22 @@ def check_fractions(validation_fraction: float, test_fraction: float) -> None:
 class SplitCodes:
     """The split code (an index into ``SPLITS``) of every row, handed out class by class in reading order."""
 
+    BLOCK = 4096  # codes drawn at a time for a class
+
     def __init__(self, group_sizes: list[int], seed: int, validation_fraction: float, test_fraction: float) -> None:
         check_fractions(validation_fraction, test_fraction)
-        rng = np.random.default_rng(seed)
-        self.codes: list[np.ndarray] = []
+        self.remaining: list[np.ndarray] = []  # per class: codes not yet drawn, by code (TRAIN, VALIDATION, TEST)
         for n in group_sizes:
             n_test, n_val = round(n * test_fraction), round(n * validation_fraction)
-            codes = np.full(n, TRAIN, dtype=np.int8)
-            codes[:n_test] = TEST
-            codes[n_test : n_test + n_val] = VALIDATION
-            self.codes.append(rng.permutation(codes))
-        self.taken = [0] * len(group_sizes)
+            counts = np.zeros(len(SPLITS), dtype=np.int64)
+            counts[[TRAIN, VALIDATION, TEST]] = n - n_test - n_val, n_val, n_test
+            self.remaining.append(counts)
+        # One random stream per class, so a class's order does not depend on how its rows mix with others'.
+        self.rngs = [np.random.default_rng([seed, group]) for group in range(len(group_sizes))]
+        self.blocks = [np.zeros(0, dtype=np.int8) for _ in group_sizes]  # drawn, not yet handed out
+        self.counted = list(group_sizes)  # rows of each class the first pass counted
+        self.taken = [0] * len(group_sizes)  # of which handed a code so far
+        self.totals = np.sum(self.remaining, axis=0) if self.remaining else np.zeros(len(SPLITS), dtype=np.int64)
         sizes = self.sizes()
         if not sizes["train"] or not sizes["test"]:
             raise DataValidationError(
@@ -48,8 +58,29 @@ class SplitCodes:
             )
 
     def sizes(self) -> dict[str, int]:
-        every = np.concatenate(self.codes) if self.codes else np.zeros(0, np.int8)
-        return {split: int((every == i).sum()) for i, split in enumerate(SPLITS)}
+        return {split: int(self.totals[i]) for i, split in enumerate(SPLITS)}
+
+    def _draw(self, group: int, wanted: int, where: str) -> np.ndarray:
+        """The next ``wanted`` codes of ``group`` (``where``: the data read, for the error)."""
+        out = [self.blocks[group][:wanted]]
+        self.blocks[group] = self.blocks[group][wanted:]
+        missing = wanted - len(out[0])
+        while missing > 0:
+            remaining = self.remaining[group]
+            size = int(min(self.BLOCK, remaining.sum()))
+            if size == 0:
+                raise changed(
+                    where, f"more rows than the first pass counted ({self.counted[group]} in class id {group})"
+                )
+            rng = self.rngs[group]
+            counts = _draw_counts(rng, remaining, size)
+            remaining -= counts
+            block = np.repeat(np.arange(len(SPLITS), dtype=np.int8), counts)
+            rng.shuffle(block)
+            out.append(block[:missing])
+            self.blocks[group] = block[missing:]
+            missing -= len(out[-1])
+        return np.concatenate(out) if len(out) > 1 else out[0]
 
     def take(self, groups: np.ndarray | None, rows: int, where: str = "") -> np.ndarray:
         """The codes of the next ``rows`` rows; ``groups`` is each row's class id (None: one group).
@@ -60,15 +91,27 @@ class SplitCodes:
         out = np.empty(rows, dtype=np.int8)
         for group in np.unique(groups):
             rows_of = np.flatnonzero(groups == group)
-            start = self.taken[group]
-            if start + len(rows_of) > len(self.codes[group]):
-                raise changed(where, f"more rows than the first pass counted ({len(self.codes[group])} in that group)")
-            out[rows_of] = self.codes[group][start : start + len(rows_of)]
-            self.taken[group] = start + len(rows_of)
+            out[rows_of] = self._draw(int(group), len(rows_of), where)
+            self.taken[group] += len(rows_of)
         return out
 
     def check_all_taken(self, where: str) -> None:
         """Every counted row was read again (fewer rows means the data changed since they were counted)."""
-        read, counted = sum(self.taken), sum(len(c) for c in self.codes)
+        read, counted = sum(self.taken), sum(self.counted)
         if read != counted:
             raise changed(where, f"{read} rows where the first pass counted {counted}")
+
+
+EXACT_LIMIT = 10**9  # numpy's multivariate hypergeometric draw takes fewer codes than this in all
+
+
+def _draw_counts(rng: np.random.Generator, remaining: np.ndarray, size: int) -> np.ndarray:
+    """How many of each code the next ``size`` codes hold, drawn without replacement from ``remaining``."""
+    total = int(remaining.sum())
+    if total < EXACT_LIMIT:
+        return rng.multivariate_hypergeometric(remaining, size)
+    # A class of a billion rows or more: draws of a few thousand from it are, to any measurable degree, draws with
+    # replacement; what one code cannot give goes to the code with the most left.
+    counts = np.minimum(rng.multinomial(size, remaining / total), remaining)
+    counts[int(np.argmax(remaining - counts))] += size - int(counts.sum())
+    return counts

@@ -9,7 +9,7 @@ from kfp import dsl
 
 from kftrain_components.control.fail.component import fail
 from kftrain_components.data.prepare_dataset.component import prepare_dataset
-from kftrain_components.images import HOROVOD_IMAGE, PYTORCH_IMAGE, TENSORFLOW_IMAGE
+from kftrain_components.images import PYTORCH_IMAGE, TENSORFLOW_IMAGE
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
@@ -27,12 +27,13 @@ from kftrain_pipelines.stages import with_defaults as _with_defaults
 
 JOB_KINDS = ("PyTorchJob", "TFJob", "MPIJob", "TrainJob")
 # The image each kind's evaluation and export run in: the framework image that loads what such a program
-# writes (PyTorch: TorchScript and ONNX; TensorFlow: SavedModel and Keras; Horovod's has both frameworks; a TrainJob
-# on the default torch-distributed runtime writes what a PyTorchJob does).
+# writes (PyTorch: TorchScript and ONNX; TensorFlow: SavedModel and Keras; a TrainJob on the default
+# torch-distributed runtime writes what a PyTorchJob does). An MPIJob's default program is Horovod PyTorch (its image,
+# python-horovod-pytorch, carries no ONNX Runtime): its model is evaluated in the PyTorch image.
 MODEL_IMAGES = {
     "PyTorchJob": PYTORCH_IMAGE,
     "TFJob": TENSORFLOW_IMAGE,
-    "MPIJob": HOROVOD_IMAGE,
+    "MPIJob": PYTORCH_IMAGE,
     "TrainJob": PYTORCH_IMAGE,
 }
 

@@ -92,4 +92,4 @@ class MPIJobOptions(KindOptions):
 
     def default_program(self, runtimes: Any = None) -> Program:
         # mpirun without -n starts one rank per slot of the hostfile.
-        return Program(images.HOROVOD, (*MPIRUN, "python", "-m", "kftrain.programs.horovod_torch"))
+        return Program(images.HOROVOD_PYTORCH, (*MPIRUN, "python", "-m", "kftrain.programs.horovod_torch"))
