@@ -26,16 +26,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from child import run_child  # bench/child.py, beside this script
+
 FORMATS = ("torchscript", "onnx")
 SIDES = ("bare", "ours")
 TEST_FRACTION = 0.8
@@ -197,17 +196,10 @@ def worker(side: str, fmt: str, model_uri: str, dataset: str) -> dict[str, Any]:
 
 
 def run_worker(side: str, fmt: str, model_uri: str, dataset: str) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run(
-        [sys.executable, __file__, "--worker", side, "--format", fmt, "--model", model_uri, "--dataset", dataset],
-        capture_output=True,
-        text=True,
-        env=env,
+    return run_child(
+        [__file__, "--worker", side, "--format", fmt, "--model", model_uri, "--dataset", dataset],
+        f"{side} {fmt} on {dataset}",
     )
-    if proc.returncode != 0:
-        raise RuntimeError(f"{side} {fmt} on {dataset} failed:\n{proc.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
 
 
 # --- the benchmark ----------------------------------------------------------------------------------------------

@@ -23,16 +23,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from child import run_child  # bench/child.py, beside this script
+
 FEATURES = 64
 CLASSES = 10
 ROW_GROUP = 250_000
@@ -102,17 +101,9 @@ def run_side(side: str, source: Path, out: Path) -> dict[str, Any]:
     else:
         code, imports = PYARROW, ""
     options = "{'use_dictionary': False}" if side == REFERENCE else "{}"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run(
-        [sys.executable, "-c", HARNESS.format(imports=imports), code, str(source), str(out), options],
-        capture_output=True,
-        text=True,
-        env=env,
+    return run_child(
+        ["-c", HARNESS.format(imports=imports), code, str(source), str(out), options], f"{side} on {source}"
     )
-    if proc.returncode != 0:
-        raise RuntimeError(f"{side} on {source} failed:\n{proc.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
 
 
 def _clear(path: Path) -> None:

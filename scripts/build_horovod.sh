@@ -146,20 +146,19 @@ for module in __init__ callbacks; do
 done
 
 export HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MXNET=1
-if [ "$TORCH_VERSION" != none ]; then
-    export HOROVOD_WITH_PYTORCH=1
-    unset HOROVOD_WITHOUT_PYTORCH || true
-else
-    export HOROVOD_WITHOUT_PYTORCH=1
-    unset HOROVOD_WITH_PYTORCH || true
-fi
-if [ "$TF_VERSION" != none ]; then
-    export HOROVOD_WITH_TENSORFLOW=1
-    unset HOROVOD_WITHOUT_TENSORFLOW || true
-else
-    export HOROVOD_WITHOUT_TENSORFLOW=1
-    unset HOROVOD_WITH_TENSORFLOW || true
-fi
+# HOROVOD_WITH_<FRAMEWORK>=1: the build must include that framework's ops (it fails rather than skip them);
+# HOROVOD_WITHOUT_<FRAMEWORK>=1: it leaves them out. Which, by what the venv imports.
+with_framework_if() {  # with_framework_if FRAMEWORK VERSION ("none": not in the venv)
+    if [ "$2" != none ]; then
+        export "HOROVOD_WITH_$1=1"
+        unset "HOROVOD_WITHOUT_$1" || true
+    else
+        export "HOROVOD_WITHOUT_$1=1"
+        unset "HOROVOD_WITH_$1" || true
+    fi
+}
+with_framework_if PYTORCH "$TORCH_VERSION"
+with_framework_if TENSORFLOW "$TF_VERSION"
 export MAKEFLAGS="${MAKEFLAGS:--j$(nproc)}"
 
 mkdir -p "$WORK/dist"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,13 +11,10 @@ from pathlib import Path
 import pytest
 
 from tests.s3_server import boto3_client
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("bench_load", ROOT / "bench" / "load.py")
-assert _spec is not None and _spec.loader is not None
-load = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("bench_load", load)  # its dataclass looks its module up there
-_spec.loader.exec_module(load)
+load = load_script("bench/load.py", "bench_load")
 
 
 def test_storage_bench_interleaves_rounds_and_reports_ratios(tmp_path: Path) -> None:

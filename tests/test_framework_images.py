@@ -6,7 +6,6 @@ something a step loads fails here. The CUDA variants are import-checked by P8 on
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -18,13 +17,10 @@ from pathlib import Path
 import pytest
 
 from kftrain.steps.prep import prepare_dataset
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("bench_images", ROOT / "bench" / "bench_images.py")
-assert _spec is not None and _spec.loader is not None
-bench_images = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("bench_images", bench_images)  # its dataclasses look their module up there
-_spec.loader.exec_module(bench_images)
+bench_images = load_script("bench/bench_images.py", "bench_images")
 
 pytestmark = pytest.mark.slow  # installs each image's requirement set with pip (cached after the first run)
 
@@ -64,14 +60,18 @@ def trainer(module: str, dataset: str, model: Path) -> list[str]:
     return [sys.executable, "-S", "-m", module, "--dataset", dataset, "--model-dir", str(model), "--epochs", "1"]
 
 
-@pytest.mark.parametrize(
-    ("image", "module", "framework"),
-    [
-        ("pytorch-cpu", "kftrain.programs.torch_ddp", "torch"),
-        ("tensorflow-cpu", "kftrain.programs.tf_distributed", "tensorflow"),
-    ],
-)
-def test_the_slimmed_framework_image_trains_evaluates_and_exports(image, module, framework, dataset, tmp_path):
+# Each image: the program it trains with, and the module of its framework (Horovod's: horovod.<framework>).
+PROGRAMS = {
+    "pytorch-cpu": ("kftrain.programs.torch_ddp", "torch"),
+    "tensorflow-cpu": ("kftrain.programs.tf_distributed", "tensorflow"),
+    "horovod-pytorch-cpu": ("kftrain.programs.horovod_torch", "torch"),
+    "horovod-tensorflow-cpu": ("kftrain.programs.horovod_tf", "tf"),
+}
+
+
+@pytest.mark.parametrize("image", ["pytorch-cpu", "tensorflow-cpu"])
+def test_the_slimmed_framework_image_trains_evaluates_and_exports(image, dataset, tmp_path):
+    module, framework = PROGRAMS[image]
     site = bench_images.install(image)
     assert not (site / framework / "include").exists()  # slimmed as the image's build slims it
     path = [ROOT, site]
@@ -91,14 +91,9 @@ def test_the_slimmed_framework_image_trains_evaluates_and_exports(image, module,
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun missing (scripts/install_mpi.sh)")
-@pytest.mark.parametrize(
-    ("image", "module", "framework"),
-    [
-        ("horovod-pytorch-cpu", "kftrain.programs.horovod_torch", "torch"),
-        ("horovod-tensorflow-cpu", "kftrain.programs.horovod_tf", "tf"),
-    ],
-)
-def test_the_slimmed_horovod_image_trains_with_its_one_framework(image, module, framework, dataset, tmp_path):
+@pytest.mark.parametrize("image", ["horovod-pytorch-cpu", "horovod-tensorflow-cpu"])
+def test_the_slimmed_horovod_image_trains_with_its_one_framework(image, dataset, tmp_path):
+    module, framework = PROGRAMS[image]
     site = bench_images.install(image)
     other = {"torch": "tensorflow", "tf": "torch"}[framework]
     assert not (site / other).exists(), f"python-{image} carries {other}"

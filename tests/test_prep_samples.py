@@ -4,7 +4,6 @@ measures) runs prep on a baked sample."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kftrain.steps.prep.samples import NAMES, SAMPLES_DIR_ENV, bake, build, sample_table
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 DIGITS_ROWS = {"train": 1259, "validation": 179, "test": 359}  # 1,797 rows split 0.7 / 0.1 / 0.2 by class
@@ -83,11 +83,7 @@ def test_without_a_baked_sample_or_scikit_learn_one_line_names_the_extra(tmp_pat
 
 @pytest.mark.slow  # installs the data image's requirement set with pip (cached after the first run)
 def test_the_data_images_slimmed_environment_prepares_a_baked_sample(tmp_path: Path, baked: Path) -> None:
-    spec = importlib.util.spec_from_file_location("bench_images", ROOT / "bench" / "bench_images.py")
-    assert spec is not None and spec.loader is not None
-    bench_images = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_images", bench_images)  # its dataclasses look their module up there
-    spec.loader.exec_module(bench_images)
+    bench_images = load_script("bench/bench_images.py", "bench_images")
     assert bench_images.slim_options("data") == ["--strip"]  # as containers/data/Dockerfile runs it
     site = bench_images.install("data")  # the image's requirement set, slimmed as its build slims it
     assert not (site / "sklearn").exists() and not (site / "scipy").exists()

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -11,11 +10,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("slim_site_packages", ROOT / "containers" / "slim_site_packages.py")
-assert _spec is not None and _spec.loader is not None
-slim_site_packages = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(slim_site_packages)
+from tests.scripts import load_script
+
+slim_site_packages = load_script("containers/slim_site_packages.py", "slim_site_packages")
 
 GONE = [
     "numpy/_core/tests/test_api.py",

@@ -43,8 +43,6 @@ def to_trainjob(kind: Kind, job: TrainingJob, runtime: str | None) -> Conversion
         },
         reserved_env=MPI_RESERVED,
         patched_job=LAUNCHER,
-        through_torchrun=False,
-        same_pods=False,
         notes=notes,
     )
     return convert(job, source)

@@ -50,8 +50,8 @@ class TrainerSource:
     trainer: dict[str, Any]
     reserved_env: frozenset[str]
     patched_job: str
-    through_torchrun: bool
-    same_pods: bool
+    through_torchrun: bool = False  # a torch runtime's: its plugin sets only the PET_* variables torchrun reads
+    same_pods: bool = False  # a torch runtime's: every node runs one pod template (a differing one is noted)
     notes: list[str] = field(default_factory=list)
 
 
