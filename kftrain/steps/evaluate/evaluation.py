@@ -18,6 +18,7 @@ with requires("data", "evaluation"):
     import numpy as np
 
 from kftrain.data.dataset import BATCH_ROWS, REGRESSION, TABLE, DatasetInfo, iter_batches, read_info
+from kftrain.data.read_ahead import read_ahead
 from kftrain.models import ModelSpec, describe_model, predictor_for
 from kftrain.models.history import read_history
 from kftrain.steps.evaluate import gate
@@ -98,7 +99,8 @@ def evaluate_model(
     classification = ClassificationScores(info.num_classes) if task != gate.REGRESSION else None
     curves = BinaryCurves() if task == gate.BINARY else None
     regression = RegressionScores() if task == gate.REGRESSION else None
-    for x, y in iter_batches(dataset_uri, split, batch_rows=batch_rows, info=info):
+    # The next batch is read while the model scores this one.
+    for x, y in read_ahead(iter_batches(dataset_uri, split, batch_rows=batch_rows, info=info)):
         scores = _predict(predict, x, spec)
         if regression is not None:
             if scores.shape[1] != 1:
