@@ -114,10 +114,13 @@ def test_the_command_runs_the_function_without_kftrain(tmp_path):
 
     command = function_command(greet, kwargs={"name": "replica", "times": 2})
     assert command[:2] == ["sh", "-ec"] and "import kftrain" not in command[-1]
-    env = {"PATH": os.environ["PATH"]}  # no PYTHONPATH: kftrain is not importable
+    # No PYTHONPATH: kftrain is not importable. TMPDIR: where the runner writes the program (as a replica's own
+    # temporary folder, which the local backend removes with the job).
+    env = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path)}
     proc = subprocess.run([*command[:-2], command[-2].replace("exec python", f"exec {sys.executable} -I"),
                            command[-1]], capture_output=True, text=True, env=env, check=True)  # fmt: skip
     assert proc.stdout == "hello replica hello replica\n"
+    assert [p.name for p in tmp_path.glob("*/kftrain_function.py")] == ["kftrain_function.py"]
 
 
 GLOBAL = 3
