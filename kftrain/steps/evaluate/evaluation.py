@@ -160,9 +160,8 @@ def _predict(predict: Any, x: np.ndarray, spec: ModelSpec) -> np.ndarray:
         ) from exc
     if scores.dtype.kind not in "biuf":
         raise EvaluationError(f"{spec.location}: the model output {scores.dtype} values, not numbers")
-    finite = np.isfinite(scores).reshape(len(scores), -1).all(axis=1) if scores.size else np.ones(0, bool)
-    if not finite.all():
-        bad = np.flatnonzero(~finite)
+    if not np.isfinite(scores).all():  # one pass over the whole batch; the rows are found only when one is bad
+        bad = np.flatnonzero(~np.isfinite(scores).reshape(len(scores), -1).all(axis=1))
         raise EvaluationError(
             f"{spec.location}: the model output NaN or infinity for {len(bad)} of {len(scores)} rows of a batch "
             f"(the first at row {int(bad[0])} of it): its scores cannot be evaluated; check the model (a diverged "
