@@ -132,14 +132,20 @@ def test_one_column_binary_outputs_and_probabilities():
         np.random.default_rng(0).normal(size=(1000, 10)).astype(np.float32),
     ],
 )
-def test_softmax_is_the_row_wise_softmax_in_float64(logits):
+def test_softmax_is_the_row_wise_softmax_in_the_logits_precision(logits):
     z = logits.astype(np.float64)
     expected = np.exp(z - z.max(axis=1, keepdims=True))
     expected /= expected.sum(axis=1, keepdims=True)
     probs = softmax(logits)
-    assert probs.shape == logits.shape and probs.dtype == np.float64
-    np.testing.assert_allclose(probs, expected, rtol=1e-12, atol=0)
-    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-12)
+    assert probs.shape == logits.shape and probs.dtype == logits.dtype  # float32 stays float32, float64 float64
+    tolerance = 1e-6 if logits.dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(probs, expected, rtol=tolerance, atol=tolerance * 1e-3)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=tolerance)
+
+
+def test_softmax_of_integer_or_half_logits_is_float32_at_least():
+    assert softmax(np.array([[1, 2]], dtype=np.int64)).dtype == np.float64  # numpy's own promotion of int64
+    assert softmax(np.array([[1, 2]], dtype=np.float16)).dtype == np.float32
 
 
 def test_accumulators_agree_with_one_pass_computation():

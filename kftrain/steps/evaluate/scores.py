@@ -61,12 +61,15 @@ def class_probabilities(scores: np.ndarray, num_classes: int, kind: str) -> tupl
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
-    """Each row's softmax, in float64, as a ``[rows, classes]`` view of a classes-major array.
+    """Each row's softmax, in the logits' own precision (float32 at least: a float32 model's probabilities are
+    float32, as its framework's softmax gives them; float64 logits stay float64), as a ``[rows, classes]`` view of
+    a classes-major array.
 
     A row holds a few classes, so numpy's reductions along rows (``axis=1``) step through short strided rows; the
     transposed copy puts each class in one contiguous run, and the max, exp, sum and division over classes become
     element-wise operations over whole runs: a third of the time of the row-wise form on 65,536 x 10 logits."""
-    by_class = np.array(np.asarray(logits).T, dtype=np.float64, order="C")
+    logits = np.asarray(logits)
+    by_class = np.array(logits.T, dtype=np.result_type(logits.dtype, np.float32), order="C")
     by_class -= by_class.max(axis=0)
     np.exp(by_class, out=by_class)
     by_class /= by_class.sum(axis=0)
@@ -87,7 +90,7 @@ class ClassificationScores:
         predicted = probs.argmax(axis=1)
         self.confusion += np.bincount(truth * k + predicted, minlength=k * k).reshape(k, k)
         picked = probs[np.arange(len(truth)), truth]
-        self.log_loss_sum -= float(np.log(np.clip(picked, EPSILON, 1.0)).sum())
+        self.log_loss_sum -= float(np.log(np.clip(picked, EPSILON, 1.0)).sum(dtype=np.float64))
 
     @property
     def rows(self) -> int:
