@@ -143,6 +143,17 @@ def test_softmax_is_the_row_wise_softmax_in_the_logits_precision(logits):
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=tolerance)
 
 
+def test_the_prediction_is_the_highest_score_even_where_float32_probabilities_tie():
+    # Two scores one float32 step apart near 0: their float32 probabilities round to one value.
+    low = np.float32(1e-3)
+    logits = np.array([[low, np.nextafter(low, np.float32(1))]], dtype=np.float32)
+    probs = softmax(logits)
+    assert probs[0, 0] == probs[0, 1]  # argmax of the probabilities would say class 0
+    scores = ClassificationScores(2)
+    scores.update(np.array([1]), probs, logits.argmax(axis=1))
+    assert scores.confusion.tolist() == [[0, 0], [0, 1]]
+
+
 def test_softmax_of_integer_or_half_logits_is_float32_at_least():
     assert softmax(np.array([[1, 2]], dtype=np.int64)).dtype == np.float64  # numpy's own promotion of int64
     assert softmax(np.array([[1, 2]], dtype=np.float16)).dtype == np.float32

@@ -111,7 +111,9 @@ def evaluate_model(
             continue
         assert classification is not None
         probs, logit = class_probabilities(scores, info.num_classes, spec.scores)
-        classification.update(y, probs)
+        # One score per class: the highest is the prediction, as the model (and its server) ranks them.
+        predicted = scores.argmax(axis=1) if scores.shape[1] == info.num_classes else None
+        classification.update(y, probs, predicted)
         if curves is not None and logit is not None:
             curves.update(y, logit)
     evaluation = Evaluation(

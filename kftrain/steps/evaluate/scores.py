@@ -84,10 +84,13 @@ class ClassificationScores:
         self.confusion = np.zeros((num_classes, num_classes), dtype=np.int64)
         self.log_loss_sum = 0.0
 
-    def update(self, truth: np.ndarray, probs: np.ndarray) -> None:
+    def update(self, truth: np.ndarray, probs: np.ndarray, predicted: np.ndarray | None = None) -> None:
+        """``predicted``: each row's class as the model's own scores rank them (default: the most probable); a
+        softmax in float32 can round two close scores to one probability, so the scores decide where they exist."""
         k = self.num_classes
         truth = truth.astype(np.int64)
-        predicted = probs.argmax(axis=1)
+        if predicted is None:
+            predicted = probs.argmax(axis=1)
         self.confusion += np.bincount(truth * k + predicted, minlength=k * k).reshape(k, k)
         picked = probs[np.arange(len(truth)), truth]
         self.log_loss_sum -= float(np.log(np.clip(picked, EPSILON, 1.0)).sum(dtype=np.float64))
