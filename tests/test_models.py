@@ -14,6 +14,7 @@ from torch import nn
 from kftrain import storage
 from kftrain.models import ModelError, describe_model, load_predictor, predictor_for, save_model
 from kftrain.models.history import read_history, x_axis
+from kftrain.models.predictors import onnx_session
 from kftrain.models.pytorch import MLP, MLPConfig, write_model
 
 X = np.random.default_rng(0).normal(size=(16, 5)).astype(np.float32)
@@ -88,7 +89,17 @@ def test_onnx_without_model_json(tmp_path):
                       input_names=["features"], dynamic_axes={"features": {0: "n"}})  # fmt: skip
     spec = describe_model(str(folder))
     assert (spec.format, spec.path) == ("onnx", "net.onnx")
-    np.testing.assert_allclose(predictor_for(spec)(X), expected(Net()), atol=1e-5)
+    scores = predictor_for(spec)(X)
+    np.testing.assert_allclose(scores, expected(Net()), atol=1e-5)
+    assert scores.dtype == np.float32, "a float32 model's scores stay float32, as TorchScript's do"
+
+
+def test_an_onnx_session_sleeps_between_operators(tmp_path):
+    # Evaluation reads the next batch on a thread beside the model: intra-op threads that spin would take its core.
+    torch.onnx.export(Net().eval(), (torch.from_numpy(X[:1]),), str(tmp_path / "net.onnx"), dynamo=False)
+    session = onnx_session((tmp_path / "net.onnx").read_bytes())
+    assert session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert session.get_providers() == ["CPUExecutionProvider"]
 
 
 @pytest.mark.parametrize("saved", ["state_dict", "module"])
