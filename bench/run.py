@@ -717,7 +717,9 @@ def p12_evaluation(repeat: int, quick: bool) -> list[Result]:
         "evaluate_model(model, dataset, 'test'): the split streamed, every multi-class metric; bare = "
         "ParquetFile.iter_batches of each shard, the feature columns stacked, the model run, the accuracy counted "
         "(both must agree); each run its own process, timed from the model's load to the last batch, its peak RSS "
-        "that span's (started over after the imports), sides interleaved; torch with its default threads"
+        "that span's (started over after the imports), sides interleaved; torch with its default threads; "
+        "onnxruntime with its default threads on both sides, bare with its default spinning, ours with idle "
+        "threads that sleep (kftrain.models.predictors.onnx_session: the batch reader runs beside it)"
     )
     return results
 
