@@ -15,7 +15,7 @@ from kftrain.steps.evaluate.scores import (
     BinaryCurves,
     ClassificationScores,
     RegressionScores,
-    class_probabilities,
+    class_scores,
     softmax,
 )
 from kftrain.steps.prep import prepare_dataset
@@ -115,12 +115,15 @@ def test_memory_stays_bounded_by_the_batch(breast_cancer, monkeypatch):
 
 
 def test_one_column_binary_outputs_and_probabilities():
-    probs, logit = class_probabilities(np.array([[0.0], [2.0]]), 2, "logits")
-    np.testing.assert_allclose(probs[:, 1], [0.5, 1 / (1 + np.exp(-2))])
-    probs, logit = class_probabilities(np.array([[0.2, 0.8], [0.9, 0.1]]), 2, "probabilities")
-    np.testing.assert_allclose(logit, [np.log(4), np.log(1 / 9)])
+    batch = class_scores(np.array([[0.0], [2.0]]), 2, "logits")
+    np.testing.assert_allclose(batch.probabilities[:, 1], [0.5, 1 / (1 + np.exp(-2))])
+    assert batch.predicted.tolist() == [0, 1]  # a positive logit of 0 is even odds: the lower class id
+    batch = class_scores(np.array([[0.2, 0.8], [0.9, 0.1]]), 2, "probabilities")
+    np.testing.assert_allclose(batch.positive_logit, [np.log(4), np.log(1 / 9)])
+    assert batch.predicted.tolist() == [1, 0]
+    assert class_scores(np.array([[0.1, 0.3, 0.6]]), 3, "probabilities").positive_logit is None
     with pytest.raises(EvaluationError, match="outputs 3 score"):
-        class_probabilities(np.zeros((2, 3)), 2, "logits")
+        class_scores(np.zeros((2, 3)), 2, "logits")
 
 
 @pytest.mark.parametrize(
@@ -147,10 +150,11 @@ def test_the_prediction_is_the_highest_score_even_where_float32_probabilities_ti
     # Two scores one float32 step apart near 0: their float32 probabilities round to one value.
     low = np.float32(1e-3)
     logits = np.array([[low, np.nextafter(low, np.float32(1))]], dtype=np.float32)
-    probs = softmax(logits)
-    assert probs[0, 0] == probs[0, 1]  # argmax of the probabilities would say class 0
+    batch = class_scores(logits, 2, "logits")
+    assert batch.probabilities[0, 0] == batch.probabilities[0, 1]  # argmax of these would say class 0
+    assert batch.predicted.tolist() == [1]
     scores = ClassificationScores(2)
-    scores.update(np.array([1]), probs, logits.argmax(axis=1))
+    scores.update(np.array([1]), batch)
     assert scores.confusion.tolist() == [[0, 0], [0, 1]]
 
 
@@ -174,7 +178,7 @@ def test_accumulators_agree_with_one_pass_computation():
     assert reg.metrics()["r2"] == pytest.approx(skm.r2_score(truth, pred), abs=1e-9)
     assert len(reg.sample) == RegressionScores.SAMPLE
     scores = ClassificationScores(3)
-    scores.update(np.array([0, 1, 2, 2]), np.eye(3)[[0, 2, 2, 1]])
+    scores.update(np.array([0, 1, 2, 2]), class_scores(np.eye(3)[[0, 2, 2, 1]], 3, "probabilities"))
     assert scores.confusion.tolist() == [[1, 0, 0], [0, 0, 1], [0, 1, 1]]
 
 

@@ -28,7 +28,7 @@ from kftrain.steps.evaluate.scores import (
     Curve,
     EvaluationError,
     RegressionScores,
-    class_probabilities,
+    class_scores,
 )
 
 log = logging.getLogger(__name__)
@@ -110,12 +110,10 @@ def evaluate_model(
             regression.update(y, scores[:, 0])
             continue
         assert classification is not None
-        probs, logit = class_probabilities(scores, info.num_classes, spec.scores)
-        # One score per class: the highest is the prediction, as the model (and its server) ranks them.
-        predicted = scores.argmax(axis=1) if scores.shape[1] == info.num_classes else None
-        classification.update(y, probs, predicted)
-        if curves is not None and logit is not None:
-            curves.update(y, logit)
+        batch = class_scores(scores, info.num_classes, spec.scores)
+        classification.update(y, batch)
+        if curves is not None and batch.positive_logit is not None:
+            curves.update(y, batch.positive_logit)
     evaluation = Evaluation(
         task=task,
         split=split,

@@ -6,8 +6,8 @@
 - :class:`RegressionScores`: MAE, RMSE and R² from running sums (Welford for the target's variance), and a
   fixed-size uniform sample of (prediction, truth) pairs for the residual plot.
 
-And :func:`class_probabilities`, which turns a model's outputs (logits or probabilities, one column per class
-or a single positive-class column) into probabilities and the positive-class logit.
+And :func:`class_scores`, which reads a classifier's outputs (logits or probabilities, one column per class or a
+single positive-class column) as probabilities, the predicted class and the positive-class logit.
 """
 
 from __future__ import annotations
@@ -28,11 +28,23 @@ class EvaluationError(KftrainError):
     """The model and the dataset do not fit together: the message says how."""
 
 
-def class_probabilities(scores: np.ndarray, num_classes: int, kind: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """``(probabilities [rows, num_classes], positive-class logit [rows] or None)`` from a model's outputs.
+@dataclass(frozen=True)
+class ClassScores:
+    """A batch of a classifier's outputs, read: each row's class probabilities, its predicted class and, for two
+    classes, the positive class's logit (the curves' score)."""
 
-    ``kind`` is ``logits`` or ``probabilities``. A binary model may output one column: the positive class's.
-    """
+    probabilities: np.ndarray  # [rows, num_classes]
+    predicted: np.ndarray  # [rows] class ids
+    positive_logit: np.ndarray | None  # [rows], two classes only
+
+
+def class_scores(scores: np.ndarray, num_classes: int, kind: str) -> ClassScores:
+    """Read a classifier's outputs: logits or probabilities (``kind``), one column per class, or for two classes
+    one column, the positive class's.
+
+    The predicted class is the highest score, as the model (and a server of it) ranks them, where there is one score
+    per class: a float32 softmax can round two close scores to one probability, which would hand the row to the
+    lower class id."""
     scores = np.asarray(scores)
     columns = scores.shape[1]
     if columns == 1 and num_classes == 2:
@@ -43,7 +55,8 @@ def class_probabilities(scores: np.ndarray, num_classes: int, kind: str) -> tupl
         else:
             p1 = np.clip(scores[:, 0], EPSILON, 1 - EPSILON)
             z = np.log(p1) - np.log1p(-p1)
-        return np.column_stack([1 - p1, p1]), z
+        probs = np.column_stack([1 - p1, p1])
+        return ClassScores(probs, probs.argmax(axis=1), z)
     if columns != num_classes:
         raise EvaluationError(
             f"the model outputs {columns} score(s) per row but the dataset has {num_classes} classes: a classifier "
@@ -57,7 +70,7 @@ def class_probabilities(scores: np.ndarray, num_classes: int, kind: str) -> tupl
         probs = np.clip(np.asarray(scores, dtype=np.float64), 0.0, 1.0)
         clipped = np.clip(probs, EPSILON, 1.0)
         logit = np.log(clipped[:, 1]) - np.log(clipped[:, 0]) if num_classes == 2 else None
-    return probs, logit
+    return ClassScores(probs, scores.argmax(axis=1), logit)
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -84,13 +97,10 @@ class ClassificationScores:
         self.confusion = np.zeros((num_classes, num_classes), dtype=np.int64)
         self.log_loss_sum = 0.0
 
-    def update(self, truth: np.ndarray, probs: np.ndarray, predicted: np.ndarray | None = None) -> None:
-        """``predicted``: each row's class as the model's own scores rank them (default: the most probable); a
-        softmax in float32 can round two close scores to one probability, so the scores decide where they exist."""
+    def update(self, truth: np.ndarray, batch: ClassScores) -> None:
         k = self.num_classes
         truth = truth.astype(np.int64)
-        if predicted is None:
-            predicted = probs.argmax(axis=1)
+        predicted, probs = batch.predicted, batch.probabilities
         self.confusion += np.bincount(truth * k + predicted, minlength=k * k).reshape(k, k)
         picked = probs[np.arange(len(truth)), truth]
         self.log_loss_sum -= float(np.log(np.clip(picked, EPSILON, 1.0)).sum(dtype=np.float64))
