@@ -32,6 +32,7 @@ from kftrain.models.predictors import (
     input_dtype,
     load_keras,
     model_bytes,
+    onnx_session,
     savedmodel_predictor,
 )
 from kftrain.models.spec import KERAS, KFTRAIN_MLP, ONNX, SAVEDMODEL, TORCHSCRIPT
@@ -122,7 +123,6 @@ def write_onnx(spec: ModelSpec, writer: storage.ArtifactWriter, model_dir: str, 
     """ONNX as Triton's ONNX Runtime backend loads it: ``<model_dir>/1/model.onnx``; a PyTorch model is converted."""
     with requires("onnx", "the ONNX export"):
         import onnx
-        import onnxruntime
 
     rel = f"{model_dir}/1/model.onnx"
 
@@ -150,7 +150,7 @@ def write_onnx(spec: ModelSpec, writer: storage.ArtifactWriter, model_dir: str, 
         return buf.getvalue()
 
     _write_model(spec, writer, rel, ONNX, convert)
-    session = onnxruntime.InferenceSession(storage.read_bytes(writer.path_for(rel)), providers=["CPUExecutionProvider"])
+    session = onnx_session(storage.read_bytes(writer.path_for(rel)))
     (feed,) = session.get_inputs()
     output = session.get_outputs()[0].name
     dtype = ONNX_TYPES.get(feed.type, np.float32)
