@@ -70,11 +70,13 @@ def s_deleted_externally(sim: JobSim) -> None:
 
 
 def unschedulable_worker_0(sim: JobSim) -> None:
-    """Every pod is placed but worker-0, which the scheduler reports unschedulable."""
-    sim.create_pods(scheduled=False)
-    sim.condition("Created")
-    sim.schedule(*(label for label in sim.labels() if label != "worker-0"))
-    sim.unschedulable("worker-0")
+    """Every pod is placed but worker-0, which the scheduler reports unschedulable; the step sees the scheduler's
+    verdicts with the pods (its pending_timeout_s is 0.5 s)."""
+    with sim.at_once():
+        sim.create_pods(scheduled=False)
+        sim.condition("Created")
+        sim.schedule(*(label for label in sim.labels() if label != "worker-0"))
+        sim.unschedulable("worker-0")
 
 
 def s_unschedulable(sim: JobSim) -> None:

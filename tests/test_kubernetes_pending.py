@@ -49,13 +49,14 @@ def test_a_volcano_gang_still_gathering_is_waited_on(kube: FakeKube, operator: O
     backend, out = make_backend(kube, pending_timeout_s=0.5)
 
     def scenario(sim: JobSim) -> None:
-        sim.create_pods(scheduled=False)
-        sim.condition("Created")
-        n = len(sim.labels())
-        for label in sim.labels():
-            sim.unschedulable(
-                label, f"pod group is not ready, {n} Pending, {n} minAvailable; Pending: {n} Undetermined"
-            )
+        with sim.at_once():  # the pods with Volcano's verdict on them: pending_timeout_s is 0.5 s
+            sim.create_pods(scheduled=False)
+            sim.condition("Created")
+            n = len(sim.labels())
+            for label in sim.labels():
+                sim.unschedulable(
+                    label, f"pod group is not ready, {n} Pending, {n} minAvailable; Pending: {n} Undetermined"
+                )
         until_said(sim, out, "waiting for their Volcano gang to be complete")
         for label in sim.labels():  # the gang forms: Volcano rewrites every member's condition
             sim.unschedulable(

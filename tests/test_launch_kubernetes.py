@@ -87,12 +87,14 @@ def s_queued_then_admitted(sim: JobSim, launch: Launch) -> None:
 
 
 def no_node_fits(sim: JobSim, scale_up: bool) -> None:
-    """Every pod created unschedulable; the cluster autoscaler adds a node for them (``scale_up``), or cannot."""
-    sim.create_pods(scheduled=False)
-    sim.condition("Created")
-    for label in sim.labels():
-        sim.unschedulable(label)
-        sim.autoscaler(label, triggered=scale_up)
+    """Every pod created unschedulable; the cluster autoscaler adds a node for them (``scale_up``), or cannot.
+    The step sees the pods with both verdicts on them at once (pending_timeout_seconds is 1 here)."""
+    with sim.at_once():
+        sim.create_pods(scheduled=False)
+        sim.condition("Created")
+        for label in sim.labels():
+            sim.unschedulable(label)
+            sim.autoscaler(label, triggered=scale_up)
 
 
 def s_scaled_up(sim: JobSim, launch: Launch) -> None:

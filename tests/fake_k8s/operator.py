@@ -6,12 +6,13 @@ and stops (quietly) as soon as the job is deleted.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,16 @@ class JobSim:
     def check(self) -> None:
         if not self.alive:
             raise JobGone
+
+    @contextlib.contextmanager
+    def at_once(self) -> Iterator[None]:
+        """The changes made inside reach the API's readers together, as one moment of the cluster: the fake API's
+        lock is held, so no watch or read sees half of them. For what a real cluster does within milliseconds
+        (kube-scheduler's verdict on pods just created, the autoscaler's on those) where the step under test
+        bounds the wait in seconds: on a busy machine a scenario's separate calls can be a second apart, which
+        would time the step out on a state the cluster never shows for that long."""
+        with self.kube.lock:
+            yield
 
     def sleep(self, seconds: float) -> None:
         end = time.monotonic() + seconds
