@@ -13,6 +13,7 @@ import os
 import tempfile
 import zipfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kftrain.extras import requires
@@ -103,20 +104,36 @@ def _kftrain_mlp(spec: ModelSpec) -> Predictor:
 
 
 def _onnx(spec: ModelSpec) -> Predictor:
-    session = onnx_session(model_bytes(spec))
+    return onnx_model(model_bytes(spec), spec.location).predict
+
+
+@dataclass(frozen=True)
+class OnnxModel:
+    """An ONNX model loaded for scoring: its one input's name and element type, its first output's name, and
+    ``predict``."""
+
+    input_name: str
+    output_name: str
+    input_dtype: Any
+    predict: Predictor
+
+
+def onnx_model(model: bytes, where: str) -> OnnxModel:
+    """Load ``model`` (an ONNX file's bytes; ``where`` names it in errors) for scoring: one input, the first output."""
+    session = onnx_session(model)
     feeds = session.get_inputs()
     if len(feeds) != 1:
         names = ", ".join(i.name for i in feeds)
-        raise ModelError(f"{spec.location}: the model takes {len(feeds)} inputs ({names}); the contract is one")
+        raise ModelError(f"{where}: the model takes {len(feeds)} inputs ({names}); the contract is one")
     name, dtype = feeds[0].name, ONNX_TYPES.get(feeds[0].type, np.float32)
-    wanted = [o.name for o in session.get_outputs()][:1]
+    output = session.get_outputs()[0].name
 
     def predict(x: np.ndarray) -> np.ndarray:
         # The output in the model's own precision, as TorchScript's and TensorFlow's are: a float32 model's scores
         # stay float32 (a float64 copy of them made the softmax after it four times slower).
-        return np.asarray(session.run(wanted, {name: x.astype(dtype, copy=False)})[0])
+        return np.asarray(session.run([output], {name: x.astype(dtype, copy=False)})[0])
 
-    return predict
+    return OnnxModel(name, output, dtype, predict)
 
 
 def onnx_session(model: bytes) -> Any:

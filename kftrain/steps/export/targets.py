@@ -27,12 +27,11 @@ from kftrain.models import ModelSpec
 from kftrain.models.detect import SIDE_FILES
 from kftrain.models.folder import ModelFolder
 from kftrain.models.predictors import (
-    ONNX_TYPES,
     first_output,
     input_dtype,
     load_keras,
     model_bytes,
-    onnx_session,
+    onnx_model,
     savedmodel_predictor,
 )
 from kftrain.models.spec import KERAS, KFTRAIN_MLP, ONNX, SAVEDMODEL, TORCHSCRIPT
@@ -150,15 +149,19 @@ def write_onnx(spec: ModelSpec, writer: storage.ArtifactWriter, model_dir: str, 
         return buf.getvalue()
 
     _write_model(spec, writer, rel, ONNX, convert)
-    session = onnx_session(storage.read_bytes(writer.path_for(rel)))
-    (feed,) = session.get_inputs()
-    output = session.get_outputs()[0].name
-    dtype = ONNX_TYPES.get(feed.type, np.float32)
-
-    def predict(x: np.ndarray) -> np.ndarray:
-        return np.asarray(session.run([output], {feed.name: x.astype(dtype, copy=False)})[0])
-
-    return Written("triton", ONNX, model_dir, rel, "onnxruntime_onnx", feed.name, output, dtype, predict)
+    path = writer.path_for(rel)
+    loaded = onnx_model(storage.read_bytes(path), path)
+    return Written(
+        "triton",
+        ONNX,
+        model_dir,
+        rel,
+        "onnxruntime_onnx",
+        loaded.input_name,
+        loaded.output_name,
+        loaded.input_dtype,
+        loaded.predict,
+    )
 
 
 def savedmodel_files(spec: ModelSpec, folder: Path) -> Path:
