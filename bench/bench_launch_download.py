@@ -26,13 +26,13 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.kfp_backend.driver import DagExecution, RunContext, TaskExecution, resolve_inputs  # noqa: E402
-from tests.kfp_backend.launcher import PodFilesystem, download  # noqa: E402
-from tests.kfp_backend.layout import new_salt, output_uri, run_root  # noqa: E402
-from tests.kfp_backend.runner import PIPELINE_ROOT  # noqa: E402
-from tests.kfp_backend.store import Bucket  # noqa: E402
-from tests.kfp_backend.versions import NEWEST  # noqa: E402
-from tests.s3_server import ACCESS_KEY, SECRET_KEY, MotoServer  # noqa: E402
+from testbed.kfp_backend.driver import DagExecution, RunContext, TaskExecution, resolve_inputs  # noqa: E402
+from testbed.kfp_backend.launcher import PodFilesystem, download  # noqa: E402
+from testbed.kfp_backend.layout import new_salt, output_uri, run_root  # noqa: E402
+from testbed.kfp_backend.runner import PIPELINE_ROOT  # noqa: E402
+from testbed.kfp_backend.store import Bucket  # noqa: E402
+from testbed.kfp_backend.versions import NEWEST  # noqa: E402
+from testbed.s3_server import ACCESS_KEY, SECRET_KEY, MotoServer  # noqa: E402
 
 PACKAGE = ROOT / "pipelines" / "training" / "pytorch_digits" / "pipeline.yaml"
 PART = 64 << 20

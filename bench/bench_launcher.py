@@ -39,7 +39,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fake_k8s import FakeKube, JobSim, OperatorSim  # noqa: E402
+from testbed.fake_k8s import FakeKube, JobSim, OperatorSim  # noqa: E402
 
 CRD_DIR = ROOT.parent / "shared" / "reference" / "crds"
 NAMESPACE = "bench"

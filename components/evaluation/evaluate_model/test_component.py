@@ -9,7 +9,7 @@ import pytest
 from kfp import dsl
 
 from kftrain_components.evaluation.evaluate_model.component import evaluate_model
-from tests.pipeline_harness import executor_output, step
+from testbed.pipeline_harness import executor_output, step
 
 
 def outputs(tmp_path: Path) -> dict[str, dsl.Artifact]:

@@ -11,7 +11,7 @@ from kfp import dsl
 
 from kftrain import storage
 from kftrain_components.export.export_model.component import export_model
-from tests.pipeline_harness import executor_output, step
+from testbed.pipeline_harness import executor_output, step
 
 
 def test_a_torchscript_model_to_triton_and_its_inference_service(tmp_path, breast_cancer):

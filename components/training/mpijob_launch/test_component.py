@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from kftrain_components.training.mpijob_launch.component import mpijob_launch
-from tests.launch_harness import check_local_run, launch_renderer
-from tests.manifests import as_yaml, mpijob_v2, replica
+from testbed.launch_harness import check_local_run, launch_renderer
+from testbed.manifests import as_yaml, mpijob_v2, replica
 
 _render = launch_renderer(mpijob_launch, "MPIJob")
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
-from tests.launch_harness import check_local_run, launch_renderer, render_launch
-from tests.manifests import as_yaml, pytorchjob, replica
+from testbed.launch_harness import check_local_run, launch_renderer, render_launch
+from testbed.manifests import as_yaml, pytorchjob, replica
 
 _render = launch_renderer(pytorchjob_launch, "PyTorchJob")
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from kftrain_components.training.tfjob_launch.component import tfjob_launch
-from tests.launch_harness import check_local_run, launch_renderer
-from tests.manifests import as_yaml, replica, tfjob
+from testbed.launch_harness import check_local_run, launch_renderer
+from testbed.manifests import as_yaml, replica, tfjob
 
 _render = launch_renderer(tfjob_launch, "TFJob")
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from kftrain_components.training.trainjob_launch.component import trainjob_launch
-from tests.launch_harness import check_local_run, launch_renderer
-from tests.manifests import as_yaml, trainjob
+from testbed.launch_harness import check_local_run, launch_renderer
+from testbed.manifests import as_yaml, trainjob
 
 _render = launch_renderer(trainjob_launch, "TrainJob")
 URIS = ["--dataset", "$(KFTRAIN_DATASET_URI)", "--model-dir", "$(KFTRAIN_MODEL_URI)"]

@@ -1,0 +1,35 @@
+"""The pytest fixture that makes a :class:`~testbed.kfp_backend.runner.Cluster` for one backend release."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from testbed import REPO_ROOT
+from testbed.fake_k8s import FakeKube
+from testbed.kfp_backend.runner import NAMESPACE, PIPELINE_ROOT, Cluster, start_operator
+from testbed.kfp_backend.store import Bucket
+from testbed.kfp_backend.versions import Backend
+from testbed.s3_server import ACCESS_KEY, SECRET_KEY, MotoServer
+
+REFERENCE = REPO_ROOT.parent / "shared" / "reference"
+
+
+def cluster_for(backend: Backend, workdir: Path) -> Iterator[Cluster]:
+    """A namespace of a cluster running ``backend``: the fake API, its store (moto), the simulated operator."""
+    moto = MotoServer()
+    moto.start()
+    kube = FakeKube(REFERENCE / "crds").start()
+    try:
+        kubeconfig = kube.write_kubeconfig(workdir / "kubeconfig", NAMESPACE, user="default-editor")
+        bucket = Bucket(PIPELINE_ROOT, moto.endpoint, ACCESS_KEY, SECRET_KEY)
+        bucket.create()
+        cluster = Cluster(backend, kube, bucket, kubeconfig, workdir)
+        cluster.configure_store(moto.endpoint, ACCESS_KEY, SECRET_KEY)
+        operator = start_operator(cluster)
+        yield cluster
+        operator.join(timeout=30)
+        assert not operator.errors, operator.errors
+    finally:
+        kube.stop()
+        moto.stop()

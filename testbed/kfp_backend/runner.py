@@ -1,0 +1,361 @@
+"""Run a compiled ``pipeline.yaml`` as KFP's backend runs it: driver, platform config, launcher, task pods.
+
+A :class:`Cluster` is what a KFP namespace has: the fake Kubernetes API (tests/fake_k8s) with the
+``kfp-launcher`` ConfigMap naming the object store (moto) and its secret, and a simulated operator that runs
+each created training job for real with kftrain's local backend (its pods' logs copied to the API as it goes).
+:func:`run_pipeline` walks the pipeline's DAGs with :mod:`testbed.kfp_backend.driver`, builds each task pod with
+:mod:`testbed.kfp_backend.platform` and runs its container command with :mod:`testbed.kfp_backend.launcher`, in a
+process whose environment is what KFP gives a user container (``KFP_POD_NAME``, ``KFP_POD_UID``, the
+metadata-grpc-configmap's variables, the container's and the platform config's env; no run id:
+kubeflow/pipelines@2.17.0:backend/src/v2/compiler/argocompiler/common.go:33-58, container.go:566-567;
+@2.5.0:backend/src/v2/driver/driver.go:472-489: the run id is an argument of the launcher, not the step's),
+with ``KUBECONFIG`` standing for the pod's service account.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from testbed import REPO_ROOT
+from testbed.fake_k8s import FakeKube, JobSim, OperatorSim
+from testbed.kfp_backend import layout
+from testbed.kfp_backend.driver import (
+    DagExecution,
+    RunContext,
+    TaskExecution,
+    next_execution_id,
+    resolve_inputs,
+    task_order,
+    will_trigger,
+)
+from testbed.kfp_backend.launcher import PodFilesystem, pod_environment, run_task
+from testbed.kfp_backend.platform import build_pod
+from testbed.kfp_backend.store import Bucket
+from testbed.kfp_backend.versions import Backend
+
+REPO = REPO_ROOT
+NAMESPACE = "team-a"
+PIPELINE_ROOT = "minio://mlpipeline/v2/artifacts"
+STORE_SECRET = "mlpipeline-minio-artifact"
+
+
+@dataclass
+class Cluster:
+    backend: Backend
+    kube: FakeKube
+    bucket: Bucket
+    kubeconfig: Path
+    workdir: Path
+    job_timeout: float = 600.0
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    # What the nodes give every training pod without a secret (a workload identity), e.g. AWS_* variables.
+    workload_identity: dict[str, str] = field(default_factory=dict)
+
+    def configure_store(self, endpoint: str, key: str, secret: str) -> None:
+        """The namespace as KFP's profile controller leaves it, with ``providers`` naming the store."""
+        host = endpoint.split("://", 1)[1]
+        providers = {
+            "minio": {
+                "default": {
+                    "endpoint": host,
+                    "disableSSL": True,
+                    "region": "minio",
+                    "credentials": {
+                        "fromEnv": False,
+                        "secretRef": {
+                            "secretName": STORE_SECRET,
+                            "accessKeyKey": "accesskey",
+                            "secretKeyKey": "secretkey",
+                        },
+                    },
+                }
+            }
+        }
+        self.kube.add_configmap(
+            NAMESPACE, "kfp-launcher", {"defaultPipelineRoot": PIPELINE_ROOT, "providers": yaml.safe_dump(providers)}
+        )
+        self.kube.add_secret(NAMESPACE, STORE_SECRET, {"accesskey": key, "secretkey": secret})
+        self.kube.add_configmap(
+            NAMESPACE,
+            "metadata-grpc-configmap",
+            {"METADATA_GRPC_SERVICE_HOST": "metadata-grpc-service.kubeflow", "METADATA_GRPC_SERVICE_PORT": "8080"},
+        )
+
+    def secret_value(self, name: str, key: str) -> str | None:
+        import base64
+
+        secret = self.kube.secrets.get((NAMESPACE, name))
+        if secret is None or key not in secret["data"]:
+            return None
+        return base64.b64decode(secret["data"][key]).decode()
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    run_dir: str
+    root: DagExecution
+    tasks: dict[str, TaskExecution]  # every container task, by "<dag path>/<task>"
+
+
+def run_pipeline(cluster: Cluster, package: Path, params: dict[str, Any], *, step_timeout: float = 900.0) -> RunResult:
+    docs = list(yaml.safe_load_all(package.read_text()))
+    spec = docs[0]
+    platform = next((d for d in docs[1:] if d and "platforms" in d), {})
+    executors_config = (
+        platform.get("platforms", {}).get("kubernetes", {}).get("deploymentSpec", {}).get("executors", {})
+    )
+    run_id = str(uuid.uuid4())
+    run = RunContext(run_id, f"{spec['pipelineInfo']['name']}-{run_id[:5]}", spec["pipelineInfo"]["name"])
+    run_dir = layout.run_root(PIPELINE_ROOT, spec["pipelineInfo"]["name"], run_id)
+    root_inputs = spec["root"].get("inputDefinitions", {}).get("parameters", {})
+    unknown = set(params) - set(root_inputs)
+    if unknown:
+        raise ValueError(f"no pipeline parameter named {sorted(unknown)}")
+    values = {k: v["defaultValue"] for k, v in root_inputs.items() if "defaultValue" in v}
+    root = DagExecution(next_execution_id(), "root", spec["root"], {**values, **params}, {})
+    result = RunResult(run_id, run_dir, root, {})
+    context = _Walk(cluster, spec, executors_config, run, run_dir, result, step_timeout)
+    context.dag(root, "")
+    return result
+
+
+@dataclass
+class _Walk:
+    cluster: Cluster
+    spec: dict[str, Any]
+    executors_config: dict[str, Any]
+    run: RunContext
+    run_dir: str
+    result: RunResult
+    step_timeout: float
+
+    def dag(self, dag: DagExecution, path: str) -> None:
+        tasks = dag.component["dag"]["tasks"]
+        for name in task_order(tasks):
+            task_spec = tasks[name]
+            component = self.spec["components"][task_spec["componentRef"]["name"]]
+            parameters, artifacts = resolve_inputs(task_spec, component, dag, self.run)
+            if not will_trigger(task_spec, parameters):
+                dag.tasks[name] = TaskExecution(name, triggered=False)
+                continue
+            if "dag" in component:
+                child = DagExecution(next_execution_id(), name, component, parameters, artifacts)
+                dag.tasks[name] = TaskExecution(name, triggered=True, dag=child)
+                self.dag(child, f"{path}{name}/")
+            else:
+                dag.tasks[name] = self.container(dag, name, task_spec, component, parameters, artifacts)
+                self.result.tasks[f"{path}{name}"] = dag.tasks[name]
+
+    def container(
+        self,
+        dag: DagExecution,
+        name: str,
+        task_spec: dict[str, Any],
+        component: dict[str, Any],
+        parameters: dict[str, Any],
+        artifacts: dict[str, list[dict[str, Any]]],
+    ) -> TaskExecution:
+        backend = self.cluster.backend
+        label = component["executorLabel"]
+        container = self.spec["deploymentSpec"]["executors"][label]["container"]
+        pod = build_pod(self.executors_config.get(label), component, container, dag, name, self.run, backend)
+        salt = layout.new_salt()
+        outputs = component.get("outputDefinitions", {})
+        task_root = layout.output_uri(self.run_dir, name, salt, "").rstrip("/")
+        out_artifacts = {
+            key: {
+                "artifacts": [
+                    {
+                        "name": key,
+                        "uri": layout.output_uri(self.run_dir, name, salt, key),
+                        "type": spec["artifactType"],
+                        "metadata": {},
+                    }
+                ]
+            }
+            for key, spec in outputs.get("artifacts", {}).items()
+        }
+        output_file = (
+            f"{layout.local_path(task_root)}/output_metadata.json"
+            if backend.tag >= "2.15"
+            else "/tmp/kfp_outputs/output_metadata.json"
+        )
+        pod_root = self.cluster.workdir / pod_name_for(self.run)
+        pod_root.mkdir(parents=True)
+        # Container paths (the /minio emptyDir, /tmp) are the pod's own: a folder per pod here.
+        executor_input = {
+            "inputs": {
+                "parameterValues": {**parameters, **({k: pod.task_config for k in _task_config_inputs(component)})},
+                "artifacts": {k: {"artifacts": v} for k, v in artifacts.items()},
+            },
+            "outputs": {
+                "artifacts": out_artifacts,
+                "parameters": {
+                    k: {"outputFile": f"{pod_root}{layout.OUTPUT_PARAMETERS_DIR}/{k}"}
+                    for k in outputs.get("parameters", {})
+                },
+                "outputFile": f"{pod_root}{output_file}",
+            },
+        }
+        pod_name = pod_root.name
+        pod_uid = str(uuid.uuid4())
+        self._create_pod(pod_name, pod_uid, pod)
+        env = pod_environment(
+            self._image_env(pod_root), {**self._kfp_env(pod_name, pod_uid), **self._container_env(container, pod)}
+        )
+        env["KFTRAIN_HARNESS_POD_ROOT"] = str(pod_root)
+        record, out_params, out_arts = run_task(
+            backend=backend,
+            executor_input=executor_input,
+            component=component,
+            container=container,
+            bucket=self.cluster.bucket,
+            pod_fs=PodFilesystem(pod_root),
+            env=env,
+            timeout=self.step_timeout,
+        )
+        return TaskExecution(name, True, output_parameters=out_params, output_artifacts=out_arts, record=record)
+
+    def _create_pod(self, name: str, uid: str, pod: Any) -> None:
+        self.cluster.kube.add_pod(
+            {
+                "metadata": {"name": name, "namespace": NAMESPACE, "uid": uid, "labels": dict(pod.labels)},
+                "spec": {
+                    "initContainers": [{"name": "kfp-launcher", "image": self.cluster.backend.launcher_image}],
+                    "containers": [{"name": "main", "image": "step"}],
+                    "nodeSelector": pod.node_selector,
+                    "tolerations": pod.tolerations,
+                    "imagePullSecrets": [{"name": n} for n in pod.image_pull_secrets],
+                },
+                "status": {"phase": "Running", "containerStatuses": [{"name": "main", "restartCount": 0}]},
+            }
+        )
+
+    def _image_env(self, pod_root: Path) -> dict[str, str]:
+        home = pod_root / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        tmp = pod_root / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        return {
+            "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(home),
+            "TMPDIR": str(tmp),
+            "LANG": "C.UTF-8",
+            "PYTHONPATH": os.environ.get("PYTHONPATH", str(REPO)),
+            "PYTHONUNBUFFERED": "1",
+            "KUBECONFIG": str(self.cluster.kubeconfig),
+            "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+            "KUBERNETES_SERVICE_PORT": "443",
+            "KFTRAIN_STATE_DIR": str(pod_root / "kftrain-state"),
+            **({"TF_USE_LEGACY_KERAS": "1"}),
+        }
+
+    def _kfp_env(self, pod_name: str, pod_uid: str) -> dict[str, str]:
+        grpc = self.cluster.kube.configmaps.get((NAMESPACE, "metadata-grpc-configmap"), {}).get("data", {})
+        return {"KFP_POD_NAME": pod_name, "KFP_POD_UID": pod_uid, **grpc}
+
+    def _container_env(self, container: dict[str, Any], pod: Any) -> dict[str, str]:
+        env = {e["name"]: e["value"] for e in container.get("env", [])} if pod.container_env else {}
+        for item in pod.env:
+            ref = item.get("valueFrom", {}).get("secretKeyRef")
+            if ref is None:
+                continue
+            value = self.cluster.secret_value(ref["name"], ref["key"])
+            if value is None and not ref.get("optional"):
+                raise RuntimeError(f"CreateContainerConfigError: secret {ref['name']!r} (key {ref['key']!r}) not found")
+            if value is not None:
+                env[item["name"]] = value
+        return env
+
+
+def pod_name_for(run: RunContext) -> str:
+    """A task pod's name as Argo makes it: the workflow's name, the template's, a number."""
+    return f"{run.run_name}-system-container-impl-{next_execution_id()}"
+
+
+def _task_config_inputs(component: dict[str, Any]) -> list[str]:
+    params = component.get("inputDefinitions", {}).get("parameters", {})
+    return [name for name, spec in params.items() if spec.get("parameterType") == "TASK_CONFIG"]
+
+
+# -- the training operator: each created job runs for real on this machine ------------------------------
+
+
+def job_runner(cluster: Cluster) -> Any:
+    """An operator scenario: the job as created in the API, run with ``kftrain launch --local``; its pods' logs
+    copied to the API and its end reported as the operator would."""
+
+    def play(sim: JobSim) -> None:
+        manifest = _as_local_manifest(sim.obj)
+        cluster.jobs.append(sim.obj)
+        folder = cluster.workdir / "jobs" / sim.name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "job.yaml").write_text(yaml.safe_dump(manifest))
+        sim.create_pods()
+        sim.condition("Created")
+        sim.start()
+        sim.condition("Running")
+        env = {**_replica_env(cluster, sim.obj), "KFTRAIN_STATE_DIR": str(folder / "state")}
+        command = [sys.executable, "-m", "kftrain.cli", "launch", "-f", str(folder / "job.yaml"), "--local"]
+        command += ["--workdir", str(folder / "work")]
+        done = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=cluster.job_timeout, check=False
+        )
+        (folder / "launch.log").write_text(done.stdout + done.stderr)
+        for label in sim.labels():
+            log = folder / "work" / "logs" / f"{label}.log"
+            if log.is_file():
+                sim.log(label, *log.read_text().splitlines())
+        if done.returncode == 0:
+            sim.exit_all(0)
+            sim.condition("Succeeded")
+        else:
+            sim.exit(sim.labels()[0], done.returncode or 1)
+            sim.condition("Failed", reason="JobFailed", message=f"exit code {done.returncode}")
+
+    return play
+
+
+def _as_local_manifest(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    keep = {k: meta[k] for k in ("name", "labels", "annotations") if k in meta}
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": keep, "spec": obj["spec"]}
+
+
+def _replica_env(cluster: Cluster, obj: dict[str, Any]) -> dict[str, str]:
+    """This machine's environment less the store's, plus every secretKeyRef's value (the kubelet resolves them;
+    the local backend reads a secretKeyRef's variable from its own environment)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MINIO_", "KFP_", "KFTRAIN_HARNESS"))}
+    env.update(cluster.workload_identity)
+    for ref_name, key, var in _secret_refs(obj):
+        value = cluster.secret_value(ref_name, key)
+        if value is not None:
+            env[var] = value
+    return env
+
+
+def _secret_refs(value: Any) -> list[tuple[str, str, str]]:
+    found: list[tuple[str, str, str]] = []
+    if isinstance(value, dict):
+        ref = (value.get("valueFrom") or {}).get("secretKeyRef") if "name" in value else None
+        if ref:
+            found.append((ref["name"], ref["key"], value["name"]))
+        for item in value.values():
+            found.extend(_secret_refs(item))
+    elif isinstance(value, list):
+        for item in value:
+            found.extend(_secret_refs(item))
+    return found
+
+
+def start_operator(cluster: Cluster) -> OperatorSim:
+    return OperatorSim(cluster.kube, job_runner(cluster))

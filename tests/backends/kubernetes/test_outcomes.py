@@ -1,0 +1,313 @@
+"""The Kubernetes backend's run, one row per thing the cluster can do: the operator's scenario, the verdict, what
+the backend prints and whether it deleted the job.
+
+Each scenario is played by the simulated operator (tests/fake_k8s) that creates pods with the operators' labels
+and moves the job through its conditions; the backend only sees HTTP (testbed/k8s_harness.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from kftrain.backends.base import JobPhase, JobResult
+from kftrain.job.naming import stamp_run_identity
+from testbed.fake_k8s import FakeKube, JobSim, OperatorSim
+from testbed.k8s_harness import (
+    make_backend,
+    pytorch_job,
+    running,
+    s_forever,
+    s_image_pull,
+    s_success,
+    s_suspended_forever,
+    succeed,
+)
+
+
+def s_replica_failure(sim: JobSim) -> None:
+    running(sim)
+    sim.log("worker-0", "step 1", "Traceback (most recent call last):", "RuntimeError: CUDA out of memory")
+    sim.sleep(0.1)
+    sim.exit("worker-0", 3)
+    sim.kube.add_event(sim.namespace, "Pod", sim.pod_names["worker-0"], "OOMish", "container pytorch exited with 3")
+    sim.condition(
+        "Failed",
+        reason="PyTorchJobFailed",
+        message=f"PyTorchJob {sim.name} is failed because 1 Worker replica(s) failed.",
+    )
+
+
+def s_restarting(sim: JobSim) -> None:
+    running(sim)
+    sim.log("worker-0", "attempt 1")
+    sim.sleep(0.2)
+    sim.restart_in_place("worker-0", 137)
+    sim.condition("Restarting", message="worker-0 restarted after exit code 137")
+    sim.log("worker-0", "attempt 2")
+    sim.sleep(0.2)
+    sim.condition("Running")
+    succeed(sim)
+
+
+def s_suspended_then_resumed(sim: JobSim) -> None:
+    sim.condition("Created")
+    sim.condition("Suspended", message="job suspended by the queue")
+    sim.sleep(0.6)
+    sim.condition("Suspended", status="False")
+    running(sim)
+    succeed(sim)
+
+
+def s_deleted_externally(sim: JobSim) -> None:
+    running(sim)
+    sim.log("master-0", "training")
+    sim.sleep(0.3)
+    sim.delete_job()
+
+
+def unschedulable_worker_0(sim: JobSim) -> None:
+    """Every pod is placed but worker-0, which the scheduler reports unschedulable; the step sees the scheduler's
+    verdicts with the pods (its pending_timeout_s is 0.5 s)."""
+    with sim.at_once():
+        sim.create_pods(scheduled=False)
+        sim.condition("Created")
+        sim.schedule(*(label for label in sim.labels() if label != "worker-0"))
+        sim.unschedulable("worker-0")
+
+
+def s_unschedulable(sim: JobSim) -> None:
+    unschedulable_worker_0(sim)
+    sim.wait_deleted()
+
+
+def s_config_error(sim: JobSim) -> None:
+    sim.create_pods()
+    sim.condition("Created")
+    sim.waiting("worker-0", "CreateContainerConfigError", 'secret "wandb" not found')
+    sim.wait_deleted()
+
+
+def s_scale_up_declined(sim: JobSim) -> None:
+    """A scale-up was triggered, then the autoscaler gave up on the pod: it is unschedulable again."""
+    unschedulable_worker_0(sim)
+    sim.autoscaler("worker-0", triggered=True)
+    sim.autoscaler("worker-0", triggered=False)
+    sim.wait_deleted()
+
+
+def s_no_scheduler(sim: JobSim) -> None:
+    """The pods name a scheduler that is not running: nothing ever places them, nothing reports why."""
+    sim.create_pods(scheduled=False)
+    sim.condition("Created")
+    sim.wait_deleted()
+
+
+def s_watch_expiry(sim: JobSim) -> None:
+    running(sim)
+    sim.sleep(0.2)
+    sim.kube.expire_watches()
+    sim.sleep(0.2)
+    sim.kube.expire_watches()  # twice: the backend must recover every time, not only once
+    sim.sleep(0.2)
+    succeed(sim)
+
+
+@dataclass
+class Case:
+    id: str
+    scenario: Callable[[JobSim], None]
+    phase: JobPhase
+    reason: str | tuple[str, ...]  # a tuple: any of these (the order of two pod changes is the watch's)
+    options: dict[str, Any] = field(default_factory=dict)
+    # (run id, task id) the job is stamped with before it is submitted; None: a job outside a pipeline.
+    ids: tuple[str, str] | None = None
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    timeout: float | None = 20.0
+    deleted_by_backend: bool = False
+    output_has: tuple[str, ...] = ()
+    check: Callable[[JobResult, str, FakeKube], None] | None = None
+
+
+def _check_failure(result: JobResult, out: str, kube: FakeKube) -> None:
+    assert result.failed_replica == "worker-0"
+    assert result.exit_code == 3
+    assert result.log_tail[-1] == "RuntimeError: CUDA out of memory"
+    assert "1 Worker replica(s) failed" in result.message
+    assert "recent events" in result.message and "container pytorch exited with 3" in result.message
+    assert "RuntimeError: CUDA out of memory" in result.describe()
+
+
+def _check_pending(result: JobResult, out: str, kube: FakeKube) -> None:
+    assert result.reason in result.message
+    assert result.failed_replica == "worker-0"
+
+
+def _check_no_scheduler(result: JobResult) -> None:
+    assert "no scheduler has placed it yet (schedulerName default-scheduler)" in result.message
+    assert result.failed_replica in ("master-0", "worker-0", "worker-1")
+
+
+def _check_relisted(result: JobResult, out: str, kube: FakeKube) -> None:
+    lists = [p for m, p in kube.requests if m == "GET" and "/pytorchjobs?" in p and "watch=" not in p]
+    assert len(lists) >= 2, lists  # one after each 410 (the job created here is watched from its create)
+
+
+def _check_faults(result: JobResult, out: str, kube: FakeKube) -> None:
+    assert all(f.fired for f in kube.faults), [(f.action, f.path, f.seen) for f in kube.faults]
+
+
+CASES = [
+    Case(
+        "success",
+        s_success,
+        JobPhase.SUCCEEDED,
+        "PyTorchJobSucceeded",
+        output_has=("[master-0] hello from master-0", "[worker-1] epoch 1 loss 0.5", ": Running: PyTorchJob"),
+        ids=("run-1", "task-1"),
+    ),
+    Case("replica failure", s_replica_failure, JobPhase.FAILED, "PyTorchJobFailed", check=_check_failure),
+    Case(
+        "restarting then success",
+        s_restarting,
+        JobPhase.SUCCEEDED,
+        "PyTorchJobSucceeded",
+        output_has=("[worker-0] attempt 1", "[worker-0] attempt 2", "Restarting"),
+    ),
+    Case(
+        "suspended then resumed",
+        s_suspended_then_resumed,
+        JobPhase.SUCCEEDED,
+        "PyTorchJobSucceeded",
+        output_has=("Suspended: job suspended by the queue",),
+    ),
+    Case(
+        "suspended too long",
+        s_suspended_forever,
+        JobPhase.FAILED,
+        "Suspended",
+        options={"suspended_timeout_s": 0.5},
+        deleted_by_backend=True,
+    ),
+    Case("deleted externally", s_deleted_externally, JobPhase.FAILED, "Deleted"),
+    Case(
+        "image pull backoff",
+        s_image_pull,
+        JobPhase.FAILED,
+        # The kubelet says ErrImagePull, then ImagePullBackOff: the backend fails on whichever it sees first.
+        ("ErrImagePull", "ImagePullBackOff"),
+        deleted_by_backend=True,
+        check=_check_pending,
+    ),
+    Case(
+        "unschedulable",
+        s_unschedulable,
+        JobPhase.FAILED,
+        "Unschedulable",
+        deleted_by_backend=True,
+        check=_check_pending,
+    ),
+    Case(
+        "container config error",
+        s_config_error,
+        JobPhase.FAILED,
+        "CreateContainerConfigError",
+        timeout=None,  # fails at once, whatever the timeouts
+        options={"pending_timeout_s": None},
+        deleted_by_backend=True,
+        check=_check_pending,
+    ),
+    Case(
+        "scale-up declined",
+        s_scale_up_declined,
+        JobPhase.FAILED,
+        "Unschedulable",
+        deleted_by_backend=True,
+        check=_check_pending,
+    ),
+    Case(
+        "no scheduler",
+        s_no_scheduler,
+        JobPhase.FAILED,
+        "NotScheduled",
+        deleted_by_backend=True,
+        check=lambda result, out, kube: _check_no_scheduler(result),
+    ),
+    Case(
+        "watch expiry 410",
+        s_watch_expiry,
+        JobPhase.SUCCEEDED,
+        "PyTorchJobSucceeded",
+        output_has=("410 Gone",),
+        check=_check_relisted,
+    ),
+    Case(
+        "api faults retried",
+        s_success,
+        JobPhase.SUCCEEDED,
+        "PyTorchJobSucceeded",
+        faults=[
+            {"action": "500", "path": r"/pytorchjobs$", "method": "POST"},
+            {"action": "reset", "path": r"/pytorchjobs$", "method": "POST", "nth": 2},
+            {"action": "429", "path": r"/pytorchjobs$", "method": "GET", "times": 2},
+            # The pods' watch (from the job's create: no list first): a 500, a re-list, a dropped watch, a re-list.
+            {"action": "500", "path": r"/pods$", "method": "GET", "nth": 1},
+            {"action": "reset", "path": r"/pods$", "method": "GET", "nth": 3},
+            {"action": "503", "path": r"/log$", "method": "GET"},
+        ],
+        check=_check_faults,
+    ),
+    Case(
+        "overall timeout",
+        s_forever,
+        JobPhase.FAILED,
+        "Timeout",
+        timeout=1.0,
+        deleted_by_backend=True,
+        output_has=("[master-0] step 1",),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_scenario(case: Case, kube: FakeKube, operator: OperatorSim) -> None:
+    operator.scenario = case.scenario
+    for fault in case.faults:
+        kube.fault(**fault)
+    backend, out = make_backend(kube, **case.options)
+    job = pytorch_job(workers=2)
+    if case.ids is not None:
+        stamp_run_identity(job, *case.ids)
+    result = backend.run(job, timeout=case.timeout)
+    text = out.getvalue()
+    reasons = case.reason if isinstance(case.reason, tuple) else (case.reason,)
+    assert result.phase == case.phase and result.reason in reasons, (result.describe(), text)
+    for expected in case.output_has:
+        assert expected in text, text
+    if case.deleted_by_backend:
+        assert kube.jobs_of("pytorchjobs") == []
+        assert [d[3] for d in kube.deletions] == ["Background"]
+    if case.check is not None:
+        case.check(result, text, kube)
+
+
+def test_a_crash_loop_ended_by_the_steps_timeout_names_the_replica_and_its_exit_code(
+    kube: FakeKube, operator: OperatorSim
+) -> None:
+    def crash_loop(sim: JobSim) -> None:
+        running(sim)
+        for _ in range(3):  # kubelet restarts the container in place, again and again
+            sim.log("worker-1", "RuntimeError: CUDA out of memory")
+            sim.restart_in_place("worker-1", 137)
+            sim.sleep(0.1)
+        sim.wait_deleted()  # no backoffLimit: only the step's timeout ends it
+
+    operator.scenario = crash_loop
+    backend, out = make_backend(kube)
+    result = backend.run(pytorch_job(workers=2), timeout=1.5)
+    assert (result.phase, result.reason) == (JobPhase.FAILED, "Timeout"), out.getvalue()
+    assert (result.failed_replica, result.exit_code) == ("worker-1", 137)
+    assert "BackOff" in result.message

@@ -1,0 +1,103 @@
+"""A job the Kubernetes backend waits on before it runs: held by Kueue, a Volcano gang still gathering, an image
+that cannot be pulled (the rest of what keeps pods Pending is a row of tests/test_kubernetes_outcomes.py)."""
+
+from __future__ import annotations
+
+from kftrain.backends.base import JobPhase
+from kftrain.job import PodSettings, apply_pod_settings
+from testbed.fake_k8s import FakeKube, JobSim, OperatorSim, kueue_webhook
+from testbed.k8s_harness import (
+    make_backend,
+    pytorch_job,
+    running,
+    s_image_pull,
+    s_suspended_forever,
+    succeed,
+    until_said,
+)
+
+
+def test_a_job_held_by_kueue_is_waited_on_until_admitted(kube: FakeKube, operator: OperatorSim) -> None:
+    kube.admission.append(kueue_webhook)
+    backend, out = make_backend(kube, pending_timeout_s=0.5)
+    waiting = "digits: waiting: suspended until Kueue admits it from LocalQueue 'team-a' (no pods until then)"
+
+    def scenario(sim: JobSim) -> None:
+        sim.condition("Created")
+        assert sim.suspended  # Kueue's webhook suspended it at creation
+        sim.report_suspended()
+        until_said(sim, out, waiting)
+        sim.report_suspended()  # the operator's status updates change nothing the backend reports
+        sim.sleep(0.6)  # queued longer than pending_timeout_s: a queue is no pending pod
+        sim.admit_from_queue()
+        sim.report_resumed()
+        until_said(sim, out, "digits: resumed: no longer suspended")
+        running(sim)
+        succeed(sim)
+
+    operator.scenario = scenario
+    result = backend.run(apply_pod_settings(pytorch_job(), PodSettings(queue_name="team-a")), timeout=20)
+    assert result.succeeded, (result.describe(), out.getvalue())
+    assert out.getvalue().count(waiting) == 1
+    assert kube.created[0]["spec"]["runPolicy"]["suspend"] is True
+
+
+def test_a_job_suspended_past_the_timeout_says_what_it_waited_for(kube: FakeKube, operator: OperatorSim) -> None:
+    kube.admission.append(kueue_webhook)
+    operator.scenario = s_suspended_forever
+    backend, _ = make_backend(kube)
+    result = backend.run(apply_pod_settings(pytorch_job(), PodSettings(queue_name="team-a")), timeout=0.5)
+    assert (result.phase, result.reason) == (JobPhase.FAILED, "Timeout")
+    assert "suspended until Kueue admits it from LocalQueue 'team-a'" in result.message
+    assert kube.jobs_of("pytorchjobs") == []
+
+
+def test_a_volcano_gang_still_gathering_is_waited_on(kube: FakeKube, operator: OperatorSim) -> None:
+    """Volcano's words on a gang's members while it cannot place them all: waited on, and said once."""
+    backend, out = make_backend(kube, pending_timeout_s=0.5)
+
+    def scenario(sim: JobSim) -> None:
+        with sim.at_once():  # the pods with Volcano's verdict on them: pending_timeout_s is 0.5 s
+            sim.create_pods(scheduled=False)
+            sim.condition("Created")
+            n = len(sim.labels())
+            for label in sim.labels():
+                sim.unschedulable(
+                    label, f"pod group is not ready, {n} Pending, {n} minAvailable; Pending: {n} Undetermined"
+                )
+        until_said(sim, out, "waiting for their Volcano gang to be complete")
+        for label in sim.labels():  # the gang forms: Volcano rewrites every member's condition
+            sim.unschedulable(
+                label,
+                f"pod group is not ready, {n} Pending, {n} minAvailable; Pending: 1 Schedulable, {n - 1} Undetermined",
+            )
+        sim.sleep(0.8)  # longer than pending_timeout_s
+        sim.schedule()
+        sim.start()
+        sim.condition("Running")
+        succeed(sim)
+
+    operator.scenario = scenario
+    result = backend.run(pytorch_job(workers=2), timeout=20)
+    assert result.succeeded, (result.describe(), out.getvalue())
+    said = [line for line in out.getvalue().splitlines() if "Volcano gang" in line]
+    # Said once, when the wait begins, naming the members seen waiting by then (the pod watch may show the
+    # first member's change before the others').
+    assert len(said) == 1, said
+    members, _, rest = said[0].removeprefix("[kftrain] ").partition(": ")
+    assert members and set(members.split(", ")) <= {"master-0", "worker-0", "worker-1"}, said
+    assert rest == (
+        "waiting for their Volcano gang to be complete: pod group is not ready, 3 Pending, 3 minAvailable; "
+        "Pending: 3 Undetermined (the step waits up to its timeout)"
+    )
+
+
+def test_an_image_that_cannot_be_pulled_fails_at_once_naming_it(kube: FakeKube, operator: OperatorSim) -> None:
+    operator.scenario = s_image_pull
+    backend, _ = make_backend(kube, pending_timeout_s=None)  # no pending limit: a broken image fails anyway
+    result = backend.run(pytorch_job(), timeout=None)
+    # ErrImagePull, then ImagePullBackOff: it fails on whichever the pod watch delivers first, naming the image.
+    assert result.phase == JobPhase.FAILED and result.reason in ("ErrImagePull", "ImagePullBackOff")
+    said = {"ErrImagePull": "failed to pull and unpack image", "ImagePullBackOff": "Back-off pulling image"}
+    assert "image example.com/train:1" in result.message and said[result.reason] in result.message
+    assert result.failed_replica == "worker-0" and kube.jobs_of("pytorchjobs") == []

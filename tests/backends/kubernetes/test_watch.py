@@ -1,0 +1,104 @@
+"""What the Kubernetes backend asks of the API server while it waits: watches (never a periodic request), a broken
+watch retried from a fresh list, and the one retry policy of its calls."""
+
+from __future__ import annotations
+
+import pytest
+import urllib3
+
+from kftrain.backends.kubernetes.api import is_transient
+from kftrain.retry import RetryPolicy, call_with_retry
+from testbed.fake_k8s import FakeKube, Fault, JobSim, OperatorSim
+from testbed.k8s_harness import FAST_RETRY, make_backend, pytorch_job, running, s_forever, s_success, succeed
+
+
+def _job_lists(kube: FakeKube) -> list[str]:
+    return [p for m, p in kube.requests if m == "GET" and "/pytorchjobs?" in p and "watch=" not in p]
+
+
+def _break_watches(kube: FakeKube, times: int) -> None:
+    """Reset the connection of the next ``times`` watch requests (the client's own pool retries some of them)."""
+    kube.faults.append(Fault(action="reset", path=r"/pytorchjobs$", method="GET", query="watch=", times=times))
+
+
+def test_broken_watch_streams_are_retried_from_a_fresh_list(kube: FakeKube, operator: OperatorSim) -> None:
+    operator.scenario = s_success
+    _break_watches(kube, times=8)  # more than one try of the watch: the client retries a reset 3 times itself
+    backend, out = make_backend(kube)
+    result = backend.run(pytorch_job(), timeout=20)
+    assert result.succeeded, (result.describe(), out.getvalue())
+    assert "[master-0] hello from master-0" in out.getvalue()
+    assert len(_job_lists(kube)) >= 2  # one before each try after a broken stream (none before the first)
+
+
+def test_watch_broken_every_time_gives_up_after_the_retry_policy(kube: FakeKube, operator: OperatorSim) -> None:
+    operator.scenario = s_forever
+    _break_watches(kube, times=1000)
+    backend, _ = make_backend(kube)
+    with pytest.raises(urllib3.exceptions.HTTPError):
+        backend.run(pytorch_job(), timeout=20)
+    # One list before each of the retries (the job created here is watched from its create: no first list).
+    assert len(_job_lists(kube)) == FAST_RETRY.attempts - 1
+    assert kube.jobs_of("pytorchjobs") == []  # Backend.run cancels the job it cannot follow
+
+
+def s_long(sim: JobSim) -> None:
+    running(sim, pending_s=0.3)
+    for step in range(15):
+        for label in sim.labels():
+            sim.log(label, f"step {step}")
+        sim.sleep(0.1)
+    succeed(sim)
+
+
+def test_waiting_makes_no_periodic_request(kube: FakeKube, operator: OperatorSim) -> None:
+    """Over 2 s of a job, Pending pods first, what the launcher asks of the API server does not grow with the
+    wait: one watch each of the job and of its pods, from the version the create returned (no list first),
+    one log stream per replica, no read of a single pod, and one list of the pods once the job has ended (for
+    the runs no stream printed). The watches' windows (a whole minute here) are never cut short."""
+    operator.scenario = s_long
+    # poll_interval_s: the autoscaler's events are read only for a pod no node took for that long.
+    backend, out = make_backend(kube, poll_interval_s=1.0, watch_window_s=60)
+    result = backend.run(pytorch_job(workers=2), timeout=30)
+    assert result.succeeded, (result.describe(), out.getvalue())
+    assert "[worker-1] step 14" in out.getvalue()
+    with kube.cond:
+        requests = dict(kube.stats.requests)
+        peak = dict(kube.stats.peak)
+    assert requests == {"create": 1, "watch": 2, "log-follow": 3, "list": 1}, kube.requests
+    assert peak == {"watch": 2, "log-follow": 3}
+
+
+def test_retry_helper_bounds() -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    calls: list[int] = []
+    sleeps: list[float] = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise ApiException(status=503, reason="Service Unavailable")
+        return "ok"
+
+    policy = RetryPolicy(attempts=5, initial_s=0.1, max_s=0.15)
+    assert call_with_retry(flaky, policy=policy, is_transient=is_transient, what="flaky", sleep=sleeps.append) == "ok"
+    assert sleeps == [0.1, 0.15]
+
+    def forbidden() -> None:
+        calls.append(1)
+        raise ApiException(status=403, reason="Forbidden")
+
+    calls.clear()
+    with pytest.raises(ApiException):
+        call_with_retry(forbidden, policy=policy, is_transient=is_transient, what="forbidden", sleep=sleeps.append)
+    assert len(calls) == 1  # not retried: a 403 will not fix itself
+
+    def broken() -> None:
+        calls.append(1)
+        raise ConnectionResetError("reset")
+
+    calls.clear()
+    with pytest.raises(ConnectionResetError):
+        call_with_retry(broken, policy=policy, is_transient=is_transient, what="broken", sleep=lambda s: None)
+    assert len(calls) == 5

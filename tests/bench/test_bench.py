@@ -1,0 +1,187 @@
+"""The benchmark harness still runs end to end (tiny sizes; the figures themselves come from `make bench`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from testbed import REPO_ROOT
+from testbed.s3_server import boto3_client
+from testbed.scripts import load_script
+
+ROOT = REPO_ROOT
+load = load_script("bench/load.py", "bench_load")
+
+
+def test_storage_bench_interleaves_rounds_and_reports_ratios(tmp_path: Path) -> None:
+    out = tmp_path / "storage.json"
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "bench_storage.py"),
+            "--size-mb",
+            "6",
+            "--repeat",
+            "2",
+            "--json",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    data = json.loads(out.read_text())
+    for impl in ("kftrain", "boto3"):
+        entry = data["results"][impl]
+        assert entry["total"]["min"] <= entry["total"]["median"] <= entry["total"]["max"]
+        assert entry["peak_rss_mb"] >= 0
+    assert set(data["ratio_kftrain_over_boto3"]) == {"upload", "download", "total"}
+    assert all(r > 0 for r in data["ratio_kftrain_over_boto3"].values())
+
+
+def test_run_writes_the_results_table(tmp_path: Path) -> None:
+    out = tmp_path / "results.md"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--only", "P5,P7", "--repeat", "1", "--out", str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    text = out.read_text()
+    assert text in proc.stdout
+    assert "| P5 | compile every pipeline, cold process |" in text
+    assert "| P7 |" in text
+    assert "error:" not in text
+
+
+def test_prep_bench_interleaves_ours_and_pyarrow_at_each_size(tmp_path: Path) -> None:
+    out = tmp_path / "prep.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_prep.py"), "--sizes-mb", "2,4", "--repeat", "2",
+         "--workdir", str(tmp_path), "--json", str(out)],
+        check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    data = json.loads(out.read_text())
+    assert list(data["sizes"]) == ["2", "4"]
+    for size, entry in data["sizes"].items():
+        assert entry["bytes"] >= int(size) * 2**20 and entry["rows"] > 0
+        sides = [(r["round"], r["side"]) for r in entry["runs"]]
+        # Round 0: pyarrow, ours, then the no-dictionary reference; round 1 starts with ours.
+        assert sides == [(0, "pyarrow"), (0, "ours"), (0, "pyarrow-no-dictionary"), (1, "ours"), (1, "pyarrow")]
+        assert all(r["seconds"] > 0 and r["rss_mb"] > 0 and r["peak_of_run"] for r in entry["runs"])
+    assert [p.name for p in tmp_path.iterdir()] == ["prep.json"]  # sources and outputs deleted
+
+
+def test_evaluation_bench_scores_the_same_rows_as_the_bare_loop(tmp_path: Path) -> None:
+    out = tmp_path / "evaluation.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_evaluation.py"), "--rows", "3000", "--scales", "1,2",
+         "--repeat", "1", "--features", "8", "--classes", "3", "--workdir", str(tmp_path), "--json", str(out)],
+        check=True, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    data = json.loads(out.read_text())
+    assert int(data["test_rows"]["1"]) >= 3000 and int(data["test_rows"]["2"]) >= 6000
+    runs = {(r["scale"], r["format"], r["side"]): r for r in data["runs"]}
+    assert len(runs) == 8  # 2 scales x 2 formats x ours and bare
+    for (scale, fmt, _), r in runs.items():
+        bare = runs[(scale, fmt, "bare")]
+        assert r["rows"] == bare["rows"] == data["test_rows"][str(scale)]
+        assert r["accuracy"] == pytest.approx(bare["accuracy"], abs=1e-9)
+        assert r["seconds"] > 0 and r["rss_mb"] > 0 and r["rss_base_mb"] > 0
+        assert r["peak_of_run"]  # the peak is the run's own, not its imports' (Linux)
+    assert [p.name for p in tmp_path.iterdir()] == ["evaluation.json"]
+
+
+@pytest.mark.parametrize(
+    ("alone", "together", "busy"),
+    [(0.2, 0.21, False), (0.2, 0.24, False), (0.2, 0.3, True), (0.2, 0.41, True)],
+)
+def test_a_busy_machine_is_flagged_by_its_calibration(alone: float, together: float, busy: bool) -> None:
+    quiet = load.Load(0.1, 0.2, 0.2, 2)
+    seen = load.Load(1.5, alone, together, 2)
+    assert seen.busy is busy
+    assert ("machine BUSY" in load.describe(quiet, seen)) is busy
+    assert ("machine BUSY" in load.describe(seen, quiet)) is busy
+
+
+def test_the_calibration_measures_this_machine() -> None:
+    found = load.calibrate(iterations=200_000)
+    assert found.cores == os.cpu_count() and found.alone_s > 0 and found.together_s > 0
+    assert found.contention > 0
+
+
+@pytest.mark.slow  # installs the launch image's requirement set with pip (cached after the first run)
+def test_p8_measures_the_launch_image_and_its_import(tmp_path: Path) -> None:
+    out = tmp_path / "images.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_images.py"), "--images", "launch", "--repeat", "1",
+         "--json", str(out)],
+        check=True, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    launch = json.loads(out.read_text())["launch"]
+    assert launch["extras"] == ["s3"]
+    assert 20 < launch["size_mb"] < 300, launch["largest"]
+    names = {name for name, _ in launch["largest"]}
+    assert not names & {"torch", "tensorflow", "pyarrow", "numpy", "sklearn", "onnxruntime"}, names
+    assert len(launch["import_s"]) == 1 and 0 < launch["import_s"][0] < 60
+
+
+@pytest.mark.slow  # installs kubeflow-training (the baseline) with pip, into a cache folder, on its first run
+def test_p9_counts_what_each_launcher_asks_of_the_api_server(tmp_path: Path) -> None:
+    out = tmp_path / "launcher.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_launcher.py"), "--jobs", "2", "--duration", "4",
+         "--polling", "1", "--settle", "1", "--json", str(out)],
+        check=True, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    data = json.loads(out.read_text())
+    ours, baseline = data["ours"], data["baseline"]
+    assert ours["ok"] == 2 and baseline["ok"] == 2, (ours["failed_logs"], baseline["failed_logs"])
+    assert ours["operator_errors"] == [] and baseline["operator_errors"] == []
+    # Per job: one create; one watch each of the job and of its pods, from the create's version (no list first,
+    # no renewal within the watch window); a log stream per replica; one list of the pods once the job ended.
+    assert ours["requests_by_verb_per_job"] == {"create": 1.0, "list": 1.0, "log-follow": 4.0, "watch": 2.0}
+    assert ours["steady_requests_per_job_minute"] == 0
+    assert ours["steady_job_minutes"] > 0  # the steady state was measured, not empty
+    # The SDK creates the job, then reads it every second (polling 1 here) until it ends; it watches nothing.
+    assert set(baseline["requests_by_verb_per_job"]) == {"create", "get"}
+    assert baseline["requests_by_verb_per_job"]["create"] == 1.0
+    assert baseline["requests_by_verb_per_job"]["get"] >= 3
+    assert baseline["steady_requests_per_job_minute"] > 0 and baseline["steady_job_minutes"] > 0
+    assert baseline["peak_open"] == {}
+    # A job's own watches and log streams are open at once (both jobs' at once, when they overlap).
+    assert 2 <= ours["peak_open"]["watch"] <= 4 and 4 <= ours["peak_open"]["log-follow"] <= 8, ours["peak_open"]
+    assert 0 < ours["rss_mb"]["max"] < 150  # P9's goal per launcher
+    assert ours["cpu_s_per_job_minute"] > 0
+
+
+def test_p10_checkpoint_stall_times_every_mode_and_publishes_the_checkpoints(tmp_path: Path, moto) -> None:
+    """Tiny model, 2 interleaved rounds against the tests' S3 server: per-round ratios for async and sync, and
+    every checkpointing run's checkpoints published complete (none for the baseline)."""
+    out = tmp_path / "p10.json"
+    bucket = "p10-smoke"
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "programs" / "checkpoint_stall.py"), "--steps", "4", "--every", "2",
+         "--warmup", "1", "--widths", "32,64,10", "--repeat", "2", "--endpoint", moto.endpoint, "--bucket", bucket,
+         "--json", str(out)],
+        check=True, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    data = json.loads(out.read_text())
+    assert data["parameters"] == 32 * 64 + 64 + 64 * 10 + 10
+    assert [sorted(r) for r in data["rounds"]] == [["async", "none", "sync"]] * 2
+    assert set(data["round_ratios"]) == {"async", "sync"}
+    assert all(len(v) == 2 and all(r > 0 for r in v) for v in data["round_ratios"].values())
+    keys = [o["Key"] for o in boto3_client(moto.endpoint).list_objects_v2(Bucket=bucket).get("Contents", [])]
+    complete = sorted(k.rsplit("/", 1)[0] for k in keys if k.endswith("/_COMPLETE.json"))
+    # Checkpoints after timed steps 2 and 4 (steps 3 and 5 counting the warm-up one), both kept.
+    assert complete == [
+        f"round-{r}/{mode}/ckpt-{step:010d}" for r in (0, 1) for mode in ("async", "sync") for step in (3, 5)
+    ]

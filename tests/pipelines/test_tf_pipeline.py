@@ -1,0 +1,41 @@
+"""The tf-digits pipeline end to end with KFP's local runner: prep, TFJob (MWMS), eval, gate, SavedModel export."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from testbed.pipeline_harness import accuracy_passed, assert_steps_ran, model_metadata, shared_run
+
+pytestmark = pytest.mark.slow
+pytest.importorskip("tf_keras", reason="the TensorFlow trainer needs tensorflow + tf_keras")
+
+
+pipeline_run = shared_run("tf-digits", "--param", "epochs=6", timeout=600)
+
+
+def test_every_step_ran_with_two_mwms_workers(pipeline_run):
+    run_dir, log = pipeline_run
+    assert_steps_ran(run_dir, "tfjob-launch")
+    assert "[worker-0]" in log and "[worker-1]" in log and "[chief-0]" not in log
+    assert "mode multi_worker_mirrored" in log
+    assert json.loads((run_dir / "tfjob-launch" / "job").read_text())["kind"] == "TFJob"
+    assert model_metadata(run_dir, "tfjob-launch")["framework"] == "tensorflow"
+
+
+def test_accuracy_at_least_090(pipeline_run):
+    run_dir, log = pipeline_run
+    assert accuracy_passed(run_dir) >= 0.90
+    assert "passed" in log
+
+
+def test_gate_passed_and_a_savedmodel_was_exported(pipeline_run):
+    from kftrain import storage
+
+    run_dir, _ = pipeline_run
+    exported = run_dir / "export-model" / "exported"
+    storage.require_complete(str(exported), verify=True)
+    assert (exported / "tfserving" / "digits" / "1" / "saved_model.pb").is_file()
+    assert (exported / "tfserving" / "digits" / "1" / "variables" / "variables.index").is_file()
+    assert (exported / "triton" / "digits" / "1" / "model.savedmodel" / "saved_model.pb").is_file()
