@@ -14,12 +14,15 @@ STORAGE ?= local
 PARAMS ?=
 RUN_ROOT ?= runs
 PYTEST_ARGS ?=
+# The tests run in parallel, one worker per core; a test group (@pytest.mark.xdist_group) stays on one worker.
+PYTEST_WORKERS ?= auto
+PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
 # The 30 slowest tests (setup, call and teardown) listed at the end of every run, so that CI's log shows them.
 DURATIONS := --durations=30
 # What the tests need: the tools, and every extra but [gcs] (`pip install kftrain` alone is the authoring install).
 EXTRAS := dev,data,samples,torch,tf,onnx,s3,examples,crd
 
-.PHONY: help install run test test-fast lint format compile check-compiled bench images clean
+.PHONY: help install run test test-all lint format compile check-compiled bench images clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -32,17 +35,21 @@ $(STAMP): pyproject.toml constraints.txt scripts/lib.sh scripts/install_mpi.sh s
 	./scripts/install_chromium.sh
 	$(PIP) install --quiet --disable-pip-version-check pip==24.3.1
 	$(PIP) install --quiet --disable-pip-version-check -c constraints.txt -e '.[$(EXTRAS)]'
+	@# PyPI's torch for x86_64 Linux is the CUDA build, which brings triton (a GPU kernel compiler, unused on a CPU).
+	@# With TensorFlow loaded first in a process, importing triton (torch._dynamo does, e.g. torch.onnx.export)
+	@# crashes it with a segmentation fault; this venv holds both frameworks, each image only one.
+	$(PIP) uninstall --quiet --disable-pip-version-check -y triton
 	VENV=$(VENV) ./scripts/build_horovod.sh
 	@rm -f $(VENV)/.installed-* && touch $@
 
 run: install ## run the full PyTorch pipeline locally (PIPELINE=..., PARAMS='--param epochs=5', STORAGE=s3)
 	$(VENV)/bin/kftrain run $(PIPELINE) --pipeline-root $(RUN_ROOT) --storage $(STORAGE) $(PARAMS)
 
-test: install lint check-compiled ## lint, check the compiled YAML, and run every test (slow ones too)
-	$(PY) -m pytest $(DURATIONS) $(PYTEST_ARGS)
+test: install lint check-compiled ## before a change (minutes): lint, compiled YAML, the fast tests, one real pipeline per job kind
+	$(PY) -m pytest $(PARALLEL) -m "not slow or e2e" $(DURATIONS) $(PYTEST_ARGS)
 
-test-fast: install ## run the tests not marked slow
-	$(PY) -m pytest -m "not slow" $(DURATIONS) $(PYTEST_ARGS)
+test-all: install lint check-compiled ## everything, the slow tiers too (what CI runs)
+	$(PY) -m pytest $(PARALLEL) $(DURATIONS) $(PYTEST_ARGS)
 
 lint: install ## ruff (lint + format check) and mypy
 	$(VENV)/bin/ruff check .

@@ -32,6 +32,18 @@ KUBECONFIG_NAMESPACE = "kfp-user"
 CANARY = "canary-7d1e5b-never-print-me"
 
 
+# A slow test (a whole pipeline, a real distributed job, a fresh venv) may take minutes on a 2-core machine; it
+# still ends: past this it fails alone (the default limit of every other test is pyproject.toml's ``timeout``).
+SLOW_TIMEOUT_S = 1200
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every slow test without a limit of its own gets :data:`SLOW_TIMEOUT_S`."""
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+
+
 @pytest.fixture(autouse=True, scope="session")
 def local_job_state(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The local backend records its jobs (``kftrain jobs``) here, not in the home folder of whoever runs the tests."""
@@ -244,3 +256,24 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         print(f"\nthe test run's temporary folder is kept: {scratch}")
     else:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+# --- what a test needs installed, probed once per session when a test asks ------------------------------
+
+
+@pytest.fixture(scope="session")
+def horovod_torch() -> None:
+    """Skips the test unless Horovod is installed with PyTorch and MPI (scripts/build_horovod.sh)."""
+    from testbed.needs import horovod_frameworks
+
+    if not horovod_frameworks()[0]:
+        pytest.skip("Horovod with PyTorch+MPI not installed (scripts/build_horovod.sh)")
+
+
+@pytest.fixture(scope="session")
+def horovod_tf() -> None:
+    """Skips the test unless Horovod was built with TensorFlow (TensorFlow present when it was built)."""
+    from testbed.needs import horovod_frameworks
+
+    if not horovod_frameworks()[1]:
+        pytest.skip("Horovod was built without TensorFlow (TensorFlow missing when it was built)")

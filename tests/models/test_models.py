@@ -8,40 +8,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-from torch import nn
 
 from kftrain import storage
 from kftrain.models import ModelError, describe_model, load_predictor, predictor_for, save_model
 from kftrain.models.history import read_history, x_axis
 from kftrain.models.predictors import onnx_session
-from kftrain.models.pytorch import MLP, MLPConfig, write_model
+from testbed.needs import require
 
 X = np.random.default_rng(0).normal(size=(16, 5)).astype(np.float32)
 
 
-class Net(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.body = nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 3))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.body(x)
-
-
-class Unscriptable(Net):
-    def forward(self, *inputs):  # TorchScript rejects varargs; tracing records the call as made
-        return self.body(inputs[0])
-
-
-def expected(model: nn.Module) -> np.ndarray:
-    model.eval()
-    with torch.no_grad():
-        return model(torch.from_numpy(X)).numpy()
-
-
 def test_save_model_writes_torchscript_that_evaluation_loads(tmp_path):
+    from testbed.torch_nets import Net, expected
+
     model = Net()
     model.train()
     spec = save_model(model, str(tmp_path / "m"), example_input=X[:4], classes=["a", "b", "c"], history=[{"epoch": 1}])
@@ -51,38 +30,50 @@ def test_save_model_writes_torchscript_that_evaluation_loads(tmp_path):
     assert [t.to_json() for t in spec.inputs] == [{"name": "input", "dtype": "float32", "shape": [-1, 5]}]
     assert spec.outputs[0].shape == (-1, 3)
     storage.require_complete(str(tmp_path / "m"), verify=True)
-    np.testing.assert_allclose(predictor_for(spec)(X), expected(model), atol=1e-6)
+    np.testing.assert_allclose(predictor_for(spec)(X), expected(model, X), atol=1e-6)
     assert json.loads((tmp_path / "m" / "metrics.jsonl").read_text()) == {"epoch": 1}
 
 
 def test_a_module_that_cannot_be_scripted_is_traced_on_the_example(tmp_path):
+    from testbed.torch_nets import Unscriptable, expected
+
     with pytest.raises(ModelError, match="pass example_input=<a batch> so the model can be traced"):
         save_model(Unscriptable(), str(tmp_path / "no"))
     assert not (tmp_path / "no").exists(), "nothing published after the error"
     spec = save_model(Unscriptable(), str(tmp_path / "m"), example_input=X[:2])
-    np.testing.assert_allclose(predictor_for(spec)(X), expected(Unscriptable()), atol=1e-6)
+    np.testing.assert_allclose(predictor_for(spec)(X), expected(Unscriptable(), X), atol=1e-6)
 
 
 def test_save_model_writes_onnx_from_a_torch_module(tmp_path):
+    from testbed.torch_nets import Net, expected
+
     spec = save_model(Net(), str(tmp_path / "m"), example_input=X[:2], format="onnx", task="regression")
     assert (spec.format, spec.path, spec.task) == ("onnx", "model.onnx", "regression")
-    np.testing.assert_allclose(predictor_for(spec)(X), expected(Net()), atol=1e-5)
+    np.testing.assert_allclose(predictor_for(spec)(X), expected(Net(), X), atol=1e-5)
     with pytest.raises(ModelError, match="'onnx' needs example_input"):
         save_model(Net(), str(tmp_path / "n"), format="onnx")
 
 
 def test_a_folder_written_without_kftrain_is_recognised_from_its_files(tmp_path):
+    import torch
+
+    from testbed.torch_nets import Net, expected
+
     folder = tmp_path / "plain"
     folder.mkdir()
     torch.jit.save(torch.jit.script(Net().eval()), str(folder / "weights.pth"))
     spec = describe_model(str(folder))  # no model.json, no _COMPLETE.json: the finished job's folder as it is
     assert (spec.format, spec.path, spec.info) == ("torchscript", "weights.pth", {})
     predict, info = load_predictor(str(folder))
-    np.testing.assert_allclose(predict(X), expected(Net()), atol=1e-6)
+    np.testing.assert_allclose(predict(X), expected(Net(), X), atol=1e-6)
     assert info == {}
 
 
 def test_onnx_without_model_json(tmp_path):
+    import torch
+
+    from testbed.torch_nets import Net, expected
+
     folder = tmp_path / "onnx"
     folder.mkdir()
     torch.onnx.export(Net().eval(), (torch.from_numpy(X[:1]),), str(folder / "net.onnx"), dynamo=False,
@@ -90,12 +81,16 @@ def test_onnx_without_model_json(tmp_path):
     spec = describe_model(str(folder))
     assert (spec.format, spec.path) == ("onnx", "net.onnx")
     scores = predictor_for(spec)(X)
-    np.testing.assert_allclose(scores, expected(Net()), atol=1e-5)
+    np.testing.assert_allclose(scores, expected(Net(), X), atol=1e-5)
     assert scores.dtype == np.float32, "a float32 model's scores stay float32, as TorchScript's do"
 
 
 def test_an_onnx_session_sleeps_between_operators(tmp_path):
     # Evaluation reads the next batch on a thread beside the model: intra-op threads that spin would take its core.
+    import torch
+
+    from testbed.torch_nets import Net
+
     torch.onnx.export(Net().eval(), (torch.from_numpy(X[:1]),), str(tmp_path / "net.onnx"), dynamo=False)
     session = onnx_session((tmp_path / "net.onnx").read_bytes())
     assert session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
@@ -104,6 +99,10 @@ def test_an_onnx_session_sleeps_between_operators(tmp_path):
 
 @pytest.mark.parametrize("saved", ["state_dict", "module"])
 def test_a_torch_save_pickle_is_refused_naming_the_file_and_the_fix(tmp_path, saved):
+    import torch
+
+    from testbed.torch_nets import Net
+
     folder = tmp_path / "m"
     folder.mkdir()
     torch.save(Net().state_dict() if saved == "state_dict" else Net(), folder / "model.pt")
@@ -143,13 +142,16 @@ def test_a_missing_model_folder(tmp_path):
 
 
 def test_the_builtin_mlp_format_is_read_like_the_others(tmp_path):
+    from kftrain.models.pytorch import MLP, MLPConfig, write_model
+    from testbed.torch_nets import expected
+
     config = MLPConfig(num_features=5, num_classes=3, hidden=(4,))
     model = MLP(config).eval()
     write_model(str(tmp_path / "m"), model, config, [0, 1, 2], [f"f{i}" for i in range(5)], {"val_accuracy": 1.0})
     spec = describe_model(str(tmp_path / "m"))
     assert (spec.format, spec.framework, spec.task) == ("kftrain-mlp", "pytorch", "classification")
     assert spec.classes == [0, 1, 2]
-    np.testing.assert_allclose(predictor_for(spec)(X), expected(model), atol=1e-6)
+    np.testing.assert_allclose(predictor_for(spec)(X), expected(model, X), atol=1e-6)
 
 
 def test_training_history_skips_bad_lines(tmp_path, caplog):
@@ -166,7 +168,7 @@ def test_training_history_skips_bad_lines(tmp_path, caplog):
 
 @pytest.fixture(scope="module")
 def keras3():
-    pytest.importorskip("tensorflow")
+    require("tensorflow")
     import keras
 
     inputs = keras.Input((5,), name="features")
@@ -214,6 +216,9 @@ X3 = np.random.default_rng(0).normal(size=(8, 3)).astype(np.float32)
 
 
 def _saved(tmp_path: Path) -> Path:
+    import torch
+    from torch import nn
+
     torch.manual_seed(0)
     out = tmp_path / "model"
     save_model(nn.Linear(3, 2).eval(), str(out), example_input=X3[:2], history=[{"epoch": 1, "loss": 0.5}])
@@ -221,6 +226,9 @@ def _saved(tmp_path: Path) -> Path:
 
 
 def _plain_onnx(folder: Path) -> None:
+    import torch
+    from torch import nn
+
     folder.mkdir(parents=True)
     torch.onnx.export(nn.Linear(3, 2).eval(), (torch.from_numpy(X3[:1]),), str(folder / "m.onnx"), dynamo=False,
                       input_names=["x"], dynamic_axes={"x": {0: "n"}})  # fmt: skip
@@ -245,6 +253,7 @@ def test_model_json_file_outside_the_folder_is_refused(tmp_path: Path, file: str
 
 
 def test_a_published_model_changed_afterwards_is_refused(tmp_path: Path) -> None:
+
     out = _saved(tmp_path)
     predict, _ = load_predictor(str(out))
     assert predict(X3).shape == (8, 2)
@@ -333,25 +342,16 @@ def test_a_model_file_linked_out_of_its_folder_is_refused(reader: str, tmp_path:
 # A model whose outputs are not finite numbers is named, never a traceback
 
 
-class _Broken(nn.Module):
-    def __init__(self, bad: float, outputs: int) -> None:
-        super().__init__()
-        self.bad, self.outputs = bad, outputs
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = x[:, : self.outputs] * 0.0
-        return torch.cat([out[:1] + self.bad, out[1:]])  # the first row of every batch
-
-
 @pytest.mark.parametrize(
     ("bad", "outputs"), [(float("nan"), 2), (float("inf"), 2), (float("-inf"), 1), (float("nan"), 1)]
 )
 def test_a_classifier_that_outputs_nan_or_infinity_is_named(bad: float, outputs: int, tmp_path: Path) -> None:
     from kftrain.steps.evaluate import EvaluationError, evaluate_model
     from kftrain.steps.export import ExportError, export_model
+    from testbed.torch_nets import Broken
 
     dataset = _dataset(tmp_path)
-    save_model(_Broken(bad, outputs).eval(), str(tmp_path / "m"), example_input=X3[:2])
+    save_model(Broken(bad, outputs).eval(), str(tmp_path / "m"), example_input=X3[:2])
     with pytest.raises(EvaluationError, match=r"m/model\.pt: the model output NaN or infinity for 1 of"):
         evaluate_model(str(tmp_path / "m"), str(dataset))
     with pytest.raises(ExportError, match="the model outputs NaN or infinity on the test split"):

@@ -6,8 +6,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,28 +16,10 @@ from kftrain.steps.prep import prepare_dataset
 from testbed.launch_harness import launch_locally
 from testbed.manifests import mpijob_v1, mpijob_v2, replica
 
-
-def _horovod_frameworks() -> tuple[bool, bool]:
-    if importlib.util.find_spec("horovod") is None:
-        return False, False
-    probe = (
-        "import horovod.torch as t; ok_t = t.mpi_built()\n"
-        "try:\n    import horovod.tensorflow as f; ok_f = f.mpi_built()\n"
-        "except Exception:\n    ok_f = False\n"
-        "print(int(ok_t), int(ok_f))"
-    )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    if proc.returncode != 0:
-        return False, False
-    torch_ok, tf_ok = proc.stdout.split()[-2:]
-    return torch_ok == "1", tf_ok == "1"
-
-
-HVD_TORCH, HVD_TF = _horovod_frameworks()
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun missing (scripts/install_mpi.sh)"),
-    pytest.mark.skipif(not HVD_TORCH, reason="Horovod with PyTorch+MPI not installed (scripts/build_horovod.sh)"),
+    pytest.mark.usefixtures("horovod_torch"),
 ]
 
 
@@ -83,7 +63,7 @@ def test_horovod_allreduce_across_two_ranks(tmp_path, version):
         assert f"[launcher-0] horovod rank {rank} of 2: allreduce sum 3 (expected 3)" in proc.stdout
 
 
-@pytest.mark.skipif(not HVD_TF, reason="Horovod was built without TensorFlow (TensorFlow missing when it was built)")
+@pytest.mark.usefixtures("horovod_tf")
 def test_a_horovod_tf2_keras_program_of_the_users_runs_in_the_shipped_environment(tmp_path):
     """A program written as Horovod's own TF2 examples are (tf.keras, hvd.DistributedOptimizer, the broadcast and
     metric-average callbacks), knowing nothing of Keras 2 or 3, runs on 2 ranks: the environment makes tf.keras
@@ -129,7 +109,7 @@ def test_horovod_torch_trains_checkpoints_and_resumes(tmp_path, dataset):
     assert acc >= 0.9
 
 
-@pytest.mark.skipif(not HVD_TF, reason="Horovod was built without TensorFlow (TensorFlow missing when it was built)")
+@pytest.mark.usefixtures("horovod_tf")
 def test_horovod_keras_trains_checkpoints_and_resumes(tmp_path, dataset):
     if importlib.util.find_spec("tf_keras") is None:
         pytest.skip("tf_keras missing: the Horovod Keras trainer uses Keras 2")

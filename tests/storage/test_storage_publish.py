@@ -18,6 +18,7 @@ import pytest
 
 from kftrain import storage
 from kftrain.storage import errors as storage_errors
+from testbed.needs import require
 from testbed.s3_server import FaultProxy, MotoServer
 from testbed.storage_harness import publish_local, put_object, snapshot
 
@@ -80,7 +81,7 @@ def test_output_never_replaces_what_it_did_not_write(case: str, tmp_path: Path, 
 
 def test_trainer_model_dir_dot_keeps_the_project(tmp_path: Path, monkeypatch) -> None:
     """The reported case end to end: a model written with ``--model-dir .`` from a project folder."""
-    pytest.importorskip("torch")
+    require("torch")
     from kftrain.models import pytorch as torch_models
 
     project = _user_folder(tmp_path)

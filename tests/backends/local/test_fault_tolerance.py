@@ -16,6 +16,7 @@ from kftrain.job import load_manifest
 from kftrain.steps.evaluate import evaluate_model
 from kftrain.steps.export import export_model
 from kftrain.steps.prep import prepare_dataset
+from testbed.needs import require
 
 pytestmark = pytest.mark.slow
 
@@ -125,7 +126,7 @@ def test_a_crash_loop_ends_as_failed_after_backoff_limit(dataset, tmp_path):
 
 def test_killed_horovod_rank_restarts_the_mpijob_which_resumes(dataset, tmp_path):
     """MPIJob: a rank dies, mpirun takes the launcher down, OnFailure restarts it, training resumes."""
-    pytest.importorskip("horovod.torch")
+    require("horovod.torch")
     if not Path(sys.executable).with_name("mpirun").exists() and not shutil.which("mpirun"):
         pytest.skip("mpirun missing (scripts/install_mpi.sh)")
     command = ["mpirun", "-n", "2", "python", "-m", "kftrain.programs.horovod_torch"]
@@ -158,7 +159,7 @@ def test_killed_horovod_rank_restarts_the_mpijob_which_resumes(dataset, tmp_path
 def test_killed_tf_worker_restarts_the_tfjob_which_resumes(dataset, tmp_path):
     """TFJob (MultiWorkerMirrored): a worker dies, its peer fails on the lost connection, both restart
     under OnFailure and resume from the BackupAndRestore checkpoint."""
-    pytest.importorskip("tf_keras")
+    require("tf_keras")
     command = ["python", "-m", "kftrain.programs.tf_distributed"]
     args = ["--dataset", dataset, "--model-dir", str(tmp_path / "model"), "--checkpoint-dir", str(tmp_path / "ckpt"),
             "--epochs", "6", "--checkpoint-every-steps", "20"]  # fmt: skip

@@ -18,8 +18,9 @@ from kftrain.contract import CHECKPOINT_ENV, DATASET_ENV, MODEL_ENV
 from kftrain.job.kinds.tfjob import TFJobOptions
 from kftrain.job.request import JobRequest
 from kftrain.launch.step import Artifacts, inject_artifact_env
+from testbed.needs import requires
 
-pytest.importorskip("tf_keras", reason="the TensorFlow trainer needs tensorflow + tf_keras")
+pytestmark = requires("tf_keras", reason="the TensorFlow trainer needs tensorflow + tf_keras")
 
 TRAINER = ["python", "-m", "kftrain.programs.tf_distributed"]
 CKPT_FILES = ("data-00000-of-00001", "index")

@@ -19,6 +19,7 @@ import yaml
 
 from kftrain.cli.app import main
 from testbed.launch_harness import REPO
+from testbed.needs import require
 from testbed.s3_server import boto3_client
 
 DATA = Path(__file__).parent / "trainer_data"
@@ -86,7 +87,7 @@ def test_a_dataset_initializer_without_the_initializer_volume_is_refused_as_the_
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["01-multi-node.yaml", "02-runtime-patches.yaml"])
 def test_torchrun_examples_join_every_node(name, tmp_path):
-    pytest.importorskip("torch")
+    require("torch")
     out = _launch(EXAMPLES / name, tmp_path)
     # 01: 3 nodes x 1 process (no CPUs requested: auto = 1); 02: 2 nodes x 1 (CPU request 1, torch.go:121-135).
     size = 3 if name.startswith("01") else 2
@@ -190,8 +191,8 @@ def test_a_program_posting_to_the_trainer_status_server_shows_its_progress(tmp_p
 
 @pytest.mark.slow
 def test_the_xgboost_example_trains_on_two_nodes_in_one_collective(tmp_path):
-    pytest.importorskip("xgboost")
-    pytest.importorskip("sklearn")
+    require("xgboost")
+    require("sklearn")
     job = _trainjob("", runtime="xgboost-distributed", nodes=2)
     job["spec"]["trainer"]["command"] = ["python3", str(DATA / "xgboost_train.py")]
     path = tmp_path / "xgb.yaml"
@@ -217,7 +218,7 @@ def test_the_xgboost_example_trains_on_two_nodes_in_one_collective(tmp_path):
     ids=["as-trainer-guide", "bare-initialize"],
 )
 def test_a_jax_program_joins_two_processes(tmp_path, args, joined):
-    pytest.importorskip("jax")
+    require("jax")
     job = _trainjob("", runtime="jax-distributed", nodes=2)
     job["spec"]["trainer"]["command"] = ["python3", str(DATA / "jax_join.py"), *args]
     path = tmp_path / "jax.yaml"

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
-from sklearn import metrics as skm
-from sklearn.datasets import load_diabetes, load_digits
-from torch import nn
 
 from kftrain.models import save_model
 from kftrain.steps.evaluate import EvaluationError, evaluate_model, gate_metric, quality_gate
@@ -23,6 +19,9 @@ from testbed.bundled import fit_linear, least_squares, table_source
 
 
 def test_binary_scores_match_scikit_learn_while_streaming_in_small_batches(breast_cancer):
+    import torch
+    from sklearn import metrics as skm
+
     model_uri, dataset_uri, model = breast_cancer
     from kftrain.data.dataset import load_split
 
@@ -47,6 +46,9 @@ def test_binary_scores_match_scikit_learn_while_streaming_in_small_batches(breas
 
 
 def test_multiclass_labels_of_any_type(tmp_path):
+    from sklearn.datasets import load_digits
+    from torch import nn
+
     data = load_digits()
     names = np.array(["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"])
     source = table_source(tmp_path, "digits", data.data, names[data.target], [f"p{i}" for i in range(64)])
@@ -65,6 +67,10 @@ def test_multiclass_labels_of_any_type(tmp_path):
 
 
 def test_regression_scores_match_scikit_learn(tmp_path):
+    import torch
+    from sklearn import metrics as skm
+    from sklearn.datasets import load_diabetes
+
     data = load_diabetes()
     source = table_source(tmp_path, "diabetes", data.data, data.target, list(data.feature_names))
     prepare_dataset(str(tmp_path / "ds"), source=source, label_column="target", task="regression")
@@ -86,6 +92,8 @@ def test_regression_scores_match_scikit_learn(tmp_path):
 
 
 def test_a_model_that_does_not_fit_the_dataset_is_refused_before_predicting(breast_cancer, tmp_path):
+    from torch import nn
+
     _, dataset_uri, _ = breast_cancer
     save_model(nn.Linear(4, 2), str(tmp_path / "narrow"), example_input=np.zeros((1, 4), np.float32))
     with pytest.raises(EvaluationError, match="the model takes 4 features but the dataset has 30"):
@@ -164,6 +172,8 @@ def test_softmax_of_integer_or_half_logits_is_float32_at_least():
 
 
 def test_accumulators_agree_with_one_pass_computation():
+    from sklearn import metrics as skm
+
     rng = np.random.default_rng(1)
     y = rng.integers(0, 2, 5000)
     z = rng.normal(size=5000) + 1.5 * y

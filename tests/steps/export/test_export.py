@@ -19,6 +19,7 @@ from kftrain.models.pytorch import MLP, MLPConfig, write_model
 from kftrain.steps import export as export_step
 from kftrain.steps.export import ExportError, export_model
 from testbed.bundled import fit_linear
+from testbed.needs import require
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +128,7 @@ def test_a_bad_model_name_is_refused_before_anything_is_written(tmp_path, datase
 
 @pytest.fixture(scope="module")
 def keras_model():
-    pytest.importorskip("tensorflow")
+    require("tensorflow")
     import keras
 
     inputs = keras.Input((30,), name="features")

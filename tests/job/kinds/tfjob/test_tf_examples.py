@@ -12,8 +12,9 @@ import pytest
 
 from kftrain.job import load_manifest_file
 from testbed import REPO_ROOT
+from testbed.needs import requires
 
-pytest.importorskip("tensorflow", reason="the example program needs tensorflow")
+pytestmark = requires("tensorflow", reason="the example program needs tensorflow")
 
 REPO = REPO_ROOT
 KFTRAIN = str(Path(sys.executable).parent / "kftrain")

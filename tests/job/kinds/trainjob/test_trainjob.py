@@ -28,6 +28,7 @@ from kftrain.job.kinds.trainjob.runtime import parse_runtime
 from kftrain.job.topology import ReplicaId, Topology
 from testbed.launch_harness import GLOO_PROGRAM, launch_locally
 from testbed.manifests import trainjob
+from testbed.needs import require
 from testbed.reference import REPO, RUNTIMES_DIR
 
 
@@ -284,7 +285,7 @@ def _launch(manifest: dict[str, Any], tmp_path: Path, *extra: str) -> subprocess
 
 
 def test_three_node_torch_trainjob_all_reduces_over_gloo(tmp_path):
-    pytest.importorskip("torch")
+    require("torch")
     # As Trainer's own examples do: torchrun reads the PET_* variables; the image is ignored locally.
     command = ["torchrun", "--no-python", "python3", "-c", GLOO_PROGRAM]
     proc = _launch(
@@ -354,7 +355,7 @@ print(f"worker {config['task']['index']} of {len(config['cluster']['worker'])} s
 
 
 def test_tensorflow_multi_worker_trainjob_on_a_plain_runtime_runs_locally(tmp_path):
-    pytest.importorskip("tensorflow")
+    require("tensorflow")
     runtime = builtin_manifest("torch-distributed")  # its shape, without an ML policy source: a plain runtime
     runtime["metadata"] = {"name": "tensorflow-plain"}
     runtime["spec"]["mlPolicy"] = {"numNodes": 1}

@@ -14,6 +14,7 @@ from kftrain.job import kind_of, load_manifest, render_manifest
 from kftrain.job.kinds.trainjob.convert import PATCH_MANAGER
 from testbed.launch_harness import GLOO_PROGRAM
 from testbed.manifests import container, mpijob_v2, pytorchjob, replica
+from testbed.needs import require
 from testbed.reference import REPO
 
 
@@ -92,7 +93,7 @@ def test_what_cannot_become_a_trainjob_is_refused():
 
 
 def test_a_converted_pytorchjob_runs_locally_with_real_gloo(tmp_path):
-    pytest.importorskip("torch")
+    require("torch")
     program = GLOO_PROGRAM.replace("os.environ['GROUP_RANK']", "os.environ['RANK']")
     manifest = pytorchjob(
         {
