@@ -1,6 +1,6 @@
 """P11: the bytes each step's pod downloads before its code starts, for a large prepared dataset, on KFP's backend.
 
-KFP's launcher copies every input artifact of a task into its pod before running the step (tests/kfp_backend:
+KFP's launcher copies every input artifact of a task into its pod before running the step (testbed/kfp_backend:
 kubeflow/pipelines@2.5.0:backend/src/v2/component/launcher_v2.go:619-665). This puts a dataset of SIZE bytes
 in the run's bucket (a local S3 server) as the prep step's ``dataset`` output, resolves the compiled
 ``pytorch-digits`` pipeline's launch, evaluation and export tasks against it with the harness's driver, and

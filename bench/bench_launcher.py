@@ -2,7 +2,7 @@
 
     python bench/bench_launcher.py [--jobs 50] [--duration 60] [--only ours,baseline] --json out.json
 
-A fake API server (tests/fake_k8s, real HTTP, counting requests by verb and the watches and log streams open)
+A fake API server (testbed/fake_k8s, real HTTP, counting requests by verb and the watches and log streams open)
 and its simulated operator run ``--jobs`` PyTorchJobs at once, each Master + 3 Workers that run ``--duration``
 seconds, logging a line per replica every second, then succeed. The same jobs are waited on twice, side by side
 in one run:

@@ -11,7 +11,7 @@ P1 pipeline overhead, P2 launch latency, P3 DDP scaling, P4 object storage, P5 c
 is a GPU), P8 image payload (bench/bench_images.py: each image's installed size, slimmed, beside unslimmed, and
 its step's cold import), P9 launcher cost at scale (bench/bench_launcher.py: 50 launch steps against the fake API
 server beside the Kubeflow training SDK's wait), P10 checkpoint stall, P11 what a step's pod downloads on KFP's
-backend before its code runs (bench/bench_launch_download.py, through tests/kfp_backend), P12 evaluation at scale
+backend before its code runs (bench/bench_launch_download.py, through testbed/kfp_backend), P12 evaluation at scale
 (bench/bench_evaluation.py: evaluate_model beside the runtime's bare loop, peak RSS at 1x and 4x the split).
 
 Each benchmark is bracketed by a load calibration (bench/load.py): its note says how busy the machine was
@@ -589,7 +589,7 @@ def p9_launcher(repeat: int, quick: bool) -> Result:
         )
     res.notes.append(
         f"{jobs} PyTorchJobs (Master + 3 Workers, {duration:g} s each, a log line per replica per second) at once "
-        f"against tests/fake_k8s; steady state = each job from {settle} s after it runs to its end; baseline: "
+        f"against testbed/fake_k8s; steady state = each job from {settle} s after it runs to its end; baseline: "
         f"kubeflow-training 1.9.4, polling_interval {polling} s, no log streaming; ours streams every replica's "
         f"log and renews its two watches every watch_window_s (300 s): 0.4 requests per job-minute on longer jobs"
     )

@@ -27,7 +27,7 @@ variants: their headers are read at run time by the JIT compilers (NVRTC, Triton
 can check them without a GPU.
 
 It prints what it removed, in MB. The build then imports the step's modules, so a removal that breaks one fails
-the build, and P8 imports the same modules from the slimmed folder (and tests/test_framework_images.py runs
+the build, and P8 imports the same modules from the slimmed folder (and tests/containers/test_framework_images.py runs
 each framework image's steps' smallest case in it).
 """
 

@@ -7,7 +7,7 @@ descriptions from its function's signature and docstring, so the function is giv
 :class:`Param` tables below, and calls the pipeline's own ``launch`` for the one step that differs.
 
 Every pipeline parameter reaches a step as that step's own input, never inside a list or dict written
-here: KFP's backend fills parameters into task inputs only (``tests/test_compile.py`` checks every
+here: KFP's backend fills parameters into task inputs only (``tests/cli/test_compile.py`` checks every
 compiled file for placeholders inside constants).
 
 The quality gate is a nested pipeline (:func:`export_if_passed`) whose ``dsl.If`` tests its own input

@@ -1,5 +1,6 @@
 """Reading a Dockerfile without a Docker engine: its instructions, the pip installs in its RUN lines and what they
-pin (tests/test_containers.py checks the images with these; tests/test_packaging.py the extras they install)."""
+pin (tests/containers/test_containers.py checks the images with these; tests/packaging/test_packaging.py the
+extras they install)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 conftest.py registers this module as a plugin; nothing imports a fixture by name).
 
 The helpers these fixtures use live in the support modules beside this one: the reference data
-(testbed/reference.py), the fake Kubernetes API (tests/fake_k8s), the local S3 (testbed/s3_server.py), the local
+(testbed/reference.py), the fake Kubernetes API (testbed/fake_k8s), the local S3 (testbed/s3_server.py), the local
 backend's test programs (testbed/local_harness.py).
 """
 
@@ -37,11 +37,25 @@ CANARY = "canary-7d1e5b-never-print-me"
 SLOW_TIMEOUT_S = 1200
 
 
+def _shares_a_fixture_with_its_module(item: pytest.Item) -> bool:
+    """Whether the test uses a module- or class-scoped fixture (a pipeline run, a job, a server its module's
+    tests share): split across workers, each worker would make it again."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(defs and defs[-1].scope in ("module", "class", "package") for defs in info.name2fixturedefs.values())
+
+
+# First: pytest-xdist reads the groups in its own hook of this name (--dist loadgroup).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every slow test without a limit of its own gets :data:`SLOW_TIMEOUT_S`."""
+    """Every slow test without a limit of its own gets :data:`SLOW_TIMEOUT_S`; the tests of a module that share a
+    module-scoped fixture run on one worker (an explicit ``xdist_group`` mark wins)."""
     for item in items:
         if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+        if not item.get_closest_marker("xdist_group") and _shares_a_fixture_with_its_module(item):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -1,4 +1,4 @@
-"""The Kubernetes backend against the fake API server (tests/fake_k8s), for the tests of its submit, wait and cancel.
+"""The Kubernetes backend against the fake API server (testbed/fake_k8s), for the tests of its submit, wait and cancel.
 
 A backend here talks to the fake cluster over real HTTP with short intervals everywhere; the scenarios below are
 what the simulated operator plays (``operator.scenario = s_success``): it creates pods with the operators'

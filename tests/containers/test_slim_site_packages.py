@@ -1,5 +1,5 @@
 """containers/slim_site_packages.py on a made-up environment: what goes, what stays, and what is never stripped.
-(On the real data environment: tests/test_prep_samples.py, which runs prep in it.)"""
+(On the real data environment: tests/steps/prep/test_prep_samples.py, which runs prep in it.)"""
 
 from __future__ import annotations
 

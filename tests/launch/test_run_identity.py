@@ -57,7 +57,8 @@ def test_local_runner_uri_gives_its_run_folder_and_task(tmp_path):
     assert (identity.run_id, identity.task_id) == ("pytorch-digits-2026-11-23-10-00-00-000000", "pytorchjob-launch")
 
 
-@pytest.mark.parametrize("uri", ["model", "minio://bucket/model", f"s3://b/{uuid.uuid4()}/model"])
+# A fixed UUID: the ids must be the same in every process that collects them (pytest-xdist's workers).
+@pytest.mark.parametrize("uri", ["model", "minio://bucket/model", "s3://b/0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0/model"])
 def test_a_uri_of_neither_layout_is_refused_naming_the_inputs(uri):
     with pytest.raises(JobSpecError, match="run_id"):
         identity_from_output_uri(uri)

@@ -3,7 +3,7 @@
 A throwaway venv gets this checkout with no extras (from the package indexes pip is configured with, its cache
 and the lock's versions); no ML framework may come with it. Its own ``kftrain`` command then compiles every
 shipped pipeline and component (the result must equal the committed YAML) and submits every shipped pipeline
-to a fake KFP API server (tests/fake_kfp), each from a process that sees only the venv.
+to a fake KFP API server (testbed/fake_kfp), each from a process that sees only the venv.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ extra it needs fails naming that extra.
 The images' extras come from their Dockerfiles (``pip install ... '.[a,b]'``), a component's image and the code its
 step runs from its compiled ``component.yaml``; every extra's modules not in the image are made unimportable in a
 fresh interpreter, which then imports what the step imports. (The sizes of those environments are P8 of
-``bench/run.py``; the authoring-only install is ``tests/test_authoring_install.py``.)
+``bench/run.py``; the authoring-only install is ``tests/packaging/test_authoring_install.py``.)
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ scikit-learn and the scipy it needs are about 190 MB installed, for four tables 
 data image does not carry them: its build bakes the tables as Parquet into ``$KFTRAIN_SAMPLES_DIR``
 (``python -m kftrain.steps.prep.samples DIR``) and installs only ``kftrain[data,s3]``. :func:`sample_table`
 reads a baked table when there is one, else builds it with scikit-learn (the ``[samples]`` extra), else fails
-naming both. A baked table equals the built one: names, types and values (tests/test_prep_samples.py).
+naming both. A baked table equals the built one: names, types and values (tests/steps/prep/test_prep_samples.py).
 """
 
 from __future__ import annotations
