@@ -3,7 +3,7 @@
 Launch steps and the trainers' flags run in the framework-free launch image, data prep in the data image,
 and evaluation and export in the framework image of the model they handle: the PyTorch (CPU) image by
 default; pipelines that train TensorFlow models run those two steps in the TensorFlow image. (The Horovod images
-are the MPIJobs' replicas' only: the MPIJob kind's default_program names one, kftrain/job/kinds/mpijob/options.py.)
+are the MPI replicas' only: the default MPI program names one, in the catalog kftrain/job/kinds/programs.py.)
 """
 
 import os

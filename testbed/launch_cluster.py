@@ -2,6 +2,10 @@
 a manifest (:data:`LAUNCHES`), the inputs a pipeline gives the step, what the simulated operator plays, and what
 every run must leave (every replica's log kept, no secret anywhere).
 
+:data:`LAUNCHES` covers every kind of :data:`kftrain.job.kinds.KINDS` that has a :data:`CASES` entry (the test data
+only: its inputs, its manifest, the replica that fails it); its component, apiVersion, plural and the inputs its
+component takes are the kind's own (tests/job/kinds/test_every_kind.py fails for a kind without an entry).
+
 The step finds the cluster as it would outside a pod, through the kubeconfig that ``KUBECONFIG`` names (the
 ``kubeconfig`` fixture, testbed/fixtures.py); nothing is configured for the test: the backend runs with its
 production :class:`KubernetesConfig`.
@@ -9,6 +13,7 @@ production :class:`KubernetesConfig`.
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import time
@@ -20,11 +25,9 @@ from typing import Any
 import yaml
 from kubernetes import client
 
+from kftrain.job.kinds import KINDS
 from kftrain.kube_client import SERVICE_ACCOUNT_NAMESPACE
-from kftrain_components.training.mpijob_launch.component import mpijob_launch
-from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
-from kftrain_components.training.tfjob_launch.component import tfjob_launch
-from kftrain_components.training.trainjob_launch.component import trainjob_launch
+from kftrain.launch.inputs import launch_inputs
 from testbed.fake_k8s import FakeKube, JobSim
 from testbed.fixtures import CANARY, KUBECONFIG_NAMESPACE
 from testbed.launch_harness import SETTINGS
@@ -37,9 +40,6 @@ TASK_ID = "9a8b7c6d-0000-1111-2222-333344445555"
 
 
 IMAGE = "registry.example.com/team/train:1"
-
-
-TRAINJOB_API = "trainer.kubeflow.org/v1alpha1"
 
 
 TRAIN = ["python", "train.py"]
@@ -95,32 +95,60 @@ class Launch:
         return {k: v for k, v in SETTINGS.items() if k not in self.not_taken}
 
 
+@dataclass(frozen=True)
+class KindCase:
+    """What the launch tests give one kind's component and expect of its job: test data, none of the kind's facts."""
+
+    replicas: dict[str, Any]  # the typed launch's replica inputs (beside the image)
+    manifest: str  # the manifest launch's manifest
+    # The replica the failure scenario fails: the one whose exit ends the job for its operator.
+    failing: str
+    # The replica type that runs no training (the MPI launcher): no GPU and no /dev/shm.
+    not_training: str | None = None
+    # Platform inputs its component takes and its step refuses.
+    refused: tuple[str, ...] = ()
+
+
+CASES: dict[str, KindCase] = {
+    "TFJob": KindCase({"workers": 2}, TF_MANIFEST, "worker-1"),
+    "PyTorchJob": KindCase({"workers": 1}, PYTORCH_MANIFEST, "worker-0"),
+    "MPIJob": KindCase({"workers": 2}, MPI_MANIFEST, "launcher-0", not_training="Launcher"),
+    # Trainer v2.3.0's pod patch has no priorityClassName (the step refuses it: the runtime sets it).
+    "TrainJob": KindCase({"num_nodes": 2}, TRAINJOB_MANIFEST, "node-1", refused=("priority_class",)),
+}
+
+
+def launch_component_of(kind: str) -> Any:
+    """The launch component of ``kind``: ``<kind>_launch``, defined in ``components/training/<kind>_launch/``."""
+    folder = f"{kind.lower()}_launch"
+    return getattr(importlib.import_module(f"kftrain_components.training.{folder}.component"), folder)
+
+
 def _launches() -> list[Launch]:
-    operator_v1 = "kubeflow.org/v1"
-    # A TrainJob's run policy is its runtime's (no Volcano scheduling policy, no TTL input), and Trainer v2.3.0's
-    # pod patch has no priorityClassName (the step refuses it: the runtime sets it).
-    not_on_trainjob = ("scheduling", "ttl_seconds_after_finished", "priority_class")
-    kinds = [
-        (pytorchjob_launch, "PyTorchJob", operator_v1, "pytorchjobs", {"workers": 1}, PYTORCH_MANIFEST, "worker-0"),
-        (tfjob_launch, "TFJob", operator_v1, "tfjobs", {"workers": 2}, TF_MANIFEST, "worker-1"),
-        (mpijob_launch, "MPIJob", "kubeflow.org/v2beta1", "mpijobs", {"workers": 2}, MPI_MANIFEST, "launcher-0"),
-        (trainjob_launch, "TrainJob", TRAINJOB_API, "trainjobs", {"num_nodes": 2}, TRAINJOB_MANIFEST, "node-1"),
-    ]
     out = []
-    for component, kind, api_version, plural, replicas, manifest, failing in kinds:
-        on_trainer = kind == "TrainJob"
-        for source, inputs in (("typed", {**replicas, "image": IMAGE}), ("manifest", {"manifest": manifest})):
+    for name in KINDS.names():
+        case = CASES.get(name)
+        if case is None:
+            continue
+        kind = KINDS.get(name)
+        # The platform settings the component has no input for (a TrainJob's run policy is its runtime's: no Volcano
+        # scheduling policy, no TTL), and those its step refuses.
+        taken = {i.name for i in launch_inputs(kind)}
+        not_taken = (*(k for k in SETTINGS if k not in taken), *case.refused)
+        component = launch_component_of(name)
+        typed = {**case.replicas, "image": IMAGE}
+        for source, inputs in (("typed", typed), ("manifest", {"manifest": case.manifest})):
             out.append(
                 Launch(
                     component,
-                    kind,
-                    api_version,
-                    plural,
+                    name,
+                    kind.spec.api_version,
+                    kind.spec.plural,
                     source,
                     inputs,
-                    failing,
-                    not_training="Launcher" if kind == "MPIJob" else None,
-                    not_taken=not_on_trainjob if on_trainer else (),
+                    case.failing,
+                    not_training=case.not_training,
+                    not_taken=not_taken,
                 )
             )
     return out

@@ -1,5 +1,7 @@
 """The tests' job manifests, as plain dicts (or the YAML text a user hands a launch component): tiny builders of
-every kind, a replica given as a count (one container) or a full dict."""
+every kind, a replica given as a count (one container) or a full dict. A kind's apiVersion, replica key and container
+name are its own facts (:data:`kftrain.job.kinds.KINDS`): :func:`replica_job` builds any kind laid out as replica
+specs from them, and the named builders are it for one kind each."""
 
 from __future__ import annotations
 
@@ -8,6 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import yaml
+
+from kftrain.job.kinds import KINDS
+from kftrain.job.kinds.mpijob import V1, V2BETA1
 
 Replicas = Mapping[str, "int | Mapping[str, Any]"]
 IMAGE = "example.com/train:1"
@@ -61,26 +66,32 @@ def manifest(
     }
 
 
+def replica_job(kind: str, replicas: Replicas, *, api_version: str | None = None, **kw: Any) -> dict[str, Any]:
+    """A job of ``kind`` at ``api_version`` (None: its preferred version), as the kind lays out its replica specs."""
+    spec = KINDS.get(kind, api_version).spec
+    return manifest(spec.kind, spec.api_version, spec.replica_key, spec.container_name, replicas, **kw)
+
+
 def tfjob(replicas: Replicas, **kw: Any) -> dict[str, Any]:
-    return manifest("TFJob", "kubeflow.org/v1", "tfReplicaSpecs", "tensorflow", replicas, **kw)
+    return replica_job("TFJob", replicas, **kw)
 
 
 def pytorchjob(replicas: Replicas, **kw: Any) -> dict[str, Any]:
-    return manifest("PyTorchJob", "kubeflow.org/v1", "pytorchReplicaSpecs", "pytorch", replicas, **kw)
+    return replica_job("PyTorchJob", replicas, **kw)
 
 
 def mpijob_v2(replicas: Replicas, **kw: Any) -> dict[str, Any]:
-    return manifest("MPIJob", "kubeflow.org/v2beta1", "mpiReplicaSpecs", "mpi", replicas, **kw)
+    return replica_job("MPIJob", replicas, api_version=V2BETA1, **kw)
 
 
 def mpijob_v1(replicas: Replicas, **kw: Any) -> dict[str, Any]:
-    return manifest("MPIJob", "kubeflow.org/v1", "mpiReplicaSpecs", "mpi", replicas, **kw)
+    return replica_job("MPIJob", replicas, api_version=V1, **kw)
 
 
 def trainjob(runtime: str = "torch-distributed", name: str = "tj", **spec: Any) -> dict[str, Any]:
     """A Trainer v2 TrainJob on the runtime ``runtime`` (a ClusterTrainingRuntime unless ``runtimeRef`` says)."""
     return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "apiVersion": KINDS.get("TrainJob").spec.api_version,
         "kind": "TrainJob",
         "metadata": {"name": name},
         "spec": {"runtimeRef": {"name": runtime}, **copy.deepcopy(spec)},

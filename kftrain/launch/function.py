@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kftrain.errors import KftrainError
-from kftrain.job.kinds.mpijob.options import MPIRUN as MPIRUN
+from kftrain.job.kinds.programs import MPIRUN as MPIRUN
 
 # Writes the program (passed as $0) to a file, so tracebacks show its lines and spawned processes can re-import it.
 RUNNER = 'program="$(mktemp -d)/kftrain_function.py"; printf "%s" "$0" > "$program"; exec {python} "$program"'

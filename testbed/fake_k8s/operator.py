@@ -2,6 +2,11 @@
 
 A scenario is a function of a :class:`JobSim`; it runs in its own thread when the job is created
 and stops (quietly) as soon as the job is deleted.
+
+What differs between kinds comes from the job's :class:`~kftrain.job.kinds.Kind` (its replica key, the label with
+the job's name, the operator's name on its pods, its single replicas, where it is suspended); what differs between
+the controllers that serve them (training-operator, mpi-operator, Trainer's JobSet) is played here, each as that
+controller does.
 """
 
 from __future__ import annotations
@@ -16,18 +21,18 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from testbed.fake_k8s.server import JOB_NAME_LABEL, FakeKube, now_iso
+from kftrain.job.kinds import Kind
+from testbed.fake_k8s.server import FakeKube, dotted, kind_at, now_iso
 
 # JobSet's labels on a TrainJob's pods, and the completion index Kubernetes gives a pod of an Indexed Job.
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+# The operator whose pods carry only a role (no replica type) and whose conditions have reasons of its own.
+MPI_OPERATOR = "mpi-operator"  # kubeflow/mpi-operator@v0.8.2:pkg/apis/kubeflow/v2beta1/constants.go, OperatorName
 
 Scenario = Callable[["JobSim"], None]
 
-REPLICA_KEYS = {"tfjobs": "tfReplicaSpecs", "pytorchjobs": "pytorchReplicaSpecs", "mpijobs": "mpiReplicaSpecs"}
-OPERATOR_NAMES = {"tfjobs": "tfjob-controller", "pytorchjobs": "pytorchjob-controller", "mpijobs": "mpijob-controller"}
-MASTER_ROLES = {"Master", "Chief", "Launcher"}
 # What Trainer v2 calls the training-operator's conditions on a TrainJob (None: it has no such condition).
 TRAINJOB_CONDITIONS: dict[str, tuple[str, str] | None] = {
     "Running": None,
@@ -45,11 +50,16 @@ def kueue_webhook(plural: str, obj: dict[str, Any]) -> None:
     Install it with ``kube.admission.append(kueue_webhook)``; :meth:`JobSim.admit_from_queue` admits.
     """
     if KUEUE_QUEUE_LABEL in ((obj.get("metadata") or {}).get("labels") or {}):
-        spec = obj.setdefault("spec", {})
-        if plural == "trainjobs":
-            spec["suspend"] = True  # a TrainJob's own field (Kueue's TrainJob integration)
-        else:
-            spec.setdefault("runPolicy", {})["suspend"] = True
+        # The kind's own field (a TrainJob's spec.suspend: Kueue's TrainJob integration; the operators' runPolicy).
+        set_dotted(obj, kind_at(plural, obj.get("apiVersion")).spec.suspend_field, True)
+
+
+def set_dotted(obj: dict[str, Any], path: str, value: Any) -> None:
+    """``obj`` with the field at the dotted ``path`` set to ``value``, the objects on the way made where missing."""
+    *parents, last = path.split(".")
+    for key in parents:
+        obj = obj.setdefault(key, {})
+    obj[last] = value
 
 
 class JobGone(Exception):
@@ -65,6 +75,7 @@ class JobSim:
         self.name: str = obj["metadata"]["name"]
         self.uid: str = obj["metadata"]["uid"]
         self.api_version: str = obj["apiVersion"]
+        self.kind: Kind = kind_at(plural, self.api_version)
         self.pod_names: dict[str, str] = {}  # replica label -> pod name
 
     # -- flow ------------------------------------------------------------------------------------
@@ -107,7 +118,7 @@ class JobSim:
         """Set a condition as training-operator does (Running goes False on Succeeded/Failed/Suspended); on a
         TrainJob, as Trainer v2 names it (:data:`TRAINJOB_CONDITIONS`), so one scenario plays every kind."""
         self.check()
-        if self.plural == "trainjobs" and ctype in TRAINJOB_CONDITIONS:
+        if self._jobset and ctype in TRAINJOB_CONDITIONS:
             renamed = TRAINJOB_CONDITIONS[ctype]
             if renamed is None:
                 return
@@ -166,11 +177,10 @@ class JobSim:
         else the pods wait for a scheduler (:meth:`unschedulable`, :meth:`schedule`).
         """
         self.check()
-        spec = self.obj["spec"]
-        if self.plural == "trainjobs":
+        if self._jobset:
             return self._create_jobset_pods(scheduled)
         labels_out = []
-        for rtype, rspec in spec[REPLICA_KEYS[self.plural]].items():
+        for rtype, rspec in self._replica_specs.items():
             count = 1 if rspec.get("replicas") is None else int(rspec["replicas"])
             labels_out += [self._create_replica_pod(rtype, index) for index in range(count)]
         if scheduled:
@@ -185,20 +195,23 @@ class JobSim:
         return label
 
     def _create_replica_pod(self, rtype: str, index: int) -> str:
-        template = self.obj["spec"][REPLICA_KEYS[self.plural]][rtype].get("template") or {}
+        template = self._replica_specs[rtype].get("template") or {}
         labels = dict((template.get("metadata") or {}).get("labels") or {})
-        labels[JOB_NAME_LABEL] = self.name
+        operator = self.kind.spec.operator_name
+        assert operator, f"{self.kind} names no operator for its replicas' pods"
+        labels[self.kind.spec.pod_job_label] = self.name
+        labels["training.kubeflow.org/operator-name"] = operator
         if self._mpi_operator:
-            labels["training.kubeflow.org/operator-name"] = "mpi-operator"
             labels["training.kubeflow.org/job-role"] = rtype.lower()
             if rtype != "Launcher":
                 labels["training.kubeflow.org/replica-index"] = str(index)
             pod_name = f"{self.name}-launcher-{uuid.uuid4().hex[:5]}" if rtype == "Launcher" else None
         else:
-            labels["training.kubeflow.org/operator-name"] = OPERATOR_NAMES[self.plural]
             labels["training.kubeflow.org/replica-type"] = rtype.lower()
             labels["training.kubeflow.org/replica-index"] = str(index)
-            if rtype in MASTER_ROLES:
+            # IsMasterRole of each of training-operator v1.9.0's controllers: the kind's single replica (a TFJob's
+            # Chief or Master, a PyTorchJob's Master, an MPIJob's Launcher; pkg/controller.v1/*/*_controller.go).
+            if rtype in self.kind.spec.singletons:
                 labels["training.kubeflow.org/job-role"] = "master"
             pod_name = None
         label = f"{rtype.lower()}-{index}"
@@ -280,10 +293,10 @@ class JobSim:
 
     def env(self, name: str) -> str | None:
         """The value the job gives ``name`` in its program's environment (any replica's, or the trainer's)."""
-        if self.plural == "trainjobs":
+        if self._jobset:
             containers = [self.obj["spec"].get("trainer") or {}]
         else:
-            replicas = self.obj["spec"][REPLICA_KEYS[self.plural]].values()
+            replicas = self._replica_specs.values()
             containers = [c for r in replicas for c in r["template"]["spec"]["containers"]]
         values = [e.get("value") for c in containers for e in c.get("env") or [] if e["name"] == name]
         return values[0] if values else None
@@ -407,30 +420,26 @@ class JobSim:
 
     @property
     def suspended(self) -> bool:
-        """``spec.runPolicy.suspend`` of the job as stored (a queue such as Kueue sets and clears it)."""
+        """The kind's suspend field of the job as stored (a queue such as Kueue sets and clears it)."""
         with self.kube.cond:
             obj = self.kube.jobs.get((self.plural, self.namespace, self.name)) or {}
-            spec = obj.get("spec") or {}
-            return bool(spec.get("suspend") or (spec.get("runPolicy") or {}).get("suspend"))
+            return bool(dotted(obj, self.kind.spec.suspend_field))
 
     def report_suspended(self) -> None:
         """The Suspended condition as the serving operator writes it for a suspended job."""
         if self._mpi_operator:
             self.condition("Suspended", reason="MPIJobSuspended", message="MPIJob suspended")
-        elif self.plural == "trainjobs":
+        elif self._jobset:
             self.condition("Suspended", reason="Suspended", message="TrainJob is suspended")
         else:
             kind = self.obj["kind"]
             self.condition("Suspended", reason=f"{kind}Suspended", message=f"{kind} {self.name} is suspended.")
 
     def admit_from_queue(self) -> None:
-        """Kueue admits the job: it clears ``spec.runPolicy.suspend``."""
+        """Kueue admits the job: it clears the kind's suspend field."""
 
         def admit(obj: dict[str, Any]) -> None:
-            if self.plural == "trainjobs":
-                obj["spec"]["suspend"] = False
-            else:
-                obj["spec"].setdefault("runPolicy", {})["suspend"] = False
+            set_dotted(obj, self.kind.spec.suspend_field, False)
 
         self.check()
         self.kube.modify_job(self.plural, self.namespace, self.name, admit)
@@ -439,7 +448,7 @@ class JobSim:
         """The operator sees the job resumed: Suspended goes False, as the serving operator writes it."""
         if self._mpi_operator:
             self.condition("Suspended", status="False", reason="MPIJobResumed", message="MPIJob resumed")
-        elif self.plural == "trainjobs":
+        elif self._jobset:
             self.condition("Suspended", status="False", reason="Resumed", message="TrainJob is resumed")
         else:
             kind = self.obj["kind"]
@@ -449,7 +458,16 @@ class JobSim:
 
     @property
     def _mpi_operator(self) -> bool:
-        return self.plural == "mpijobs" and self.api_version.endswith("/v2beta1")
+        return self.kind.spec.operator_name == MPI_OPERATOR
+
+    @property
+    def _jobset(self) -> bool:
+        """Whether Trainer runs the job as a JobSet (a TrainJob): JobSet's pods, Trainer's conditions."""
+        return self.kind.spec.pod_job_label == JOBSET_NAME_LABEL
+
+    @property
+    def _replica_specs(self) -> dict[str, Any]:
+        return dict(self.obj["spec"][self.kind.spec.replica_key])
 
 
 class OperatorSim:

@@ -1,7 +1,8 @@
 """A fake Kubernetes API server, over real HTTP, for the real ``kubernetes`` client.
 
-It serves just enough of the API for the Kubernetes backend: discovery, the training
-operators' custom resources (CRUD, merge patch, watch with resourceVersion and 410 Gone),
+It serves just enough of the API for the Kubernetes backend: discovery, the custom resources of every
+kind in :data:`kftrain.job.kinds.KINDS` (CRUD, merge patch, watch with resourceVersion and 410 Gone; each
+kind's group, plural and versions are its own facts, so a kind added there is served here with no edit),
 pods (list, get, watch, logs with follow) and events. It counts every request by verb, and the
 watches and log streams open now and at most (:class:`Stats`, ``FakeKube.stats``), for tests and the
 launcher-cost benchmark (P9, bench/bench_launcher.py); a log line wakes only the streams of its own pod,
@@ -25,7 +26,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,23 +36,34 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
+from kftrain.job.kinds import KINDS, Kind
+from kftrain.job.kinds.trainjob.runtime import GROUP as RUNTIME_GROUP
 from testbed.reference import schemas_in
 
-GROUP = "kubeflow.org"
-TRAINER_GROUP = "trainer.kubeflow.org"  # Kubeflow Trainer v2's TrainJob
-KINDS = {"tfjobs": "TFJob", "pytorchjobs": "PyTorchJob", "mpijobs": "MPIJob", "trainjobs": "TrainJob"}
-GROUPS = {"trainjobs": TRAINER_GROUP}  # every other plural is the training operators' kubeflow.org
-DEFAULT_SERVED: dict[str, list[str]] = {
-    "tfjobs": ["v1"],
-    "pytorchjobs": ["v1"],
-    "mpijobs": ["v2beta1"],
-    "trainjobs": ["v1alpha1"],
-}
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+# The jobs served, by plural: every kind of the one list of kinds, with its kind name and API group.
+KIND_NAMES: dict[str, str] = {k.spec.plural: k.spec.kind for k in KINDS}
+GROUPS: dict[str, str] = {k.spec.plural: k.spec.group for k in KINDS}
+# The versions each plural is served at unless a test says otherwise (FakeKube.served): its kind's preferred one.
+DEFAULT_SERVED: dict[str, list[str]] = {k.spec.plural: [k.spec.version] for k in map(KINDS.get, KINDS.names())}
+
+
+def _plurals_by_group() -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for plural, group in GROUPS.items():
+        out.setdefault(group, []).append(plural)
+    return out
+
+
+PLURALS_BY_GROUP = _plurals_by_group()
 
 
 def group_of(plural: str) -> str:
-    return GROUPS.get(plural, GROUP)
+    return GROUPS[plural]
+
+
+def kind_at(plural: str, api_version: str | None = None) -> Kind:
+    """The kind served as ``plural`` at ``api_version`` (None: its preferred version)."""
+    return KINDS.get(KIND_NAMES[plural], api_version)
 
 
 def now_iso() -> str:
@@ -155,7 +167,11 @@ def verb_of(method: str, path: str, query: Mapping[str, str]) -> str:
         return "watch"
     if "/namespaces/" not in path and "/clustertrainingruntimes/" not in path:
         return "discovery"
-    return "list" if re.search(r"/(pods|events|tfjobs|pytorchjobs|mpijobs|trainjobs)$", path) else "get"
+    return "list" if _COLLECTION.search(path) else "get"
+
+
+# The collections a GET lists: pods, events and every kind's jobs.
+_COLLECTION = re.compile(rf"/(pods|events|{'|'.join(map(re.escape, KIND_NAMES))})$")
 
 
 @dataclass
@@ -359,7 +375,8 @@ class FakeKube:
             return True
 
     def delete_job(self, plural: str, namespace: str, name: str, policy: str | None = None) -> bool:
-        """Delete the job and, like the garbage collector, its pods."""
+        """Delete the job and, like the garbage collector, its pods (those its controller labelled with its name)."""
+        label = kind_at(plural).spec.pod_job_label
         with self.cond:
             obj = self.jobs.pop((plural, namespace, name), None)
             if obj is None:
@@ -367,7 +384,7 @@ class FakeKube:
             self.deletions.append((plural, namespace, name, policy))
             self.record(plural, namespace, "DELETED", obj)
             for (ns, pod_name), pod in list(self.pods.items()):
-                if ns == namespace and (pod["metadata"].get("labels") or {}).get(JOB_NAME_LABEL) == name:
+                if ns == namespace and (pod["metadata"].get("labels") or {}).get(label) == name:
                     self.delete_pod(ns, pod_name)
             self.cond.notify_all()
             return True
@@ -440,9 +457,9 @@ class FakeKube:
 
     # -- reads -----------------------------------------------------------------------------------
 
-    def served_versions(self) -> list[str]:
-        """The versions of kubeflow.org (the training operators' group: what MPIJob discovery reads)."""
-        own = [vs for p, vs in self.served.items() if group_of(p) == GROUP]
+    def served_versions(self, group: str) -> list[str]:
+        """The versions of ``group`` that serve a plural, v1 first (the preferred version, as discovery lists it)."""
+        own = [vs for p, vs in self.served.items() if group_of(p) == group]
         return sorted({v for versions in own for v in versions}, key=lambda v: v != "v1")
 
 
@@ -540,13 +557,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- discovery -------------------------------------------------------------------------------
 
-    def api_groups(self, method: str, query: dict[str, str], body: Any) -> None:
-        versions = [{"groupVersion": f"{GROUP}/{v}", "version": v} for v in self.kube.served_versions()]
-        group = {"name": GROUP, "versions": versions, "preferredVersion": versions[0] if versions else None}
-        self._send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [group] if versions else []})
+    def _group_versions(self, group: str) -> list[dict[str, str]]:
+        return [{"groupVersion": f"{group}/{v}", "version": v} for v in self.kube.served_versions(group)]
 
-    def api_group(self, method: str, query: dict[str, str], body: Any) -> None:
-        versions = [{"groupVersion": f"{GROUP}/{v}", "version": v} for v in self.kube.served_versions()]
+    def api_groups(self, method: str, query: dict[str, str], body: Any) -> None:
+        groups = []
+        for group in PLURALS_BY_GROUP:
+            versions = self._group_versions(group)
+            if versions:
+                groups.append({"name": group, "versions": versions, "preferredVersion": versions[0]})
+        self._send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+
+    def api_group(self, method: str, query: dict[str, str], body: Any, group: str) -> None:
+        versions = self._group_versions(group)
         if not versions:
             self._status(404, "NotFound", "the server could not find the requested resource")
             return
@@ -555,23 +578,23 @@ class _Handler(BaseHTTPRequestHandler):
             {
                 "kind": "APIGroup",
                 "apiVersion": "v1",
-                "name": GROUP,
+                "name": group,
                 "versions": versions,
                 "preferredVersion": versions[0],
             },
         )
 
-    def api_resources(self, method: str, query: dict[str, str], body: Any, version: str) -> None:
-        plurals = [p for p, vs in self.kube.served.items() if version in vs and group_of(p) == GROUP]
+    def api_resources(self, method: str, query: dict[str, str], body: Any, group: str, version: str) -> None:
+        plurals = [p for p, vs in self.kube.served.items() if version in vs and group_of(p) == group]
         if not plurals:
             self._status(404, "NotFound", "the server could not find the requested resource")
             return
         resources = [
             {
                 "name": p,
-                "singularName": KINDS[p].lower(),
+                "singularName": KIND_NAMES[p].lower(),
                 "namespaced": True,
-                "kind": KINDS[p],
+                "kind": KIND_NAMES[p],
                 "verbs": ["create", "delete", "get", "list", "patch", "watch"],
             }
             for p in plurals
@@ -581,7 +604,7 @@ class _Handler(BaseHTTPRequestHandler):
             {
                 "kind": "APIResourceList",
                 "apiVersion": "v1",
-                "groupVersion": f"{GROUP}/{version}",
+                "groupVersion": f"{group}/{version}",
                 "resources": resources,
             },
         )
@@ -630,15 +653,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._status(400, "BadRequest", "body must be an object")
             return
         group = group_of(plural)
-        if body.get("apiVersion") != f"{group}/{version}" or body.get("kind") != KINDS[plural]:
-            self._status(400, "BadRequest", f"expected {group}/{version} {KINDS[plural]}")
+        if body.get("apiVersion") != f"{group}/{version}" or body.get("kind") != KIND_NAMES[plural]:
+            self._status(400, "BadRequest", f"expected {group}/{version} {KIND_NAMES[plural]}")
             return
         for webhook in kube.admission:
             webhook(plural, body)
         errors = kube.schemas.errors(body)
         if errors:
             causes = [{"field": e.partition(": ")[0], "message": e.partition(": ")[2]} for e in errors]
-            status = status_body(422, "Invalid", f"{KINDS[plural]}.{group} is invalid: " + "; ".join(errors))
+            status = status_body(422, "Invalid", f"{KIND_NAMES[plural]}.{group} is invalid: " + "; ".join(errors))
             status["details"] = {"causes": causes}
             self._send_json(422, status)
             return
@@ -675,7 +698,7 @@ class _Handler(BaseHTTPRequestHandler):
             200,
             {
                 "apiVersion": f"{group_of(plural)}/{version}",
-                "kind": f"{KINDS[plural]}List",
+                "kind": f"{KIND_NAMES[plural]}List",
                 "items": items,
                 "metadata": {"resourceVersion": rv},
             },
@@ -766,7 +789,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with self.kube.cond:
             if (plural, ns, name) in self.kube.runtimes:
-                self._status(409, "AlreadyExists", f'{plural}.{TRAINER_GROUP} "{name}" already exists')
+                self._status(409, "AlreadyExists", f'{plural}.{RUNTIME_GROUP} "{name}" already exists')
                 return
             obj = copy.deepcopy(body)
             obj["metadata"] = {**obj["metadata"], "namespace": ns, "resourceVersion": self.kube.bump()}
@@ -782,7 +805,7 @@ class _Handler(BaseHTTPRequestHandler):
         with self.kube.cond:
             obj = copy.deepcopy(self.kube.runtimes.get((plural, ns, name)))
         if obj is None:
-            self._status(404, "NotFound", f'{plural}.{TRAINER_GROUP} "{name}" not found')
+            self._status(404, "NotFound", f'{plural}.{RUNTIME_GROUP} "{name}" not found')
         else:
             self._send_json(200, obj)
 
@@ -945,22 +968,27 @@ def _waiting(pod: Mapping[str, Any]) -> str | None:
     return str(waiting.get("reason")) if waiting else None
 
 
+def _alternatives(names: Iterable[str]) -> str:
+    return "|".join(map(re.escape, names))
+
+
 _NS = r"/namespaces/([^/]+)"
 _ROUTES: Sequence[tuple[str, Callable[..., None]]] = (
     (r"/apis", _Handler.api_groups),
-    (rf"/apis/{re.escape(GROUP)}", _Handler.api_group),
-    (rf"/apis/{re.escape(GROUP)}/(v[a-z0-9]+)", _Handler.api_resources),
+    (rf"/apis/({_alternatives(PLURALS_BY_GROUP)})", _Handler.api_group),
+    (rf"/apis/({_alternatives(PLURALS_BY_GROUP)})/(v[a-z0-9]+)", _Handler.api_resources),
     (r"/api", _Handler.core_api),
     (r"/api/v1", _Handler.core_resources),
     # The jobs each API group serves: a collection and its items.
     *(
-        (rf"/apis/{re.escape(group)}/(v[a-z0-9]+){_NS}/({plurals}){item}", handler)
-        for group, plurals in ((GROUP, "tfjobs|pytorchjobs|mpijobs"), (TRAINER_GROUP, "trainjobs"))
+        (rf"/apis/{re.escape(group)}/(v[a-z0-9]+){_NS}/({_alternatives(plurals)}){item}", handler)
+        for group, plurals in PLURALS_BY_GROUP.items()
         for item, handler in (("", _Handler.collection), ("/([^/]+)", _Handler.item))
     ),
-    (rf"/apis/{re.escape(TRAINER_GROUP)}/(v[a-z0-9]+)/(clustertrainingruntimes)/([^/]+)", _Handler.runtime),
-    (rf"/apis/{re.escape(TRAINER_GROUP)}/(v[a-z0-9]+){_NS}/(trainingruntimes)/([^/]+)", _Handler.runtime),
-    (rf"/apis/{re.escape(TRAINER_GROUP)}/(v[a-z0-9]+){_NS}/(trainingruntimes)", _Handler.runtime_collection),
+    # Trainer's runtimes, which a TrainJob names (its cluster dependency): read, and created from a job's manifest.
+    (rf"/apis/{re.escape(RUNTIME_GROUP)}/(v[a-z0-9]+)/(clustertrainingruntimes)/([^/]+)", _Handler.runtime),
+    (rf"/apis/{re.escape(RUNTIME_GROUP)}/(v[a-z0-9]+){_NS}/(trainingruntimes)/([^/]+)", _Handler.runtime),
+    (rf"/apis/{re.escape(RUNTIME_GROUP)}/(v[a-z0-9]+){_NS}/(trainingruntimes)", _Handler.runtime_collection),
     (rf"/api/v1{_NS}/pods", _Handler.pods),
     (rf"/api/v1{_NS}/pods/([^/]+)", _Handler.pod),
     (rf"/api/v1{_NS}/pods/([^/]+)/log", _Handler.pod_log),

@@ -1,15 +1,22 @@
-"""deploy/rbac: the Role the launch step needs grants exactly what the Kubernetes backend uses, bound to the
-accounts KFP runs steps as."""
+"""deploy/rbac: the Role the launch step needs grants exactly what the Kubernetes backend uses, on every kind of
+:data:`kftrain.job.kinds.KINDS` (a plural it lacks is a 403 for every job of that kind), bound to the accounts KFP
+runs steps as."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import yaml
 
+from kftrain.job.kinds import KINDS, Kind
 from testbed.reference import REPO
 
 RBAC_DIR = REPO / "deploy/rbac"
+# What the Kubernetes backend does to a job of any kind (kftrain/backends/kubernetes/api.py: create_job, get_job,
+# job_collection's list and watch, patch_job, delete_job).
+JOB_VERBS = {"create", "get", "list", "watch", "delete", "patch"}
+READ = {"get", "list", "watch"}
 
 
 def _rbac_docs() -> list[dict[str, Any]]:
@@ -19,24 +26,35 @@ def _rbac_docs() -> list[dict[str, Any]]:
     return docs
 
 
-def test_rbac_role_grants_exactly_what_the_backend_uses() -> None:
+def role_grants() -> dict[tuple[str, str], set[str]]:
+    """The verbs the launcher Role grants, by (API group, resource)."""
     (role,) = [d for d in _rbac_docs() if d["kind"] == "Role"]
     granted: dict[tuple[str, str], set[str]] = {}
     for rule in role["rules"]:
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 granted.setdefault((group, resource), set()).update(rule["verbs"])
-    job_verbs = {"create", "get", "list", "watch", "delete", "patch"}
-    read = {"get", "list", "watch"}
-    assert granted == {
-        ("kubeflow.org", "tfjobs"): job_verbs,
-        ("kubeflow.org", "pytorchjobs"): job_verbs,
-        ("kubeflow.org", "mpijobs"): job_verbs,
-        ("trainer.kubeflow.org", "trainjobs"): job_verbs,
+    return granted
+
+
+@pytest.mark.parametrize("kind", list(KINDS), ids=[f"{k.spec.kind}-{k.spec.version}" for k in KINDS])
+def test_rbac_role_grants_the_backend_every_kind(kind: Kind) -> None:
+    granted = role_grants().get((kind.spec.group, kind.spec.plural), set())
+    assert granted == JOB_VERBS, (
+        f"deploy/rbac/role.yaml grants {sorted(granted)} on {kind.spec.plural}.{kind.spec.group}; the Kubernetes "
+        f"backend uses {sorted(JOB_VERBS)} on every {kind.spec.kind}"
+    )
+
+
+def test_rbac_role_grants_exactly_what_the_backend_uses() -> None:
+    jobs = {(k.spec.group, k.spec.plural): JOB_VERBS for k in KINDS}
+    assert role_grants() == {
+        **jobs,
+        # A TrainJob's namespaced runtime: read before the job is created, created when the job's file carries it.
         ("trainer.kubeflow.org", "trainingruntimes"): {"get", "create"},
-        ("", "pods"): read,
-        ("", "pods/log"): read,
-        ("", "events"): read,
+        ("", "pods"): READ,
+        ("", "pods/log"): READ,
+        ("", "events"): READ,
     }
     text = "\n".join(p.read_text() for p in RBAC_DIR.glob("*.yaml"))
     assert "*" not in text

@@ -4,8 +4,9 @@ config.py (what the caller decides), replica.py (a replica's program and environ
 it starts), one_machine.py (what one machine changes in the operator's contract), supervisor.py (the stdlib-only
 process each replica runs under, tying its tree to kftrain), processes.py (starting and stopping replicas under
 it), output.py (a replica's output: whole in its log, bounded lines on the console), hosted.py (workers that only
-host ranks), backend.py (the job's lifecycle and restarts), state.py (the jobs recorded for ``kftrain jobs``)
-and jobs.py (those jobs listed, read, followed and deleted from any shell).
+host ranks), backend.py (the job's lifecycle), exits.py (what a replica's exit means: restarts, the success rule,
+the failure), running.py (what the backend holds of a running job, and its record as it starts and ends), state.py
+(the jobs recorded for ``kftrain jobs``) and jobs.py (those jobs listed, read, followed and deleted from any shell).
 """
 
 from kftrain.backends.local.backend import LocalBackend

@@ -12,6 +12,10 @@
   (an MPIJob's) they change the workers the operator's files list and stop the ranks placed on a lost one
   (:mod:`kftrain.backends.local.hosted`).
 
+This module is the lifecycle: submit, the wait loop, starting and stopping replicas, scaling, cancel. What a
+replica's exit means is :mod:`.exits`; what the backend holds of a running job and its record in the state folder,
+:mod:`.running`; a TrainJob's ``/workspace``, :mod:`.workspace`, and its status server, :mod:`.status_server`.
+
 Differences from a cluster, on purpose: images are ignored (the program comes from the container's
 command or the config's ``commands``); sidecar containers are not run; ``Always`` restarts a replica that
 fails but treats an exit 0 as done, since restarting a finished trainer only matters until the operator
@@ -31,7 +35,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,47 +45,22 @@ from kftrain.backends.console import Console
 from kftrain.backends.local import jobs as local_jobs
 from kftrain.backends.local import state as job_state
 from kftrain.backends.local.config import LocalConfig
-from kftrain.backends.local.hosted import ranks_on, write_mounted
-from kftrain.backends.local.one_machine import local_host_of, local_worker_host
+from kftrain.backends.local.exits import blame_crash_loop, exited
+from kftrain.backends.local.hosted import lose_hosted, scale_hosted, write_mounted
+from kftrain.backends.local.one_machine import local_host_of
 from kftrain.backends.local.output import pump
-from kftrain.backends.local.processes import ReplicaProcess, shell_exit_code, stop_replicas
+from kftrain.backends.local.processes import ReplicaProcess, stop_replicas
 from kftrain.backends.local.replica import LocalReplica, free_port, prepare_replica
+from kftrain.backends.local.running import RunningJob, record_cancel, record_end, record_start
 from kftrain.backends.local.status_server import StatusServer
 from kftrain.backends.local.workdirs import prune_finished, replica_cwd
-from kftrain.backends.local.workspace import probe, wrap
-from kftrain.contract import WORKSPACE_ENV
+from kftrain.backends.local.workspace import give_workspace
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds import kind_of
-from kftrain.job.kinds.base import is_retryable_exit_code
-from kftrain.job.model import RestartPolicy, TrainingJob
-from kftrain.job.naming import outputs_of
+from kftrain.job.model import TrainingJob
 from kftrain.job.topology import LOCAL_HOST, ReplicaId, Topology, all_replicas
 from kftrain.job.validate import validate_job
 from kftrain.signals import shielded
-
-
-@dataclass
-class _LocalJob:
-    job: TrainingJob
-    workdir: Path
-    cwd: Path  # where its replicas run (kftrain.backends.local.workdirs)
-    scratch: Path  # its replicas' TMPDIR, removed when the job ends (a pod's /tmp goes with the pod)
-    owns_workdir: bool
-    replicas: list[LocalReplica]
-    started_at: float
-    topology: Topology
-    # Workers that run no program here (an MPIJob's), which the operator's files list while they "run".
-    hosted: list[ReplicaId]
-    next_hosted: int = 0
-    total_restarts: int = 0
-    result: JobResult | None = None
-    # Replicas that run to completion first (a TrainJob's initializers), and those that start once they have.
-    initializers: list[LocalReplica] = field(default_factory=list)
-    waiting: list[LocalReplica] = field(default_factory=list)
-    status_server: StatusServer | None = None
-
-    def workers_running(self) -> int:
-        return sum(1 for r in self.replicas if r.id.type == "Worker" and not r.finished)
 
 
 class LocalBackend(Backend):
@@ -92,7 +70,7 @@ class LocalBackend(Backend):
     def __init__(self, config: LocalConfig | None = None) -> None:
         self.config = config or LocalConfig()
         self.console = Console(self.config.out, self.config.line_sinks)
-        self._jobs: dict[str, _LocalJob] = {}
+        self._jobs: dict[str, RunningJob] = {}
         # wait() polls replicas while scale()/kill_replica() may change them from another thread.
         self._state_lock = threading.RLock()
 
@@ -138,7 +116,13 @@ class LocalBackend(Backend):
                 self._prepare(job, rid, topology, workdir, scratch) for rid in kind.initializer_replicas(job)
             ]
             replicas = [self._prepare(job, rid, topology, workdir, scratch) for rid in kind.process_replicas(job)]
-            self._give_workspace(job, workdir, [*initializers, *replicas])
+            give_workspace(
+                job,
+                workdir,
+                [*initializers, *replicas],
+                private=self.config.private_workspace,
+                say=self.console.say,
+            )
         except BaseException:
             if server is not None:
                 server.stop()
@@ -148,7 +132,7 @@ class LocalBackend(Backend):
             raise
         write_mounted(topology, kind.operator_files(job, topology))
         processes = {r.id for r in replicas}
-        state = _LocalJob(
+        state = RunningJob(
             job=job,
             workdir=workdir,
             cwd=cwd,
@@ -169,7 +153,7 @@ class LocalBackend(Backend):
         self.console.say(
             f"starting {job.kind} {job.name}: {', '.join(r.id.label for r in first)}{then} (workdir {workdir})"
         )
-        self._record(state)
+        record_start(state)
         try:
             for replica in first:
                 self._start(replica, cwd)
@@ -185,33 +169,13 @@ class LocalBackend(Backend):
             raise
         return self._handle(job)
 
-    def _give_workspace(self, job: TrainingJob, workdir: Path, replicas: list[LocalReplica]) -> None:
-        """The folder the job's pods share (a TrainJob's /workspace) as the job's own ``<workdir>/workspace``: at its
-        path, in a private mount namespace per replica, where this machine allows one; else by KFTRAIN_WORKSPACE."""
-        mount = kind_of(job).workspace(job)
-        if mount is None:
-            return
-        folder = workdir / "workspace"
-        folder.mkdir(exist_ok=True)
-        why = probe() if self.config.private_workspace else "LocalConfig.private_workspace is False"
-        for replica in replicas:
-            if why is None:
-                replica.argv = wrap(folder, replica.argv)
-            else:
-                replica.env[WORKSPACE_ENV] = str(folder)
-        if why is not None:
-            self.console.say(
-                f"no private {mount} for the replicas here ({why}): the job's {mount} is {folder}; a program that "
-                f"reads {mount}/dataset as Trainer documents must read ${WORKSPACE_ENV}/dataset here"
-            )
-
     def _report_progress(self, status: Mapping[str, Any]) -> None:
         """A progress report a node posted to the job's status server: to every progress sink."""
         for sink in self.config.progress_sinks:
             with contextlib.suppress(Exception):  # what watches the job must never end it
                 sink(status)
 
-    def _stop_server(self, state: _LocalJob) -> None:
+    def _stop_server(self, state: RunningJob) -> None:
         if state.status_server is not None:
             state.status_server.stop()
             state.status_server = None
@@ -254,19 +218,19 @@ class LocalBackend(Backend):
             if result is None and deadline is not None and time.monotonic() >= deadline:
                 reason = "DeadlineExceeded" if deadline_s is not None and min(limits) == deadline_s else "Timeout"
                 result = JobResult(JobPhase.FAILED, reason=reason, message=f"job ran longer than {min(limits):g}s")
-                self._blame_crash_loop(state, result)
+                blame_crash_loop(state, result)
             if result is not None:
                 self._stop_all(state)
                 self._stop_server(state)
                 result.duration_s = time.monotonic() - state.started_at
                 state.result = result
-                self._finish(state, result)
+                record_end(state, result, self.console)
                 return result
             time.sleep(self.config.poll_interval_s)
 
-    def _step(self, state: _LocalJob) -> JobResult | None:
-        """Reap replicas that exited, restart or fail them per their policy; the job's result once it has one."""
-        job, kind = state.job, kind_of(state.job)
+    def _step(self, state: RunningJob) -> JobResult | None:
+        """Reap replicas that exited, restart or fail them per their policy (:mod:`.exits`); the job's result once it
+        has one."""
         now = time.monotonic()
         for replica in state.replicas:
             if replica.finished:
@@ -280,43 +244,9 @@ class LocalBackend(Backend):
                 continue
             self._drain(replica)
             replica.proc = None
-            replica.last_exit = code
-            if code == 0:
-                replica.succeeded = replica.finished = True
-                self.console.say(f"{replica.id.label} succeeded")
-                if kind.succeeded(job, {r.id for r in state.replicas if r.succeeded}):
-                    return JobResult(JobPhase.SUCCEEDED, reason="Succeeded", message=f"{job.name} succeeded")
-                continue
-            exit_code = shell_exit_code(code)
-            retry = replica.policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS) or (
-                replica.policy == RestartPolicy.EXIT_CODE and is_retryable_exit_code(code)
-            )
-            limit = job.run_policy.backoff_limit
-            if not retry:
-                if kind.survives_loss(job, replica.id, state.workers_running() - 1):
-                    replica.finished = True
-                    self.console.say(
-                        f"{replica.id.label} exited with code {exit_code}; the elastic job goes on with "
-                        f"{state.workers_running()} worker(s)"
-                    )
-                    continue
-                return self._failure(replica, "ReplicaFailed", f"{replica.id.label} exited with code {exit_code}")
-            if limit is not None and state.total_restarts >= limit:
-                return self._failure(
-                    replica,
-                    "BackoffLimitExceeded",
-                    f"{replica.id.label} exited with code {exit_code} after {state.total_restarts} restart(s); "
-                    f"backoffLimit is {limit}",
-                )
-            delay = min(self.config.restart_backoff_s * 2**replica.restarts, self.config.max_restart_backoff_s)
-            replica.restarts += 1
-            state.total_restarts += 1
-            replica.restart_at = now + delay
-            bound = f"/{limit}" if limit is not None else ""
-            self.console.say(
-                f"{replica.id.label} exited with code {exit_code}; restartPolicy {replica.policy.value}: "
-                f"restart {state.total_restarts}{bound} in {delay:.1f}s"
-            )
+            result = exited(state, replica, code, now, self.config, self.console)
+            if result is not None:
+                return result
         if state.waiting and all(r.succeeded for r in state.initializers):
             self.console.say(f"{', '.join(r.id.label for r in state.initializers)} completed: starting the job's nodes")
             started, state.waiting = state.waiting, []
@@ -341,7 +271,7 @@ class LocalBackend(Backend):
         with self._state_lock:
             self._scale(self._jobs[handle.name], replica_type, replicas)
 
-    def _scale(self, state: _LocalJob, replica_type: str, replicas: int) -> None:
+    def _scale(self, state: RunningJob, replica_type: str, replicas: int) -> None:
         job = state.job
         bounds = kind_of(job).worker_bounds(job)
         if bounds is not None and replica_type == "Worker":
@@ -349,7 +279,7 @@ class LocalBackend(Backend):
             if not low <= replicas <= high:
                 raise JobSpecError("spec.elasticPolicy", f"{replicas} workers is outside [{low}, {high}]")
         if replica_type == "Worker" and not kind_of(job).spec.workers_run_program:
-            self._scale_hosted(state, replicas)
+            scale_hosted(state, replicas, self.console)
             return
         current = [r for r in state.replicas if r.id.type == replica_type]
         live = [r for r in current if not r.finished]
@@ -370,24 +300,7 @@ class LocalBackend(Backend):
             replica.finished = True
             self._stop([replica])
         job.replica_specs[replica_type].replicas = replicas
-        job_state.write(job.name, replicas=_labels(state))  # `kftrain jobs logs` reads the new ones too
-
-    def _scale_hosted(self, state: _LocalJob, workers: int) -> None:
-        """Workers without a program of their own: new ones get indices never used before in this job (a lost
-        worker's host may be blacklisted by horovodrun), the highest go first."""
-        while len(state.hosted) < workers:
-            added = ReplicaId("Worker", state.next_hosted)
-            state.next_hosted += 1
-            state.hosted.append(added)
-            self.console.say(f"scaled Worker up: {added.label} hosts ranks")
-        while len(state.hosted) > workers:
-            gone = state.hosted.pop()
-            self.console.say(f"scaled Worker down: {gone.label} removed")
-        state.job.replica_specs["Worker"].replicas = workers
-        self._update_membership(state)
-
-    def _update_membership(self, state: _LocalJob) -> None:
-        write_mounted(state.topology, kind_of(state.job).membership_files(state.job, state.topology, state.hosted))
+        job_state.write(job.name, replicas=state.labels())  # `kftrain jobs logs` reads the new ones too
 
     def kill_replica(self, handle: JobHandle, label: str, sig: signal.Signals = signal.SIGKILL) -> None:
         """Send ``sig`` to one replica's whole process tree, as a node loss or OOM kill would.
@@ -397,16 +310,7 @@ class LocalBackend(Backend):
         """
         state = self._jobs[handle.name]
         with self._state_lock:
-            hosted = next((w for w in state.hosted if w.label == label), None)
-            if hosted is not None:
-                state.hosted.remove(hosted)
-                self._update_membership(state)
-                host = local_worker_host(hosted.index)
-                ranks = [p for r in state.replicas if r.proc is not None for p in ranks_on(r.proc.pid, host)]
-                for proc in ranks:
-                    with contextlib.suppress(psutil.Error):
-                        proc.send_signal(sig)
-                self.console.say(f"lost {label} (host {host}): signalled {len(ranks)} rank process(es) on it")
+            if lose_hosted(state, label, sig, self.console):
                 return
         replica = next((r for r in state.replicas if r.id.label == label), None)
         if replica is None or replica.proc is None:
@@ -415,68 +319,10 @@ class LocalBackend(Backend):
             with contextlib.suppress(psutil.Error):
                 proc.send_signal(sig)
 
-    def _failure(self, replica: LocalReplica, reason: str, message: str) -> JobResult:
-        replica.finished = True
-        return JobResult(
-            JobPhase.FAILED,
-            reason=reason,
-            message=message,
-            exit_code=shell_exit_code(replica.last_exit or 1),
-            failed_replica=replica.id.label,
-            log_tail=list(replica.tail),
-        )
-
-    def _blame_crash_loop(self, state: _LocalJob, result: JobResult) -> None:
-        """A job stopped by its deadline or timeout while a replica kept failing: name that replica, its exit
-        code and its last lines, which would otherwise hide behind "ran longer than"."""
-        failing = [r for r in state.replicas if r.restarts and r.last_exit not in (None, 0)]
-        if not failing:
-            return
-        worst = max(failing, key=lambda r: r.restarts)
-        code = shell_exit_code(worst.last_exit or 1)
-        result.message += (
-            f"; {worst.id.label} was crash-looping: it last exited with code {code} after {worst.restarts} restart(s)"
-        )
-        result.exit_code, result.failed_replica, result.log_tail = code, worst.id.label, list(worst.tail)
-
     def _drain(self, replica: LocalReplica) -> None:
         # The reader ends at EOF; a grandchild still holding the pipe must not hang us.
         if replica.reader is not None:
             replica.reader.join(timeout=2.0)
-
-    def _record(self, state: _LocalJob) -> None:
-        """The job's entry in the state folder (``kftrain jobs``): running, with where its logs are."""
-        model_uri, logs_uri = outputs_of(state.job.metadata.annotations)
-        job_state.write(
-            state.job.name,
-            kind=state.job.kind,
-            api_version=state.job.api_version,
-            labels=dict(state.job.metadata.labels or {}),
-            **job_state.launcher_identity(),
-            phase=job_state.RUNNING,
-            workdir=str(state.workdir),
-            workdir_owned=state.owns_workdir,
-            replicas=_labels(state),
-            model_uri=model_uri,
-            logs_uri=logs_uri,
-        )
-
-    def _finish(self, state: _LocalJob, result: JobResult) -> None:
-        self.console.say(f"{state.job.name} {result.phase.value.lower()} in {result.duration_s:.1f}s")
-        job_state.write(
-            state.job.name,
-            phase=result.phase.value,
-            reason=result.reason,
-            message=result.message,
-            exit_code=result.exit_code,
-            workdir_kept=not (result.succeeded and state.owns_workdir),
-        )
-        job_state.keep_logs(state.job.name, state.workdir / "logs", _labels(state))
-        shutil.rmtree(state.scratch, ignore_errors=True)
-        if result.succeeded and state.owns_workdir:
-            shutil.rmtree(state.workdir, ignore_errors=True)
-        elif not result.succeeded:
-            self.console.say(f"replica logs kept in {state.workdir / 'logs'}")
 
     # -- the jobs recorded on this machine (any launcher's) ------------------------------------------
 
@@ -502,14 +348,9 @@ class LocalBackend(Backend):
             return
         self._stop_all(state)
         self._stop_server(state)
-        if state.result is None:
-            state.result = JobResult(JobPhase.FAILED, reason="Cancelled", message="job cancelled", exit_code=143)
-            job_state.write(state.job.name, phase=JobPhase.FAILED.value, reason="Cancelled", exit_code=143)
-            job_state.keep_logs(state.job.name, state.workdir / "logs", _labels(state))
-            self.console.say(f"{state.job.name} cancelled; every replica stopped")
-        shutil.rmtree(state.scratch, ignore_errors=True)
+        record_cancel(state, self.console)
 
-    def _stop_all(self, state: _LocalJob) -> None:
+    def _stop_all(self, state: RunningJob) -> None:
         for replica in state.replicas:
             replica.restart_at = None
         self._stop(state.replicas)
@@ -526,8 +367,3 @@ class LocalBackend(Backend):
             replica.last_exit = codes.get(replica.proc.pid, replica.last_exit)
             self._drain(replica)
             replica.proc = None
-
-
-def _labels(state: _LocalJob) -> list[str]:
-    """Every replica the job has started, in the order it started them (a scaled-down one stays: its log does)."""
-    return [r.id.label for r in state.replicas]

@@ -6,7 +6,7 @@ its documentation has the trainer read them there (kubeflow/trainer@v2.3.0 ``pkg
 ``/`` being written to: so each replica of such a job starts under :mod:`.mountns`, in a private mount namespace
 where ``/workspace`` is the job's ``<workdir>/workspace`` (the ranks an ``mpirun`` starts inherit it). Where the
 kernel refuses a namespace (a container without the capability, user namespaces disabled), :func:`probe` says why,
-and the backend says, in one line, where the folder is instead (``KFTRAIN_WORKSPACE``).
+and the backend says, in one line, where the folder is instead (``KFTRAIN_WORKSPACE``): :func:`give_workspace`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
+
+from kftrain.backends.local.replica import LocalReplica
+from kftrain.contract import WORKSPACE_ENV
+from kftrain.job.kinds import kind_of
+from kftrain.job.model import TrainingJob
 
 MOUNTNS = Path(__file__).with_name("mountns.py")
 
@@ -46,3 +52,27 @@ def probe() -> str | None:
         return None
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     return lines[-1] if lines else f"exit code {proc.returncode}"
+
+
+def give_workspace(
+    job: TrainingJob, workdir: Path, replicas: Sequence[LocalReplica], *, private: bool, say: Callable[[str], None]
+) -> None:
+    """The folder the job's pods share (a TrainJob's /workspace) as the job's own ``<workdir>/workspace``: at its
+    path, in a private mount namespace per replica, where this machine allows one (and ``private``); else by
+    KFTRAIN_WORKSPACE, which ``say`` tells."""
+    mount = kind_of(job).workspace(job)
+    if mount is None:
+        return
+    folder = workdir / "workspace"
+    folder.mkdir(exist_ok=True)
+    why = probe() if private else "LocalConfig.private_workspace is False"
+    for replica in replicas:
+        if why is None:
+            replica.argv = wrap(folder, replica.argv)
+        else:
+            replica.env[WORKSPACE_ENV] = str(folder)
+    if why is not None:
+        say(
+            f"no private {mount} for the replicas here ({why}): the job's {mount} is {folder}; a program that "
+            f"reads {mount}/dataset as Trainer documents must read ${WORKSPACE_ENV}/dataset here"
+        )

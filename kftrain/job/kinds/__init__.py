@@ -2,9 +2,10 @@
 
 ``KINDS`` (:mod:`.registry`) is the one list of kinds; ``kind_of(job)`` (or ``kind_for(kind, api_version)``
 where only the names are at hand) is the one way code reaches kind-specific facts and behaviour. Adding a kind:
-a package here with its :class:`~.base.Kind`, its spec fields (a :class:`~kftrain.job.model.JobSpec`) and its
-:class:`~.base.KindOptions` (launch inputs and default program), one line in :func:`.registry._registered`, and
-a component folder ``components/training/<kind>_launch``.
+a package here with its :class:`~.base.Kind` and :class:`~.base.KindSpec`, its spec fields (a
+:class:`~kftrain.job.model.JobSpec`) and its :class:`~.base.KindOptions` (launch inputs, and which of the default
+programs of :mod:`.programs` it runs), one line in :func:`.registry._registered`, a component folder
+``components/training/<kind>_launch``, and a rule for its plural in ``deploy/rbac/role.yaml``.
 """
 
 from kftrain.job.kinds.base import GROUP, Kind, KindOptions, KindSpec, Program, Workload, launch_input

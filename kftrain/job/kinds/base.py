@@ -51,6 +51,10 @@ class KindSpec:
     # The API group serving the kind, and the label its controller puts on every pod with the job's name.
     group: str = GROUP
     pod_job_label: str = "training.kubeflow.org/job-name"
+    # The name its controller gives itself on every pod, under the key both operators share
+    # (training.kubeflow.org/operator-name: kubeflow/training-operator@v1.9.0:pkg/apis/kubeflow.org/v1/common_types.go,
+    # OperatorNameLabel); None: its pods have no such label (a TrainJob's are JobSet's).
+    operator_name: str | None = None
     # Where the manifest says the job is suspended (what Kueue sets and clears).
     suspend_field: str = "spec.runPolicy.suspend"
 

@@ -14,7 +14,7 @@ from kftrain.job.kinds.mpijob.kind import (
     to_v1,
     to_v2beta1,
 )
-from kftrain.job.kinds.mpijob.options import MPIRUN, V1, V2BETA1, MPIJobOptions
+from kftrain.job.kinds.mpijob.options import V1, V2BETA1, MPIJobOptions
 from kftrain.job.kinds.mpijob.spec import LauncherCreationPolicy, MPIImplementation, MPIJobSpec
 from kftrain.job.kinds.mpijob.trainjob import to_trainjob
 
@@ -26,7 +26,6 @@ __all__ = [
     "HOSTFILE",
     "MPIJOB_V1",
     "MPIJOB_V2BETA1",
-    "MPIRUN",
     "V1",
     "V2BETA1",
     "LauncherCreationPolicy",

@@ -57,6 +57,8 @@ SPEC_V2BETA1 = KindSpec(
     spec_fields=_COMMON_FIELDS | _V2BETA1_FIELDS,
     fixed_replicas=("Launcher",),
     workers_run_program=False,
+    # kubeflow/mpi-operator@v0.8.2:pkg/apis/kubeflow/v2beta1/constants.go, OperatorName
+    operator_name="mpi-operator",
 )
 SPEC_V1 = dataclasses.replace(
     SPEC_V2BETA1,
@@ -64,6 +66,8 @@ SPEC_V1 = dataclasses.replace(
     # The controller injects into the launcher's first container; mainContainer names the worker container
     # that `kubectl exec` runs the ranks in (pkg/controller.v1/mpi/mpijob_controller.go, newLauncher, newConfigMap).
     spec_fields=_COMMON_FIELDS | {"main_container", "clean_pod_policy"},
+    # kubeflow/training-operator@v1.9.0:pkg/controller.v1/mpi/mpijob_controller.go, controllerName
+    operator_name="mpijob-controller",
 )
 
 

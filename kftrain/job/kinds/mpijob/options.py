@@ -6,16 +6,14 @@ import enum
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from kftrain import images
 from kftrain.errors import JobSpecError
 from kftrain.job import pod_checks as check
+from kftrain.job.kinds import programs
 from kftrain.job.kinds.base import GROUP, KindOptions, Program, launch_input
 from kftrain.job.kinds.mpijob.spec import LauncherCreationPolicy, MPIImplementation, MPIJobSpec
 
 V2BETA1 = f"{GROUP}/v2beta1"
 V1 = f"{GROUP}/v1"
-# mpirun as this release's program runs: one rank per slot of the hostfile the operator writes.
-MPIRUN = ("mpirun", "--bind-to", "none", "--map-by", "slot")
 E = TypeVar("E", bound=enum.Enum)
 
 
@@ -91,5 +89,4 @@ class MPIJobOptions(KindOptions):
         return (self.workers + (1 if self.run_launcher_as_worker else 0)) * self.slots_per_worker
 
     def default_program(self, runtimes: Any = None) -> Program:
-        # mpirun without -n starts one rank per slot of the hostfile.
-        return Program(images.HOROVOD_PYTORCH, (*MPIRUN, "python", "-m", "kftrain.programs.horovod_torch"))
+        return programs.HOROVOD_TORCH_MPIRUN

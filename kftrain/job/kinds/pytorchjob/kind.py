@@ -42,6 +42,8 @@ SPEC = KindSpec(
     container_name="pytorch",
     spec_type=PyTorchJobSpec,
     fixed_replicas=("Master",),
+    # kubeflow/training-operator@v1.9.0:pkg/controller.v1/pytorch/pytorchjob_controller.go, controllerName
+    operator_name="pytorchjob-controller",
 )
 
 

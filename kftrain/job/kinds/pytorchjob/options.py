@@ -6,15 +6,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kftrain import images
 from kftrain.errors import JobSpecError
 from kftrain.job import pod_checks as check
+from kftrain.job.kinds import programs
 from kftrain.job.kinds.base import KindOptions, Program, launch_input
 from kftrain.job.kinds.pytorchjob.spec import ElasticPolicy, PyTorchJobSpec, RdzvConf
 
 # The rendezvous backends torchrun knows (torch.distributed.elastic.rendezvous).
 RDZV_BACKENDS = ("c10d", "etcd", "etcd-v2", "static")
-PROGRAM = "kftrain.programs.torch_ddp"
 
 
 def nproc_per_node(value: object) -> str:
@@ -129,6 +128,4 @@ class PyTorchJobOptions(KindOptions):
         # One process per replica: python itself (the operator's MASTER_ADDR, RANK, WORLD_SIZE). Elastic, or more
         # processes per replica: torchrun, which reads the operator's PET_* variables (nodes, or min:max and the
         # rendezvous, restarts, processes per node) and starts the replica's processes.
-        if self.per_replica_launcher:
-            return Program(images.PYTORCH, ("torchrun", "--module", PROGRAM))
-        return Program(images.PYTORCH, ("python", "-m", PROGRAM))
+        return programs.TORCH_DDP_TORCHRUN if self.per_replica_launcher else programs.TORCH_DDP

@@ -27,6 +27,8 @@ SPEC = KindSpec(
     default_container="tensorflow",
     container_name="tensorflow",
     spec_type=TFJobSpec,
+    # kubeflow/training-operator@v1.9.0:pkg/controller.v1/tensorflow/tfjob_controller.go, controllerName
+    operator_name="tfjob-controller",
 )
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kftrain import images
 from kftrain.errors import JobSpecError
 from kftrain.job import pod_checks as check
+from kftrain.job.kinds import programs
 from kftrain.job.kinds.base import KindOptions, Program, launch_input
 
 
@@ -38,4 +38,4 @@ class TFJobOptions(KindOptions):
         return {rtype: count for rtype, count in counts.items() if count}
 
     def default_program(self, runtimes: Any = None) -> Program:
-        return Program(images.TENSORFLOW, ("python", "-m", "kftrain.programs.tf_distributed"))
+        return programs.TF_DISTRIBUTED

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kftrain import images
 from kftrain.errors import JobSpecError
 from kftrain.job import pod_checks as check
+from kftrain.job.kinds import programs
 from kftrain.job.kinds.base import KindOptions, Program, Workload, launch_input
 from kftrain.job.model import TrainingJob
 
@@ -89,13 +89,9 @@ class TrainJobOptions(KindOptions):
         # On an MPI runtime, mpirun of the Horovod program (as an MPIJob's); on a plain runtime, the TensorFlow program
         # (MultiWorkerMirrored, its TF_CONFIG built from KFTRAIN_NUM_NODES); on a torch runtime, torchrun turns the
         # runtime's PET_* variables into the DDP program's RANK/WORLD_SIZE/MASTER_ADDR.
-        from kftrain.job.kinds.mpijob.options import MPIJobOptions
-        from kftrain.job.kinds.pytorchjob.options import PROGRAM
-        from kftrain.job.kinds.tfjob.options import TFJobOptions
-
         framework = self._runtime(runtimes).framework if self.runtime else "torch"
         if framework == "mpi":
-            return MPIJobOptions().default_program()
+            return programs.HOROVOD_TORCH_MPIRUN
         if framework == "plain":
-            return TFJobOptions().default_program()
-        return Program(images.PYTORCH, ("torchrun", "-m", PROGRAM))
+            return programs.TF_DISTRIBUTED
+        return programs.TORCH_DDP_TORCHRUN_M

@@ -1,0 +1,90 @@
+"""What a replica's exit means for its job, as the operator decides it: the replica's restart policy (Never,
+OnFailure, Always, ExitCode) within the job's ``backoffLimit`` (total restarts across the job), with a growing
+delay; the kind's success rule; whether an elastic job survives the loss; and, when the job fails, the result that
+names the failing replica with its exit code and its last lines (a deadline's or timeout's included: a replica that
+kept failing is named rather than hidden behind "ran longer than")."""
+
+from __future__ import annotations
+
+from kftrain.backends.base import JobPhase, JobResult
+from kftrain.backends.console import Console
+from kftrain.backends.local.config import LocalConfig
+from kftrain.backends.local.processes import shell_exit_code
+from kftrain.backends.local.replica import LocalReplica
+from kftrain.backends.local.running import RunningJob
+from kftrain.job.kinds import kind_of
+from kftrain.job.kinds.base import is_retryable_exit_code
+from kftrain.job.model import RestartPolicy
+
+
+def exited(
+    state: RunningJob, replica: LocalReplica, code: int, now: float, config: LocalConfig, console: Console
+) -> JobResult | None:
+    """``replica`` (its process reaped) exited with ``code`` at ``now``: it is done, lost, or due for a restart (its
+    ``restart_at``); the job's result when that ends the job."""
+    job, kind = state.job, kind_of(state.job)
+    replica.last_exit = code
+    if code == 0:
+        replica.succeeded = replica.finished = True
+        console.say(f"{replica.id.label} succeeded")
+        if kind.succeeded(job, {r.id for r in state.replicas if r.succeeded}):
+            return JobResult(JobPhase.SUCCEEDED, reason="Succeeded", message=f"{job.name} succeeded")
+        return None
+    exit_code = shell_exit_code(code)
+    retry = replica.policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS) or (
+        replica.policy == RestartPolicy.EXIT_CODE and is_retryable_exit_code(code)
+    )
+    limit = job.run_policy.backoff_limit
+    if not retry:
+        if kind.survives_loss(job, replica.id, state.workers_running() - 1):
+            replica.finished = True
+            console.say(
+                f"{replica.id.label} exited with code {exit_code}; the elastic job goes on with "
+                f"{state.workers_running()} worker(s)"
+            )
+            return None
+        return failure(replica, "ReplicaFailed", f"{replica.id.label} exited with code {exit_code}")
+    if limit is not None and state.total_restarts >= limit:
+        return failure(
+            replica,
+            "BackoffLimitExceeded",
+            f"{replica.id.label} exited with code {exit_code} after {state.total_restarts} restart(s); "
+            f"backoffLimit is {limit}",
+        )
+    delay = min(config.restart_backoff_s * 2**replica.restarts, config.max_restart_backoff_s)
+    replica.restarts += 1
+    state.total_restarts += 1
+    replica.restart_at = now + delay
+    bound = f"/{limit}" if limit is not None else ""
+    console.say(
+        f"{replica.id.label} exited with code {exit_code}; restartPolicy {replica.policy.value}: "
+        f"restart {state.total_restarts}{bound} in {delay:.1f}s"
+    )
+    return None
+
+
+def failure(replica: LocalReplica, reason: str, message: str) -> JobResult:
+    """The job failed for ``replica``, which is done for: its exit code and its last lines."""
+    replica.finished = True
+    return JobResult(
+        JobPhase.FAILED,
+        reason=reason,
+        message=message,
+        exit_code=shell_exit_code(replica.last_exit or 1),
+        failed_replica=replica.id.label,
+        log_tail=list(replica.tail),
+    )
+
+
+def blame_crash_loop(state: RunningJob, result: JobResult) -> None:
+    """A job stopped by its deadline or timeout while a replica kept failing: name that replica, its exit
+    code and its last lines, which would otherwise hide behind "ran longer than"."""
+    failing = [r for r in state.replicas if r.restarts and r.last_exit not in (None, 0)]
+    if not failing:
+        return
+    worst = max(failing, key=lambda r: r.restarts)
+    code = shell_exit_code(worst.last_exit or 1)
+    result.message += (
+        f"; {worst.id.label} was crash-looping: it last exited with code {code} after {worst.restarts} restart(s)"
+    )
+    result.exit_code, result.failed_replica, result.log_tail = code, worst.id.label, list(worst.tail)
