@@ -11,13 +11,13 @@ one-line message and exit code 2 (or the error's own), a cancel with the signal'
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol
 
 from kftrain.errors import KftrainError, fail_step
 from kftrain.signals import Terminated, terminate_raises
-from kftrain.storage import output_uri
+from kftrain.storage import check_input_uri, output_uri
 
 
 class Artifact(Protocol):
@@ -37,11 +37,16 @@ class MetricsArtifact(Artifact, Protocol):
 
 
 @contextmanager
-def component_step(*outputs: Artifact) -> Iterator[None]:
-    """Run a component's body (see the module doc); ``outputs`` are the artifacts it writes by URI."""
+def component_step(*outputs: Artifact, inputs: Mapping[str, str] | None = None) -> Iterator[None]:
+    """Run a component's body (see the module doc); ``outputs`` are the artifacts it writes by URI, ``inputs`` the
+    URIs it reads, by input name: each checked here, where it enters, before the body runs
+    (:func:`kftrain.storage.check_input_uri`); an empty one is the body's to refuse or skip."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     with terminate_raises():
         try:
+            for field, uri in (inputs or {}).items():
+                if uri:
+                    check_input_uri(uri, field)
             for artifact in outputs:
                 artifact.uri = output_uri(artifact.uri)  # object storage when KFTRAIN_ARTIFACT_ROOT is set
             yield

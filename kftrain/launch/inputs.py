@@ -54,8 +54,13 @@ class StepInputs:
         for field in ("timeout_seconds", "pending_timeout_seconds"):
             value = check.integer(field, getattr(self, field), low=0)
             object.__setattr__(self, field, value)
-        for field in ("manifest", "checkpoint_uri", "backend", "run_id", "task_id"):
+        for field in ("manifest", "dataset_uri", "checkpoint_uri", "backend", "run_id", "task_id"):
             object.__setattr__(self, field, check.text(field, getattr(self, field)))
+        from kftrain.storage.uri import check_input_uri  # not at import, as below
+
+        for field in ("dataset_uri", "checkpoint_uri"):  # where these URIs enter the launch step, checked once
+            if getattr(self, field):
+                check_input_uri(getattr(self, field), field)
         from kftrain.backends import BACKEND_NAMES  # not at import: the components' modules import this one
 
         if self.backend not in BACKEND_NAMES:

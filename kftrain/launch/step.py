@@ -43,7 +43,15 @@ class Artifacts:
             storage.derived_uri(self.model_uri, "checkpoints") if self.model_uri else ""
         )
         values = {DATASET_ENV: self.dataset_uri, MODEL_ENV: self.model_uri, CHECKPOINT_ENV: checkpoints}
-        return {k: v for k, v in values.items() if v}
+        return {k: as_written(v) for k, v in values.items() if v}
+
+
+def as_written(value: str) -> str:
+    """``value`` as an env value that Kubernetes' ``$(VAR)`` expansion gives back unchanged: each ``$`` escaped as
+    ``$$`` (kubernetes@v1.36:third_party/forked/golang/expansion/expand.go, tryReadVariableName). A URI reaches
+    every replica as the step was given it (and as the step itself reads it), whatever the container's env holds;
+    the local backend expands by the same rule."""
+    return value.replace("$", "$$")
 
 
 def job_from_manifest(text: str, kind: str, *, runtimes: Any = None) -> TrainingJob:

@@ -82,7 +82,15 @@ from kftrain.storage.outputs import ARTIFACT_ROOT_ENV, output_uri
 from kftrain.storage.paths import confine
 from kftrain.storage.publish import check_output
 from kftrain.storage.reader import ArtifactReader
-from kftrain.storage.uri import check_output_uri, derived_uri, filesystem, join, local_path, s3_endpoint
+from kftrain.storage.uri import (
+    check_input_uri,
+    check_output_uri,
+    derived_uri,
+    filesystem,
+    join,
+    local_path,
+    s3_endpoint,
+)
 
 __all__ = [
     "ARTIFACT_ROOT_ENV",
@@ -93,6 +101,7 @@ __all__ = [
     "FileDigest",
     "Progress",
     "StorageError",
+    "check_input_uri",
     "check_output",
     "check_output_uri",
     "confine",

@@ -261,6 +261,13 @@ def copy_file(src_uri: str, dst_uri: str, progress: Progress | None = None) -> F
         )
 
 
+def is_file(uri: str) -> bool:
+    """Whether ``uri`` is a file (on object stores: an object at exactly that key)."""
+    fs, path = filesystem(uri)
+    with errors(uri, fs):
+        return bool(with_retry(f"isfile {uri}", lambda: fs.isfile(path)))
+
+
 def is_dir(uri: str) -> bool:
     """Whether ``uri`` is a folder (on object stores: a prefix with objects under it)."""
     fs, path = filesystem(uri)

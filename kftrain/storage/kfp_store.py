@@ -40,6 +40,7 @@ from typing import Any
 
 import yaml
 
+from kftrain.errors import redact_urls
 from kftrain.storage.errors import StorageError
 
 log = logging.getLogger(__name__)
@@ -109,12 +110,98 @@ def default_minio_endpoint(version: tuple[int, int] | None, env: dict[str, str] 
     return f"{host}:{port}" if host and port else MINIO_SERVICE_ENDPOINT
 
 
+# The shapes KFP's launcher decodes ``providers`` into: Go structs, filled by sigs.k8s.io/yaml (YAML to JSON, then
+# encoding/json; kubeflow/pipelines@2.17.0:backend/src/v2/config/env.go getBucketProviders, BucketProviders). A
+# field is a string (a YAML number or boolean becomes its text: kubernetes-sigs/yaml@v1.6.0:yaml.go
+# convertToJSONableObject), a boolean (``*bool``/``bool``: a YAML boolean only, "false" in quotes is refused), a
+# whole number (``*int``), a struct (a mapping) or a list of structs; null leaves a field unset; keys match
+# case-insensitively and unknown keys are ignored (encoding/json). The structs: config/s3.go (S3ProviderConfig,
+# S3ProviderDefault, S3Override, S3Credentials, S3SecretRef; minio.go MinioProviderConfig is the same) and
+# config/gcs.go (GCSProviderConfig ...): the launcher decodes the whole document, so a malformed ``gs`` fails a
+# ``minio://`` lookup as well.
+_STR, _BOOL, _INT = "string", "boolean", "integer"
+_Shape = Any  # a field's kind, a struct (dict of fields) or a list of one struct ([struct])
+_S3_SECRET_REF: dict[str, _Shape] = {"secretName": _STR, "accessKeyKey": _STR, "secretKeyKey": _STR}
+_S3_CREDENTIALS: dict[str, _Shape] = {"fromEnv": _BOOL, "secretRef": _S3_SECRET_REF}
+_S3_COMMON: dict[str, _Shape] = {
+    "endpoint": _STR,
+    "region": _STR,
+    "disableSSL": _BOOL,
+    "forcePathStyle": _BOOL,
+    "maxRetries": _INT,
+    "credentials": _S3_CREDENTIALS,
+}
+_S3_PROVIDER: dict[str, _Shape] = {
+    "default": _S3_COMMON,
+    "Overrides": [{**_S3_COMMON, "bucketName": _STR, "keyPrefix": _STR}],
+}
+_GCS_CREDENTIALS: dict[str, _Shape] = {"fromEnv": _BOOL, "secretRef": {"secretName": _STR, "tokenKey": _STR}}
+_GCS_PROVIDER: dict[str, _Shape] = {
+    "default": {"credentials": _GCS_CREDENTIALS},
+    "Overrides": [{"bucketName": _STR, "keyPrefix": _STR, "credentials": _GCS_CREDENTIALS}],
+}
+_PROVIDERS: dict[str, _Shape] = {"minio": _S3_PROVIDER, "s3": _S3_PROVIDER, "gs": _GCS_PROVIDER}
+
+
+def _refuse(where: str, problem: str) -> StorageError:
+    return StorageError(f"kfp-launcher ConfigMap: {where}: {problem}")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def decode(value: Any, shape: _Shape, where: str) -> Any:
+    """``value`` (parsed YAML) as the launcher's Go type ``shape`` decodes it: a struct as a dict with every field
+    (None: unset), a list as a list; what the launcher refuses is an error naming the field (``where``)."""
+    if value is None:
+        return None
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            raise _refuse(where, f"must be a list (of mappings), not {_shown(value)}")
+        return [decode(item, shape[0], f"{where}[{i}]") or decode({}, shape[0], "") for i, item in enumerate(value)]
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            raise _refuse(where, f"must be a mapping, not {_shown(value)}")
+        out = {}
+        for name, field in shape.items():
+            given = [k for k in value if isinstance(k, str) and k.lower() == name.lower()]
+            if len(given) > 1:  # encoding/json would take one of them, in an order nobody sees: say which
+                raise _refuse(where, f"{' and '.join(map(repr, given))} are the same field {name}: keep one")
+            path = f"{where}.{name}" if where else name
+            out[name] = decode(value[given[0]], field, path) if given else None
+        return out
+    if shape == _BOOL:
+        if not isinstance(value, bool):
+            raise _refuse(where, f"must be true or false (a YAML boolean, unquoted), not {_shown(value)}")
+        return value
+    if shape == _INT:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+            raise _refuse(where, f"must be a whole number, not {_shown(value)}")
+        return int(value)
+    if isinstance(value, bool):  # a YAML boolean where a string is due becomes "true"/"false"
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if not isinstance(value, str):
+        raise _refuse(where, f"must be a string, not {_shown(value)}")
+    return value
+
+
+def decode_providers(parsed: Any) -> dict[str, Any] | None:
+    """The ConfigMap's ``providers`` (parsed YAML) decoded as the launcher decodes it; None when it is empty."""
+    if parsed is None:
+        return None
+    return dict(decode(parsed, _PROVIDERS, "providers"))
+
+
 def session_info(uri: str, providers: dict[str, Any] | None, default_endpoint: str) -> SessionInfo:
-    """The session KFP's launcher would use for ``uri`` given the ConfigMap's ``providers`` (parsed YAML)."""
+    """The session KFP's launcher would use for ``uri`` given the ConfigMap's ``providers`` (parsed YAML; checked
+    here as the launcher decodes it, :func:`decode_providers`)."""
     scheme, bucket, key = split_bucket(uri)
-    provider = (providers or {}).get(scheme) or {}
-    if not isinstance(provider, dict):
-        raise StorageError(f"kfp-launcher ConfigMap: providers.{scheme} must be a mapping")
+    where = f"providers.{scheme}"
+    provider = (decode_providers(providers) or {}).get(scheme) or {}
     default, overrides = provider.get("default"), provider.get("Overrides")
     if default is None and overrides is None:
         if scheme == "minio":
@@ -128,28 +215,40 @@ def session_info(uri: str, providers: dict[str, Any] | None, default_endpoint: s
                 DEFAULT_SECRET_KEY_KEY,
             )
         return SessionInfo("", "", False, True)
-    if not isinstance(default, dict) or not isinstance(default.get("credentials"), dict):
-        raise StorageError(f"kfp-launcher ConfigMap: providers.{scheme}.default.credentials is missing")
-    chosen = {**default}
-    for override in overrides or []:
-        if override.get("bucketName") == bucket and key.startswith(override.get("keyPrefix") or ""):
-            if not isinstance(override.get("credentials"), dict):
-                raise StorageError(f"kfp-launcher ConfigMap: providers.{scheme}.Overrides: credentials missing")
-            chosen.update({k: v for k, v in override.items() if v not in (None, "") or k == "credentials"})
-            break
-    credentials = chosen["credentials"]
-    secret = credentials.get("secretRef") or {}
-    if not credentials.get("fromEnv") and not secret.get("secretName"):
-        raise StorageError(f"kfp-launcher ConfigMap: providers.{scheme}: credentials need fromEnv or a secretRef")
-    return SessionInfo(
-        str(chosen.get("endpoint") or ""),
-        str(chosen.get("region") or ""),
-        bool(chosen.get("disableSSL") or False),
-        bool(credentials.get("fromEnv")),
-        str(secret.get("secretName") or ""),
-        str(secret.get("accessKeyKey") or ""),
-        str(secret.get("secretKeyKey") or ""),
-    )
+    if default is None or default["credentials"] is None:  # s3.go: "missing default credentials"
+        raise _refuse(f"{where}.default.credentials", "missing")
+    endpoint, region = default["endpoint"] or "", default["region"] or ""
+    disable_ssl = bool(default["disableSSL"])  # s3.go: unset is false
+    credentials, credentials_at = default["credentials"], f"{where}.default.credentials"
+    for i, override in enumerate(overrides or []):
+        # s3.go getOverrideByPrefix: the first whose bucket is the URI's and whose keyPrefix starts its key
+        if override["bucketName"] != bucket or not key.startswith(override["keyPrefix"] or ""):
+            continue
+        endpoint, region = override["endpoint"] or endpoint, override["region"] or region
+        if override["disableSSL"] is not None:
+            disable_ssl = override["disableSSL"]
+        if override["credentials"] is None:  # s3.go: "missing override credentials"
+            raise _refuse(f"{where}.Overrides[{i}].credentials", "missing")
+        credentials, credentials_at = override["credentials"], f"{where}.Overrides[{i}].credentials"
+        break
+    from_env = bool(credentials["fromEnv"])
+    secret = credentials["secretRef"]
+    if not from_env:
+        # s3.go: an override without one is "missing override secretref"; the default's is read unchecked there
+        if secret is None:
+            raise _refuse(f"{credentials_at}.secretRef", "missing: credentials need fromEnv or a secretRef")
+        if not secret["secretName"]:
+            raise _refuse(f"{credentials_at}.secretRef.secretName", "missing")
+        return SessionInfo(
+            endpoint,
+            region,
+            disable_ssl,
+            False,
+            secret["secretName"],
+            secret["accessKeyKey"] or "",
+            secret["secretKeyKey"] or "",
+        )
+    return SessionInfo(endpoint, region, disable_ssl, True)
 
 
 def launcher_version(image: str) -> tuple[int, int] | None:
@@ -186,7 +285,7 @@ def _log_once(bucket: str, endpoint: str, source: str, secret: str) -> None:
     log.info(
         "object store of %s: %s (%s), credentials %s",
         bucket,
-        endpoint or "the provider's default endpoint",
+        redact_urls(endpoint) or "the provider's default endpoint",  # an endpoint may carry user:password@
         source,
         f"from secret {secret}" if secret else "from the environment",
     )
@@ -236,9 +335,7 @@ class _Cluster:
             parsed = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise StorageError(f"kfp-launcher ConfigMap: providers is not valid YAML: {exc}") from None
-        if not isinstance(parsed, dict):
-            raise StorageError("kfp-launcher ConfigMap: providers must be a mapping")
-        return parsed
+        return decode_providers(parsed)  # every field typed here, once, as the launcher decodes them
 
     def version(self) -> tuple[int, int] | None:
         pod = self._get("pod", self.core.read_namespaced_pod, os.environ.get("KFP_POD_NAME", ""))
@@ -249,6 +346,21 @@ class _Cluster:
             log.info("KFP's version is unknown (launcher image %s): its newest default store applies", images or "none")
         return version
 
+    def _decoded(self, name: str, data: Any) -> dict[str, str]:
+        """A secret's ``data`` (base64, as the API returns it) as text; a value that is not is named, never shown."""
+        out = {}
+        for key, value in (data if isinstance(data, dict) else {}).items():
+            where = f"secret {self.namespace}/{name}: key {key}"
+            try:
+                raw = base64.b64decode(value, validate=True)
+            except (TypeError, ValueError):
+                raise StorageError(f"{where} is not base64 (the API returns a secret's data encoded)") from None
+            try:
+                out[str(key)] = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise StorageError(f"{where} is not UTF-8 text: an access key or secret key is text") from None
+        return out
+
     def secret_keys(self, session: SessionInfo) -> dict[str, str]:
         if session.secret_name not in self._secrets:
             secret = self._get("secret", self.core.read_namespaced_secret, session.secret_name)
@@ -257,9 +369,7 @@ class _Cluster:
                     f"the object store's secret {self.namespace}/{session.secret_name} (named by KFP's store "
                     "configuration) does not exist"
                 )
-            self._secrets[session.secret_name] = {
-                k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()
-            }
+            self._secrets[session.secret_name] = self._decoded(session.secret_name, secret.get("data") or {})
         data = self._secrets[session.secret_name]
         missing = [k for k in (session.access_key_key, session.secret_key_key) if k not in data]
         if missing:

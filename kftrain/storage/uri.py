@@ -79,6 +79,41 @@ def check_output_uri(uri: str) -> str:
     return uri
 
 
+# The schemes a step reads: a local path, file:// (and local://), and the object stores fsspec opens here. Any
+# other scheme fsspec knows (ftp://, http://, memory://) would be opened by a filesystem nothing configures.
+INPUT_SCHEMES = ("file", "local", "s3", "s3a", "minio", "gs")
+# A bound of ours on a URI's length, the longest path this machine opens: PATH_MAX (torvalds/linux@v6.6:
+# include/uapi/linux/limits.h, 4096 "chars in a path name including nul"); an object URI longer is a mistake.
+MAX_URI_CHARS = 4096
+
+
+def _shown(uri: str) -> str:
+    return repr(uri if len(uri) <= 120 else uri[:117] + "...")
+
+
+def check_input_uri(uri: str, field: str) -> str:
+    """``uri``, an input of ``field`` (``dataset_uri``), when a step can read it; else one error naming the field
+    and the URI, before anything is done. Checked once, where the URI enters a step; it then travels as written."""
+    shown = f"{field} {_shown(uri)}"
+    if len(uri) > MAX_URI_CHARS:
+        raise StorageError(f"{shown}: longer than {MAX_URI_CHARS} characters ({len(uri)}): not a path or object URI")
+    if any(ord(c) < 32 or ord(c) == 127 for c in uri):
+        raise StorageError(f"{shown}: a control character (a newline, a tab) has no place in a URI; remove it")
+    if "://" not in uri:
+        return uri  # a local path
+    scheme, rest = uri.split("://", 1)
+    if scheme not in INPUT_SCHEMES:
+        supported = ", ".join(f"{s}://" for s in INPUT_SCHEMES if s != "local")
+        raise StorageError(f"{shown}: {scheme}:// is not supported (local paths, {supported})")
+    if scheme in ("file", "local"):
+        if not rest:
+            raise StorageError(f"{shown}: no path after {scheme}://")
+        return uri
+    if not rest.split("/", 1)[0]:
+        raise StorageError(f"{shown}: no bucket after {scheme}:// (give {scheme}://bucket/path)")
+    return uri
+
+
 def derived_uri(uri: str, suffix: str) -> str:
     """``<uri>-<suffix>``: an output kept beside ``uri`` and named after it (its logs, TensorBoard files,
     checkpoints), checked by :func:`check_output_uri`.
@@ -197,17 +232,26 @@ READ_TIMEOUT_S = 60.0
 S3FS_TRIES = 1
 
 
+# What botocore takes for its retry variables (boto/botocore@1.43.117:botocore/configprovider.py reads
+# AWS_MAX_ATTEMPTS with int(); botocore/config.py _validate_retry_configuration: total attempts at least 1, the
+# modes below); a value it cannot read is named here, not raised as a ValueError from inside a client.
+_RETRY_MODES = ("legacy", "standard", "adaptive")
+
+
 def _botocore_config() -> dict[str, Any]:
     """botocore's own per-request retries: "standard" mode retries 500/503/SlowDown and connection errors.
 
     The standard AWS_MAX_ATTEMPTS/AWS_RETRY_MODE variables still apply (an explicit Config would otherwise
     override them), so operators and tests can tune the inner layer without code changes.
     """
+    attempts = os.environ.get("AWS_MAX_ATTEMPTS") or "3"
+    if not attempts.strip().isdigit() or int(attempts) < 1:
+        raise StorageError(f"AWS_MAX_ATTEMPTS: {attempts[:40]!r} is not a whole number of at least 1")
+    mode = os.environ.get("AWS_RETRY_MODE") or "standard"
+    if mode not in _RETRY_MODES:
+        raise StorageError(f"AWS_RETRY_MODE: {mode[:40]!r} is not one of {', '.join(_RETRY_MODES)}")
     return {
-        "retries": {
-            "max_attempts": int(os.environ.get("AWS_MAX_ATTEMPTS") or 3),
-            "mode": os.environ.get("AWS_RETRY_MODE") or "standard",
-        },
+        "retries": {"max_attempts": int(attempts), "mode": mode},
         "connect_timeout": CONNECT_TIMEOUT_S,
         "read_timeout": READ_TIMEOUT_S,
     }

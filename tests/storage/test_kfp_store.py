@@ -2,7 +2,7 @@
 
 The rules are KFP's (kubeflow/pipelines@2.17.0:backend/src/v2/config/s3.go, minio.go, env.go;
 @2.5.0 and @2.16.0:backend/src/v2/objectstore/config.go for the default endpoint); each case names the one it
-checks. The last tests read a fake cluster (tests/fake_k8s): the ConfigMap, the step's own pod and the secret,
+checks. The last tests read a fake cluster (testbed/fake_k8s): the ConfigMap, the step's own pod and the secret,
 through the real Kubernetes client, as a KFP task pod does.
 """
 
@@ -81,7 +81,7 @@ def test_session_info_as_kfp_launcher_config(uri: str, providers: dict[str, Any]
     [
         (
             {"s3": {"default": {"endpoint": "x"}}},
-            "default.credentials is missing",
+            "default.credentials: missing",
         ),  # s3.go: missing default credentials
         ({"s3": {"default": {"credentials": {}}}}, "fromEnv or a secretRef"),
         ({"s3": "yes"}, "must be a mapping"),

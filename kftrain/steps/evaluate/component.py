@@ -36,7 +36,9 @@ def evaluate_component(
     batch_rows: int,
 ) -> tuple[bool, float]:
     """Evaluate ``model`` on ``split`` of the dataset at ``dataset_uri``, fill the KFP artifacts, return the verdict."""
-    with component_step():
+    with component_step(
+        inputs={"model": model.uri, "dataset_uri": dataset_uri, "baseline_model_uri": baseline_model_uri}
+    ):
         metric = gate_metric(task_of(read_info(dataset_uri)), gate_metric_name)
         evaluation = evaluate_model(model.uri, dataset_uri, split, batch_rows=batch_rows)
         baseline = (

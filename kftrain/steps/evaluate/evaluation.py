@@ -60,8 +60,9 @@ def task_of(info: DatasetInfo) -> str:
     return gate.BINARY if info.num_classes == 2 else gate.MULTICLASS
 
 
-def check_compatible(spec: ModelSpec, info: DatasetInfo, dataset_uri: str) -> None:
-    """Refuse, before predicting, a model that cannot be scored on this dataset; say why."""
+def check_compatible(spec: ModelSpec, info: DatasetInfo, dataset_uri: str) -> list[int] | None:
+    """Refuse, before predicting, a model that cannot be scored on this dataset, saying why; the model's output
+    column of each dataset class (:func:`columns_by_name`)."""
     if info.kind != TABLE:
         raise EvaluationError(f"{dataset_uri}: a {info.kind} dataset lists files; evaluation needs feature columns")
     if spec.task and spec.task != info.task:
@@ -73,18 +74,48 @@ def check_compatible(spec: ModelSpec, info: DatasetInfo, dataset_uri: str) -> No
             f"{spec.uri}: the model takes {spec.inputs[0].shape[1]} features but the dataset has "
             f"{info.num_features} ({', '.join(info.feature_names[:5])}{', ...' if info.num_features > 5 else ''})"
         )
-    if spec.classes is not None and info.task != REGRESSION:
-        if len(spec.classes) != info.num_classes:
-            raise EvaluationError(
-                f"{spec.uri}: model.json lists {len(spec.classes)} classes but the dataset has {info.num_classes} "
-                f"({', '.join(map(str, info.classes[:10]))})"
-            )
-        if [str(c) for c in spec.classes] != [str(c) for c in info.classes]:
-            log.warning(
-                "model.json's classes %s differ from the dataset's %s: the dataset's are used",
-                spec.classes,
-                info.classes,
-            )
+    return columns_by_name(spec, info)
+
+
+def columns_by_name(spec: ModelSpec, info: DatasetInfo) -> list[int] | None:
+    """The model's output column of each of the dataset's classes, matched by name where ``model.json`` names the
+    classes (the label of each output column): the same classes in another order are scored by name; other classes
+    are an error naming both lists, before anything is scored or published. None: the columns are the dataset's."""
+    if spec.classes is None or info.task == REGRESSION:
+        return None
+    model = [str(c) for c in spec.classes]
+    column: dict[str, int] = {}
+    for i, name in enumerate(model):
+        if column.setdefault(name, i) != i:
+            raise EvaluationError(f"{spec.uri}: model.json names class {name!r} twice: each output column is one class")
+    dataset = [str(c) for c in info.classes]
+    if sorted(model) != sorted(dataset):
+        raise EvaluationError(
+            f"{spec.uri}: model.json's classes {_listed(model)} are not the dataset's {_listed(dataset)}: scored by "
+            "position every prediction would be read as another class; evaluate it on data of its own classes"
+        )
+    order = [column[c] for c in dataset]
+    if order == list(range(len(order))):
+        return None
+    log.info("model.json's classes %s are the dataset's %s in another order: matched by name", model, dataset)
+    return order
+
+
+def _listed(classes: list[str], shown: int = 10) -> str:
+    return str(classes[:shown])[:-1] + (", ...]" if len(classes) > shown else "]")
+
+
+def by_name(scores: np.ndarray, order: list[int] | None, kind: str) -> np.ndarray:
+    """The model's ``scores`` with the dataset's class ``i`` in column ``i`` (``order``: :func:`columns_by_name`).
+    One column (two classes) is the score of the model's second class: where that is the dataset's first, the
+    column is turned into the other class's (a logit negated, a probability p as 1 - p)."""
+    if order is None:
+        return scores
+    if scores.shape[1] == 1 and len(order) == 2:
+        return -scores if kind == "logits" else 1.0 - scores
+    if scores.shape[1] != len(order):
+        return scores  # the wrong number of columns: class_scores names it
+    return scores[:, order]
 
 
 def evaluate_model(
@@ -93,7 +124,7 @@ def evaluate_model(
     """Score the model at ``model_uri`` on ``split`` of the dataset at ``dataset_uri``."""
     spec = describe_model(model_uri)
     info = read_info(dataset_uri)
-    check_compatible(spec, info, dataset_uri)
+    order = check_compatible(spec, info, dataset_uri)
     task = task_of(info)
     predict = predictor_for(spec)
     classification = ClassificationScores(info.num_classes) if task != gate.REGRESSION else None
@@ -110,7 +141,7 @@ def evaluate_model(
             regression.update(y, scores[:, 0])
             continue
         assert classification is not None
-        batch = class_scores(scores, info.num_classes, spec.scores)
+        batch = class_scores(by_name(scores, order, spec.scores), info.num_classes, spec.scores)
         classification.update(y, batch)
         if curves is not None and batch.positive_logit is not None:
             curves.update(y, batch.positive_logit)

@@ -21,7 +21,7 @@ def export_component(
     verify_rows: int,
 ) -> None:
     """Export ``model`` into ``exported``; write the InferenceService serving it into ``inference_service``."""
-    with component_step(exported, inference_service):
+    with component_step(exported, inference_service, inputs={"model": model.uri, "dataset_uri": dataset_uri}):
         report = export_model(
             model.uri,
             dataset_uri,

@@ -30,6 +30,7 @@ from kftrain.extras import requires
 
 with requires("data", "data prep"):
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.csv as pacsv
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
@@ -355,10 +356,36 @@ def batches(
             except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
                 raise DataValidationError(f"{name}: {short(exc)} (after row {offset})") from None
             if batch.num_rows:
+                if source.format == CSV:
+                    _refuse_repeated_header(name, offset, batch, set(fragment.physical_schema.names))
                 yield name, offset, batch
                 offset += batch.num_rows
         if not offset and source.format != PARQUET:  # (a Parquet file with no rows is a writer's empty part)
             raise DataValidationError(f"{name}: no rows (a header or blank lines only)")
+
+
+def _refuse_repeated_header(name: str, offset: int, batch: pa.RecordBatch, physical: set[str]) -> None:
+    """A CSV data row whose every value read is its column's name is the header again (files concatenated with
+    their headers): read as data it would make a class named after the label column. Refused, naming the line
+    (the header is line 1). Only the columns read, of the file's own, as text (the first pass reads every CSV
+    column as text; the second, typed, would refuse such a row as a value of the wrong type anyway)."""
+    checked = [
+        (i, field.name)
+        for i, field in enumerate(batch.schema)
+        if field.name in physical and pa.types.is_string(field.type)
+    ]
+    if not checked:
+        return
+    same = None
+    for i, column in checked:
+        equal = pc.fill_null(pc.equal(batch.column(i), column), False)
+        same = equal if same is None else pc.and_(same, equal)
+    if pc.any(same).as_py():
+        row = offset + pc.index(same, True).as_py()
+        raise DataValidationError(
+            f"{name}: line {row + 2} repeats the header (every value is its column's name): remove it (files joined "
+            "with their headers?)"
+        )
 
 
 def missing_columns(source: Source, schema: Any) -> dict[str, list[str]]:

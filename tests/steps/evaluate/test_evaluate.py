@@ -215,3 +215,52 @@ def test_gate_metric_is_checked_against_the_task():
     assert gate_metric("regression", "") == "r2" and gate_metric("binary", "") == "accuracy"
     with pytest.raises(EvaluationError, match="gate_metric: 'roc_auc' is not a multiclass metric"):
         gate_metric("multiclass", "roc_auc")
+
+
+def _model_of_one_feature(tmp_path, name, weights, bias, classes):
+    """A linear model of one feature whose output columns are ``classes`` (model.json), by their names."""
+    import torch
+    from torch import nn
+
+    model = nn.Linear(1, len(weights))
+    with torch.no_grad():
+        model.weight.copy_(torch.tensor([[w] for w in weights], dtype=torch.float32))
+        model.bias.copy_(torch.tensor(bias, dtype=torch.float32))
+    save_model(model, str(tmp_path / name), example_input=np.zeros((1, 1), np.float32), classes=classes)
+    return str(tmp_path / name)
+
+
+# Each case: the model's classes (model.json, the label of each output column), its weights and biases on the one
+# feature x, the dataset's two labels (x is 0 for the first, 1 for the second); the accuracy by name, or the error.
+CLASS_CASES = {
+    # the same classes in another order: column 0 is b's score, high where x is 1, where the label is b
+    "the same classes in another order": (["b", "a"], [10, -10], [-5, 5], ("a", "b"), 1.0),
+    # one column, the score of model.json's second class (a), high where x is 0, where the label is a
+    "one column for the other positive class": (["b", "a"], [-10], [5], ("a", "b"), 1.0),
+    "the same classes in the same order": (["a", "b"], [-10, 10], [5, -5], ("a", "b"), 1.0),
+    # classes [a, b] scored on [b, c]: by position every row would be right, by name every one is wrong
+    "other classes": (
+        ["a", "b"],
+        [-10, 10],
+        [5, -5],
+        ("b", "c"),
+        r"m: model.json's classes \['a', 'b'\] are not the dataset's \['b', 'c'\]",
+    ),
+    "a class named twice": (["a", "a"], [-10, 10], [5, -5], ("a", "b"), r"m: model.json names class 'a' twice"),
+}
+
+
+@pytest.mark.parametrize("case", CLASS_CASES)
+def test_classes_are_matched_by_name_not_by_position(case, tmp_path):
+    classes, weights, bias, labels, expected = CLASS_CASES[case]
+    x = np.repeat([0.0, 1.0], 50)[:, None]
+    y = np.where(x[:, 0] == 0, labels[0], labels[1])
+    prepare_dataset(str(tmp_path / "ds"), source=table_source(tmp_path, "t", x, y, ["x"]), label_column="target")
+    model_uri = _model_of_one_feature(tmp_path, "m", weights, bias, classes)
+    if isinstance(expected, str):
+        with pytest.raises(EvaluationError, match=expected) as caught:
+            evaluate_model(model_uri, str(tmp_path / "ds"))
+        assert "\n" not in str(caught.value)
+        return
+    result = evaluate_model(model_uri, str(tmp_path / "ds"))
+    assert result.metrics["accuracy"] == expected and result.classes == list(labels)
