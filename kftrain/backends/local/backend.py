@@ -53,7 +53,7 @@ from kftrain.backends.local.processes import ReplicaProcess, stop_replicas
 from kftrain.backends.local.replica import LocalReplica, free_port, prepare_replica
 from kftrain.backends.local.running import RunningJob, record_cancel, record_end, record_start
 from kftrain.backends.local.status_server import StatusServer
-from kftrain.backends.local.workdirs import prune_finished, replica_cwd
+from kftrain.backends.local.workdirs import claim_workdir, prune_finished, replica_cwd
 from kftrain.backends.local.workspace import give_workspace
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds import kind_of
@@ -94,10 +94,19 @@ class LocalBackend(Backend):
             self.console.say(f"{kind_of(job).spec.suspend_field} is true: running {job.name} as if admitted (--admit)")
         kind = kind_of(job)
         self.config.check_replicas(job)
-        prune_finished(self.config.keep_finished, self.config.keep_finished_s)
+        # One job of a name at a time, as on a cluster: refused before anything of it exists.
+        name_lock = job_state.claim_name(job.name, f"{kind.spec.plural}.{kind.spec.group}")
         owns = self.config.workdir is None
-        workdir = Path(tempfile.mkdtemp(prefix=f"kftrain-{job.name}-")) if owns else Path(self.config.workdir or ".")
-        workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            prune_finished(self.config.keep_finished, self.config.keep_finished_s)
+            workdir = (
+                Path(tempfile.mkdtemp(prefix=f"kftrain-{job.name}-")) if owns else Path(self.config.workdir or ".")
+            )
+            workdir.mkdir(parents=True, exist_ok=True)
+            claim = claim_workdir(workdir, job.name)  # one running job per work folder
+        except BaseException:
+            job_state.release(name_lock)
+            raise
         topology = Topology(
             ports={r: free_port() for r in kind.listening_replicas(job)},
             files_root=workdir,
@@ -129,6 +138,8 @@ class LocalBackend(Backend):
             shutil.rmtree(scratch, ignore_errors=True)
             if owns:
                 shutil.rmtree(workdir, ignore_errors=True)
+            claim.release()
+            job_state.release(name_lock)
             raise
         write_mounted(topology, kind.operator_files(job, topology))
         processes = {r.id for r in replicas}
@@ -146,6 +157,8 @@ class LocalBackend(Backend):
             initializers=initializers,
             waiting=replicas if initializers else [],
             status_server=server,
+            name_lock=name_lock,
+            workdir_claim=claim,
         )
         self._jobs[job.name] = state
         first = initializers or replicas
@@ -166,6 +179,7 @@ class LocalBackend(Backend):
                 shutil.rmtree(scratch, ignore_errors=True)
                 if owns:
                     shutil.rmtree(workdir, ignore_errors=True)
+                state.release()
             raise
         return self._handle(job)
 

@@ -1,6 +1,8 @@
 """The local backend's jobs, as ``kftrain jobs`` sees them from any shell: listed and described from the state
 folder (:mod:`kftrain.backends.local.state`), their replicas' logs read live from the job's work folder (else
-the kept ones), followed while the job runs, and deleted by stopping the launcher that runs them."""
+the kept ones), followed while the job runs, and deleted by stopping the launcher that runs them. A record is
+untrusted: a live log is read only from within the work folder it names, never through a link
+(:func:`kftrain.backends.local.state.open_log`), and a replica's name is never a path."""
 
 from __future__ import annotations
 
@@ -65,14 +67,18 @@ def _status(r: dict[str, Any]) -> JobStatus:
 
 def job_logs(name: str, replica: str | None, tail: int | None, follow: bool) -> Iterator[Line]:
     r = _record(name)
-    live = Path(r.get("workdir", "")) / "logs"
-    labels = [replica] if replica else list(r.get("replicas") or [])
+    if replica is not None and not local_state.is_replica_label(replica):
+        raise KftrainError(f"{replica!r} is not a replica's name (worker-1)")
+    workdir = r.get("workdir") or ""
+    live = Path(workdir) / "logs"
+    labels = [replica] if replica else _labels(r)
     offsets: dict[str, int] = {}  # live log -> how much of it was printed
     found = False
     for label in labels:
-        path = live / f"{label}.log"
-        if path.is_file():
-            data = path.read_bytes()
+        log = local_state.open_log(live, label) if workdir else None
+        if log is not None:
+            with log:
+                data = log.read()
             # Following, only whole lines now: the rest of a line being written comes with what follows.
             offsets[label] = data.rfind(b"\n") + 1 if follow else len(data)
             text: str | None = data[: offsets[label]].decode("utf-8", "replace")
@@ -91,8 +97,13 @@ def job_logs(name: str, replica: str | None, tail: int | None, follow: bool) -> 
             + f" (in {live}, {local_state.logs_dir(name)} or with its model): the local backend keeps the logs of "
             "the newest finished jobs (LocalConfig.keep_finished)"
         )
-    if follow and r.get("phase") == local_state.RUNNING:
+    if follow and r.get("phase") == local_state.RUNNING and workdir:
         yield from _follow(name, live, labels, offsets, joining=replica is None)
+
+
+def _labels(record: dict[str, Any]) -> list[str]:
+    """The replicas a record lists, those that are replicas' names (a path there is no replica's)."""
+    return [label for label in record.get("replicas") or [] if local_state.is_replica_label(label)]
 
 
 def _follow(name: str, live: Path, labels: list[str], offsets: dict[str, int], joining: bool) -> Iterator[Line]:
@@ -102,16 +113,15 @@ def _follow(name: str, live: Path, labels: list[str], offsets: dict[str, int], j
         record = local_state.read(name) or {}
         running = record.get("phase") == local_state.RUNNING
         if joining:
-            labels += [label for label in record.get("replicas") or [] if label not in labels]
+            labels += [label for label in _labels(record) if label not in labels]
         printed = False
         for label in labels:
-            path = live / f"{label}.log"
-            try:
-                with path.open("rb") as log:
-                    log.seek(offsets.get(label, 0))
-                    data = log.read()
-            except OSError:
+            log = local_state.open_log(live, label)
+            if log is None:
                 continue  # not started yet (or its folder is gone with the job)
+            with log:
+                log.seek(offsets.get(label, 0))
+                data = log.read()
             whole = data[: data.rfind(b"\n") + 1]
             offsets[label] = offsets.get(label, 0) + len(whole)
             for line in whole.decode("utf-8", "replace").splitlines():

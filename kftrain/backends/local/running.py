@@ -1,7 +1,8 @@
 """A job the local backend runs: what it holds while the job runs (:class:`RunningJob`), and the job's record in the
 state folder (:mod:`.state`, read by ``kftrain jobs``) as it starts, ends or is cancelled, with what an ended job
 leaves behind (its logs' ends kept; its scratch folder removed, its work folder too when it succeeded in one of its
-own)."""
+own). While it runs it holds its name (:func:`.state.claim_name`) and its work folder (:func:`.workdirs.claim_workdir`),
+and lets both go when it ends, however it ends."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from kftrain.backends.console import Console
 from kftrain.backends.local import state as job_state
 from kftrain.backends.local.replica import LocalReplica
 from kftrain.backends.local.status_server import StatusServer
+from kftrain.backends.local.workdirs import WorkdirClaim
 from kftrain.job.model import TrainingJob
 from kftrain.job.naming import outputs_of
 from kftrain.job.topology import ReplicaId, Topology
@@ -40,6 +42,17 @@ class RunningJob:
     initializers: list[LocalReplica] = field(default_factory=list)
     waiting: list[LocalReplica] = field(default_factory=list)
     status_server: StatusServer | None = None
+    # What the job holds while it runs: the lock on its name, and its work folder.
+    name_lock: int | None = None
+    workdir_claim: WorkdirClaim | None = None
+
+    def release(self) -> None:
+        """Let go of the job's name and work folder: the job has ended (or never started)."""
+        job_state.release(self.name_lock)
+        self.name_lock = None
+        if self.workdir_claim is not None:
+            self.workdir_claim.release()
+            self.workdir_claim = None
 
     def workers_running(self) -> int:
         return sum(1 for r in self.replicas if r.id.type == "Worker" and not r.finished)
@@ -52,8 +65,10 @@ class RunningJob:
 def record_start(state: RunningJob) -> None:
     """The job's entry in the state folder (``kftrain jobs``): running, with where its logs are."""
     model_uri, logs_uri = outputs_of(state.job.metadata.annotations)
+    claim = state.workdir_claim
     job_state.write(
         state.job.name,
+        fresh=True,  # one record per job: nothing an ended job of that name recorded is this one's
         kind=state.job.kind,
         api_version=state.job.api_version,
         labels=dict(state.job.metadata.labels or {}),
@@ -61,6 +76,8 @@ def record_start(state: RunningJob) -> None:
         phase=job_state.RUNNING,
         workdir=str(state.workdir),
         workdir_owned=state.owns_workdir,
+        # What pruning checks before it removes the folder (kftrain.backends.local.workdirs.remove_owned).
+        workdir_token=claim.token if claim is not None and state.owns_workdir else None,
         replicas=state.labels(),
         model_uri=model_uri,
         logs_uri=logs_uri,
@@ -82,7 +99,8 @@ def record_end(state: RunningJob, result: JobResult, console: Console) -> None:
     shutil.rmtree(state.scratch, ignore_errors=True)
     if result.succeeded and state.owns_workdir:
         shutil.rmtree(state.workdir, ignore_errors=True)
-    elif not result.succeeded:
+    state.release()
+    if not result.succeeded:
         console.say(f"replica logs kept in {state.workdir / 'logs'}")
 
 
@@ -94,3 +112,4 @@ def record_cancel(state: RunningJob, console: Console) -> None:
         job_state.keep_logs(state.job.name, state.workdir / "logs", state.labels())
         console.say(f"{state.job.name} cancelled; every replica stopped")
     shutil.rmtree(state.scratch, ignore_errors=True)
+    state.release()

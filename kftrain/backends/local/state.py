@@ -8,6 +8,10 @@ logs are kept afterwards (``<model>-logs``). When a job ends, the last :data:`KE
 are kept beside its record (``<name>.logs/``), so ``kftrain jobs logs`` works once the job's work folder is gone.
 A record that cannot be written is skipped: a job never fails for its bookkeeping.
 
+One record per running job: while a job runs, its launcher holds a lock on its name (``.<name>.lock`` beside the
+records, released by the kernel when the launcher dies), and a second job of that name is refused as the API server
+refuses a duplicate create (:func:`claim_name`); a name whose job has ended runs again with a record of its own.
+
 The folder is read as untrusted: a name is a job name (never a path), only regular files of bounded size are
 read (a FIFO or a device never blocks a listing), and a malformed record is listed as ``Unreadable`` with what is
 wrong, beside the others.
@@ -17,13 +21,15 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
+import re
 import shutil
 import stat
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import psutil
 
@@ -47,6 +53,7 @@ _FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
     "launcher_pid": int,
     "launcher_started": (int, float),
     "workdir": str,
+    "workdir_token": str,
     "model_uri": str,
     "logs_uri": str,
 }
@@ -66,6 +73,14 @@ def checked_name(name: str) -> str:
     return name
 
 
+# A replica's label (``worker-1``: kftrain.job.topology.ReplicaId.label), the name of its log file: never a path.
+_LABEL_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,252}", re.ASCII)
+
+
+def is_replica_label(label: object) -> bool:
+    return isinstance(label, str) and bool(_LABEL_RE.fullmatch(label))
+
+
 def _path(name: str) -> Path:
     return state_dir() / f"{checked_name(name)}.json"
 
@@ -75,12 +90,13 @@ def logs_dir(name: str) -> Path:
     return state_dir() / f"{checked_name(name)}.logs"
 
 
-def write(name: str, **fields: Any) -> None:
-    """Create or update the record of job ``name`` with ``fields``."""
+def write(name: str, fresh: bool = False, **fields: Any) -> None:
+    """Create or update the record of job ``name`` with ``fields``; ``fresh``: a new job's, replacing whatever an
+    ended job of that name left (its reason, exit code, work folder are not this job's)."""
     target = _path(name)
     with contextlib.suppress(OSError, ValueError):
         try:
-            record = _load(target)
+            record = None if fresh else _load(target)
         except ValueError:  # a malformed record of that name: this job's replaces it
             record = None
         record = record or {"name": name, "created": time.time()}
@@ -89,6 +105,44 @@ def write(name: str, **fields: Any) -> None:
         tmp = target.with_name(f".{target.name}.{os.getpid()}")
         tmp.write_text(json.dumps(record, sort_keys=True))
         tmp.replace(target)
+
+
+def claim_name(name: str, resource: str) -> int | None:
+    """Hold the name ``name`` for a job this process starts, until :func:`release`: the lock's descriptor, or None
+    where the state folder cannot hold one (a job never fails for its bookkeeping). A job of that name still running
+    (its launcher holds the lock: the lock, not the record, says so, since the kernel lets go of it when the launcher
+    dies) refuses it as the API server refuses a duplicate create: ``<resource> "<name>" already exists``
+    (k8s.io/apimachinery pkg/api/errors/errors.go NewAlreadyExists), with the way out."""
+    try:
+        folder = state_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / f".{checked_name(name)}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        _already_exists(name, resource, (read(name) or {}).get("launcher_pid"))
+    return fd
+
+
+def _already_exists(name: str, resource: str, pid: object) -> None:
+    by = f" (launched by pid {pid})" if isinstance(pid, int) else ""
+    raise KftrainError(
+        f'{resource} "{name}" already exists: a job of that name is running on this machine{by}; stop it with '
+        f"`kftrain jobs delete {name}`, or give this job another name"
+    )
+
+
+def release(fd: int | None) -> None:
+    """Let go of a lock :func:`claim_name` (or a work folder's claim) holds."""
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def launcher_identity() -> dict[str, Any]:
@@ -141,8 +195,10 @@ def keep_logs(name: str, live: Path, labels: list[str]) -> None:
         kept = logs_dir(name)
         kept.mkdir(parents=True, exist_ok=True)
         for label in labels:
-            source = live / f"{label}.log"
-            with contextlib.suppress(FileNotFoundError), source.open("rb") as log:
+            log = open_log(live, label)
+            if log is None:
+                continue
+            with log:
                 size = os.fstat(log.fileno()).st_size
                 if size > KEPT_LOG_BYTES:
                     log.seek(size - KEPT_LOG_BYTES)
@@ -150,8 +206,36 @@ def keep_logs(name: str, live: Path, labels: list[str]) -> None:
                 (kept / f"{label}.log").write_bytes(log.read(KEPT_LOG_BYTES))
 
 
+def open_log(logs: Path, label: str) -> BinaryIO | None:
+    """Replica ``label``'s log in the folder ``logs``, open to read; None when there is none. Never through a link:
+    neither the folder nor the log may be one (a folder swapped for a link to another would show its files), and a
+    label that is not one is never a path."""
+    if not is_replica_label(label) or not str(logs):
+        return None
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        top = os.open(logs.parent, flags | os.O_DIRECTORY)
+        try:
+            folder = os.open(logs.name, flags | os.O_DIRECTORY, dir_fd=top)
+        finally:
+            os.close(top)
+        try:
+            fd = os.open(f"{label}.log", flags, dir_fd=folder)
+        finally:
+            os.close(folder)
+    except OSError:
+        return None
+    log = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or a device there is no log
+        log.close()
+        return None
+    return log
+
+
 def kept_log(name: str, label: str) -> str | None:
     """The kept end of replica ``label``'s log of job ``name``; None when none is kept."""
+    if not is_replica_label(label):
+        return None
     try:
         data = _read_regular(logs_dir(name) / f"{label}.log", KEPT_LOG_BYTES)
     except (OSError, ValueError):

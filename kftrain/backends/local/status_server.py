@@ -10,6 +10,13 @@ here the same way: this server listens on 127.0.0.1 with a certificate of its ow
 written beside the token in the job's folder), answers as the Trainer's does, and hands every accepted
 ``trainerStatus`` to ``on_status`` (the launch step's metrics collector).
 
+Anyone on the machine can connect, so no client holds anything but its own connection: the TLS handshake is made in
+the connection's own thread, never in the accept loop, and every read on a connection has a deadline (the Trainer's
+``http.Server`` ``ReadTimeout``, server.go readTimeout), after which it is closed; :meth:`StatusServer.stop` closes
+the connections still open, so the job's end never waits on a client. A ``Content-Length`` that is not a decimal
+number of bytes is a 400 as in Go's net/http, a body without one (chunked) is not read (411), and an error in a
+connection's thread is never printed on the job's console.
+
 What differs, on purpose: the token is a random one made for the job and compared exactly (the Trainer verifies a
 projected service-account token whose audience names the TrainJob: ``pkg/statusserver/auth.go:68-98``); the body is
 checked against the CRD's rules here, where on a cluster the API server checks it on apply.
@@ -17,11 +24,14 @@ checked against the CRD's rules here, where on a cluster the API server checks i
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hmac
 import ipaddress
 import json
+import re
 import secrets
+import socket
 import ssl
 import threading
 from collections.abc import Callable, Mapping
@@ -35,6 +45,23 @@ from kftrain.job.topology import StatusEndpoint
 MAX_BODY = 1 << 16  # pkg/statusserver/server.go:33-34 maxBodySize
 DRAIN_LIMIT = 256 << 10  # Go net/http: the unread body a server reads before closing (maxPostHandlerReadBytes)
 _CA_FILE, _TOKEN_FILE = "ca.crt", "token"  # plugins/trainjobstatus/trainjobstatus.go:49-50
+READ_TIMEOUT_S = 10.0  # server.go readTimeout (10 s): the handshake and every read of a request
+# Go's time.RFC3339 layout as time.Parse reads it (fractional seconds allowed after the seconds), ASCII digits only.
+_RFC3339 = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:[.,]\d+)?(?:Z|[+-](\d\d):(\d\d))", re.ASCII)
+_DIGITS = re.compile(r"[0-9]+", re.ASCII)
+
+
+def is_rfc3339(value: Any) -> bool:
+    """Whether ``value`` is a time as metav1.Time reads one: a string Go's ``time.Parse(time.RFC3339, ...)`` takes
+    (k8s.io/apimachinery pkg/apis/meta/v1/time.go UnmarshalJSON), its fields in range."""
+    match = _RFC3339.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        return False
+    year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    days = (31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+    zone_ok = match.group(7) is None or (int(match.group(7)) < 24 and int(match.group(8)) < 60)
+    return 1 <= month <= 12 and 1 <= day <= days[month - 1] and hour < 24 and minute < 60 and second < 60 and zone_ok
 
 
 def check_trainer_status(status: Any) -> str | None:
@@ -44,6 +71,9 @@ def check_trainer_status(status: Any) -> str | None:
         return "trainerStatus: must be an object"
     if not status.get("lastUpdatedTime"):  # :562 XValidation has(self.lastUpdatedTime)
         return "trainerStatus: lastUpdatedTime is required when trainerStatus is present"
+    # A metav1.Time (the CRD: format date-time), which the status server decodes before applying (server.go:147-154).
+    if not is_rfc3339(status["lastUpdatedTime"]):
+        return f"trainerStatus.lastUpdatedTime: must be an RFC 3339 time, got {status['lastUpdatedTime']!r}"
     for key, low, high in (("progressPercentage", 0, 100), ("estimatedRemainingSeconds", 0, 2**31 - 1)):  # :568-579
         value = status.get(key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high):
@@ -62,12 +92,20 @@ def check_trainer_status(status: Any) -> str | None:
 class StatusServer:
     """The endpoint of one job: started with :meth:`start`, stopped with :meth:`stop`."""
 
-    def __init__(self, namespace: str, name: str, folder: Path, on_status: Callable[[Mapping[str, Any]], None]) -> None:
+    def __init__(
+        self,
+        namespace: str,
+        name: str,
+        folder: Path,
+        on_status: Callable[[Mapping[str, Any]], None],
+        read_timeout_s: float = READ_TIMEOUT_S,
+    ) -> None:
         self.path = status_path(namespace, name)
         self.folder = folder
         self.on_status = on_status
+        self.read_timeout_s = read_timeout_s
         self.token = secrets.token_urlsafe(32)
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> StatusEndpoint:
@@ -89,9 +127,8 @@ class StatusServer:
         class Handler(_Handler):
             owner = server
 
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        httpd.daemon_threads = True
-        httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+        Handler.timeout = self.read_timeout_s  # StreamRequestHandler.setup: every read of the request
+        httpd = _Server(Handler, context, self.read_timeout_s)
         self._httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
         self._thread.start()
@@ -99,10 +136,81 @@ class StatusServer:
         return StatusEndpoint(url=url, ca_cert=str(ca_file), token=str(token_file))
 
     def stop(self) -> None:
+        """Stop serving: returns at once whatever the clients do (the accept loop never waits on one), and the
+        connections still open are closed, so nothing is applied once the job has ended."""
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
+
+
+class _Server(ThreadingHTTPServer):
+    """An HTTPS server whose accept loop only accepts: each connection's TLS handshake is made in that connection's
+    thread, under the read deadline, so a client that connects and sends nothing holds only its own thread."""
+
+    daemon_threads = True
+    block_on_close = False  # server_close() closes the connections instead of joining their threads
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler], context: ssl.SSLContext, deadline_s: float) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
+        self.context = context
+        self.deadline_s = deadline_s
+        self.open: set[socket.socket] = set()
+        self.lock = threading.Lock()
+        self.closed = False
+
+    def finish_request(self, request: Any, client_address: Any) -> None:  # in the connection's own thread
+        with self.lock:
+            if self.closed:
+                return
+            self.open.add(request)
+        try:
+            request.settimeout(self.deadline_s)
+            with self.context.wrap_socket(request, server_side=True) as tls:
+                with self.lock:
+                    self.open.discard(request)
+                    if self.closed:
+                        return
+                    self.open.add(tls)
+                try:
+                    self.RequestHandlerClass(tls, client_address, self)  # type: ignore[arg-type]  # typeshed: Self
+                    _close_write_and_wait(tls)
+                finally:
+                    with self.lock:
+                        self.open.discard(tls)
+        finally:
+            with self.lock:
+                self.open.discard(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that breaks off, times out or sends garbage: its connection ends, and the job's console (where
+        socketserver would print a traceback) is left to the replicas' lines."""
+
+    def server_close(self) -> None:
+        super().server_close()
+        with self.lock:
+            self.closed = True
+            held, self.open = list(self.open), set()
+        for conn in held:
+            # socket.shutdown, not SSLSocket's: it wakes the connection's thread from its read, and leaves the TLS
+            # state to that thread, which then closes the connection.
+            with contextlib.suppress(OSError):
+                socket.socket.shutdown(conn, socket.SHUT_RDWR)
+
+
+def _close_write_and_wait(conn: socket.socket) -> None:
+    """End the connection's sending, then read what the client still sends for a moment before it is closed, as Go's
+    net/http does (server.go closeWriteAndWait, rstAvoidanceDelay 500 ms): a connection closed on unread bytes is
+    reset, and the client then sees the reset, not the answer."""
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(conn, socket.SHUT_WR)
+        conn.settimeout(0.5)
+        drained = 0
+        while drained < DRAIN_LIMIT:
+            data = socket.socket.recv(conn, 1 << 14)  # the TLS records as they come: only to be dropped
+            if not data:
+                break
+            drained += len(data)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -136,7 +244,9 @@ class _Handler(BaseHTTPRequestHandler):
         if not hmac.compare_digest(given.encode(), self.owner.token.encode()):
             self._refuse(403, "Forbidden", "Forbidden")
             return
-        length = int(self.headers.get("Content-Length") or 0)
+        length = self._length()
+        if length is None:
+            return
         if length > MAX_BODY:  # middleware.go:51-57
             # Read (and drop) what the client is still sending before answering, as Go's server does for up to
             # 256 KiB (net/http, maxPostHandlerReadBytes): closing on an unread body resets the connection, and the
@@ -160,6 +270,22 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self.owner.on_status(status)
         self._answer(200, body)
+
+    def _length(self) -> int | None:
+        """The body's length from its Content-Length, or None once the request is refused: not a decimal number of
+        bytes, or two that differ, is a 400 as Go's net/http answers (transfer.go fixLength); without one (a chunked
+        body) a 411, since such a body is not read here."""
+        given = {value.strip() for value in self.headers.get_all("Content-Length") or []}
+        if not given:
+            self.close_connection = True
+            self._refuse(411, "BadRequest", "Length Required: the body must come with a Content-Length")
+            return None
+        value = given.pop()
+        if given or not _DIGITS.fullmatch(value):
+            self.close_connection = True
+            self._refuse(400, "BadRequest", f"bad Content-Length {value!r}")
+            return None
+        return int(value)
 
 
 def _certificates() -> tuple[bytes, bytes, bytes]:

@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from kftrain.backends.local import jobs as local_jobs
+from kftrain.backends.local import state as local_state
 from kftrain.backends.local.state import STATE_DIR_ENV
 from kftrain.cli import main
 from kftrain.errors import KftrainError
@@ -140,3 +141,94 @@ def test_a_malformed_record_can_be_deleted(state: Path) -> None:
     assert not (state / "broken.json").exists()
     with pytest.raises(KftrainError, match="no local job named broken"):
         local_jobs.get_job("broken")
+
+
+def _victim(tmp_path: Path, name: str = "victim") -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "precious.txt").write_text("keep me")
+    return folder
+
+
+# (id, the ended job's record, given the victim folder: fields naming it as the job's own work folder)
+FORGED = [
+    ("any folder, said to be its own", lambda v: {"workdir": str(v), "workdir_owned": True}),
+    ("a folder of kftrain's name, not made by it", lambda v: {"workdir": str(_renamed(v)), "workdir_owned": True}),
+    ("a token the folder does not hold", lambda v: {"workdir": str(v), "workdir_owned": True, "workdir_token": "t"}),
+    ("a link to a folder", lambda v: {"workdir": str(_link(v)), "workdir_owned": True}),
+]
+
+
+def _renamed(folder: Path) -> Path:
+    return folder.rename(folder.with_name("kftrain-old-x1"))
+
+
+def _link(target: Path) -> Path:
+    link = target.with_name("kftrain-old-link")
+    link.symlink_to(target)
+    return link
+
+
+@pytest.mark.parametrize("fields", [c[1] for c in FORGED], ids=[c[0] for c in FORGED])
+def test_pruning_removes_no_folder_a_record_merely_names(state: Path, tmp_path: Path, fields: Any) -> None:
+    from kftrain.backends.local.workdirs import prune_finished
+
+    victim = _victim(tmp_path)
+    named = fields(victim)
+    record(state, "old", phase="Failed", created=time.time() - 3600, **named)
+    prune_finished(keep=0, max_age_s=0.0)
+    assert (Path(named["workdir"]).resolve() / "precious.txt").read_text() == "keep me"
+
+
+def _secret(tmp_path: Path) -> Path:
+    outside = tmp_path / "outside"
+    (outside / "logs").mkdir(parents=True)
+    (outside / "logs" / "master-0.log").write_text("SECRET\n")
+    (outside / "master-0.log").write_text("SECRET\n")
+    return outside
+
+
+def _workdir_a_link(tmp_path: Path, outside: Path) -> dict[str, Any]:
+    (tmp_path / "wd").symlink_to(outside)
+    return {"workdir": str(tmp_path / "wd")}
+
+
+def _logs_a_link(tmp_path: Path, outside: Path) -> dict[str, Any]:
+    (tmp_path / "wd").mkdir()
+    (tmp_path / "wd" / "logs").symlink_to(outside / "logs")
+    return {"workdir": str(tmp_path / "wd")}
+
+
+def _log_a_link(tmp_path: Path, outside: Path) -> dict[str, Any]:
+    (tmp_path / "wd" / "logs").mkdir(parents=True)
+    (tmp_path / "wd" / "logs" / "master-0.log").symlink_to(outside / "logs" / "master-0.log")
+    return {"workdir": str(tmp_path / "wd")}
+
+
+def _label_a_path(tmp_path: Path, outside: Path) -> dict[str, Any]:
+    (tmp_path / "wd" / "logs").mkdir(parents=True)
+    return {"workdir": str(tmp_path / "wd"), "replicas": ["../../outside/master-0"]}
+
+
+# (id, what was swapped in the running job's work folder, given the folder outside it)
+SWAPPED = [
+    ("the work folder a link", _workdir_a_link),
+    ("its logs folder a link", _logs_a_link),
+    ("a replica's log a link", _log_a_link),
+    ("a replica's name a path", _label_a_path),
+]
+
+
+@pytest.mark.parametrize("follow", [False, True], ids=["read", "followed"])
+@pytest.mark.parametrize("swap", [c[1] for c in SWAPPED], ids=[c[0] for c in SWAPPED])
+def test_jobs_logs_never_reads_through_a_link_out_of_the_work_folder(
+    state: Path, tmp_path: Path, bystander: psutil.Process, swap: Any, follow: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fields = swap(tmp_path, _secret(tmp_path))
+    phase = {"phase": "Running", "launcher_pid": bystander.pid, "launcher_started": bystander.create_time()}
+    record(state, "swapped", **{**phase, **fields})
+    read = local_state.read
+    reads = iter([read("swapped")])  # running when the logs are asked for; ended at once, so following ends
+    monkeypatch.setattr(local_state, "read", lambda name: next(reads, None) or {**read(name), "phase": "Succeeded"})
+    lines = list(local_jobs.job_logs("swapped", None, None, follow))
+    assert not any("SECRET" in text for _, text in lines), lines

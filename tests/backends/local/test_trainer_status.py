@@ -6,17 +6,28 @@ Each rule cites kubeflow/trainer@v2.3.0: ``pkg/statusserver/server.go`` (answers
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
+import socket
 import ssl
+import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+import yaml
 
+from kftrain.backends.local import LocalBackend
 from kftrain.backends.local.status_server import StatusServer, check_trainer_status
+from kftrain.job import load_manifest
 from kftrain.metrics.collect import Collector
+from testbed.local_harness import options
 
 NOW = "2026-11-26T10:00:00Z"
 
@@ -43,6 +54,17 @@ RULES = [
         {"metrics": [{"name": f"m{i}", "value": "1"} for i in range(257)], "lastUpdatedTime": NOW},
         "at most 256",
     ),
+    # metav1.Time: the status server decodes the body into Trainer's typed request (server.go:147-154), and
+    # metav1.Time's UnmarshalJSON parses a string with Go's time.RFC3339 layout (apimachinery meta/v1/time.go).
+    ("a time with fractions and an offset", {"lastUpdatedTime": "2026-11-26T10:00:00.123456+01:00"}, None),
+    ("lastUpdatedTime not a time", {"lastUpdatedTime": "not a time"}, "lastUpdatedTime: must be an RFC 3339"),
+    ("lastUpdatedTime without a zone", {"lastUpdatedTime": "2026-11-26T10:00:00"}, "RFC 3339"),
+    ("lastUpdatedTime a date only", {"lastUpdatedTime": "2026-11-26"}, "RFC 3339"),
+    ("lastUpdatedTime with a space for T", {"lastUpdatedTime": "2026-11-26 10:00:00Z"}, "RFC 3339"),
+    ("lastUpdatedTime on no day", {"lastUpdatedTime": "2026-02-30T10:00:00Z"}, "RFC 3339"),
+    ("lastUpdatedTime at hour 24", {"lastUpdatedTime": "2026-11-26T24:00:00Z"}, "RFC 3339"),
+    ("lastUpdatedTime a number", {"lastUpdatedTime": 1764151200}, "RFC 3339"),
+    ("lastUpdatedTime in other digits", {"lastUpdatedTime": "\u0662026-11-26T10:00:00Z"}, "RFC 3339"),
 ]
 
 
@@ -61,12 +83,14 @@ def server(tmp_path: Path):
     status_server.stop()
 
 
-def _post(endpoint: Any, body: bytes, token: str | None = None, url: str | None = None) -> tuple[int, dict[str, Any]]:
+def _post(
+    endpoint: Any, body: bytes, token: str | None = None, url: str | None = None, timeout: float = 10
+) -> tuple[int, dict[str, Any]]:
     context = ssl.create_default_context(cafile=endpoint.ca_cert)  # the CA the node is given verifies the server
     bearer = Path(endpoint.token).read_text() if token is None else token
     request = urllib.request.Request(url or endpoint.url, data=body, headers={"Authorization": f"Bearer {bearer}"})
     try:
-        with urllib.request.urlopen(request, context=context, timeout=10) as response:
+        with urllib.request.urlopen(request, context=context, timeout=timeout) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
@@ -80,6 +104,7 @@ ANSWERS = [
     ("another job's path (:71-72, 201-204)", {}, None, "x", 404, "NotFound", 0),
     ("not JSON (:150-154)", b"{", None, "", 422, "Invalid", 0),
     ("refused by the CRD (:169-178)", {"trainerStatus": {"progressPercentage": 1}}, None, "", 422, "Invalid", 0),
+    ("not a metav1.Time (:147-154)", {"trainerStatus": {"lastUpdatedTime": "not a time"}}, None, "", 422, "Invalid", 0),
     ("over 64 KiB (middleware.go:51-57)", b" " * ((1 << 16) + 1), None, "", 413, "RequestEntityTooLarge", 0),
 ]
 
@@ -101,6 +126,173 @@ def test_the_endpoint_is_the_trainers_path_and_the_token_is_private(server):
     endpoint, _ = server
     assert endpoint.url.endswith("/apis/trainer.kubeflow.org/v1alpha1/namespaces/team/trainjobs/job-1/status")
     assert Path(endpoint.token).stat().st_mode & 0o077 == 0
+
+
+GOOD = json.dumps({"trainerStatus": {"lastUpdatedTime": NOW}}).encode()
+
+# (id, the request's headers after its request line and Authorization, its body, expected code, reason); none is
+# applied. As Go's net/http reads a request (a Content-Length that is not a decimal number of bytes, or two that
+# differ, is a 400); a body without a length (chunked) is not read here: 411.
+LENGTHS = [
+    ("a negative Content-Length", b"Content-Length: -1\r\n", GOOD, 400, "BadRequest"),
+    ("a Content-Length that is no number", b"Content-Length: abc\r\n", GOOD, 400, "BadRequest"),
+    ("a Content-Length with a sign", b"Content-Length: +5\r\n", GOOD, 400, "BadRequest"),
+    ("a Content-Length with an underscore", b"Content-Length: 4_0\r\n", GOOD, 400, "BadRequest"),
+    ("two Content-Lengths that differ", b"Content-Length: 2\r\nContent-Length: 40\r\n", GOOD, 400, "BadRequest"),
+    ("no Content-Length", b"", GOOD, 411, "BadRequest"),
+    ("a chunked body", b"Transfer-Encoding: chunked\r\n", b"4\r\n{}  \r\n0\r\n\r\n", 411, "BadRequest"),
+]
+
+
+def _client(endpoint: Any, raw: socket.socket) -> ssl.SSLSocket:
+    context = ssl.create_default_context(cafile=endpoint.ca_cert)
+    return context.wrap_socket(raw, server_hostname="127.0.0.1")
+
+
+def _address(endpoint: Any) -> tuple[str, int]:
+    url = urlsplit(endpoint.url)
+    return url.hostname or "", url.port or 0
+
+
+@pytest.mark.parametrize(("headers", "body", "code", "reason"), [c[1:] for c in LENGTHS], ids=[c[0] for c in LENGTHS])
+def test_a_request_whose_length_is_not_a_length_is_refused_quietly(
+    server, headers, body, code, reason, capfd: pytest.CaptureFixture[str]
+):
+    endpoint, seen = server
+    token = Path(endpoint.token).read_text()
+    head = f"POST {urlsplit(endpoint.url).path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+    with _client(endpoint, socket.create_connection(_address(endpoint), timeout=10)) as tls:
+        tls.sendall(head.encode() + headers + b"\r\n" + body)
+        response = http.client.HTTPResponse(tls)  # type: ignore[arg-type]
+        response.begin()
+        answer = json.loads(response.read())
+    assert (response.status, answer["reason"], answer["code"]) == (code, reason, code)
+    assert seen == []
+    assert "Traceback" not in capfd.readouterr().err  # nothing on the job's console
+
+
+def _silent(endpoint: Any) -> socket.socket:
+    return socket.create_connection(_address(endpoint), timeout=10)
+
+
+def _half_hello(endpoint: Any) -> socket.socket:
+    raw = socket.create_connection(_address(endpoint), timeout=10)
+    raw.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # the start of a ClientHello, never the rest
+    return raw
+
+
+def _no_request(endpoint: Any) -> socket.socket:
+    return _client(endpoint, socket.create_connection(_address(endpoint), timeout=10))
+
+
+def _half_headers(endpoint: Any) -> socket.socket:
+    tls = _no_request(endpoint)
+    tls.sendall(b"POST / HTTP/1.1\r\nHost:")
+    return tls
+
+
+def _short_body(endpoint: Any) -> socket.socket:
+    tls = _no_request(endpoint)
+    token = Path(endpoint.token).read_text()
+    path = urlsplit(endpoint.url).path
+    tls.sendall(f"POST {path} HTTP/1.1\r\nAuthorization: Bearer {token}\r\nContent-Length: 100\r\n\r\n{{".encode())
+    return tls
+
+
+# (id, a client that connects and then holds its connection)
+HOLDERS = [
+    ("a TCP connection that sends nothing", _silent),
+    ("half a TLS ClientHello", _half_hello),
+    ("a handshake and no request", _no_request),
+    ("half a request's headers", _half_headers),
+    ("a body shorter than its Content-Length", _short_body),
+]
+
+
+@pytest.mark.parametrize("hold", [c[1] for c in HOLDERS], ids=[c[0] for c in HOLDERS])
+def test_a_client_that_holds_its_connection_holds_nothing_else(tmp_path: Path, hold: Any) -> None:
+    """Anyone on the machine can connect: a held connection neither blocks another node's post nor the server's
+    stop, and is closed after the server's read deadline (Trainer's: readTimeout, server.go)."""
+    seen: list[Any] = []
+    status_server = StatusServer("team", "job-1", tmp_path / "status", seen.append, read_timeout_s=0.3)
+    endpoint = status_server.start()
+    held = hold(endpoint)
+    try:
+        assert _post(endpoint, GOOD, timeout=5)[0] == 200  # served while the other connection is held
+        assert len(seen) == 1
+        held.settimeout(10)
+        with contextlib.suppress(ConnectionResetError, ssl.SSLError):  # closed by its TLS layer: as good
+            assert held.recv(1) == b""  # the server closed it at its deadline
+        held2 = hold(endpoint)  # and one held at the stop does not hold the stop
+        stopper = threading.Thread(target=status_server.stop, daemon=True)
+        stopper.start()
+        stopper.join(timeout=5)
+        held2.close()
+        assert not stopper.is_alive(), "the server's stop waited on a client"
+    finally:
+        held.close()
+        status_server.stop()
+
+
+# A trainer node that reports once the test says so, and says what it was answered.
+REPORTER = """
+import json, os, ssl, time, urllib.request
+out = os.environ["OUT_DIR"]
+with open(os.path.join(out, "url.tmp"), "w") as f:
+    f.write(os.environ["KUBEFLOW_TRAINER_SERVER_URL"])
+os.rename(os.path.join(out, "url.tmp"), os.path.join(out, "url"))
+while not os.path.exists(os.path.join(out, "go")):
+    time.sleep(0.02)
+context = ssl.create_default_context(cafile=os.environ["KUBEFLOW_TRAINER_SERVER_CA_CERT"])
+token = open(os.environ["KUBEFLOW_TRAINER_SERVER_TOKEN"]).read()
+body = json.dumps({"trainerStatus": {"lastUpdatedTime": "2026-11-26T10:00:00Z"}}).encode()
+request = urllib.request.Request(os.environ["KUBEFLOW_TRAINER_SERVER_URL"], data=body,
+                                 headers={"Authorization": "Bearer " + token})
+with urllib.request.urlopen(request, context=context, timeout=5) as response:
+    print("posted:", response.status, flush=True)
+"""
+
+
+@pytest.mark.usefixtures("no_leftover_processes")
+def test_the_launcher_ends_with_its_job_whoever_holds_a_connection_to_its_status_server(
+    tmp_path: Path, out_dir: Path
+) -> None:
+    job = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "held"},
+        "spec": {
+            "runtimeRef": {"name": "torch-distributed"},
+            "trainer": {
+                "numNodes": 1,
+                "command": [sys.executable, "-c", REPORTER],
+                "env": [{"name": "OUT_DIR", "value": str(out_dir)}],
+            },
+        },
+    }
+    config = options(tmp_path, private_workspace=False)
+    backend = LocalBackend(config)
+    handle = backend.submit(load_manifest(yaml.safe_dump(job)))
+    results: list[Any] = []
+    waiter = threading.Thread(target=lambda: results.append(backend.wait(handle, timeout=60)), daemon=True)
+    held: socket.socket | None = None
+    try:
+        deadline = time.monotonic() + 30
+        while not (out_dir / "url").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        url = urlsplit((out_dir / "url").read_text())
+        held = socket.create_connection((url.hostname or "", url.port or 0), timeout=10)  # sends nothing
+        (out_dir / "go").touch()
+        waiter.start()
+        waiter.join(timeout=30)
+        assert not waiter.is_alive(), "the launcher did not end with its job"
+        assert results[0].succeeded, config.out.getvalue()  # type: ignore[attr-defined]
+        assert "posted: 200" in config.out.getvalue()  # type: ignore[attr-defined]
+    finally:
+        if held is not None:
+            held.close()
+        if not results:
+            backend.cancel(handle)
 
 
 def _collector() -> tuple[Collector, list[str]]:
