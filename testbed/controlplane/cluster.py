@@ -1,0 +1,494 @@
+"""A real Kubernetes control plane for the tests: etcd and kube-apiserver, built from Go modules by build.sh.
+
+Where testbed/fake_k8s answers like an API server, this *is* one: the CRDs' OpenAPI schemas, their CEL rules,
+defaulting and pruning are Kubernetes' own code. :func:`control_plane` starts etcd and kube-apiserver on free
+loopback ports in a temporary folder, installs the operators' CRDs, and on exit stops both and removes the
+folder. It never builds: without the binaries :func:`missing_binaries` names them, and :data:`BUILD_HINT`
+says how to build them.
+
+No controller runs (no kube-controller-manager, no scheduler, no kubelet, no operator, no webhook): an object
+is admitted or refused by the API server alone, and nothing acts on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import datetime
+import ipaddress
+import json
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import psutil
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from testbed import REPO_ROOT
+
+HERE = Path(__file__).resolve().parent
+BUILD_SCRIPT = HERE / "build.sh"
+# What a skipped test tells its reader to run, from the repository's root.
+BUILD_HINT = f"bash {BUILD_SCRIPT.relative_to(REPO_ROOT)}"
+BINARIES = ("etcd", "kube-apiserver")
+
+# training-operator v1.9.0 and mpi-operator v0.8.2 both define mpijobs.kubeflow.org (as v1 and v2beta1): one API
+# server holds one CustomResourceDefinition of a name, so by default the v2beta1 one (what
+# examples/manifests/mpijob.yaml is) is installed and this one is left out.
+MPIJOB_V1_CRD = "kubeflow.org_mpijobs.v1.9.0.yaml"
+
+# The admin's identity: system:masters is allowed everything by the authorizer the API server puts before RBAC
+# (kubernetes@v1.36.3:pkg/kubeapiserver/authorizer/reload.go, authorizerfactory.NewPrivilegedGroups).
+ADMIN_USER = "kftrain-admin"
+ADMIN_GROUP = "system:masters"
+
+# Why an address outside this host: the API server publishes its advertise address as the endpoint of the
+# `kubernetes` Service, and endpoint validation refuses a loopback one (kubernetes@v1.36.3:
+# pkg/apis/core/validation/validation.go, "may not be in the loopback range"); left unset it is taken from the
+# host's default route, which a sandbox may lack. 192.0.2.1 is TEST-NET-1 (RFC 5737): nothing is ever there,
+# and nothing here needs the Service (no pod runs).
+ADVERTISE_ADDRESS = "192.0.2.1"
+SERVICE_CIDR = "10.0.0.0/24"
+
+# The CRDs are megabytes of YAML: libyaml's loader reads them in a tenth of the pure-Python one's time.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# A cold start on a busy 2-core machine: etcd in about a second, kube-apiserver's post-start hooks (RBAC
+# bootstrap roles, priority-and-fairness defaults) in tens of seconds at worst.
+START_TIMEOUT_S = 120.0
+# kube-apiserver drains requests before it exits; past this it is killed.
+STOP_TIMEOUT_S = 20.0
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane did not start (the message carries the failing process's last log lines)."""
+
+
+def bin_dir() -> Path:
+    """The folder build.sh builds the binaries into for this checkout's go.mod and go.sum (it builds nothing
+    with ``--bin-dir``, so the key of the folder has one definition: build.sh's)."""
+    out = subprocess.run(["bash", str(BUILD_SCRIPT), "--bin-dir"], capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip())
+
+
+def missing_binaries(folder: Path | None = None) -> list[str]:
+    """The binaries :func:`control_plane` needs that ``folder`` (default :func:`bin_dir`) lacks."""
+    folder = folder or bin_dir()
+    return [name for name in BINARIES if not (folder / name).is_file()]
+
+
+def default_crd_files(crd_dir: Path) -> list[Path]:
+    """Every CRD in ``crd_dir`` but the training-operator's MPIJob v1 (see :data:`MPIJOB_V1_CRD`)."""
+    return [p for p in sorted(crd_dir.glob("*.yaml")) if p.name != MPIJOB_V1_CRD]
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where the API serves a custom resource: what CustomObjectsApi's calls take."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+
+
+@dataclass
+class ControlPlane:
+    """A running control plane: how to reach it, and what it serves."""
+
+    server: str
+    ca_file: Path
+    token: str
+    kubeconfig: Path
+    # By (apiVersion, kind), for every served version of every installed CRD.
+    resources: dict[tuple[str, str], Resource]
+    # Seconds from the first process start to the CRDs being Established, and to each step on the way
+    # ("etcd", "kube-apiserver", "crds": when each was ready).
+    started_in_s: float
+    phases: dict[str, float]
+    processes: dict[str, subprocess.Popen[bytes]] = field(repr=False)
+
+    def api_client(self) -> Any:
+        """A new ``kubernetes.client.ApiClient`` for the admin, leaving the client's global default alone
+        (other tests configure it for the fake API server)."""
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    def resource(self, manifest: Mapping[str, Any]) -> Resource:
+        """Where ``manifest``'s kind is served; KeyError when no installed CRD serves it."""
+        return self.resources[(str(manifest["apiVersion"]), str(manifest["kind"]))]
+
+    def rss_bytes(self) -> dict[str, int]:
+        """Each process's resident memory now."""
+        return {name: psutil.Process(proc.pid).memory_info().rss for name, proc in self.processes.items()}
+
+
+@contextlib.contextmanager
+def control_plane(
+    *,
+    binaries: Path | None = None,
+    crd_files: Sequence[Path] | None = None,
+    start_timeout_s: float = START_TIMEOUT_S,
+) -> Iterator[ControlPlane]:
+    """etcd and kube-apiserver with ``crd_files`` (default: :func:`default_crd_files` of the reference CRDs)
+    installed and Established; everything stopped, in reverse order, and its folder removed on exit."""
+    from testbed import reference
+
+    binaries = binaries or bin_dir()
+    missing = missing_binaries(binaries)
+    if missing:
+        raise ControlPlaneError(f"{', '.join(missing)} not in {binaries}: run {BUILD_HINT}")
+    if crd_files is None:
+        crd_files = default_crd_files(reference.required(reference.CRD_DIR))
+    deadline = time.monotonic() + start_timeout_s
+    began = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        root = Path(tempfile.mkdtemp(prefix="kftrain-controlplane-"))
+        stack.callback(shutil.rmtree, root, ignore_errors=True)
+        processes: dict[str, subprocess.Popen[bytes]] = {}
+
+        etcd_url = _start_etcd(stack, processes, binaries / "etcd", root / "etcd")
+        _wait_until(deadline, lambda: _http_ok(f"{etcd_url}/health", expect='"health":"true"'), processes, "etcd", root)
+        phases = {"etcd": time.monotonic() - began}
+
+        pki = _write_pki(root / "pki")
+        token = secrets.token_hex(16)
+        tokens = root / "pki" / "tokens.csv"
+        # --token-auth-file's format: token,user,uid,"group1,group2"
+        # (kubernetes@v1.36.3:staging/src/k8s.io/apiserver/pkg/authentication/token/tokenfile/tokenfile.go).
+        tokens.write_text(f'{token},{ADMIN_USER},{ADMIN_USER},"{ADMIN_GROUP}"\n')
+        tokens.chmod(0o600)
+        port = _free_port()
+        server = f"https://127.0.0.1:{port}"
+        _start_apiserver(stack, processes, binaries / "kube-apiserver", root, pki, tokens, etcd_url, port)
+        context = ssl.create_default_context(cafile=str(pki["ca.crt"]))
+        _wait_until(
+            deadline,
+            lambda: _http_ok(f"{server}/readyz", expect="ok", token=token, context=context),
+            processes,
+            "kube-apiserver",
+            root,
+        )
+        phases["kube-apiserver"] = time.monotonic() - began
+
+        kubeconfig = root / "kubeconfig"
+        _write_kubeconfig(kubeconfig, server, pki["ca.crt"], token)
+        plane = ControlPlane(
+            server=server,
+            ca_file=pki["ca.crt"],
+            token=token,
+            kubeconfig=kubeconfig,
+            resources={},
+            started_in_s=0.0,
+            phases=phases,
+            processes=processes,
+        )
+        plane.resources = _install_crds(plane, crd_files, deadline)
+        plane.started_in_s = phases["crds"] = time.monotonic() - began
+        yield plane
+
+
+# --- processes --------------------------------------------------------------------------------------
+
+
+def _start_etcd(
+    stack: contextlib.ExitStack, processes: dict[str, subprocess.Popen[bytes]], etcd: Path, data: Path
+) -> str:
+    client, peer = f"http://127.0.0.1:{_free_port()}", f"http://127.0.0.1:{_free_port()}"
+    command = [
+        str(etcd),
+        "--name=controlplane",
+        f"--data-dir={data}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=controlplane={peer}",
+        "--initial-cluster-state=new",
+        "--log-level=warn",
+        # A throwaway store: no fsync makes each write a memory copy (go.etcd.io/etcd/server/v3@v3.6.8:
+        # embed/config.go, UnsafeNoFsync, "Disables fsync, unsafe, will cause data loss").
+        "--unsafe-no-fsync=true",
+    ]
+    _spawn(stack, processes, "etcd", command, data.parent / "etcd.log")
+    return client
+
+
+def _start_apiserver(
+    stack: contextlib.ExitStack,
+    processes: dict[str, subprocess.Popen[bytes]],
+    apiserver: Path,
+    root: Path,
+    pki: dict[str, Path],
+    tokens: Path,
+    etcd_url: str,
+    port: int,
+) -> None:
+    command = [
+        str(apiserver),
+        f"--etcd-servers={etcd_url}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--advertise-address={ADVERTISE_ADDRESS}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        # Given a serving certificate it writes none; the folder is named anyway so that nothing it might
+        # write goes to its default, /var/run/kubernetes.
+        f"--cert-dir={root / 'apiserver'}",
+        f"--tls-cert-file={pki['apiserver.crt']}",
+        f"--tls-private-key-file={pki['apiserver.key']}",
+        f"--token-auth-file={tokens}",
+        "--authorization-mode=RBAC",
+        # Service-account tokens: the issuer and a key are required flags
+        # (kubernetes@v1.36.3:pkg/kubeapiserver/options/authentication.go, "is a required flag").
+        "--service-account-issuer=https://kubernetes.default.svc",
+        f"--service-account-key-file={pki['sa.pub']}",
+        f"--service-account-signing-key-file={pki['sa.key']}",
+        "--profiling=false",
+    ]
+    _spawn(stack, processes, "kube-apiserver", command, root / "kube-apiserver.log")
+
+
+def _spawn(
+    stack: contextlib.ExitStack,
+    processes: dict[str, subprocess.Popen[bytes]],
+    name: str,
+    command: list[str],
+    log: Path,
+) -> None:
+    out: IO[bytes] = stack.enter_context(log.open("wb"))
+    proc = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        cwd=log.parent,
+        preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+    )
+    processes[name] = proc
+    # Registered after the log, so it runs before the log is closed; the ExitStack unwinds in reverse, so
+    # kube-apiserver stops before etcd, and the folder goes last.
+    stack.callback(_stop, proc)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL it when the process that started it dies, so that a test run killed
+    outright (a timeout's SIGKILL, a crash) leaves no etcd or kube-apiserver behind. Linux's PR_SET_PDEATHSIG
+    fires when the starting *thread* exits: start the control plane from a thread that outlives it."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_until(
+    deadline: float,
+    ready: Any,
+    processes: Mapping[str, subprocess.Popen[bytes]],
+    name: str,
+    root: Path,
+) -> None:
+    while True:
+        for other, proc in processes.items():
+            if proc.poll() is not None:
+                raise ControlPlaneError(
+                    f"{other} exited with {proc.returncode} while waiting for {name}:\n{_tail(root / f'{other}.log')}"
+                )
+        if ready():
+            return
+        if time.monotonic() > deadline:
+            raise ControlPlaneError(f"{name} not ready in time:\n{_tail(root / f'{name}.log')}")
+        time.sleep(0.1)
+
+
+def _tail(log: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _free_port() -> int:
+    """A port free now. Another process may take it before ours binds it: the start then fails with
+    ControlPlaneError, the log lines it carries naming the port, and a new start picks other ports."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _http_ok(url: str, *, expect: str, token: str = "", context: ssl.SSLContext | None = None) -> bool:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=5, context=context) as response:
+            return response.status == 200 and expect in response.read().decode()
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+# --- certificates and keys --------------------------------------------------------------------------
+
+
+def _write_pki(folder: Path) -> dict[str, Path]:
+    """A CA, kube-apiserver's serving certificate signed by it, and the service-account signing key.
+
+    ECDSA P-256 throughout: generated in milliseconds where RSA takes tens, and accepted by every consumer here
+    (Go's TLS, Python's ssl, the service-account key loaders, kubernetes@v1.36.3:
+    staging/src/k8s.io/client-go/util/keyutil/key.go). The verifying key goes in a file of its own: the public
+    key loader (ParsePublicKeysPEM) reads an EC private key only in SEC 1 form, the signing key loader
+    (ParsePrivateKeyPEM) reads PKCS #8 too."""
+    folder.mkdir(mode=0o700)
+    now = datetime.datetime.now(datetime.UTC)
+    # A day either side: the control plane lives minutes, and a skewed clock must not fail its handshakes.
+    not_before, not_after = now - datetime.timedelta(days=1), now + datetime.timedelta(days=1)
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kftrain-controlplane-ca")])
+    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(_key_usage(cert_sign=True), critical=True)
+        .add_extension(ca_ski, critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    names = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"]
+    # Python's ssl (3.13 and later: VERIFY_X509_STRICT) wants the authority key identifier in a leaf.
+    serving = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_key_usage(cert_sign=False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName(n) for n in names] + [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+    paths = {name: folder / name for name in ("ca.crt", "apiserver.crt", "apiserver.key", "sa.key", "sa.pub")}
+    paths["ca.crt"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths["apiserver.crt"].write_bytes(serving.public_bytes(serialization.Encoding.PEM))
+    paths["apiserver.key"].write_bytes(_pem(key))
+    sa_key = ec.generate_private_key(ec.SECP256R1())
+    paths["sa.key"].write_bytes(_pem(sa_key))
+    paths["sa.pub"].write_bytes(
+        sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    return paths
+
+
+def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=cert_sign,
+        crl_sign=cert_sign,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
+def _pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _write_kubeconfig(path: Path, server: str, ca_file: Path, token: str) -> None:
+    name = "kftrain-controlplane"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority": str(ca_file)}}],
+        "users": [{"name": ADMIN_USER, "user": {"token": token}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": ADMIN_USER, "namespace": "default"}}],
+        "current-context": name,
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+
+
+# --- CRDs -------------------------------------------------------------------------------------------
+
+
+def _install_crds(plane: ControlPlane, crd_files: Sequence[Path], deadline: float) -> dict[tuple[str, str], Resource]:
+    """Create every CRD, then wait for each to be Established: until its names are accepted its resources
+    answer 404, and Established is the condition that says they are served
+    (kubernetes@v1.36.3:staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/customresource_handler.go)."""
+    from kubernetes import client
+
+    resources: dict[tuple[str, str], Resource] = {}
+    names: list[str] = []
+    with plane.api_client() as api_client:
+        api = client.ApiextensionsV1Api(api_client)
+        for path in crd_files:
+            crd = yaml.load(path.read_text(), Loader=_YAML_LOADER)
+            # Not deserialised into the client's models: only the server's answer matters here, and the
+            # models of a client older than the server may refuse fields they do not know.
+            api.create_custom_resource_definition(crd, _preload_content=False)
+            names.append(crd["metadata"]["name"])
+            spec = crd["spec"]
+            for version in spec["versions"]:
+                if version.get("served", True):
+                    resources[(f"{spec['group']}/{version['name']}", spec["names"]["kind"])] = Resource(
+                        group=spec["group"],
+                        version=version["name"],
+                        plural=spec["names"]["plural"],
+                        namespaced=spec["scope"] == "Namespaced",
+                    )
+        # One at a time, in the order they were created (about the order they become Established): each read
+        # is a megabyte the API server serialises, so polling them all at once slows the server down.
+        for name in names:
+            while True:
+                response = api.read_custom_resource_definition(name, _preload_content=False)
+                conditions = json.loads(response.data).get("status", {}).get("conditions") or []
+                if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
+                    break
+                if time.monotonic() > deadline:
+                    raise ControlPlaneError(f"CRD {name} not Established in time: {conditions}")
+                time.sleep(0.1)
+    return resources
