@@ -294,17 +294,23 @@ def _log_once(bucket: str, endpoint: str, source: str, secret: str) -> None:
 class _Cluster:
     """What this pod may read of its namespace, each read once: the ConfigMap, its own pod, secrets."""
 
-    def __init__(self) -> None:
+    def __init__(self, api_client: Any = None, namespace: str | None = None) -> None:
+        """The step's own cluster configuration, or ``api_client`` in ``namespace`` where given (as the RBAC
+        tests give the launch step's service account)."""
         from kubernetes import client
 
         from kftrain.kube_client import SERVICE_ACCOUNT_NAMESPACE, load_client
 
-        try:
-            api_client, kubeconfig_namespace = load_client()
-        except Exception as exc:  # no cluster configuration: the step cannot do what KFP's launcher does
-            raise StorageError(f"cannot read the kfp-launcher ConfigMap (no Kubernetes API access): {exc}") from None
-        in_pod = SERVICE_ACCOUNT_NAMESPACE.is_file() and SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
-        self.namespace = str(in_pod or kubeconfig_namespace or "default")
+        if api_client is None:
+            try:
+                api_client, kubeconfig_namespace = load_client()
+            except Exception as exc:  # no cluster configuration: the step cannot do what KFP's launcher does
+                raise StorageError(
+                    f"cannot read the kfp-launcher ConfigMap (no Kubernetes API access): {exc}"
+                ) from None
+            in_pod = SERVICE_ACCOUNT_NAMESPACE.is_file() and SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+            namespace = str(in_pod or kubeconfig_namespace or "default")
+        self.namespace = str(namespace or "default")
         self.core = client.CoreV1Api(api_client)
         self._secrets: dict[str, dict[str, str]] = {}
 

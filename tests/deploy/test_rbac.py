@@ -16,7 +16,13 @@ RBAC_DIR = REPO / "deploy/rbac"
 # What the Kubernetes backend does to a job of any kind (kftrain/backends/kubernetes/api.py: create_job, get_job,
 # job_collection's list and watch, patch_job, delete_job).
 JOB_VERBS = {"create", "get", "list", "watch", "delete", "patch"}
-READ = {"get", "list", "watch"}
+# What it does to the jobs' pods, logs and events (api.py): pod_collection lists and watches the pods by label,
+# pod_log and follow_pod_log read a container's log, events_of and pod_events_with_reason list events; the step's
+# store lookup reads its own pod by name (kftrain/storage/kfp_store.py); nothing reads an event by name, or
+# watches events (tests/controlplane/test_rbac.py shows each grant used).
+POD_VERBS = {"get", "list", "watch"}
+LOG_VERBS = {"get"}
+EVENT_VERBS = {"list"}
 
 
 def _rbac_docs() -> list[dict[str, Any]]:
@@ -52,9 +58,9 @@ def test_rbac_role_grants_exactly_what_the_backend_uses() -> None:
         **jobs,
         # A TrainJob's namespaced runtime: read before the job is created, created when the job's file carries it.
         ("trainer.kubeflow.org", "trainingruntimes"): {"get", "create"},
-        ("", "pods"): READ,
-        ("", "pods/log"): READ,
-        ("", "events"): READ,
+        ("", "pods"): POD_VERBS,
+        ("", "pods/log"): LOG_VERBS,
+        ("", "events"): EVENT_VERBS,
     }
     text = "\n".join(p.read_text() for p in RBAC_DIR.glob("*.yaml"))
     assert "*" not in text
