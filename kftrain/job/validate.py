@@ -46,10 +46,13 @@ def validate_job(job: TrainingJob) -> None:
                 path,
                 f"unknown replica type for {kind.spec.kind}{did_you_mean}; expected one of: {', '.join(known_types)}",
             )
-        if rspec.count < 0:
-            raise JobSpecError(f"{path}.replicas", f"must be >= 0, got {rspec.count}")
+        # Named as the manifest sets the count: a TrainJob's trainer.numNodes, not the replicated job it resolves to.
+        count_field = kind.replica_count_field(job, rtype)
+        least = kind.least_replicas(job, rtype)
+        if rspec.count < least:
+            raise JobSpecError(count_field, f"must be >= {least}, got {rspec.count}")
         if rtype in kind.spec.singletons and rspec.count > 1:
-            raise JobSpecError(f"{path}.replicas", f"a {rtype} must have exactly 1 replica, got {rspec.count}")
+            raise JobSpecError(count_field, f"a {rtype} must have exactly 1 replica, got {rspec.count}")
         _validate_containers(kind, job, rtype, path)
         _validate_pod(rspec.template.spec, f"{path}.template.spec")
         template_labels = (rspec.template.metadata or {}).get("labels")
@@ -62,11 +65,11 @@ def validate_job(job: TrainingJob) -> None:
             )
         if rspec.restart_policy == RestartPolicy.EXIT_CODE and job.run_policy.backoff_limit is None:
             raise JobSpecError(
-                "spec.runPolicy.backoffLimit",
+                f"{kind.spec.run_policy_field}.backoffLimit",
                 f"{path}.restartPolicy is ExitCode, which restarts failed pods; set a backoffLimit "
                 "so a replica that keeps failing ends the job instead of restarting forever",
             )
-    _validate_run_policy(job)
+    _validate_run_policy(job, kind.spec.run_policy_field)
     kind.validate(job)
 
 
@@ -79,7 +82,7 @@ def check_replica_count(job: TrainingJob, limit: int, why: str) -> None:
         return
     rtype = max(job.replica_specs, key=lambda t: job.replica_specs[t].count)
     raise JobSpecError(
-        f"{kind_of(job).replicas_path()}.{rtype}.replicas",
+        kind_of(job).replica_count_field(job, rtype),
         f"{job.replica_specs[rtype].count} ({count} replicas in the job): {why.format(limit=limit)}",
     )
 
@@ -208,7 +211,8 @@ def _validate_env(env: list[EnvVar], path: str) -> None:
             )
 
 
-def _validate_run_policy(job: TrainingJob) -> None:
+def _validate_run_policy(job: TrainingJob, where: str) -> None:
+    """The run policy's numbers, named where ``where`` (the kind's :attr:`KindSpec.run_policy_field`) holds them."""
     rp = job.run_policy
     for attr, key in (
         ("backoff_limit", "backoffLimit"),
@@ -217,6 +221,6 @@ def _validate_run_policy(job: TrainingJob) -> None:
     ):
         value = getattr(rp, attr)
         if value is not None and value < 0:
-            raise JobSpecError(f"spec.runPolicy.{key}", f"must be >= 0, got {value}")
+            raise JobSpecError(f"{where}.{key}", f"must be >= 0, got {value}")
     if rp.active_deadline_seconds == 0:
-        raise JobSpecError("spec.runPolicy.activeDeadlineSeconds", "must be > 0 when set")
+        raise JobSpecError(f"{where}.activeDeadlineSeconds", "must be > 0 when set")

@@ -203,6 +203,11 @@ def twice(*path: str | int) -> Callable[[Manifest], None]:
 PT_WORKER = ("spec", "pytorchReplicaSpecs", "Worker")
 PT_CONTAINER = (*PT_WORKER, "template", "spec", "containers", 0)
 TF_WORKER = ("spec", "tfReplicaSpecs", "Worker")
+TF_CONTAINER = (*TF_WORKER, "template", "spec", "containers", 0)
+TF_CONTAINER_PATH = "spec.tfReplicaSpecs.Worker.template.spec.containers[0]"
+MPI_WORKER = ("spec", "mpiReplicaSpecs", "Worker")
+MPI_CONTAINER = (*MPI_WORKER, "template", "spec", "containers", 0)
+MPI_CONTAINER_PATH = "spec.mpiReplicaSpecs.Worker.template.spec.containers[0]"
 ENV_TWICE = [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]
 CHIEF = {"name": "chief", "image": "docker.io/kftrain/python-horovod-pytorch-cpu:0.1.0"}
 OPERATOR_WEBHOOK = "not in the CRD: the operator's webhook or controller judges it, and none runs here"
@@ -219,6 +224,8 @@ class Bad:
     strict: bool = False  # create with fieldValidation=Strict
     # Set where the API server refuses and kftrain validate admits: a known gap, run as xfail.
     gap: str = ""
+    # The field kftrain's error names, where the row pins it (the field the user wrote, the repeat of a key).
+    names: str = ""
 
 
 BAD = [
@@ -228,7 +235,13 @@ BAD = [
     # The TrainJob CRD's CEL rule: a DNS label (RFC 1035), where any other custom resource may have dots.
     Bad("trainjob-dotted-name", "trainjob", at("metadata", "name", value="trainjob.dotted")),
     Bad("trainjob-managed-by", "trainjob", at("spec", "managedBy", value="example.com/other")),  # CEL rule
-    Bad("trainjob-deadline-zero", "trainjob", at("spec", "activeDeadlineSeconds", value=0)),  # minimum: 1
+    # minimum: 1; a TrainJob has no runPolicy, the field is its spec's own
+    Bad(
+        "trainjob-deadline-zero",
+        "trainjob",
+        at("spec", "activeDeadlineSeconds", value=0),
+        names="spec.activeDeadlineSeconds",
+    ),
     Bad("trainjob-no-runtime-ref", "trainjob", without("spec", "runtimeRef")),  # required
     Bad("pytorchjob-no-replica-specs", "pytorchjob", without("spec", "pytorchReplicaSpecs")),  # required
     # The CRD has no minimum, but Worker.replicas is its scale subresource's specReplicasPath, which must be
@@ -243,19 +256,46 @@ BAD = [
     Bad("tfjob-replicas-over-int32", "tfjob", at(*TF_WORKER, "replicas", value=2**31)),  # format: int32
     Bad("tfjob-unknown-field-strict", "tfjob", at("spec", "enableDynamicWorkers", value=True), strict=True),
     Bad("mpijob-unknown-mpi-implementation", "mpijob", at("spec", "mpiImplementation", value="OpenMPIX")),  # enum
-    # Known gaps: lists keyed by name (x-kubernetes-list-type: map) refuse a repeated key; kftrain does not.
-    Bad(
-        "trainjob-env-twice",
-        "trainjob",
-        at("spec", "trainer", "env", value=ENV_TWICE),
-        gap="spec.trainer.env is keyed by name in the TrainJob CRD; kftrain validate admits a repeated name "
-        "(it refuses one in a PyTorchJob container's env)",
-    ),
+    # Lists keyed by name (x-kubernetes-list-type: map, x-kubernetes-list-map-keys: [name]) refuse a repeated key
+    # (kubernetes@v1.36.3:staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype/validation.go,
+    # ValidateListSetsAndMaps): the CRD validator holds every list to its list type.
+    Bad("trainjob-env-twice", "trainjob", at("spec", "trainer", "env", value=ENV_TWICE), names="spec.trainer.env[1]"),
     Bad(
         "pytorchjob-container-twice",
         "pytorchjob",
         twice(*PT_WORKER, "template", "spec", "containers"),
-        gap="a pod template's containers are keyed by name in the CRD; kftrain validate admits two of one name",
+        names="spec.pytorchReplicaSpecs.Worker.template.spec.containers[1]",
+    ),
+    Bad(
+        "tfjob-container-twice",
+        "tfjob",
+        twice(*TF_WORKER, "template", "spec", "containers"),
+        names="spec.tfReplicaSpecs.Worker.template.spec.containers[1]",
+    ),
+    # A container's env: kftrain's own rule (kftrain.job.validate, run with or without CRDs) names the repeat first.
+    Bad(
+        "tfjob-env-twice", "tfjob", at(*TF_CONTAINER, "env", value=ENV_TWICE), names=f"{TF_CONTAINER_PATH}.env[1].name"
+    ),
+    Bad(
+        "mpijob-container-twice",
+        "mpijob",
+        twice(*MPI_WORKER, "template", "spec", "containers"),
+        names="spec.mpiReplicaSpecs.Worker.template.spec.containers[1]",
+    ),
+    Bad(
+        "mpijob-env-twice",
+        "mpijob",
+        at(*MPI_CONTAINER, "env", value=ENV_TWICE),
+        names=f"{MPI_CONTAINER_PATH}.env[1].name",
+    ),
+    # ports are keyed by (containerPort, protocol), and the API server fills in protocol's default (TCP) first: the
+    # two are one key (kubernetes@v1.36.3:staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting/
+    # algorithm.go, Default).
+    Bad(
+        "pytorchjob-port-twice-by-default",
+        "pytorchjob",
+        at(*PT_CONTAINER, "ports", value=[{"containerPort": 80}, {"containerPort": 80, "protocol": "TCP"}]),
+        names="spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].ports[1]",
     ),
     # What only kftrain refuses.
     Bad(
@@ -293,6 +333,7 @@ BAD = [
         at("spec", "trainer", "numNodes", value=-1),
         apiserver_refuses=False,
         why=f"numNodes has no minimum in Trainer v2.3.0's CRD: {OPERATOR_WEBHOOK}",
+        names="spec.trainer.numNodes",
     ),
     Bad(
         "mpijob-slots-negative",
@@ -341,3 +382,5 @@ def test_bad_input(
         assert answer.status == (400 if bad.strict else 422), answer.body
     code, said = kftrain_validate(path, capsys)
     assert code != 0, f"kftrain validate admits what the API server refuses ({answer.body.get('message')}): {said}"
+    if bad.names:
+        assert f"error: {bad.names}: " in said, said

@@ -57,6 +57,9 @@ class KindSpec:
     operator_name: str | None = None
     # Where the manifest says the job is suspended (what Kueue sets and clears).
     suspend_field: str = "spec.runPolicy.suspend"
+    # Where the manifest holds the run policy's fields (backoffLimit, activeDeadlineSeconds...): the operators' jobs
+    # in spec.runPolicy; a TrainJob has no runPolicy, its spec holds the few it has.
+    run_policy_field: str = "spec.runPolicy"
 
     @property
     def version(self) -> str:
@@ -244,6 +247,14 @@ class Kind:
 
     def replicas_path(self) -> str:
         return f"spec.{self.spec.replica_key}"
+
+    def replica_count_field(self, job: TrainingJob, replica_type: str) -> str:
+        """The field of the manifest that sets ``replica_type``'s pod count (what an error about the count names)."""
+        return f"{self.replicas_path()}.{replica_type}.replicas"
+
+    def least_replicas(self, job: TrainingJob, replica_type: str) -> int:
+        """The fewest pods ``replica_type`` may have, as the field :meth:`replica_count_field` names allows."""
+        return 0
 
     def summary(self, job: TrainingJob) -> dict[str, object]:
         """Facts of ``job`` worth showing beside its name (MPIJob: its slots)."""

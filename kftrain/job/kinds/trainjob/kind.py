@@ -86,6 +86,9 @@ SPEC = KindSpec(
     # JobSet labels every pod with its JobSet's name, which is the TrainJob's (pkg/runtime/.../jobset).
     pod_job_label="jobset.sigs.k8s.io/jobset-name",
     suspend_field="spec.suspend",
+    # Its spec holds suspend, managedBy and activeDeadlineSeconds itself
+    # (kubeflow/trainer@v2.3.0:pkg/apis/trainer/v1alpha1/trainjob_types.go, TrainJobSpec).
+    run_policy_field="spec",
 )
 
 
@@ -211,6 +214,23 @@ class TrainJobKind(Kind):
 
     def replicas_path(self) -> str:
         return "runtime.spec.template.spec.replicatedJobs"
+
+    def replica_count_field(self, job: TrainingJob, replica_type: str) -> str:
+        """``spec.trainer.numNodes`` for the job whose count it sets (when the TrainJob sets it); else the runtime's."""
+        if self._counted_by_num_nodes(job, replica_type):
+            return "spec.trainer.numNodes"
+        return super().replica_count_field(job, replica_type)
+
+    def least_replicas(self, job: TrainingJob, replica_type: str) -> int:
+        # numNodes is at least 1 (validate_trainjob, the webhook's rule), which is the job's count then.
+        return 1 if self._counted_by_num_nodes(job, replica_type) else 0
+
+    @staticmethod
+    def _counted_by_num_nodes(job: TrainingJob, replica_type: str) -> bool:
+        src = source(job)
+        counted = src.resolved.num_nodes_job
+        sets_it = (src.spec.get("trainer") or {}).get("numNodes") is not None
+        return sets_it and counted is not None and counted.name == replica_type
 
     def framework(self, job: TrainingJob) -> str:
         """The runtime's ML policy: torch, mpi, jax, xgboost, flux or plain."""

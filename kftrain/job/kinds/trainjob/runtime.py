@@ -135,6 +135,14 @@ class Resolved:
     def trainer_job(self) -> ReplicatedJob | None:
         return next((j for j in self.jobs if j.ancestor == TRAINER_ANCESTOR), None)
 
+    @property
+    def num_nodes_job(self) -> ReplicatedJob | None:
+        """The replicated job whose pod count ``trainer.numNodes`` sets: the MPI policy's ``node`` job (its launcher
+        counted among the nodes when it runs as one), else the trainer's."""
+        if self.ml_policy.get("mpi") is not None:
+            return self.job(NODE)
+        return self.trainer_job
+
 
 def strategic_merge(base: Any, patch: Any, key: str = "") -> Any:
     """``patch`` merged into ``base`` as Kubernetes' strategic merge patch does for the fields runtimes use."""
@@ -185,18 +193,16 @@ def resolve(trainjob_spec: Mapping[str, Any], runtime: Runtime) -> Resolved:
         jobs.append(
             ReplicatedJob(str(rjob.get("name")), max(count, 1), ancestor, pod, list(rjob.get("dependsOn") or []))
         )
+    success = template_spec.get("successPolicy") or {}
+    targets = list(success.get("targetReplicatedJobs") or [j.name for j in jobs])
+    resolved = Resolved(runtime, jobs, ml_policy, targets)
     num_nodes = trainer.get("numNodes")
     if num_nodes is not None:
         ml_policy["numNodes"] = num_nodes
-        if mpi is not None:
-            node = next((j for j in jobs if j.name == NODE), None)
-            if node is not None:
-                node.count = max(num_nodes - 1, 1) if launcher_as_node else num_nodes
-        elif (trainer_job := next((j for j in jobs if j.ancestor == TRAINER_ANCESTOR), None)) is not None:
-            trainer_job.count = num_nodes
-    success = template_spec.get("successPolicy") or {}
-    targets = list(success.get("targetReplicatedJobs") or [j.name for j in jobs])
-    return Resolved(runtime, jobs, ml_policy, targets)
+        counted = resolved.num_nodes_job
+        if counted is not None:
+            counted.count = max(num_nodes - 1, 1) if launcher_as_node else num_nodes
+    return resolved
 
 
 def node_container(pod: Mapping[str, Any]) -> dict[str, Any] | None:

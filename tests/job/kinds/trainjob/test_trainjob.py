@@ -207,6 +207,13 @@ def test_mpi_hostfile_lists_the_node_pods_with_their_slots(num_nodes, expected):
 # --- the webhooks' rules and the API's shape ------------------------------------------------------------------
 
 REFUSED = [
+    # The checks every kind shares name the TrainJob's own fields: it has no runPolicy, and numNodes sets the count
+    # of the replicated job it resolves to.
+    ("activeDeadlineSeconds zero", TORCH, {"activeDeadlineSeconds": 0}, "spec.activeDeadlineSeconds"),
+    ("activeDeadlineSeconds negative", TORCH, {"activeDeadlineSeconds": -1}, "spec.activeDeadlineSeconds"),
+    ("numNodes negative", TORCH, {"trainer": {"numNodes": -1}}, "spec.trainer.numNodes"),
+    ("numNodes zero", TORCH, {"trainer": {"numNodes": 0}}, "spec.trainer.numNodes"),
+    ("numNodes negative on an mpi runtime", DEEPSPEED, {"trainer": {"numNodes": -1}}, "spec.trainer.numNodes"),
     ("torch reserved env", TORCH, {"trainer": {"env": [{"name": "PET_NNODES", "value": "2"}]}}, "spec.trainer.env"),
     (
         "mpi reserved env",
