@@ -9,11 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from kftrain import storage
 from kftrain.data.dataset import load_split
-from kftrain.models.pytorch import load_model
 from testbed.pipeline_harness import assert_steps_ran, executor_output, run_pipeline, shared_run
 
 pytestmark = pytest.mark.slow
@@ -49,6 +47,10 @@ def test_test_accuracy_at_least_090_in_kfp_metrics(pipeline_run):
 
 
 def test_exported_torchscript_and_onnx_reproduce_the_model(pipeline_run):
+    import torch
+
+    from kftrain.models.pytorch import load_model
+
     run_dir, _ = pipeline_run
     model_uri = str(run_dir / "pytorchjob-launch" / "model")
     export_uri = str(run_dir / "export-model" / "exported")

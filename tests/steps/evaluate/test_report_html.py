@@ -14,17 +14,19 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_breast_cancer, load_wine
-from torch import nn
 
 from kftrain.data.dataset import load_split
 from kftrain.models import save_model
 from kftrain.steps.evaluate import evaluate_model, html_report, quality_gate
 from kftrain.steps.prep import prepare_dataset
 from testbed.bundled import fit_linear, least_squares, table_source
+
+if TYPE_CHECKING:  # torch is imported by the tests that train, not when the suite is collected
+    from torch import nn
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
 pytestmark = pytest.mark.skipif(
@@ -94,6 +96,9 @@ def dataset(tmp_path: Path, name: str, data, **options) -> str:
 
 
 def test_a_binary_report_shows_its_matrix_curves_and_training(tmp_path):
+    from sklearn.datasets import load_breast_cancer
+    from torch import nn
+
     ds = dataset(tmp_path, "cancer", load_breast_cancer())
     x, y = load_split(ds, "train")
     page = report(tmp_path, "binary", fit_linear(x, y, 2, nn.CrossEntropyLoss(), epochs=100), x, ds, "roc_auc")
@@ -109,6 +114,9 @@ def test_a_binary_report_shows_its_matrix_curves_and_training(tmp_path):
 
 
 def test_a_multiclass_report(tmp_path):
+    from sklearn.datasets import load_wine
+    from torch import nn
+
     ds = dataset(tmp_path, "wine", load_wine())
     x, y = load_split(ds, "train")
     page = report(tmp_path, "multiclass", fit_linear(x, y, 3, nn.CrossEntropyLoss(), epochs=100), x, ds, "accuracy")
