@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
-from torch import nn
+
+if TYPE_CHECKING:  # torch is imported when a model is fitted, not when a test module imports this one
+    from torch import nn
 
 
 def fit_linear(x: np.ndarray, y: np.ndarray, outputs: int, loss: nn.Module, epochs: int = 300) -> nn.Module:
     """A linear model trained full-batch: enough for the bundled datasets, and quick."""
+    import torch
+    from torch import nn
+
     torch.manual_seed(0)
     mean, std = x.mean(axis=0), x.std(axis=0) + 1e-6
     model = nn.Sequential(nn.Linear(x.shape[1], outputs))
@@ -56,6 +62,9 @@ def prepared_breast_cancer(tmp_path) -> str:
 
 def least_squares(x: np.ndarray, y: np.ndarray) -> nn.Module:
     """Ordinary least squares as a one-output linear layer: the regression baseline, solved exactly."""
+    import torch
+    from torch import nn
+
     design = np.column_stack([x, np.ones(len(x))]).astype(np.float64)
     coef, *_ = np.linalg.lstsq(design, y.astype(np.float64), rcond=None)
     layer = nn.Linear(x.shape[1], 1)

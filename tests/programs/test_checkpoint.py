@@ -15,13 +15,11 @@ import threading
 from pathlib import Path
 
 import pytest
-import torch
 
 from kftrain import storage
 from kftrain.programs import checkpoint
 from kftrain.programs.checkpoint import SPOOL_ENV, Checkpointer, CheckpointError, latest_checkpoint
 from kftrain.programs.global_batch import SamplerPosition
-from kftrain.programs.torch_common import latest_uri, restore, save_checkpoint
 from testbed.polling import wait_until
 from testbed.s3_server import set_s3_env
 
@@ -96,6 +94,10 @@ def test_max_in_flight_zero_saves_synchronously(tmp_path):
 @pytest.mark.parametrize("store", ["local", "s3"])
 def test_the_snapshot_is_taken_when_save_returns(tmp_path, store, request):
     """Training changes the weights right after save(): the checkpoint holds them as they were."""
+    import torch
+
+    from kftrain.programs.torch_common import latest_uri, restore, save_checkpoint
+
     root = str(tmp_path / "ckpt") if store == "local" else f"{request.getfixturevalue('s3_env')}/ckpt"
     model = torch.nn.Linear(3, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)

@@ -11,7 +11,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-import torch
 
 from testbed import REPO_ROOT
 
@@ -42,6 +41,8 @@ def rows_by_step(out: str) -> dict[int, tuple[int, list[int]]]:
 
 
 def test_a_users_ddp_script_keeps_the_global_batch_across_a_resize(tmp_path: Path) -> None:
+    import torch
+
     assert "kftrain" not in re.sub(r'""".*?"""', "", SCRIPT.read_text(), flags=re.S)  # its code never names it
 
     baseline = torchrun(2, tmp_path / "baseline")

@@ -8,14 +8,11 @@ import re
 
 import numpy as np
 import pytest
-import torch
 import yaml
-from torch import nn
 
 from kftrain import storage
 from kftrain.data.dataset import load_split
 from kftrain.models import predictor_for, save_model
-from kftrain.models.pytorch import MLP, MLPConfig, write_model
 from kftrain.steps import export as export_step
 from kftrain.steps.export import ExportError, export_model
 from testbed.bundled import fit_linear
@@ -29,6 +26,8 @@ def dataset(breast_cancer):
 
 @pytest.fixture(scope="module")
 def linear(dataset):
+    from torch import nn
+
     x, y = load_split(dataset, "train")
     return fit_linear(x, y, 2, nn.CrossEntropyLoss(), epochs=100), x[:2]
 
@@ -39,6 +38,8 @@ def triton_tensors(config: str, kind: str) -> list[tuple[str, str, str]]:
 
 
 def test_torchscript_to_triton_libtorch_and_onnx(tmp_path, dataset, linear):
+    import torch
+
     model, example = linear
     save_model(model, str(tmp_path / "m"), example_input=example)
     report = export_model(str(tmp_path / "m"), dataset, str(tmp_path / "out"), model_name="cancer")
@@ -72,6 +73,9 @@ def test_torchscript_to_triton_libtorch_and_onnx(tmp_path, dataset, linear):
 
 
 def test_a_one_dimensional_output_is_reshaped_for_triton(tmp_path, dataset):
+    import torch
+    from torch import nn
+
     class Score(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -98,6 +102,8 @@ def test_onnx_model_to_triton_and_tfserving_refused(tmp_path, dataset, linear):
 
 
 def test_the_builtin_mlp_is_scripted(tmp_path, dataset):
+    from kftrain.models.pytorch import MLP, MLPConfig, write_model
+
     config = MLPConfig(num_features=30, num_classes=2, hidden=(8,))
     write_model(str(tmp_path / "m"), MLP(config).eval(), config, [0, 1], [f"f{i}" for i in range(30)], {})
     report = export_model(str(tmp_path / "m"), dataset, str(tmp_path / "out"), model_name="digits")

@@ -11,7 +11,6 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-from sklearn.datasets import load_breast_cancer
 
 from kftrain import storage
 from kftrain.data.dataset import DataValidationError, iter_batches, load_split, read_info
@@ -20,6 +19,8 @@ from kftrain.steps.prep import prepare_dataset
 
 def breast_cancer_table() -> pa.Table:
     """scikit-learn's breast cancer data with a string feature, string labels and a clinic to partition by."""
+    from sklearn.datasets import load_breast_cancer
+
     data = load_breast_cancer()
     radius = data.data[:, 0]
     size = np.array(["small", "medium", "large"])[np.digitize(radius, np.quantile(radius, [1 / 3, 2 / 3]))]
