@@ -1,4 +1,5 @@
-"""Run a whole pipeline with KFP's local runner, as `make run` does, for the end-to-end tests."""
+"""Run a whole pipeline with KFP's local runner, as `make run` does, for the end-to-end tests; and the stub trainer
+that the tests of a pipeline's wiring (not its training) run in place of the real program."""
 
 from __future__ import annotations
 
@@ -11,6 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from testbed import REPO_ROOT
+
+# A training program that writes a valid model in a few seconds (see its docstring).
+STUB_TRAINER = REPO_ROOT / "testbed" / "programs" / "stub_trainer.py"
+
+
+def stub_trainer(framework: str, *args: str) -> list[str]:
+    """The command that runs the stub trainer, writing a model of ``framework`` (pytorch: a kftrain MLP,
+    tensorflow: a SavedModel) in this release's format; ``args``: e.g. ``--epochs 12``, the epochs it reports."""
+    return ["python", str(STUB_TRAINER), "--framework", framework, *args]
 
 
 @dataclass

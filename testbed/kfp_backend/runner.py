@@ -1,8 +1,10 @@
 """Run a compiled ``pipeline.yaml`` as KFP's backend runs it: driver, platform config, launcher, task pods.
 
-A :class:`Cluster` is what a KFP namespace has: the fake Kubernetes API (tests/fake_k8s) with the
+A :class:`Cluster` is what a KFP namespace has: the fake Kubernetes API (testbed/fake_k8s) with the
 ``kfp-launcher`` ConfigMap naming the object store (moto) and its secret, and a simulated operator that runs
-each created training job for real with kftrain's local backend (its pods' logs copied to the API as it goes).
+each created training job for real with kftrain's local backend (its pods' logs copied to the API as it goes):
+its pods run their containers' program, or ``Cluster.program`` in its place (a test of the wiring, not of the
+training, gives the stub trainer, testbed/programs/stub_trainer.py).
 :func:`run_pipeline` walks the pipeline's DAGs with :mod:`testbed.kfp_backend.driver`, builds each task pod with
 :mod:`testbed.kfp_backend.platform` and runs its container command with :mod:`testbed.kfp_backend.launcher`, in a
 process whose environment is what KFP gives a user container (``KFP_POD_NAME``, ``KFP_POD_UID``, the
@@ -15,6 +17,7 @@ with ``KUBECONFIG`` standing for the pod's service account.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import uuid
@@ -58,6 +61,9 @@ class Cluster:
     jobs: list[dict[str, Any]] = field(default_factory=list)
     # What the nodes give every training pod without a secret (a workload identity), e.g. AWS_* variables.
     workload_identity: dict[str, str] = field(default_factory=dict)
+    # The program every training pod runs in place of its container's command and args (None: the container's),
+    # as if its image held another program: the job is created, named and wired exactly as without it.
+    program: list[str] | None = None
 
     def configure_store(self, endpoint: str, key: str, secret: str) -> None:
         """The namespace as KFP's profile controller leaves it, with ``providers`` naming the store."""
@@ -307,6 +313,8 @@ def job_runner(cluster: Cluster) -> Any:
         env = {**_replica_env(cluster, sim.obj), "KFTRAIN_STATE_DIR": str(folder / "state")}
         command = [sys.executable, "-m", "kftrain.cli", "launch", "-f", str(folder / "job.yaml"), "--local"]
         command += ["--workdir", str(folder / "work")]
+        if cluster.program:
+            command += ["--command", shlex.join(cluster.program)]  # every replica type's program
         done = subprocess.run(
             command, env=env, capture_output=True, text=True, timeout=cluster.job_timeout, check=False
         )

@@ -22,6 +22,10 @@ pytestmark = [
 pipeline_run = shared_run("horovod-digits", "--param", "epochs=12", timeout=900)
 
 
+# make test's MPIJob pipeline (the only MPIJob one KFP's local runner runs here). One test of the run, not all: a
+# module-scoped fixture split across xdist workers is made once per worker.
+@pytest.mark.slow
+@pytest.mark.e2e
 def test_every_step_ran_and_two_ranks_trained(pipeline_run):
     run_dir, log = pipeline_run
     assert_steps_ran(run_dir, "mpijob-launch")

@@ -10,14 +10,17 @@ import shutil
 import pytest
 
 from testbed import REPO_ROOT
+from testbed.needs import require
 from testbed.pipeline_harness import accuracy_passed, assert_steps_ran, model_metadata, run_pipeline, step
 
 pytestmark = pytest.mark.slow
 REPO = REPO_ROOT
 
 
+@pytest.mark.slow
+@pytest.mark.e2e  # make test's TrainJob pipeline: the cheapest of this file's real ones
 def test_pytorch_digits_runs_end_to_end_as_a_trainjob(tmp_path):
-    pytest.importorskip("torch")
+    require("torch")
     run = run_pipeline("pytorch-digits-trainjob", tmp_path, "--param", "epochs=12", timeout=600)
     assert_steps_ran(run.run_dir, "trainjob-launch")
     assert "[node-0]" in run.log and "[node-1]" in run.log  # two nodes, each a process
@@ -41,7 +44,7 @@ def test_horovod_digits_runs_end_to_end_as_a_trainjob_on_an_mpi_runtime(tmp_path
 
 
 def test_train_evaluate_export_runs_the_users_program_as_a_trainjob(tmp_path):
-    pytest.importorskip("torch")
+    require("torch")
     example = REPO / "examples" / "tabular_ddp"
     run = run_pipeline(
         "train-evaluate-export", tmp_path, "--params-file", str(example / "params.yaml"),
@@ -56,7 +59,7 @@ def test_train_evaluate_export_runs_the_users_program_as_a_trainjob(tmp_path):
 
 
 def test_tf_digits_runs_as_a_trainjob_on_a_plain_runtime(tmp_path):
-    pytest.importorskip("tensorflow")
+    require("tensorflow")
     run = run_pipeline("tf-digits-trainjob", tmp_path, "--param", "epochs=6", timeout=900)
     assert_steps_ran(run.run_dir, "trainjob-launch")
     assert "[node-0]" in run.log and "[node-1]" in run.log  # two MultiWorkerMirrored workers

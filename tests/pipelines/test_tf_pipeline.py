@@ -6,15 +6,19 @@ import json
 
 import pytest
 
+from testbed.needs import requires
 from testbed.pipeline_harness import accuracy_passed, assert_steps_ran, model_metadata, shared_run
 
-pytestmark = pytest.mark.slow
-pytest.importorskip("tf_keras", reason="the TensorFlow trainer needs tensorflow + tf_keras")
+pytestmark = [pytest.mark.slow, requires("tf_keras", reason="the TensorFlow trainer needs tensorflow + tf_keras")]
 
 
 pipeline_run = shared_run("tf-digits", "--param", "epochs=6", timeout=600)
 
 
+# make test's TFJob pipeline, the cheapest real one. One test of the run, not all: a module-scoped fixture split
+# across xdist workers is made once per worker.
+@pytest.mark.slow
+@pytest.mark.e2e
 def test_every_step_ran_with_two_mwms_workers(pipeline_run):
     run_dir, log = pipeline_run
     assert_steps_ran(run_dir, "tfjob-launch")

@@ -17,6 +17,7 @@ from kftrain.data.dataset import load_split
 from kftrain.models import describe_model, predictor_for
 from testbed import REPO_ROOT
 from testbed.bundled import diabetes_table, partitioned_parquet, wine_table
+from testbed.needs import require
 from testbed.pipeline_harness import executor_output, run_pipeline, step
 
 pytestmark = pytest.mark.slow
@@ -98,6 +99,8 @@ def test_the_example_torchscript_binary_classifier_as_make_run_runs_it(tmp_path)
     assert manifest["spec"]["predictor"]["model"]["storageUri"] == str(exported / "triton")
 
 
+@pytest.mark.slow
+@pytest.mark.e2e  # make test's PyTorchJob pipeline: the cheapest real one (one replica, a few hundred rows)
 def test_an_onnx_regressor(tmp_path):
     source = partitioned_parquet(tmp_path / "diabetes", diabetes_table(), by="sex")
     result = run(
@@ -123,7 +126,7 @@ def test_an_onnx_regressor(tmp_path):
 
 
 def test_a_keras_savedmodel_from_a_tfjob(tmp_path):
-    pytest.importorskip("tf_keras", reason="the example's Keras script uses tf_keras")
+    require("tf_keras", reason="the example's Keras script uses tf_keras")
     assert_never_imports_kftrain(EXAMPLE / "train_keras.py")
     source = partitioned_parquet(tmp_path / "wine", wine_table(), by="alcohol_level")
     result = run(
