@@ -108,6 +108,18 @@ def operator(kube: Any) -> Iterator[Any]:
 
 
 @pytest.fixture
+def virtual_clock(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The Kubernetes backend's wait on a clock that moves only when the test advances it (testbed/clock.py): its
+    pending timeout passes when the scenario says, whatever the machine's load, and costs no real time."""
+    from kftrain.backends.kubernetes import backend
+    from testbed.clock import VirtualClock
+
+    clock = VirtualClock()
+    monkeypatch.setattr(backend, "CLOCK", clock)
+    return clock
+
+
+@pytest.fixture
 def kubeconfig(kube: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A kubeconfig whose current context is ``kube``, named by ``KUBECONFIG``; not in a pod, in KFP.
 

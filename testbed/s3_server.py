@@ -245,7 +245,9 @@ class FaultProxy:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = int(self.server.server_address[1])
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # A short poll: close() (each test's teardown) waits for the serving loop to notice the shutdown, up to
+        # serve_forever's poll interval (half a second by default).
+        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self._thread.start()
 
     @property
@@ -278,6 +280,15 @@ class FaultProxy:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def short_client_backoff(monkeypatch: pytest.MonkeyPatch, seconds: float = 0.01) -> None:
+    """botocore waits rand(0, 1) x 2**n seconds before it tries a failed request again (its standard retry mode's
+    backoff, which no setting shortens): a test of faults and retries makes it wait ``seconds`` instead. How many
+    times botocore tries (AWS_MAX_ATTEMPTS) and what it retries are unchanged."""
+    from botocore.retries.standard import ExponentialBackoff  # aiobotocore's retry handler builds this one too
+
+    monkeypatch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: seconds)
 
 
 # --------------------------------------------------------------------------------------------------

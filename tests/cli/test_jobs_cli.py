@@ -208,6 +208,11 @@ def launched(
     return handle.name, KubernetesBackend(KubernetesConfig(namespace=handle.namespace), api_client(kube))
 
 
+def running_now(ops: KubernetesBackend, name: str) -> bool:
+    """Whether the job's latest condition is Running: its pods have started (the scenario's ``running``)."""
+    return ops.get_job(name).phase == "Running"
+
+
 def test_kubernetes_jobs_list_status_logs_delete(kube: FakeKube, operator: OperatorSim) -> None:
     def train(sim: JobSim) -> None:
         running(sim)
@@ -279,7 +284,10 @@ def test_kubernetes_logs_follow_streams_every_replica_until_it_ends(kube: FakeKu
         sim.condition("Succeeded")
 
     name, ops = launched(kube, operator, train)
-    wait_until(lambda: len(list(ops.job_logs(name, None, None, False))) == 4, 20, "four log lines")
+    # Read once the job runs: the log of a container still being created is an error (400), as the API server's.
+    wait_until(
+        lambda: running_now(ops, name) and len(list(ops.job_logs(name, None, None, False))) == 4, 20, "four log lines"
+    )
     followed = ops.job_logs(name, None, 1, True)
     first = sorted(next(followed) for _ in range(2))  # each replica's last line, then what it prints next
     assert first == [("master-0", "master-0 epoch 2"), ("worker-0", "worker-0 epoch 2")]
@@ -312,7 +320,11 @@ def test_kubernetes_logs_follow_picks_up_a_replica_that_starts_later(kube: FakeK
         sim.condition("Succeeded")
 
     name, ops = launched(kube, operator, train)
-    wait_until(lambda: ("worker-0", "worker-0 epoch 1") in ops.job_logs(name, None, None, False), 20, "worker-0's line")
+    wait_until(
+        lambda: running_now(ops, name) and ("worker-0", "worker-0 epoch 1") in ops.job_logs(name, None, None, False),
+        20,
+        "worker-0's line",
+    )
     followed: list[tuple[str, str]] = []  # every replica
     only_new: list[tuple[str, str]] = []  # --replica worker-1: no such pod yet, it is waited for
     readers = [

@@ -3,12 +3,13 @@
 Each test calls a launch component's own Python function (what KFP runs in the step's container) with the
 inputs a pipeline gives it: the dataset and model artifacts, the path of its ``job`` output, the run and
 task ids, the platform settings, ``backend="kubernetes"``, and either the typed inputs or a manifest; the
-cluster is the fake API server (tests/fake_k8s) and a simulated operator plays the job.
+cluster is the fake API server (testbed/fake_k8s) and a simulated operator plays the job.
 
 The table: the four kinds (PyTorchJob, TFJob, MPIJob, Trainer v2's TrainJob on a simulated Trainer + JobSet) x
 {typed inputs, manifest} (:data:`LAUNCHES`) x what the cluster does
 (:data:`OUTCOMES`): the job succeeds at once, a replica fails, the image cannot be pulled, Kueue holds the
-job then admits it, the cluster autoscaler adds a node, no node fits past ``pending_timeout_seconds``.
+job then admits it, the cluster autoscaler adds a node, no node fits past ``pending_timeout_seconds``. The step
+waits on a virtual clock (testbed/clock.py): its pending timeout passes when the scenario advances the time.
 Every run also checks that a secret value in the launcher's environment reaches no created object and no
 output, and that every platform setting lands where the kind takes it.
 """
@@ -33,6 +34,7 @@ from kftrain.job.naming import (
     job_name_for,
     label_value,
 )
+from testbed.clock import VirtualClock
 from testbed.fake_k8s import FakeKube, JobSim, OperatorSim, kueue_webhook
 from testbed.launch_cluster import (
     IMAGE,
@@ -54,7 +56,11 @@ from testbed.launch_harness import SETTINGS
 from testbed.reference import crd_schemas
 
 
-def s_failure(sim: JobSim, launch: Launch) -> None:
+def s_succeeds(sim: JobSim, launch: Launch, clock: VirtualClock) -> None:
+    s_success(sim, launch)
+
+
+def s_failure(sim: JobSim, launch: Launch, clock: VirtualClock) -> None:
     label = launch.failing
     start(sim)
     sim.log(label, "step 1", "Traceback (most recent call last):", f"RuntimeError: {label} ran out of memory")
@@ -67,14 +73,14 @@ def s_failure(sim: JobSim, launch: Launch) -> None:
     sim.condition("Failed", reason=f"{sim.obj['kind']}Failed", message=f"{label} failed with exit code 3")
 
 
-def s_image_not_found(sim: JobSim, launch: Launch) -> None:
+def s_image_not_found(sim: JobSim, launch: Launch, clock: VirtualClock) -> None:
     sim.create_pods()
     sim.condition("Created")
     sim.image_pull_backoff(sim.labels()[-1])
     sim.wait_deleted()
 
 
-def s_queued_then_admitted(sim: JobSim, launch: Launch) -> None:
+def s_queued_then_admitted(sim: JobSim, launch: Launch, clock: VirtualClock) -> None:
     """Kueue's webhook suspended the job at creation; Kueue admits it once the step says it waits for that."""
     sim.condition("Created")
     assert sim.suspended, "Kueue's webhook suspends a job created with its queue-name label"
@@ -88,32 +94,41 @@ def s_queued_then_admitted(sim: JobSim, launch: Launch) -> None:
 
 def no_node_fits(sim: JobSim, scale_up: bool) -> None:
     """Every pod created unschedulable; the cluster autoscaler adds a node for them (``scale_up``), or cannot.
-    The step sees the pods with both verdicts on them at once (pending_timeout_seconds is 1 here)."""
+    The step sees the pods with both verdicts on them at once, and has seen them once it says so: the pending
+    timeout starts then."""
     with sim.at_once():
         sim.create_pods(scheduled=False)
         sim.condition("Created")
         for label in sim.labels():
             sim.unschedulable(label)
             sim.autoscaler(label, triggered=scale_up)
+    until_step_says(sim, "Unschedulable: 0/3 nodes are available")
 
 
-def s_scaled_up(sim: JobSim, launch: Launch) -> None:
+def s_scaled_up(sim: JobSim, launch: Launch, clock: VirtualClock) -> None:
     """No node fits the pods until the cluster autoscaler adds one, which takes longer than pending_timeout."""
     no_node_fits(sim, scale_up=True)
+    clock.advance(PENDING_TIMEOUT_S)  # unscheduled for the pending timeout: the step reads the autoscaler's events
     until_step_says(sim, "waiting for the cluster autoscaler to add a node")
-    sim.sleep(PENDING_TIMEOUT_S + 0.2)  # the new node takes longer than the pending timeout: the step waits on
+    for _ in range(3):  # the new node takes three pending timeouts (the step reads the events again meanwhile)
+        clock.advance(PENDING_TIMEOUT_S)
+        # The step has looked at the pods at this time, and waits on.
+        assert clock.settle(unless=lambda: not sim.alive), "the step gave up on pods a node is being added for"
     sim.schedule()
     sim.start()
     sim.condition("Running")
     succeed(sim)
 
 
-def s_unschedulable(sim: JobSim, launch: Launch) -> None:
+def s_unschedulable(sim: JobSim, launch: Launch, clock: VirtualClock) -> None:
     no_node_fits(sim, scale_up=False)
-    sim.wait_deleted()
+    clock.advance(PENDING_TIMEOUT_S / 2)
+    assert clock.settle(unless=lambda: not sim.alive), "the step gave up before the pending timeout"
+    clock.advance(PENDING_TIMEOUT_S / 2)
+    sim.wait_deleted(timeout=20)  # on the clock's move: no real time to wait for
 
 
-PENDING_TIMEOUT_S = 1  # the least pending_timeout_seconds (an integer input): pending tests stay short
+PENDING_TIMEOUT_S = 1  # pending_timeout_seconds (an integer input): the virtual clock moves by it
 
 
 @dataclass(frozen=True)
@@ -121,7 +136,7 @@ class Outcome:
     """What the cluster does with the job, and what the step must then do and say."""
 
     id: str
-    scenario: Callable[[JobSim, Launch], None]
+    scenario: Callable[[JobSim, Launch, VirtualClock], None]
     exit_code: int | None  # the step's SystemExit code; None: the step returns (the job succeeded)
     deleted_by_step: bool = False
     inputs: dict[str, Any] = field(default_factory=dict)
@@ -238,7 +253,7 @@ def check_queued(kube: FakeKube, launch: Launch, inputs: dict[str, Any]) -> None
 OUTCOMES = [
     Outcome(
         "succeeds at once",
-        s_success,
+        s_succeeds,
         exit_code=None,
         replica_lines=("hello from {label}", "{label} done"),
         check=check_success,
@@ -307,8 +322,20 @@ def test_step(
     kubeconfig: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    virtual_clock: VirtualClock,
 ) -> None:
-    operator.scenario = lambda sim: outcome.scenario(sim, launch)
+
+    def play(sim: JobSim) -> None:
+        try:
+            outcome.scenario(sim, launch, virtual_clock)
+        except AssertionError:
+            # The step may wait for what the scenario expected on a clock that no one moves any more: deleting the
+            # job ends its wait, and the test fails on the scenario's error (the operator fixture's) instead of
+            # hanging.
+            sim.kube.delete_job(sim.plural, sim.namespace, sim.name)
+            raise
+
+    operator.scenario = play
     if outcome.kueue:
         kube.admission.append(kueue_webhook)
     inputs = step_inputs(launch, tmp_path, **outcome.inputs)

@@ -3,7 +3,7 @@ reach every replica of the job, below the explicit launch inputs (kftrain/job/ta
 
 Through the component's own function with the TaskConfig KFP's executor builds from what the driver passes
 (kfp 2.17.0 ``kfp/dsl/executor.py``: ``TaskConfig(affinity=..., tolerations=..., node_selector=..., env=...,
-volumes=..., volume_mounts=..., resources=...)``), and through the KFP backend in the tests (tests/kfp_backend),
+volumes=..., volume_mounts=..., resources=...)``), and through the KFP backend in the tests (testbed/kfp_backend),
 where the driver fills the TaskConfig from the task's settings and applies to the launch pod only what the
 component marks ``applyToTask``.
 """

@@ -1,5 +1,5 @@
 """A TrainJob's manifest with its runtime beside it, and the progress its nodes report to Kubeflow Trainer, through the
-trainjob launch component on the Kubernetes backend (the fake API server of tests/fake_k8s and a simulated Trainer).
+trainjob launch component on the Kubernetes backend (the fake API server of testbed/fake_k8s and a simulated Trainer).
 
 The decision tested here (kftrain/job/kinds/trainjob/kind.py, ``cluster_dependency``): a namespaced TrainingRuntime
 the file carries is created in the job's namespace when it has none of that name, else it must match the file's; it

@@ -60,7 +60,8 @@ def serve() -> Iterator[Callable[[dict[str, tuple[int, dict[str, str], bytes]]],
 
     def start(routes: dict[str, tuple[int, dict[str, str], bytes]]) -> _Server:
         server = _Server(routes)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        # A short poll: shutdown() below waits up to serve_forever's poll interval (half a second by default).
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         thread.start()
         started.append((server, thread))
         return server

@@ -1,6 +1,6 @@
 """Every network call is bounded: an object store or a KFP API server that accepts connections and never
-answers is a clear error in seconds here (timeouts shortened to 1 s), not a silent hang; and a host given with
-credentials (``https://user:pass@host``) is never printed with them."""
+answers is a clear error in seconds here (timeouts shortened to :data:`TIMEOUT_S`), not a silent hang; and a host
+given with credentials (``https://user:pass@host``) is never printed with them."""
 
 from __future__ import annotations
 
@@ -22,9 +22,12 @@ from kftrain.retry import RetryPolicy, call_with_retry
 from kftrain.storage import uri
 from kftrain.storage.errors import storage_error
 from testbed.fake_kfp import FakeKFP
-from testbed.s3_server import set_s3_env
+from testbed.s3_server import set_s3_env, short_client_backoff
 
 SAFETY_S = 120  # only against a hang: every call here ends in a few seconds
+# The connect and read timeouts here: a server that never answers outlasts any of them, so the shortest one the
+# clients take keeps each case short (a connect that the busy machine delays past it is a timeout all the same).
+TIMEOUT_S = 0.2
 
 
 @contextmanager
@@ -46,12 +49,17 @@ def silent_server() -> Iterator[str]:
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
+    address = listener.getsockname()
     try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+        yield f"http://127.0.0.1:{address[1]}"
     finally:
         stop.set()
-        listener.close()
+        # Closing the listener does not wake a thread blocked in its accept(): one more connection does, and the
+        # thread then sees `stop` and ends at once (else the join below would wait its whole timeout).
+        socket.create_connection(address, timeout=5).close()
         thread.join(5)
+        assert not thread.is_alive(), "the silent server's accept thread did not end"
+        listener.close()
         for conn in held:
             conn.close()
 
@@ -83,8 +91,9 @@ def silent_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     with silent_server() as endpoint:
         set_s3_env(monkeypatch, endpoint)
         monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
-        monkeypatch.setattr(uri, "CONNECT_TIMEOUT_S", 1.0)
-        monkeypatch.setattr(uri, "READ_TIMEOUT_S", 1.0)
+        short_client_backoff(monkeypatch)  # botocore still tries a second time (its count is tries after the first)
+        monkeypatch.setattr(uri, "CONNECT_TIMEOUT_S", TIMEOUT_S)
+        monkeypatch.setattr(uri, "READ_TIMEOUT_S", TIMEOUT_S)
         yield "s3://bucket"
 
 
@@ -125,8 +134,8 @@ def kfp_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[..., in
     monkeypatch.setattr(kfp.client.client.Client, "_LOCAL_KFP_CONTEXT", str(tmp_path / "kfp-context.json"))
     for var in (connection.ENV_HOST, connection.ENV_NAMESPACE, connection.ENV_TOKEN):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(connection, "CONNECT_TIMEOUT_S", 1.0)
-    monkeypatch.setattr(connection, "READ_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(connection, "CONNECT_TIMEOUT_S", TIMEOUT_S)
+    monkeypatch.setattr(connection, "READ_TIMEOUT_S", TIMEOUT_S)
 
     def run(*argv: str) -> int:
         parser = argparse.ArgumentParser(prog="kftrain")

@@ -238,7 +238,7 @@ class _ClientError(Exception):
         (_ClientError("503"), True),
         (ConnectionResetError(), True),
         # A request that ran out of its timeout was already tried AWS_MAX_ATTEMPTS times by botocore, each waiting
-        # the whole timeout: not again (tests/test_hardening_network.py).
+        # the whole timeout: not again (tests/storage/test_network_bounds.py).
         (TimeoutError(), False),
         (_ClientError("NoSuchBucket"), False),
         (_ClientError("AccessDenied"), False),

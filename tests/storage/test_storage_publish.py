@@ -19,7 +19,7 @@ import pytest
 from kftrain import storage
 from kftrain.storage import errors as storage_errors
 from testbed.needs import require
-from testbed.s3_server import FaultProxy, MotoServer
+from testbed.s3_server import FaultProxy, MotoServer, short_client_backoff
 from testbed.storage_harness import publish_local, put_object, snapshot
 
 
@@ -211,6 +211,7 @@ def test_s3_promotion_interrupted_leaves_the_new_version_readable(
     proxy = FaultProxy(moto.port)
     monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    short_client_backoff(monkeypatch)
     monkeypatch.setattr(
         storage_errors, "RETRY_POLICY", dataclasses.replace(storage_errors.RETRY_POLICY, attempts=2, initial_s=0.01)
     )

@@ -21,7 +21,7 @@ from kftrain import storage
 from kftrain.storage import errors as storage_errors
 from kftrain.storage import io as storage_io
 from kftrain.storage import s3_transfer
-from testbed.s3_server import FaultProxy, MotoServer, boto3_client, set_s3_env
+from testbed.s3_server import FaultProxy, MotoServer, boto3_client, set_s3_env, short_client_backoff
 
 MiB = 1024 * 1024
 
@@ -261,8 +261,9 @@ def proxied(
 ) -> Iterator[tuple[str, FaultProxy]]:
     proxy = FaultProxy(moto.port)
     monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
-    # botocore's inner retries stay on, but fewer, so its random backoff (up to 2**n s) keeps tests fast.
+    # botocore's inner retries stay on, but fewer, and its random backoff (up to 2**n s) shortened.
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")
+    short_client_backoff(monkeypatch)
     yield s3_env, proxy
     proxy.close()
 
@@ -398,7 +399,8 @@ def own_moto(monkeypatch: pytest.MonkeyPatch, small_chunks: int) -> Iterator[Gat
     with MotoServer() as server:
         gate = FaultProxy(server.port)
         set_s3_env(monkeypatch, gate.endpoint)
-        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")  # as in `proxied`: keep botocore's backoff short
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")  # as in `proxied`: few botocore tries, each backoff short
+        short_client_backoff(monkeypatch)
         boto3_client(server.endpoint).create_bucket(Bucket="restart")
         yield GatedMoto(server, gate)
         gate.close()

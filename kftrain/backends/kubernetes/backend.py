@@ -56,6 +56,26 @@ from kftrain.job.validate import validate_job
 __all__ = ["KubernetesBackend"]
 
 
+class Clock:
+    """What the wait reads the time from and how it sleeps until its next deadline or a change: real time.
+
+    A wait's deadlines (the pending timeout, the suspension limit, the autoscaler's recheck) are seconds to minutes
+    away; a test substitutes a clock it moves itself (:data:`CLOCK`), so that they pass when it says.
+    """
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def wait(self, changed: threading.Event, seconds: float | None) -> None:
+        """Sleep until ``changed`` is set or ``seconds`` (from the last :meth:`now`) have passed; None: until set."""
+        changed.wait(seconds)
+
+
+# The clock of every wait, read when the wait begins. A module-level default rather than a config field: a caller
+# that builds its own config (the launch step, from its inputs) still waits on the clock a test puts here.
+CLOCK = Clock()
+
+
 class KubernetesBackend(Backend):
     name = "kubernetes"
     config: KubernetesConfig
@@ -222,13 +242,14 @@ class KubernetesBackend(Backend):
     # -- wait ------------------------------------------------------------------------------------
 
     def wait(self, handle: JobHandle, timeout: float | None = None) -> JobResult:
-        started = time.monotonic()
-        result = self._wait(JobRef.of(handle), timeout, started)
-        result.duration_s = time.monotonic() - started
+        clock = CLOCK
+        started = clock.now()
+        result = self._wait(JobRef.of(handle), timeout, started, clock)
+        result.duration_s = clock.now() - started
         self.console.say(f"{handle.name} {result.phase.value.lower()} in {result.duration_s:.1f}s")
         return result
 
-    def _wait(self, job: JobRef, timeout: float | None, started: float) -> JobResult:
+    def _wait(self, job: JobRef, timeout: float | None, started: float, clock: Clock) -> JobResult:
         """Follow the job and its pods, each by a watch in a thread of its own, and decide whenever either
         changes or a deadline comes."""
         cfg = self.config
@@ -256,7 +277,7 @@ class KubernetesBackend(Backend):
         try:
             while True:
                 watches.begin_round()
-                now = time.monotonic()
+                now = clock.now()
                 obj = jobs.items().get(job.name) if jobs.listed else None
                 if jobs.listed and obj is None:
                     if (job.namespace, job.name) in self._deleted:
@@ -277,7 +298,7 @@ class KubernetesBackend(Backend):
                     self._delete(job)
                     give_up.message += "; deleted the job"
                     return give_up
-                changed.wait(watching.sleep_s(now))
+                clock.wait(changed, watching.sleep_s(now))
         except BaseException:
             # Interrupted (SIGTERM, Ctrl-C, an API error): the caller deletes the job next; waiting for its
             # log streams to drain would only delay that.

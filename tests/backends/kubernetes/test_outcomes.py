@@ -1,12 +1,15 @@
 """The Kubernetes backend's run, one row per thing the cluster can do: the operator's scenario, the verdict, what
 the backend prints and whether it deleted the job.
 
-Each scenario is played by the simulated operator (tests/fake_k8s) that creates pods with the operators' labels
-and moves the job through its conditions; the backend only sees HTTP (testbed/k8s_harness.py).
+Each scenario is played by the simulated operator (testbed/fake_k8s) that creates pods with the operators' labels
+and moves the job through its conditions; the backend only sees HTTP (testbed/k8s_harness.py). The backend waits on
+a virtual clock (testbed/clock.py): a case's timeout passes tick by tick once the cluster is in the state it bounds.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +18,7 @@ import pytest
 
 from kftrain.backends.base import JobPhase, JobResult
 from kftrain.job.naming import stamp_run_identity
+from testbed.clock import VirtualClock
 from testbed.fake_k8s import FakeKube, JobSim, OperatorSim
 from testbed.k8s_harness import (
     make_backend,
@@ -71,7 +75,7 @@ def s_deleted_externally(sim: JobSim) -> None:
 
 def unschedulable_worker_0(sim: JobSim) -> None:
     """Every pod is placed but worker-0, which the scheduler reports unschedulable; the step sees the scheduler's
-    verdicts with the pods (its pending_timeout_s is 0.5 s)."""
+    verdicts with the pods."""
     with sim.at_once():
         sim.create_pods(scheduled=False)
         sim.condition("Created")
@@ -92,10 +96,12 @@ def s_config_error(sim: JobSim) -> None:
 
 
 def s_scale_up_declined(sim: JobSim) -> None:
-    """A scale-up was triggered, then the autoscaler gave up on the pod: it is unschedulable again."""
-    unschedulable_worker_0(sim)
-    sim.autoscaler("worker-0", triggered=True)
-    sim.autoscaler("worker-0", triggered=False)
+    """A scale-up was triggered, then the autoscaler gave up on the pod: it is unschedulable again (both events are
+    there by the time the step reads them)."""
+    with sim.at_once():
+        unschedulable_worker_0(sim)
+        sim.autoscaler("worker-0", triggered=True)
+        sim.autoscaler("worker-0", triggered=False)
     sim.wait_deleted()
 
 
@@ -130,6 +136,12 @@ class Case:
     deleted_by_backend: bool = False
     output_has: tuple[str, ...] = ()
     check: Callable[[JobResult, str, FakeKube], None] | None = None
+    # The case's timeout (pending, suspended, overall) passes on the virtual clock, tick by tick, from when this holds
+    # of what the backend printed and of the cluster; None: no time passes.
+    elapse_from: Callable[[str, FakeKube], bool] | None = None
+
+
+TICK_S = 0.1  # a tenth of the shortest timeout here: each is acted on within a tick of passing
 
 
 def _check_failure(result: JobResult, out: str, kube: FakeKube) -> None:
@@ -191,6 +203,7 @@ CASES = [
         "Suspended",
         options={"suspended_timeout_s": 0.5},
         deleted_by_backend=True,
+        elapse_from=lambda out, kube: "waiting: suspended" in out,
     ),
     Case("deleted externally", s_deleted_externally, JobPhase.FAILED, "Deleted"),
     Case(
@@ -209,6 +222,7 @@ CASES = [
         "Unschedulable",
         deleted_by_backend=True,
         check=_check_pending,
+        elapse_from=lambda out, kube: "worker-0: Unschedulable" in out,
     ),
     Case(
         "container config error",
@@ -227,6 +241,7 @@ CASES = [
         "Unschedulable",
         deleted_by_backend=True,
         check=_check_pending,
+        elapse_from=lambda out, kube: "worker-0: Unschedulable" in out,
     ),
     Case(
         "no scheduler",
@@ -235,6 +250,8 @@ CASES = [
         "NotScheduled",
         deleted_by_backend=True,
         check=lambda result, out, kube: _check_no_scheduler(result),
+        # The step says nothing of pods no scheduler has looked at yet: the time runs once they exist.
+        elapse_from=lambda out, kube: bool(kube.jobs_of("pytorchjobs")) and bool(kube.pods),
     ),
     Case(
         "watch expiry 410",
@@ -268,12 +285,18 @@ CASES = [
         timeout=1.0,
         deleted_by_backend=True,
         output_has=("[master-0] step 1",),
+        elapse_from=lambda out, kube: "[master-0] step 1" in out,
     ),
 ]
 
 
+def gone(kube: FakeKube) -> bool:
+    """Whether the job is gone (the backend deletes a job it gives up on)."""
+    return not kube.jobs_of("pytorchjobs")
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_scenario(case: Case, kube: FakeKube, operator: OperatorSim) -> None:
+def test_scenario(case: Case, kube: FakeKube, operator: OperatorSim, virtual_clock: VirtualClock) -> None:
     operator.scenario = case.scenario
     for fault in case.faults:
         kube.fault(**fault)
@@ -281,7 +304,14 @@ def test_scenario(case: Case, kube: FakeKube, operator: OperatorSim) -> None:
     job = pytorch_job(workers=2)
     if case.ids is not None:
         stamp_run_identity(job, *case.ids)
-    result = backend.run(job, timeout=case.timeout)
+    elapse_from = case.elapse_from
+    time_runs = (
+        virtual_clock.ticking(lambda: elapse_from(out.getvalue(), kube), lambda: gone(kube), TICK_S)
+        if elapse_from is not None
+        else contextlib.nullcontext()
+    )
+    with time_runs:
+        result = backend.run(job, timeout=case.timeout)
     text = out.getvalue()
     reasons = case.reason if isinstance(case.reason, tuple) else (case.reason,)
     assert result.phase == case.phase and result.reason in reasons, (result.describe(), text)
@@ -295,19 +325,23 @@ def test_scenario(case: Case, kube: FakeKube, operator: OperatorSim) -> None:
 
 
 def test_a_crash_loop_ended_by_the_steps_timeout_names_the_replica_and_its_exit_code(
-    kube: FakeKube, operator: OperatorSim
+    kube: FakeKube, operator: OperatorSim, virtual_clock: VirtualClock
 ) -> None:
+    looped = threading.Event()
+
     def crash_loop(sim: JobSim) -> None:
         running(sim)
         for _ in range(3):  # kubelet restarts the container in place, again and again
             sim.log("worker-1", "RuntimeError: CUDA out of memory")
             sim.restart_in_place("worker-1", 137)
             sim.sleep(0.1)
+        looped.set()
         sim.wait_deleted()  # no backoffLimit: only the step's timeout ends it
 
     operator.scenario = crash_loop
     backend, out = make_backend(kube)
-    result = backend.run(pytorch_job(workers=2), timeout=1.5)
+    with virtual_clock.ticking(looped.is_set, lambda: gone(kube), TICK_S):  # the timeout runs after 3 restarts
+        result = backend.run(pytorch_job(workers=2), timeout=1.5)
     assert (result.phase, result.reason) == (JobPhase.FAILED, "Timeout"), out.getvalue()
     assert (result.failed_replica, result.exit_code) == ("worker-1", 137)
     assert "BackOff" in result.message

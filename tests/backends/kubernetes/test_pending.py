@@ -1,10 +1,13 @@
 """A job the Kubernetes backend waits on before it runs: held by Kueue, a Volcano gang still gathering, an image
-that cannot be pulled (the rest of what keeps pods Pending is a row of tests/test_kubernetes_outcomes.py)."""
+that cannot be pulled (the rest of what keeps pods Pending is a row of tests/backends/kubernetes/test_outcomes.py).
+The backend waits on a virtual clock (testbed/clock.py): a wait longer than a timeout is the scenario moving the time.
+"""
 
 from __future__ import annotations
 
 from kftrain.backends.base import JobPhase
 from kftrain.job import PodSettings, apply_pod_settings
+from testbed.clock import VirtualClock
 from testbed.fake_k8s import FakeKube, JobSim, OperatorSim, kueue_webhook
 from testbed.k8s_harness import (
     make_backend,
@@ -17,7 +20,9 @@ from testbed.k8s_harness import (
 )
 
 
-def test_a_job_held_by_kueue_is_waited_on_until_admitted(kube: FakeKube, operator: OperatorSim) -> None:
+def test_a_job_held_by_kueue_is_waited_on_until_admitted(
+    kube: FakeKube, operator: OperatorSim, virtual_clock: VirtualClock
+) -> None:
     kube.admission.append(kueue_webhook)
     backend, out = make_backend(kube, pending_timeout_s=0.5)
     waiting = "digits: waiting: suspended until Kueue admits it from LocalQueue 'team-a' (no pods until then)"
@@ -28,7 +33,8 @@ def test_a_job_held_by_kueue_is_waited_on_until_admitted(kube: FakeKube, operato
         sim.report_suspended()
         until_said(sim, out, waiting)
         sim.report_suspended()  # the operator's status updates change nothing the backend reports
-        sim.sleep(0.6)  # queued longer than pending_timeout_s: a queue is no pending pod
+        virtual_clock.advance(0.6)  # queued longer than pending_timeout_s: a queue is no pending pod
+        assert virtual_clock.settle(unless=lambda: not sim.alive), "a queued job was given up on"
         sim.admit_from_queue()
         sim.report_resumed()
         until_said(sim, out, "digits: resumed: no longer suspended")
@@ -42,22 +48,31 @@ def test_a_job_held_by_kueue_is_waited_on_until_admitted(kube: FakeKube, operato
     assert kube.created[0]["spec"]["runPolicy"]["suspend"] is True
 
 
-def test_a_job_suspended_past_the_timeout_says_what_it_waited_for(kube: FakeKube, operator: OperatorSim) -> None:
+def test_a_job_suspended_past_the_timeout_says_what_it_waited_for(
+    kube: FakeKube, operator: OperatorSim, virtual_clock: VirtualClock
+) -> None:
     kube.admission.append(kueue_webhook)
     operator.scenario = s_suspended_forever
-    backend, _ = make_backend(kube)
-    result = backend.run(apply_pod_settings(pytorch_job(), PodSettings(queue_name="team-a")), timeout=0.5)
+    backend, out = make_backend(kube)
+    job = apply_pod_settings(pytorch_job(), PodSettings(queue_name="team-a"))
+    # The step's timeout runs once the step has seen the job held, tick by tick, until the step deletes it.
+    with virtual_clock.ticking(
+        lambda: "waiting: suspended" in out.getvalue(), lambda: not kube.jobs_of("pytorchjobs"), 0.1
+    ):
+        result = backend.run(job, timeout=0.5)
     assert (result.phase, result.reason) == (JobPhase.FAILED, "Timeout")
     assert "suspended until Kueue admits it from LocalQueue 'team-a'" in result.message
     assert kube.jobs_of("pytorchjobs") == []
 
 
-def test_a_volcano_gang_still_gathering_is_waited_on(kube: FakeKube, operator: OperatorSim) -> None:
+def test_a_volcano_gang_still_gathering_is_waited_on(
+    kube: FakeKube, operator: OperatorSim, virtual_clock: VirtualClock
+) -> None:
     """Volcano's words on a gang's members while it cannot place them all: waited on, and said once."""
     backend, out = make_backend(kube, pending_timeout_s=0.5)
 
     def scenario(sim: JobSim) -> None:
-        with sim.at_once():  # the pods with Volcano's verdict on them: pending_timeout_s is 0.5 s
+        with sim.at_once():  # the pods with Volcano's verdict on them: the step never sees them without it
             sim.create_pods(scheduled=False)
             sim.condition("Created")
             n = len(sim.labels())
@@ -71,7 +86,8 @@ def test_a_volcano_gang_still_gathering_is_waited_on(kube: FakeKube, operator: O
                 label,
                 f"pod group is not ready, {n} Pending, {n} minAvailable; Pending: 1 Schedulable, {n - 1} Undetermined",
             )
-        sim.sleep(0.8)  # longer than pending_timeout_s
+        virtual_clock.advance(0.8)  # longer than pending_timeout_s
+        assert virtual_clock.settle(unless=lambda: not sim.alive), "a gang still gathering was given up on"
         sim.schedule()
         sim.start()
         sim.condition("Running")

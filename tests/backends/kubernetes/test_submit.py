@@ -75,7 +75,9 @@ def test_job_name_for_is_deterministic_and_valid() -> None:
 
 def test_launcher_restarted_reattaches(kube: FakeKube, operator: OperatorSim) -> None:
     def slow_success(sim: JobSim) -> None:
-        sim.sleep(0.5)
+        # The job runs until the restarted launcher has reattached (it adds its pod as an owner), then succeeds.
+        while len(sim.kube.jobs_of("pytorchjobs")[0]["metadata"]["ownerReferences"]) < 2:
+            sim.sleep(0.02)
         s_success(sim)
 
     operator.scenario = slow_success

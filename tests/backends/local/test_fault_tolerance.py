@@ -1,5 +1,5 @@
 """Fault tolerance through the local backend: crash-resume from checkpoints and crash loops (elastic jobs that
-shrink and grow: tests/test_elastic.py)."""
+shrink and grow: tests/backends/local/test_elastic.py)."""
 
 from __future__ import annotations
 

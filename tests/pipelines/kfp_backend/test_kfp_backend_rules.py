@@ -1,8 +1,8 @@
 """The shipped pipelines against each rule of KFP's backend that a cluster applies before a step's code runs.
 
 Every compiled pipeline is checked for every supported release (testbed/kfp_backend/versions.py), with the rules
-as tests/kfp_backend encodes them from kubeflow/pipelines' source (cited there). The rules that need a step to
-run are exercised by tests/test_kfp_backend_pipelines.py (slow).
+as testbed/kfp_backend encodes them from kubeflow/pipelines' source (cited there). The rules that need a step to
+run are exercised by tests/pipelines/kfp_backend/test_kfp_backend_pipelines.py (slow).
 """
 
 from __future__ import annotations
@@ -251,7 +251,7 @@ PASSTHROUGHS = [
 def test_launch_components_pass_the_tasks_settings_to_the_job(path: Path, field: str) -> None:
     """Each setting a pipeline author puts on a launch task is passed to the step for its job (the variant for
     backends >= 2.15), never applied to the launch pod itself but for env, node selector, tolerations and volumes
-    (applyToTask): tests/test_launch_task_config.py follows each to the replicas."""
+    (applyToTask): tests/launch/test_launch_task_config.py follows each to the replicas."""
     spec, _ = load(path)
     component = copy.deepcopy(next(iter(c for c in spec["components"].values() if "executorLabel" in c)))
     to_task, on_pod = passthrough_options(component)
