@@ -492,3 +492,18 @@ def _install_crds(plane: ControlPlane, crd_files: Sequence[Path], deadline: floa
                     raise ControlPlaneError(f"CRD {name} not Established in time: {conditions}")
                 time.sleep(0.1)
     return resources
+
+
+def for_tests() -> Iterator[ControlPlane]:
+    """A test module's control plane: the reference CRDs required, a skip in one line saying how to build it when
+    the binaries are absent (a test never builds), stopped when the module's tests are done with it."""
+    import pytest
+
+    from testbed import reference
+
+    reference.required(reference.CRD_DIR)
+    missing = missing_binaries()
+    if missing:
+        pytest.skip(f"control plane not built ({', '.join(missing)} missing): run `{BUILD_HINT}`")
+    with control_plane() as plane:
+        yield plane

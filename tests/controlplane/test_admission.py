@@ -25,7 +25,7 @@ from kubernetes.client.rest import ApiException
 
 from kftrain.cli.app import main as kftrain_main
 from testbed import REPO_ROOT, reference
-from testbed.controlplane.cluster import BUILD_HINT, ControlPlane, control_plane, missing_binaries
+from testbed.controlplane.cluster import ControlPlane, for_tests
 
 pytestmark = [
     pytest.mark.slow,
@@ -41,12 +41,8 @@ Manifest = dict[str, Any]
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[ControlPlane]:
-    reference.required(reference.CRD_DIR)
-    missing = missing_binaries()
-    if missing:
-        pytest.skip(f"control plane not built ({', '.join(missing)} missing): run `{BUILD_HINT}`")
-    with control_plane() as plane:
-        yield plane
+    # A control plane of this module's own: the other module's tests create cluster-wide objects of the same names.
+    yield from for_tests()
 
 
 @pytest.fixture(scope="session")

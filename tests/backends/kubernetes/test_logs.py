@@ -49,7 +49,9 @@ def test_every_replicas_log_when_the_job_ended_before_its_pods_were_seen(kube: F
     finally:
         hold.released.set()
     assert result.succeeded, (result.describe(), out.getvalue())
-    assert hold.fired == 1
+    # Either the pod watch's first request was held, or the job's end was seen before the watch thread sent it
+    # (on a busy machine it may not have run yet): no pod came from the watch either way, which is the case here.
+    assert hold.fired <= 1
     text = out.getvalue()
     expected = {f"[{label}] {label} line {i}" for label in ("master-0", "worker-0", "worker-1") for i in (1, 2)}
     expected |= {"[worker-0] worker-0 run 1 line 1", "[worker-0] worker-0 run 1 line 2"}
