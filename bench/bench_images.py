@@ -200,6 +200,17 @@ def pip_env(pypi_only: bool) -> dict[str, str]:
     return env
 
 
+class WheelUnavailable(RuntimeError):
+    """The image's variant asks for a build no index pip reaches here serves: PyTorch's CPU build (``+cpu``) comes
+    from PyTorch's own index only, and where pip reaches PyPI alone, PyPI's torch for x86_64 Linux is the CUDA
+    build. The image builds where its Dockerfile's index is reachable; it cannot be reproduced on this machine."""
+
+
+def _unavailable(requirements: list[str], stderr: str) -> list[str]:
+    """The ``+cpu`` requirements pip's error names as the ones it could not install."""
+    return [r for r in requirements if r.endswith("+cpu") and f"Cannot install {r}" in stderr]
+
+
 def install_raw(image: Image) -> Path:
     """The image's requirement set installed with ``pip install --target`` (cached)."""
     requirements = requirement_set(image)
@@ -218,6 +229,12 @@ def install_raw(image: Image) -> Path:
         cmd += ["-c", str(ROOT / "constraints.txt"), *requirement_set(image, source)]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=pip_env(pypi_only))
         if proc.returncode != 0:
+            missing = _unavailable(requirements, proc.stderr)
+            if missing:
+                raise WheelUnavailable(
+                    f"{image.name}: {', '.join(missing)} is served by PyTorch's CPU index ({CPU_INDEX}) alone, "
+                    "which pip does not reach here (PyPI's torch for x86_64 Linux is the CUDA build)"
+                )
             raise RuntimeError(f"pip install for {image.name} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
         (work / ".complete").write_text("\n".join(requirements))
         shutil.rmtree(target, ignore_errors=True)
