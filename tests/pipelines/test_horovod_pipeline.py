@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 
 import pytest
 
+from testbed.needs import requires
 from testbed.pipeline_harness import accuracy_passed, assert_steps_ran, model_metadata, shared_run
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun missing (scripts/install_mpi.sh)"),
-    pytest.mark.skipif(
-        importlib.util.find_spec("horovod") is None, reason="Horovod not installed (scripts/build_horovod.sh)"
-    ),
+    requires("horovod", reason="scripts/build_horovod.sh builds it"),
 ]
 
 
 pipeline_run = shared_run("horovod-digits", "--param", "epochs=12", timeout=900)
 
 
-# make test's MPIJob pipeline (the only MPIJob one KFP's local runner runs here). One test of the run, not all: a
-# module-scoped fixture split across xdist workers is made once per worker.
+# make test's MPIJob pipeline (the only MPIJob one KFP's local runner runs here): one test of the run stands for it.
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_every_step_ran_and_two_ranks_trained(pipeline_run):

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 
 import pytest
 
 from testbed import REPO_ROOT
-from testbed.needs import require
+from testbed.needs import require, requires
 from testbed.pipeline_harness import accuracy_passed, assert_steps_ran, model_metadata, run_pipeline, step
 
 pytestmark = pytest.mark.slow
@@ -31,9 +30,7 @@ def test_pytorch_digits_runs_end_to_end_as_a_trainjob(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun missing (scripts/install_mpi.sh)")
-@pytest.mark.skipif(
-    importlib.util.find_spec("horovod") is None, reason="Horovod not installed (scripts/build_horovod.sh)"
-)
+@requires("horovod", reason="scripts/build_horovod.sh builds it")
 def test_horovod_digits_runs_end_to_end_as_a_trainjob_on_an_mpi_runtime(tmp_path):
     run = run_pipeline("horovod-digits-trainjob", tmp_path, "--param", "epochs=12", timeout=900)
     assert_steps_ran(run.run_dir, "trainjob-launch")

@@ -15,8 +15,7 @@ pytestmark = [pytest.mark.slow, requires("tf_keras", reason="the TensorFlow trai
 pipeline_run = shared_run("tf-digits", "--param", "epochs=6", timeout=600)
 
 
-# make test's TFJob pipeline, the cheapest real one. One test of the run, not all: a module-scoped fixture split
-# across xdist workers is made once per worker.
+# make test's TFJob pipeline, the cheapest real one: one test of the run stands for it.
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_every_step_ran_with_two_mwms_workers(pipeline_run):

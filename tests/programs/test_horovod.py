@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 from pathlib import Path
@@ -15,6 +14,7 @@ from kftrain.data.dataset import load_split
 from kftrain.steps.prep import prepare_dataset
 from testbed.launch_harness import launch_locally
 from testbed.manifests import mpijob_v1, mpijob_v2, replica
+from testbed.needs import require
 
 pytestmark = [
     pytest.mark.slow,
@@ -111,8 +111,7 @@ def test_horovod_torch_trains_checkpoints_and_resumes(tmp_path, dataset):
 
 @pytest.mark.usefixtures("horovod_tf")
 def test_horovod_keras_trains_checkpoints_and_resumes(tmp_path, dataset):
-    if importlib.util.find_spec("tf_keras") is None:
-        pytest.skip("tf_keras missing: the Horovod Keras trainer uses Keras 2")
+    require("tf_keras", reason="the Horovod Keras trainer uses Keras 2")
     model_dir, ckpt_dir = tmp_path / "model", tmp_path / "ckpt"
     trainer = two_rank_trainer(
         "kftrain.programs.horovod_tf", dataset, ckpt_dir, "--checkpoint-every-steps", "5", "--lr", "0.05"
