@@ -4,7 +4,31 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
+
+# What one message may quote of the input: a value of 2 MB quoted whole would make a 2 MB error line.
+MAX_QUOTED_CHARS = 200
+# A field path (a map's keys are the user's) and a message, whatever they quote: one line under 1 KB.
+MAX_FIELD_CHARS = 300
+MAX_MESSAGE_CHARS = 700
+
+
+def quoted(value: Any, limit: int = MAX_QUOTED_CHARS) -> str:
+    """``value`` as a message quotes it (``repr``), cut to ``limit`` characters with the length it had:
+    ``'aaaa…' (2097152 characters)``. Never for a secret's value."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text)} characters)"
+
+
+def bounded(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters, its head and tail kept (a message's end often says what is wrong:
+    "... is too long"), with how much was left out between them."""
+    if len(text) <= limit:
+        return text
+    head, tail = text[: limit * 2 // 3], text[-(limit // 4) :]
+    return f"{head} …({len(text) - len(head) - len(tail)} characters left out)… {tail}"
 
 
 class KftrainError(Exception):
@@ -16,9 +40,14 @@ class JobSpecError(KftrainError):
 
     ``field`` is the dotted path of the offending field (``spec.pytorchReplicaSpecs.Worker.replicas``)
     so the message points the user at the exact line to fix.
+
+    Every validation error is built here, so here both are bounded (:func:`bounded`): wherever a check quotes the
+    input, the line stays under 1 KB however large the value it quotes.
     """
 
     def __init__(self, field: str, message: str) -> None:
+        field = bounded(field, MAX_FIELD_CHARS)
+        message = bounded(message, MAX_MESSAGE_CHARS)
         self.field = field
         self.message = message
         super().__init__(f"{field}: {message}" if field else message)
@@ -32,8 +61,10 @@ class JobFailedError(KftrainError):
         super().__init__(message)
 
 
-# "scheme://user:password@host": the credentials of a URL, wherever one is printed.
-_URL_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]*@")
+# "scheme://user:password@host": the credentials of a URL, wherever one is printed. The userinfo ends at the
+# authority's last "@" (golang/go@go1.24.0:src/net/url/url.go parseAuthority, strings.LastIndex), so a password
+# holding an "@" is hidden whole.
+_URL_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")
 
 
 def redact_urls(text: str) -> str:

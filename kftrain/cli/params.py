@@ -12,15 +12,10 @@ from kftrain.errors import KftrainError
 
 def read_params_file(path: str) -> dict[str, Any]:
     """A YAML (or JSON) mapping of parameter names to values; an error naming the file."""
-    import yaml
+    from kftrain.job.manifest.parse import PARAMETERS, read_yaml_file
 
-    try:
-        with open(path, encoding="utf-8") as handle:
-            loaded = yaml.safe_load(handle)
-    except OSError as exc:
-        raise KftrainError(f"--params-file {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise KftrainError(f"--params-file {path}: not YAML ({exc})") from None
+    docs = read_yaml_file(path, PARAMETERS, source=f"--params-file {path}")  # bounded, as a manifest is read
+    loaded = docs[0] if len(docs) == 1 else docs
     if not isinstance(loaded, dict) or not all(isinstance(k, str) for k in loaded):
         raise KftrainError(f"--params-file {path}: expected a mapping of parameter names to values")
     return dict(loaded)

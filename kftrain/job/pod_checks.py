@@ -15,7 +15,11 @@ Where each rule comes from:
   the kubernetes/kubernetes snapshot is too large to fetch here, so it was read from the stored index of that
   file (commit 000f2605), whose rules for these fields are those of every release since 1.19;
 * image references: ``distribution/reference@v0.6.0:regexp.go`` (the grammar the kubelet parses an image with;
-  ``InvalidImageName`` otherwise) and ``reference.go`` (a repository name of at most 255 characters).
+  ``InvalidImageName`` otherwise) and ``reference.go`` (a repository name of at most 255 characters);
+* a container's env, resources and volume mounts, and a pod's volumes, at
+  ``kubernetes/kubernetes@v1.36.3:pkg/apis/core/validation/validation.go``: ValidateEnv and
+  validateEnvVarValueFrom, ValidateContainerResourceRequirements (with ``pkg/apis/core/helper/helpers.go``:
+  IsNativeResource, IsOvercommitAllowed, IsExtendedResourceName), ValidateVolumes, ValidateVolumeMounts.
 
 A value that may be a secret (what ``secret_env`` was given) is never quoted in a message.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from kftrain.errors import JobSpecError
@@ -52,6 +57,24 @@ _IMAGE = re.compile(
     r"(?::[\w][\w.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
 )
 IMAGE_NAME_MAX = 255
+# quantity.go's suffixes, as the power of their base: binary (Ki = 2**10) and decimal (k = 10**3; n = 10**-9).
+_BINARY_SUFFIXES = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+# helper.IsStandardContainerResourceName: the resources a container may name without a domain (and hugepages-<size>).
+STANDARD_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+RESOURCE_SECTIONS = ("limits", "requests")
+RESOURCE_FIELDS = (*RESOURCE_SECTIONS, "claims")  # claims: the pod's resourceClaims this container uses, by name
+# validateEnvVarValueFrom: a valueFrom names exactly one source (fileKeyRef behind the EnvFiles gate).
+ENV_SOURCES = ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef", "fileKeyRef")
+VOLUME_MOUNT_FIELDS = (
+    "name",
+    "mountPath",
+    "readOnly",
+    "recursiveReadOnly",
+    "subPath",
+    "subPathExpr",
+    "mountPropagation",
+)
 TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
 TOLERATION_OPERATORS = ("Equal", "Exists")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -269,3 +292,182 @@ def toleration(field: str, value: Any) -> dict[str, Any]:
         if effect != "NoExecute":
             raise JobSpecError(f"{field}.effect", "must be NoExecute when tolerationSeconds is set")
     return dict(given)
+
+
+def tolerations(field: str, value: Any) -> list[dict[str, Any]]:
+    """A list of tolerations, each as :func:`toleration` checks it."""
+    return [toleration(f"{field}[{i}]", t) for i, t in enumerate(list_of(field, value))]
+
+
+def env_source(field: str, value: Any) -> dict[str, Any]:
+    """A variable's ``valueFrom`` as validateEnvVarValueFrom checks it: exactly one source; a secret's or a
+    ConfigMap's name and key valid; a field's path and a resource named."""
+    given = mapping(field, value)
+    unknown = sorted(str(k) for k in given if k not in ENV_SOURCES)
+    if unknown:
+        raise JobSpecError(f"{field}.{unknown[0]}", f"unknown field (known: {', '.join(ENV_SOURCES)})")
+    if len(given) != 1:
+        raise JobSpecError(field, f"must name exactly one source ({', '.join(ENV_SOURCES)}), got {len(given)}")
+    (source,) = given
+    ref = mapping(f"{field}.{source}", given[source])
+    required = {
+        "secretKeyRef": "key",
+        "configMapKeyRef": "key",
+        "fieldRef": "fieldPath",
+        "resourceFieldRef": "resource",
+    }
+    if source in required and not text(f"{field}.{source}.{required[source]}", ref.get(required[source]) or ""):
+        raise JobSpecError(f"{field}.{source}.{required[source]}", "missing")
+    if source in ("secretKeyRef", "configMapKeyRef"):
+        dns1123_subdomain(f"{field}.{source}.name", ref.get("name") or "")
+        secret_key(f"{field}.{source}.key", text(f"{field}.{source}.key", ref["key"]))
+    return dict(given)
+
+
+def quantity_value(value: str) -> Decimal:
+    """The number a quantity (checked by :func:`quantity`) stands for: ``500m`` is 0.5, ``1Ki`` 1024, ``1e3`` 1000."""
+    match = re.fullmatch(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))(.*)", value)
+    if match is None:
+        raise ValueError(value)
+    number, suffix = Decimal(match.group(1)), match.group(2)
+    if suffix in _BINARY_SUFFIXES:
+        return number * 2 ** _BINARY_SUFFIXES[suffix]
+    if suffix in _DECIMAL_SUFFIXES:
+        return number.scaleb(_DECIMAL_SUFFIXES[suffix])
+    return number.scaleb(int(suffix[1:]))  # e<exponent>
+
+
+def _native(resource: str) -> bool:
+    """helper.IsNativeResource: no domain, or a kubernetes.io one."""
+    return "/" not in resource or "kubernetes.io/" in resource
+
+
+def _overcommit_allowed(resource: str) -> bool:
+    """helper.IsOvercommitAllowed: a native resource other than hugepages (a GPU's request must equal its limit)."""
+    return _native(resource) and not resource.startswith("hugepages-")
+
+
+def resource_name(field: str, value: Any) -> str:
+    """A container resource's name (validateContainerResourceName): cpu, memory, ephemeral-storage or hugepages-<size>
+    without a domain; else a qualified name, and outside kubernetes.io an extended resource (IsExtendedResourceName:
+    ``requests.<name>`` a qualified name too)."""
+    given = text(field, value)
+    if "/" not in given:
+        if given not in STANDARD_CONTAINER_RESOURCES and not given.startswith("hugepages-"):
+            raise JobSpecError(
+                field,
+                f"{shown(given)} must be a standard resource for containers "
+                f"({', '.join(STANDARD_CONTAINER_RESOURCES)}, hugepages-<size>) or a domain-qualified one "
+                "(e.g. nvidia.com/gpu)",
+            )
+        return given
+    qualified_name(field, given)
+    if not _native(given) and not given.startswith("requests."):
+        qualified_name(field, f"requests.{given}")
+    return given
+
+
+def resources(field: str, value: Any) -> dict[str, Any]:
+    """A container's ``resources`` as ValidateContainerResourceRequirements checks them: each value by
+    :func:`resource_values`, then a request at most its limit, equal to it for a resource that cannot be overcommitted
+    (a GPU, hugepages), and such a request needs a limit. The quantities come back as strings (KFP hands a number as
+    a double)."""
+    out = resource_values(field, value)
+    limits = out.get("limits", {})
+    for resource, amount in out.get("requests", {}).items():
+        where = f"{field}.requests.{resource}"
+        if resource not in limits:
+            if not _overcommit_allowed(resource):
+                raise JobSpecError(f"{field}.limits.{resource}", "Limit must be set for non overcommitable resources")
+            continue
+        requested, limit = quantity_value(amount), quantity_value(limits[resource])
+        if requested != limit and not _overcommit_allowed(resource):
+            raise JobSpecError(where, f"{amount} must be equal to {resource} limit of {limits[resource]}")
+        if requested > limit:
+            raise JobSpecError(where, f"{amount} must be less than or equal to {resource} limit of {limits[resource]}")
+    return out
+
+
+def resource_values(field: str, value: Any) -> dict[str, Any]:
+    """The rules of :func:`resources` that hold for each value alone: ``limits`` and ``requests`` each a mapping of
+    resource names to quantities (an extended resource's a whole number), ``claims`` a list of claims each named.
+    Alone, for resources merged into others before they are used (a TrainJob's resourcesPerNode): how a request
+    and its limit agree is for the merged whole."""
+    given = mapping(field, value)
+    unknown = sorted(str(k) for k in given if k not in RESOURCE_FIELDS)
+    if unknown:
+        raise JobSpecError(f"{field}.{unknown[0]}", f"unknown field (known: {', '.join(RESOURCE_FIELDS)})")
+    out: dict[str, Any] = {}
+    for i, claim in enumerate(list_of(f"{field}.claims", given.get("claims") or [])):
+        if not text(f"{field}.claims[{i}].name", mapping(f"{field}.claims[{i}]", claim).get("name") or ""):
+            raise JobSpecError(f"{field}.claims[{i}].name", "missing: the name of one of the pod's resourceClaims")
+    if given.get("claims"):
+        out["claims"] = [dict(claim) for claim in given["claims"]]
+    for section in RESOURCE_SECTIONS:
+        if given.get(section) is None:
+            continue
+        out[section] = {}
+        for resource, amount in mapping(f"{field}.{section}", given[section]).items():
+            where = f"{field}.{section}.{resource}"
+            name_ = resource_name(where, resource)
+            amount_ = quantity(where, amount)
+            if not amount_:
+                raise JobSpecError(where, "missing: a quantity (e.g. 2, 500m, 4Gi)")
+            if not _native(name_) and quantity_value(amount_) % 1:
+                raise JobSpecError(where, f"{shown(amount_)} must be an integer (an extended resource is counted)")
+            out[section][name_] = amount_
+    return out
+
+
+def volumes(field: str, value: Any) -> list[dict[str, Any]]:
+    """A pod's volumes as ValidateVolumes checks them: each a name (a DNS-1123 label, used once) and exactly one
+    source (``persistentVolumeClaim``, ``secret``, ``emptyDir``...)."""
+    seen: dict[str, int] = {}
+    out = []
+    for i, volume in enumerate(list_of(field, value)):
+        given = mapping(f"{field}[{i}]", volume)
+        name_ = text(f"{field}[{i}].name", given.get("name", ""))
+        if not is_dns1123_label(name_):
+            raise JobSpecError(
+                f"{field}[{i}].name",
+                f"{shown(name_)} is not a valid volume name: a DNS-1123 label (at most 63 lower-case letters, digits "
+                "and '-', no '.')",
+            )
+        if name_ in seen:
+            raise JobSpecError(
+                f"{field}[{i}].name", f"{name_!r} is already the name of {field}[{seen[name_]}]: each once"
+            )
+        seen[name_] = i
+        sources = [k for k in given if k != "name"]
+        if len(sources) != 1:
+            raise JobSpecError(
+                f"{field}[{i}]",
+                "must specify a volume type (persistentVolumeClaim, secret, emptyDir...)"
+                if not sources
+                else f"may not specify more than 1 volume type (got {', '.join(map(str, sources))})",
+            )
+        mapping(f"{field}[{i}].{sources[0]}", given[sources[0]])
+        out.append(dict(given))
+    return out
+
+
+def volume_mounts(field: str, value: Any) -> list[dict[str, Any]]:
+    """A container's volume mounts as ValidateVolumeMounts checks them, the volumes aside (a pod's check): each names
+    a volume and an absolute path (:func:`mount_path`), every path once."""
+    seen: dict[str, int] = {}
+    out = []
+    for i, mount in enumerate(list_of(field, value)):
+        given = mapping(f"{field}[{i}]", mount)
+        unknown = sorted(str(k) for k in given if k not in VOLUME_MOUNT_FIELDS)
+        if unknown:
+            raise JobSpecError(f"{field}[{i}].{unknown[0]}", f"unknown field (known: {', '.join(VOLUME_MOUNT_FIELDS)})")
+        if not text(f"{field}[{i}].name", given.get("name", "")):
+            raise JobSpecError(f"{field}[{i}].name", "missing: the name of a volume of the pod")
+        path = mount_path(f"{field}[{i}].mountPath", given.get("mountPath", ""))
+        if path in seen:
+            raise JobSpecError(
+                f"{field}[{i}].mountPath", f"{path!r} is already mounted by {field}[{seen[path]}]: each path once"
+            )
+        seen[path] = i
+        out.append(dict(given))
+    return out

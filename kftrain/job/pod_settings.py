@@ -57,8 +57,12 @@ class PodSettings:
     secret_env: Mapping[str, str] = launch_input(
         {}, 'Variables read from secrets: {"ENV_NAME": "secret-name/key"}, never literal.'
     )
+    # KFP's own secret, which KFP's profile controller makes in every profile namespace (kubeflow/pipelines@2.17.0:
+    # manifests/kustomize/base/installs/multi-user/pipelines-profile-controller/sync.py, mlpipeline-minio-artifact):
+    # the default of the components and of every shipped pipeline alike. Read optionally (secret_refs,
+    # _volume_sources), so a namespace without it, or a local run, gets no credentials from it and still runs.
     storage_secret: str = launch_input(
-        "",
+        "mlpipeline-minio-artifact",
         "Secret with the object store's accesskey/secretkey (KFP's mlpipeline-minio-artifact layout); empty: none.",
     )
     cpu: str = launch_input("", 'CPU request and limit of each replica (e.g. "2"); empty: none.')
@@ -95,10 +99,7 @@ class PodSettings:
             self, "queue_name", check.label_value("queue_name", check.name("queue_name", self.queue_name))
         )
         object.__setattr__(self, "node_selector", check.labels("node_selector", self.node_selector))
-        tolerations = check.list_of("tolerations", self.tolerations)
-        object.__setattr__(
-            self, "tolerations", [check.toleration(f"tolerations[{i}]", t) for i, t in enumerate(tolerations)]
-        )
+        object.__setattr__(self, "tolerations", check.tolerations("tolerations", self.tolerations))
         pull = check.list_of("image_pull_secrets", self.image_pull_secrets)
         object.__setattr__(
             self,

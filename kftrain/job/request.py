@@ -15,15 +15,43 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kftrain.contract import CHECKPOINT_ENV, DATASET_ENV, MODEL_ENV
 from kftrain.errors import JobSpecError
 from kftrain.job import pod_checks as check
 from kftrain.job.build import ReplicaInput, build_job
 from kftrain.job.kinds import KindOptions, Workload, kind_for, launch_input
-from kftrain.job.model import CleanPodPolicy, RestartPolicy, RunPolicy, TrainingJob
+from kftrain.job.model import CleanPodPolicy, EnvVar, RestartPolicy, RunPolicy, TrainingJob
 from kftrain.job.validate import validate_job
 
 _WHOLE_FLOAT = re.compile(r"^-?\d+\.0$")
 RUN_POLICY = "run policy"  # the group of the inputs that shape a job built from inputs' run policy
+# The variables the launch step gives every replica from its own inputs (kftrain.launch.step.Artifacts), where the
+# replica's env lacks them: given by an env input they would win, and the replicas would write the model where the
+# step never looks for it.
+STEP_VARIABLES = {
+    DATASET_ENV: "the dataset_uri input",
+    MODEL_ENV: "the model output's URI",
+    CHECKPOINT_ENV: "the checkpoint_uri input",
+}
+
+
+def env_input(field: str, name: Any, value: Any = "", value_from: Any = None) -> EnvVar:
+    """One variable an input gives every replica, named ``field`` in errors: an entry of the ``env`` input
+    (``env.NAME``) or of the launch task's own env (``task_config.env[i]``). Checked as the API server checks a
+    container's env (IsEnvVarName; a string value, NUL-free; or a ``valueFrom``, not both: :mod:`.pod_checks`), and
+    not one the launch step sets from its inputs (:data:`STEP_VARIABLES`). A value is never quoted: it may be a
+    secret given by mistake."""
+    name = check.env_name(field, name)
+    if name in STEP_VARIABLES:
+        raise JobSpecError(field, f"{name} is set by the launch step from {STEP_VARIABLES[name]}; give it there")
+    if value_from is not None:
+        if value:
+            raise JobSpecError(f"{field}.valueFrom", "may not be specified when `value` is not empty")
+        return EnvVar(name=name, value_from=check.env_source(f"{field}.valueFrom", value_from))
+    literal = check.text(field, value, secret=True)
+    if "\0" in literal:
+        raise JobSpecError(field, f"{name}: contains a NUL character, which no variable can hold")
+    return EnvVar(name=name, value=literal)
 
 
 def command_line_value(value: object) -> str:
@@ -85,10 +113,8 @@ class JobRequest:
             command_line_value(check.text(f"command[{i}]", w)) for i, w in enumerate(_words("command", self.command))
         ]
         self.args = [command_line_value(check.text(f"args[{i}]", w)) for i, w in enumerate(_words("args", self.args))]
-        env = {}
-        for name, value in check.mapping("env", self.env).items():
-            env[check.env_name(f"env.{name}", name)] = check.text(f"env.{name}", value)
-        self.env = env
+        variables = [env_input(f"env.{name}", name, value) for name, value in check.mapping("env", self.env).items()]
+        self.env = {var.name: var.value or "" for var in variables}
         _choice(RestartPolicy, self.restart_policy, "restart_policy")
         _choice(CleanPodPolicy, self.clean_pod_policy, "clean_pod_policy")
         self.backoff_limit = check.integer("backoff_limit", self.backoff_limit, low=0, high=check.INT32_MAX)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 
-from kftrain.errors import JobSpecError
+from kftrain.errors import JobSpecError, quoted
+from kftrain.job import affinity_checks
 from kftrain.job import pod_checks as check
 from kftrain.job.kinds import Kind, kind_of
 from kftrain.job.model import EnvVar, PodSpec, RestartPolicy, TrainingJob
@@ -96,22 +97,17 @@ def _validate_metadata(job: TrainingJob) -> None:
     if name and not is_job_name(name):
         raise JobSpecError(
             "metadata.name",
-            f"{_shown(name)} must be lower-case letters, digits and '-', start with a letter, end alphanumeric, "
+            f"{quoted(name)} must be lower-case letters, digits and '-', start with a letter, end alphanumeric, "
             f"at most {_MAX_NAME} characters (the operator names pods and services after it)",
         )
     prefix = job.metadata.generate_name
     if prefix and not name and (len(prefix) > _MAX_NAME - _GENERATED_SUFFIX or not _GENERATE_NAME_RE.fullmatch(prefix)):
         raise JobSpecError(
             "metadata.generateName",
-            f"{_shown(prefix)} must be lower-case letters, digits and '-', start with a letter, at most "
+            f"{quoted(prefix)} must be lower-case letters, digits and '-', start with a letter, at most "
             f"{_MAX_NAME - _GENERATED_SUFFIX} characters (the API server appends {_GENERATED_SUFFIX} random "
             "characters to make the job's name)",
         )
-
-
-def _shown(text: str) -> str:
-    """``text`` quoted for a one-line message, shortened when long."""
-    return repr(text if len(text) <= 80 else text[:80] + "...")
 
 
 def _validate_containers(kind: Kind, job: TrainingJob, rtype: str, path: str) -> None:
@@ -123,8 +119,8 @@ def _validate_containers(kind: Kind, job: TrainingJob, rtype: str, path: str) ->
     for i, container in enumerate(containers):
         if not container.name:
             raise JobSpecError(f"{cpath}[{i}].name", "missing")
-        _validate_program(container.command, f"{cpath}[{i}].command")
-        _validate_program(container.args, f"{cpath}[{i}].args")
+        check_program(container.command, f"{cpath}[{i}].command")
+        check_program(container.args, f"{cpath}[{i}].args")
         _validate_env(container.env or [], f"{cpath}[{i}].env")
     main = kind.main_container_name(job, rtype)
     if main is not None and main not in names:
@@ -137,9 +133,9 @@ def _validate_containers(kind: Kind, job: TrainingJob, rtype: str, path: str) ->
 
 def _validate_pod(pod: PodSpec, path: str) -> None:
     """What the API server checks when the operator creates the replica's pods (ValidatePodSpec; see
-    :mod:`kftrain.job.pod_checks`): placement, identity, pull secrets, volumes. A custom resource's pod template is
-    only checked against the CRD's schema when the job is created, so a pod the API server refuses would otherwise
-    leave the job waiting for pods that are never created."""
+    :mod:`kftrain.job.pod_checks` and :mod:`kftrain.job.affinity_checks`): placement, identity, pull secrets,
+    volumes, resources. A custom resource's pod template is only checked against the CRD's schema when the job is
+    created, so a pod the API server refuses would otherwise leave the job waiting for pods that are never created."""
     if pod.node_selector is not None:
         check.labels(f"{path}.nodeSelector", pod.node_selector)
     for i, toleration in enumerate(pod.tolerations or []):
@@ -151,26 +147,15 @@ def _validate_pod(pod: PodSpec, path: str) -> None:
     for i, secret in enumerate(pod.image_pull_secrets or []):
         if isinstance(secret, dict) and secret.get("name"):
             check.dns1123_subdomain(f"{path}.imagePullSecrets[{i}].name", secret["name"])
-    names: dict[str, int] = {}
-    for i, volume in enumerate(pod.extra.get("volumes") or []):
-        name = volume.get("name") if isinstance(volume, dict) else None
-        where = f"{path}.volumes[{i}].name"
-        if not isinstance(name, str) or not check.is_dns1123_label(name):
-            raise JobSpecError(
-                where,
-                f"{check.shown(name)} is not a valid volume name: a DNS-1123 label (at most 63 lower-case "
-                "letters, digits and '-', no '.')",
-            )
-        if name in names:
-            raise JobSpecError(where, f"{name!r} is already the name of {path}.volumes[{names[name]}]: each once")
-        names[name] = i
+    if pod.extra.get("affinity") is not None:
+        affinity_checks.affinity(f"{path}.affinity", pod.extra["affinity"])
+    check.volumes(f"{path}.volumes", pod.extra.get("volumes") or [])
     for j, container in enumerate(pod.containers):
         cpath = f"{path}.containers[{j}]"
         if container.image:
             check.image(f"{cpath}.image", container.image)
-        for section in ("requests", "limits"):
-            for resource, amount in ((container.resources or {}).get(section) or {}).items():
-                check.quantity(f"{cpath}.resources.{section}.{resource}", amount)
+        if container.resources is not None:
+            check.resources(f"{cpath}.resources", container.resources)
         mounted: dict[str, int] = {}
         for k, mount in enumerate(container.extra.get("volumeMounts") or []):
             mount_path = str(mount.get("mountPath")) if isinstance(mount, dict) else ""
@@ -187,28 +172,32 @@ def _validate_pod(pod: PodSpec, path: str) -> None:
                 check.secret_key(f"{cpath}.env[{k}].valueFrom.secretKeyRef.key", str(ref.get("key") or ""))
 
 
-def _validate_program(words: list[str] | None, path: str) -> None:
+def check_program(words: list[str] | None, path: str) -> None:
+    """A command or args: no word holds a NUL."""
     for k, word in enumerate(words or []):
         if "\0" in word:
             raise JobSpecError(f"{path}[{k}]", "contains a NUL character, which no program argument can hold")
 
 
 def _validate_env(env: list[EnvVar], path: str) -> None:
-    """Names as the API server accepts them, each once (kubelet would silently keep only the last), no NULs."""
+    """Each variable by :func:`check_env_var`, each name once (kubelet would silently keep only the last)."""
     first: dict[str, int] = {}
     for j, var in enumerate(env):
-        if not var.name:
-            raise JobSpecError(f"{path}[{j}].name", "missing")
-        check.env_name(f"{path}[{j}].name", var.name)
+        check_env_var(var, f"{path}[{j}]")
         if var.name in first:
             raise JobSpecError(
                 f"{path}[{j}].name", f"{var.name!r} is already set by {path}[{first[var.name]}]; set it once"
             )
         first[var.name] = j
-        if var.value is not None and "\0" in var.value:
-            raise JobSpecError(
-                f"{path}[{j}].value", f"{var.name}: contains a NUL character, which no variable can hold"
-            )
+
+
+def check_env_var(var: EnvVar, path: str) -> None:
+    """One variable: a name as the API server accepts it, no NUL in its value."""
+    if not var.name:
+        raise JobSpecError(f"{path}.name", "missing")
+    check.env_name(f"{path}.name", var.name)
+    if var.value is not None and "\0" in var.value:
+        raise JobSpecError(f"{path}.value", f"{var.name}: contains a NUL character, which no variable can hold")
 
 
 def _validate_run_policy(job: TrainingJob, where: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,18 +77,39 @@ def store_endpoint_env(uri: str) -> dict[str, str]:
             endpoint = None
         if endpoint:
             values["AWS_ENDPOINT_URL"] = endpoint
+    for name, value in values.items():
+        # The value becomes a literal env var of the job, which anyone who may read the job reads: a credential in
+        # the URL would be published there. Credentials reach replicas by secretKeyRef (storage_secret) only.
+        host = _host_past_userinfo(value) if name != "AWS_REGION" else None
+        if host is not None:
+            raise JobSpecError(
+                name,
+                f"the object store's endpoint (host {host}) carries credentials in its URL, which would be "
+                "written into the job for every replica; give the endpoint without them and the credentials by "
+                "storage_secret (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY from a secret)",
+            )
     return values
 
 
-def inject_artifact_env(job: TrainingJob, artifacts: Artifacts) -> None:
-    """Put the artifact URIs (and the object store's endpoint) into every replica's main container."""
+def _host_past_userinfo(endpoint: str) -> str | None:
+    """The host of ``endpoint`` (``https://host:port``, or ``host:port`` as KFP's providers write it) when it names a
+    user before it (``user:password@host``), else None. The userinfo ends at the authority's last ``@``, as Go's
+    url.Parse reads it (golang/go@go1.24.0:src/net/url/url.go parseAuthority)."""
+    authority = endpoint.split("://", 1)[-1].split("/", 1)[0]
+    return authority.rsplit("@", 1)[1] if "@" in authority else None
+
+
+def inject_artifact_env(job: TrainingJob, artifacts: Artifacts, extra: Sequence[EnvVar] = ()) -> None:
+    """Put the artifact URIs (and the object store's endpoint), then ``extra``, into every replica's main
+    container; a variable the container already sets keeps its value."""
     values = {**store_endpoint_env(artifacts.model_uri), **artifacts.env()}
+    added = [*(EnvVar(name=k, value=v) for k, v in values.items()), *extra]
     for rtype in job.replica_specs:
         target = main_container(job, rtype)
         if target is None:
             continue
         existing = {e.name for e in target.env or []}
-        target.env = [*(target.env or []), *(EnvVar(name=k, value=v) for k, v in values.items() if k not in existing)]
+        target.env = [*(target.env or []), *(e for e in added if e.name not in existing)]
     validate_job(job)
 
 
@@ -99,9 +121,11 @@ def prepare_job(
     task: TaskSettings | None = None,
     run_id: str = "",
     task_id: str = "",
+    env: Sequence[EnvVar] = (),
 ) -> TrainingJob:
     """``job`` as the launch step submits it: named and labelled from its run, the platform's pod settings (the
-    explicit inputs, then what the launch task's own settings still fill in) and the artifact URIs added."""
+    explicit inputs, then what the launch task's own settings still fill in), the artifact URIs and ``env``
+    added."""
     if run_id or task_id:
         if not (run_id and task_id):
             raise JobSpecError("run_id" if not run_id else "task_id", "missing: a job is named from both ids")
@@ -109,7 +133,7 @@ def prepare_job(
     job = apply_pod_settings(job, pods)
     if task is not None:
         job = apply_task_settings(job, task)
-    inject_artifact_env(job, artifacts)
+    inject_artifact_env(job, artifacts, env)
     return job
 
 

@@ -15,8 +15,9 @@ credentials' secret through the Kubernetes API as the launcher does:
 - ``minio://`` without a provider: region ``minio``, plain HTTP, the secret ``mlpipeline-minio-artifact``
   (keys ``accesskey``/``secretkey``), and the endpoint of the backend's version: ``seaweedfs.kubeflow:9000``
   from 2.16.0 (kubeflow/pipelines@2.16.0:backend/src/v2/objectstore/config.go,
-  ``DefaultEndpointInMultiUserMode``), before it the ``minio-service`` of the pod's own namespace when
-  Kubernetes gave it ``MINIO_SERVICE_SERVICE_HOST``/``_PORT``, else ``minio-service.kubeflow:9000``
+  ``DefaultEndpointInMultiUserMode``), ``minio-service.kubeflow:9000`` at 2.15 (a constant:
+  kubeflow/pipelines@2.15.0:backend/src/v2/config/env.go:182), before it the ``minio-service`` of the pod's own
+  namespace when Kubernetes gave it ``MINIO_SERVICE_SERVICE_HOST``/``_PORT``, else ``minio-service.kubeflow:9000``
   (kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/config.go, MinioDefaultEndpoint; config/env.go,
   getDefaultMinioSessionInfo);
 - ``s3://`` without a provider: the environment (``fromEnv``).
@@ -52,6 +53,8 @@ DEFAULT_SECRET_KEY_KEY = "secretkey"
 SEAWEEDFS_ENDPOINT = "seaweedfs.kubeflow:9000"  # KFP >= 2.16.0
 MINIO_SERVICE_ENDPOINT = "minio-service.kubeflow:9000"  # KFP < 2.16.0
 SEAWEEDFS_SINCE = (2, 16)
+# From 2.15.0 the default endpoint is a constant: the minio-service variables are no longer read.
+SERVICE_ENV_UNTIL = (2, 15)
 LAUNCHER_CONTAINER = "kfp-launcher"
 _SCHEMES = {"minio", "s3"}
 _RELEASE_TAG = re.compile(r":v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+][^:/@]*)?$")
@@ -103,9 +106,14 @@ def split_bucket(uri: str) -> tuple[str, str, str]:
 
 
 def default_minio_endpoint(version: tuple[int, int] | None, env: dict[str, str] | os._Environ[str]) -> str:
-    """KFP's default store endpoint at ``version`` (None: unknown, the newest)."""
+    """KFP's default store endpoint at ``version`` (None: unknown, the newest): before 2.15 the pod's
+    ``minio-service`` variables when both are set (kubeflow/pipelines@2.14.0:backend/src/v2/config/env.go:169,
+    objectstore/config.go:166-180, MinioDefaultEndpoint); at 2.15 the constant ``minio-service.kubeflow:9000``
+    alone (@2.15.0 config/env.go:182, objectstore/config.go:29); from 2.16 ``seaweedfs.kubeflow:9000``."""
     if version is None or version >= SEAWEEDFS_SINCE:
         return SEAWEEDFS_ENDPOINT
+    if version >= SERVICE_ENV_UNTIL:
+        return MINIO_SERVICE_ENDPOINT
     host, port = env.get("MINIO_SERVICE_SERVICE_HOST"), env.get("MINIO_SERVICE_SERVICE_PORT")
     return f"{host}:{port}" if host and port else MINIO_SERVICE_ENDPOINT
 
@@ -340,7 +348,8 @@ class _Cluster:
         try:
             parsed = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise StorageError(f"kfp-launcher ConfigMap: providers is not valid YAML: {exc}") from None
+            problem = " ".join(str(exc).split())  # PyYAML's message spans lines (the snippet, a caret): one line
+            raise StorageError(f"kfp-launcher ConfigMap: providers is not valid YAML: {problem}") from None
         return decode_providers(parsed)  # every field typed here, once, as the launcher decodes them
 
     def version(self) -> tuple[int, int] | None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import os
 import posixpath
+import re
 from pathlib import Path
 from typing import Any
 
@@ -235,7 +236,11 @@ S3FS_TRIES = 1
 # What botocore takes for its retry variables (boto/botocore@1.43.117:botocore/configprovider.py reads
 # AWS_MAX_ATTEMPTS with int(); botocore/config.py _validate_retry_configuration: total attempts at least 1, the
 # modes below); a value it cannot read is named here, not raised as a ValueError from inside a client.
+# AWS_MAX_ATTEMPTS counts every attempt, the first included: botocore/args.py _compute_retry_max_attempts maps it to
+# the Config's ``total_max_attempts``, and a Config's ``max_attempts`` to retries after the first (value + 1).
 _RETRY_MODES = ("legacy", "standard", "adaptive")
+_WHOLE_NUMBER = re.compile(r"[0-9]+")
+DEFAULT_MAX_ATTEMPTS = 3  # attempts in all, as botocore's standard mode counts them (retries/standard.py)
 
 
 def _botocore_config() -> dict[str, Any]:
@@ -244,14 +249,14 @@ def _botocore_config() -> dict[str, Any]:
     The standard AWS_MAX_ATTEMPTS/AWS_RETRY_MODE variables still apply (an explicit Config would otherwise
     override them), so operators and tests can tune the inner layer without code changes.
     """
-    attempts = os.environ.get("AWS_MAX_ATTEMPTS") or "3"
-    if not attempts.strip().isdigit() or int(attempts) < 1:
+    attempts = os.environ.get("AWS_MAX_ATTEMPTS") or str(DEFAULT_MAX_ATTEMPTS)
+    if not _WHOLE_NUMBER.fullmatch(attempts.strip()) or int(attempts) < 1:  # not isdigit(): "³" is a digit to it
         raise StorageError(f"AWS_MAX_ATTEMPTS: {attempts[:40]!r} is not a whole number of at least 1")
     mode = os.environ.get("AWS_RETRY_MODE") or "standard"
     if mode not in _RETRY_MODES:
         raise StorageError(f"AWS_RETRY_MODE: {mode[:40]!r} is not one of {', '.join(_RETRY_MODES)}")
     return {
-        "retries": {"max_attempts": int(attempts), "mode": mode},
+        "retries": {"total_max_attempts": int(attempts), "mode": mode},
         "connect_timeout": CONNECT_TIMEOUT_S,
         "read_timeout": READ_TIMEOUT_S,
     }

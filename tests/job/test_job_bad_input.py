@@ -189,6 +189,38 @@ BAD_INPUT = [
         "metadata.labels.v",
         "expected a string",
     ),
+    # the pod the operator creates, as the API server checks it (kubernetes/kubernetes@v1.36.3:
+    # pkg/apis/core/validation/validation.go ValidateContainerResourceRequirements, validateAffinity, ValidateVolumes)
+    (
+        "request-above-limit",
+        pytorchjob({"Master": replica(1, resources={"limits": {"cpu": "1"}, "requests": {"cpu": "1500m"}})}),
+        f"{PT}.Master.template.spec.containers[0].resources.requests.cpu",
+        "1500m must be less than or equal to cpu limit of 1",
+    ),
+    (
+        "gpu-request-not-its-limit",
+        pytorchjob(
+            {"Master": replica(1, resources={"limits": {"nvidia.com/gpu": 2}, "requests": {"nvidia.com/gpu": 1}})}
+        ),
+        f"{PT}.Master.template.spec.containers[0].resources.requests.nvidia.com/gpu",
+        "1 must be equal to nvidia.com/gpu limit of 2",
+    ),
+    (
+        "affinity-not-a-mapping",
+        set_path(pytorchjob({"Master": 1}), "spec.pytorchReplicaSpecs.Master.template.spec.affinity", ["zone-a"]),
+        f"{PT}.Master.template.spec.affinity",
+        "expected a mapping",
+    ),
+    (
+        "volume-of-two-types",
+        set_path(
+            pytorchjob({"Master": 1}),
+            "spec.pytorchReplicaSpecs.Master.template.spec.volumes",
+            [{"name": "v", "emptyDir": {}, "persistentVolumeClaim": {"claimName": "c"}}],
+        ),
+        f"{PT}.Master.template.spec.volumes[0]",
+        "may not specify more than 1 volume type",
+    ),
     ("malformed-yaml", BAD_YAML, "<manifest>", "malformed YAML at line 4"),
     ("two-documents", "kind: TFJob\n---\nkind: TFJob\n", "<manifest>", "exactly one job among its 2 YAML documents"),
 ]

@@ -46,7 +46,7 @@ def test_build_job_exact_manifest(crd_schemas):
         ),
     )
     # Credentials come through the one pod-settings policy, as a secretKeyRef after the job's own env.
-    job = apply_pod_settings(built, PodSettings(secret_env={"TOKEN": "creds/token"}))
+    job = apply_pod_settings(built, PodSettings(secret_env={"TOKEN": "creds/token"}, storage_secret=""))
     shared_env = [
         {"name": "A", "value": "1"},
         {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
@@ -118,7 +118,9 @@ def test_build_job_per_kind(crd_schemas, kind, api_version, replicas, container_
         image="img",
         api_version=api_version,
     )
-    rendered = render_manifest(apply_pod_settings(job, PodSettings(tolerations=[{"key": "gpu", "operator": "Exists"}])))
+    rendered = render_manifest(
+        apply_pod_settings(job, PodSettings(tolerations=[{"key": "gpu", "operator": "Exists"}], storage_secret=""))
+    )
     specs = rendered["spec"][replica_key]
     kind_order = {"TFJob": ["Chief", "PS", "Worker"], "MPIJob": ["Launcher", "Worker"]}[kind]
     assert list(specs) == kind_order

@@ -78,6 +78,11 @@ REFUSED = [
     ({"env": {"X": [1]}}, "env.X"),
     ({"env": {"X": None}}, "env.X"),
     ({"env": ["X=1"]}, "env"),
+    # the variables the step sets from its inputs (the task's own env is refused the same: test_launch_task_config)
+    ({"env": {"KFTRAIN_MODEL_URI": "s3://elsewhere/model"}}, "env.KFTRAIN_MODEL_URI"),
+    ({"env": {"KFTRAIN_DATASET_URI": "s3://elsewhere/ds"}}, "env.KFTRAIN_DATASET_URI"),
+    ({"env": {"KFTRAIN_CHECKPOINT_URI": "s3://elsewhere/ckpt"}}, "env.KFTRAIN_CHECKPOINT_URI"),
+    ({"env": {"X": "a\0b"}}, "env.X"),
     ({"command": "python train.py"}, "command"),
     ({"args": [{"a": 1}]}, "args[0]"),
     # the operator's nprocPerNode: auto, cpu, gpu or a number >= 1
@@ -137,17 +142,22 @@ def _master(manifest: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
+def _env_value(manifest: dict[str, Any], name: str) -> Any:
+    """The literal value of ``name`` in the Master's env (the storage secret's variables beside it have none)."""
+    return {e["name"]: e.get("value") for e in _master(manifest)["containers"][0]["env"]}[name]
+
+
 @pytest.mark.parametrize(
     ("inputs", "where", "expected"),
     [
         # a number is the string it means: KFP hands maps and lists over as JSON, an int possibly as a double
         ({"nproc_per_node": 4}, lambda m: m["spec"]["nprocPerNode"], "4"),
         ({"nproc_per_node": 4.0}, lambda m: m["spec"]["nprocPerNode"], "4"),
-        ({"env": {"X": 5}}, lambda m: {e["name"]: e["value"] for e in _master(m)["containers"][0]["env"]}["X"], "5"),
-        ({"env": {"X": 5.0}}, lambda m: {e["name"]: e["value"] for e in _master(m)["containers"][0]["env"]}["X"], "5"),
+        ({"env": {"X": 5}}, lambda m: _env_value(m, "X"), "5"),
+        ({"env": {"X": 5.0}}, lambda m: _env_value(m, "X"), "5"),
         (
             {"env": {"X": 1.5}},
-            lambda m: {e["name"]: e["value"] for e in _master(m)["containers"][0]["env"]}["X"],
+            lambda m: _env_value(m, "X"),
             "1.5",
         ),
         ({"node_selector": {"pool": 3}}, lambda m: _master(m)["nodeSelector"], {"pool": "3"}),

@@ -99,6 +99,16 @@ def test_malformed_providers_are_refused_naming_the_field(providers: dict[str, A
         ((2, 5), {"MINIO_SERVICE_SERVICE_HOST": "10.0.0.7", "MINIO_SERVICE_SERVICE_PORT": "9000"}, "10.0.0.7:9000"),
         ((2, 15), {}, "minio-service.kubeflow:9000"),  # @2.15.0: DefaultMinioEndpointInMultiUserMode
         (
+            (2, 14),
+            {"MINIO_SERVICE_SERVICE_HOST": "10.0.0.7", "MINIO_SERVICE_SERVICE_PORT": "9000"},
+            "10.0.0.7:9000",
+        ),  # @2.14.0 config/env.go:169 still calls MinioDefaultEndpoint
+        (
+            (2, 15),
+            {"MINIO_SERVICE_SERVICE_HOST": "10.0.0.7", "MINIO_SERVICE_SERVICE_PORT": "9000"},
+            "minio-service.kubeflow:9000",
+        ),  # @2.15.0 config/env.go:182: the constant, the variables unread
+        (
             (2, 16),
             {"MINIO_SERVICE_SERVICE_HOST": "10.0.0.7", "MINIO_SERVICE_SERVICE_PORT": "9000"},
             "seaweedfs.kubeflow:9000",

@@ -9,7 +9,9 @@ with one line naming the field; a secret it cannot decode, or an AWS variable bo
 from __future__ import annotations
 
 import base64
+import http.server
 import logging
+import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,6 +20,7 @@ import pytest
 from kftrain import storage
 from kftrain.storage import kfp_store, uri
 from kftrain.storage.kfp_store import SessionInfo, session_info
+from testbed.s3_server import set_s3_env, short_client_backoff
 
 REF = {"secretName": "s3-creds", "accessKeyKey": "AK", "secretKeyKey": "SK"}
 
@@ -149,12 +152,35 @@ def test_a_secret_that_cannot_be_decoded_is_named_never_shown(case: str) -> None
     assert "not-base64" not in str(caught.value) and "\n" not in str(caught.value)
 
 
-def test_an_endpoint_with_a_password_is_logged_without_it(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "endpoint",
+    ["https://user:hunter2@store:9000", "https://user:hun@ter2@store:9000", "https://hunter2@store:9000"],
+)
+def test_an_endpoint_with_a_password_is_logged_without_it(endpoint: str, caplog: pytest.LogCaptureFixture) -> None:
     kfp_store.clear_cache()
     with caplog.at_level(logging.INFO, logger=kfp_store.__name__):
-        kfp_store._log_once("s3://b", "https://user:hunter2@store:9000", "kfp-launcher ConfigMap", "")
+        kfp_store._log_once("s3://b", endpoint, "kfp-launcher ConfigMap", "")
     kfp_store.clear_cache()
-    assert "hunter2" not in caplog.text and "https://***@store:9000" in caplog.text
+    assert "ter2" not in caplog.text and "https://***@store:9000" in caplog.text
+
+
+def test_a_configured_endpoint_with_a_password_is_logged_without_it(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The whole lookup, from the ConfigMap's providers to the log line (KFP writes the endpoint as host:port)."""
+
+    class Cluster:
+        def providers(self) -> Any:
+            return {"s3": {"default": {"endpoint": "user:hun@ter2@store:9000", "credentials": {"fromEnv": True}}}}
+
+    monkeypatch.setenv("KFP_POD_NAME", "step-pod")
+    monkeypatch.setattr(kfp_store, "_cluster", Cluster)
+    kfp_store._log_once.cache_clear()
+    with caplog.at_level(logging.INFO, logger=kfp_store.__name__):
+        store = kfp_store.kfp_store("s3://b/key")
+    kfp_store._log_once.cache_clear()
+    assert store is not None and store.session.endpoint == "user:hun@ter2@store:9000"
+    assert "ter2" not in caplog.text and "https://***@store:9000" in caplog.text
 
 
 @pytest.mark.parametrize(
@@ -162,6 +188,7 @@ def test_an_endpoint_with_a_password_is_logged_without_it(caplog: pytest.LogCapt
     [
         ("AWS_MAX_ATTEMPTS", "three", r"AWS_MAX_ATTEMPTS: 'three' is not a whole number of at least 1"),
         ("AWS_MAX_ATTEMPTS", "0", r"AWS_MAX_ATTEMPTS: '0' is not a whole number of at least 1"),
+        ("AWS_MAX_ATTEMPTS", "\u00b3", r"AWS_MAX_ATTEMPTS: '\u00b3' is not a whole number of at least 1"),  # isdigit()
         ("AWS_RETRY_MODE", "fast", r"AWS_RETRY_MODE: 'fast' is not one of legacy, standard, adaptive"),
     ],
 )
@@ -171,3 +198,44 @@ def test_aws_retry_variables_botocore_cannot_read_are_named(
     monkeypatch.setenv(name, value)
     with pytest.raises(storage.StorageError, match=match):
         uri._botocore_config()
+
+
+class _Failing(http.server.BaseHTTPRequestHandler):
+    """Answers every request 500 InternalError (retried by botocore's standard mode), counting them."""
+
+    seen = 0
+
+    def _fail(self) -> None:
+        type(self).seen += 1
+        body = b"<Error><Code>InternalError</Code><Message>down</Message></Error>"
+        self.send_response(500)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_HEAD = do_PUT = _fail
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("attempts", [1, 2, 3])
+def test_aws_max_attempts_counts_every_attempt(attempts: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """AWS_MAX_ATTEMPTS=N is N requests in all, the first included (boto/botocore@1.43.117:botocore/args.py
+    _compute_retry_max_attempts: the variable is ``total_max_attempts``; a Config's ``max_attempts`` would be N + 1)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Failing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        set_s3_env(monkeypatch, f"http://127.0.0.1:{server.server_address[1]}")
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", str(attempts))
+        short_client_backoff(monkeypatch)
+        _Failing.seen = 0
+        fs, path = uri.filesystem("s3://bucket/key")  # the filesystem alone: no retry layer of kftrain's above it
+        with pytest.raises(Exception):  # noqa: B017 (whatever botocore raises once it gives up)
+            fs.cat_file(path)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert _Failing.seen == attempts

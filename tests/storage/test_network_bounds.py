@@ -90,8 +90,8 @@ def bounded(call: Callable[[], Any]) -> BaseException:
 def silent_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     with silent_server() as endpoint:
         set_s3_env(monkeypatch, endpoint)
-        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
-        short_client_backoff(monkeypatch)  # botocore still tries a second time (its count is tries after the first)
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")  # one attempt in all: botocore retries nothing
+        short_client_backoff(monkeypatch)
         monkeypatch.setattr(uri, "CONNECT_TIMEOUT_S", TIMEOUT_S)
         monkeypatch.setattr(uri, "READ_TIMEOUT_S", TIMEOUT_S)
         yield "s3://bucket"
@@ -181,6 +181,8 @@ def test_a_host_with_credentials_is_never_printed_with_them(
         ("s3://bucket/key@2", "s3://bucket/key@2"),  # an @ in a path is not userinfo
         ("no url here: a@b", "no url here: a@b"),
         ("two: http://a:b@x and https://c:d@y/", "two: http://***@x and https://***@y/"),
+        ("https://alice:p@ss@store:9000/b", "https://***@store:9000/b"),  # the userinfo ends at the last @
+        ("http://a:b@x/key@2", "http://***@x/key@2"),  # ...of the authority: not one in the path
     ],
 )
 def test_credentials_in_urls_are_redacted(text: str, shown: str) -> None:

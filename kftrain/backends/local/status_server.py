@@ -14,8 +14,9 @@ Anyone on the machine can connect, so no client holds anything but its own conne
 the connection's own thread, never in the accept loop, and every read on a connection has a deadline (the Trainer's
 ``http.Server`` ``ReadTimeout``, server.go readTimeout), after which it is closed; :meth:`StatusServer.stop` closes
 the connections still open, so the job's end never waits on a client. A ``Content-Length`` that is not a decimal
-number of bytes is a 400 as in Go's net/http, a body without one (chunked) is not read (411), and an error in a
-connection's thread is never printed on the job's console.
+number of bytes an int64 holds is a 400 as in Go's net/http, one over 64 KiB a 413 at once (the body unread), a body
+without one (chunked) is not read (411), and an error in a connection's thread is never printed on the job's
+console.
 
 What differs, on purpose: the token is a random one made for the job and compared exactly (the Trainer verifies a
 projected service-account token whose audience names the TrainJob: ``pkg/statusserver/auth.go:68-98``); the body is
@@ -34,17 +35,24 @@ import secrets
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from kftrain.errors import quoted
 from kftrain.job.kinds.trainjob.policies import status_path
 from kftrain.job.topology import StatusEndpoint
 
 MAX_BODY = 1 << 16  # pkg/statusserver/server.go:33-34 maxBodySize
 DRAIN_LIMIT = 256 << 10  # Go net/http: the unread body a server reads before closing (maxPostHandlerReadBytes)
+# The largest Content-Length Go's net/http takes: strconv.ParseUint(cl, 10, 63); a larger one is "bad Content-Length",
+# 400, before any handler runs (golang/go@go1.26.8:src/net/http/transfer.go parseContentLength; Trainer v2.3.0 builds
+# with golang:1.26, kubeflow/trainer@v2.3.0:cmd/trainer-controller-manager/Dockerfile, go.mod "go 1.26.0").
+MAX_CONTENT_LENGTH = (1 << 63) - 1
 _CA_FILE, _TOKEN_FILE = "ca.crt", "token"  # plugins/trainjobstatus/trainjobstatus.go:49-50
+RST_AVOIDANCE_DELAY_S = 0.5  # Go net/http server.go rstAvoidanceDelay: the answer's head start on a reset
 READ_TIMEOUT_S = 10.0  # server.go readTimeout (10 s): the handshake and every read of a request
 # Go's time.RFC3339 layout as time.Parse reads it (fractional seconds allowed after the seconds), ASCII digits only.
 _RFC3339 = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:[.,]\d+)?(?:Z|[+-](\d\d):(\d\d))", re.ASCII)
@@ -73,11 +81,11 @@ def check_trainer_status(status: Any) -> str | None:
         return "trainerStatus: lastUpdatedTime is required when trainerStatus is present"
     # A metav1.Time (the CRD: format date-time), which the status server decodes before applying (server.go:147-154).
     if not is_rfc3339(status["lastUpdatedTime"]):
-        return f"trainerStatus.lastUpdatedTime: must be an RFC 3339 time, got {status['lastUpdatedTime']!r}"
+        return f"trainerStatus.lastUpdatedTime: must be an RFC 3339 time, got {quoted(status['lastUpdatedTime'])}"
     for key, low, high in (("progressPercentage", 0, 100), ("estimatedRemainingSeconds", 0, 2**31 - 1)):  # :568-579
         value = status.get(key)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high):
-            return f"trainerStatus.{key}: must be an integer in [{low}, {high}], got {value!r}"
+            return f"trainerStatus.{key}: must be an integer in [{low}, {high}], got {quoted(value)}"
     metrics = status.get("metrics") or []
     if not isinstance(metrics, list) or len(metrics) > 256:  # :583 MaxItems=256
         return "trainerStatus.metrics: must be a list of at most 256 metrics"
@@ -199,14 +207,19 @@ class _Server(ThreadingHTTPServer):
 
 
 def _close_write_and_wait(conn: socket.socket) -> None:
-    """End the connection's sending, then read what the client still sends for a moment before it is closed, as Go's
-    net/http does (server.go closeWriteAndWait, rstAvoidanceDelay 500 ms): a connection closed on unread bytes is
-    reset, and the client then sees the reset, not the answer."""
+    """End the connection's sending, then give the client a moment to read the answer before the connection is
+    closed, as Go's net/http does (server.go closeWriteAndWait, rstAvoidanceDelay 500 ms): a connection closed on
+    unread bytes is reset, and a client still sending its body would then see the reset, not the answer. Within that
+    moment what the client sends is read and dropped, up to 256 KiB; the wait ends early when the client closes."""
     with contextlib.suppress(OSError):
         socket.socket.shutdown(conn, socket.SHUT_WR)
-        conn.settimeout(0.5)
+        deadline = time.monotonic() + RST_AVOIDANCE_DELAY_S
         drained = 0
-        while drained < DRAIN_LIMIT:
+        while (left := deadline - time.monotonic()) > 0:
+            if drained >= DRAIN_LIMIT:
+                time.sleep(left)  # no more read: the client's sending stalls, its reading does not
+                break
+            conn.settimeout(left)
             data = socket.socket.recv(conn, 1 << 14)  # the TLS records as they come: only to be dropped
             if not data:
                 break
@@ -247,11 +260,10 @@ class _Handler(BaseHTTPRequestHandler):
         length = self._length()
         if length is None:
             return
-        if length > MAX_BODY:  # middleware.go:51-57
-            # Read (and drop) what the client is still sending before answering, as Go's server does for up to
-            # 256 KiB (net/http, maxPostHandlerReadBytes): closing on an unread body resets the connection, and the
-            # client then sees the reset, not the 413.
-            self.rfile.read(min(length, DRAIN_LIMIT))
+        if length > MAX_BODY:  # middleware.go bodySizeLimitMiddleware: from the header alone, the body unread
+            # Answered at once, then the connection closed: what the client still sends is read (and dropped) only
+            # after the answer, within a bound (_close_write_and_wait), so a body that never comes delays nothing
+            # and a large one that does is not met with a reset before the client has the 413.
             self.close_connection = True
             self._refuse(413, "RequestEntityTooLarge", "Payload too large")
             return
@@ -281,11 +293,23 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(411, "BadRequest", "Length Required: the body must come with a Content-Length")
             return None
         value = given.pop()
-        if given or not _DIGITS.fullmatch(value):
+        length = _content_length(value)
+        if given or length is None:
             self.close_connection = True
-            self._refuse(400, "BadRequest", f"bad Content-Length {value!r}")
+            self._refuse(400, "BadRequest", f"bad Content-Length {quoted(value)}")
             return None
-        return int(value)
+        return length
+
+
+def _content_length(value: str) -> int | None:
+    """``value`` as Go's net/http reads a Content-Length: ASCII decimal digits of at most ``MAX_CONTENT_LENGTH``
+    (leading zeros allowed), else None; a number too long for Python's int() is never converted."""
+    if not _DIGITS.fullmatch(value):
+        return None
+    significant = value.lstrip("0") or "0"
+    if len(significant) > len(str(MAX_CONTENT_LENGTH)) or int(significant) > MAX_CONTENT_LENGTH:
+        return None
+    return int(significant)
 
 
 def _certificates() -> tuple[bytes, bytes, bytes]:

@@ -8,11 +8,22 @@ programs of :mod:`.programs` it runs), one line in :func:`.registry._registered`
 ``components/training/<kind>_launch``, and a rule for its plural in ``deploy/rbac/role.yaml``.
 """
 
-from kftrain.job.kinds.base import GROUP, Kind, KindOptions, KindSpec, Program, Workload, launch_input
+from kftrain.job.kinds.base import (
+    GROUP,
+    ISTIO_INJECT_ANNOTATION,
+    Kind,
+    KindOptions,
+    KindSpec,
+    Program,
+    Workload,
+    launch_input,
+    without_mesh_sidecars,
+)
 from kftrain.job.kinds.registry import KINDS, KindRegistry, kind_for, kind_of, main_container
 
 __all__ = [
     "GROUP",
+    "ISTIO_INJECT_ANNOTATION",
     "KINDS",
     "Kind",
     "KindOptions",
@@ -24,4 +35,5 @@ __all__ = [
     "kind_of",
     "launch_input",
     "main_container",
+    "without_mesh_sidecars",
 ]

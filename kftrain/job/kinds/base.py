@@ -78,6 +78,28 @@ class MountedFile:
     mode: int = 0o444
 
 
+# Istio injects its proxy into every pod of a namespace labelled for injection, as a Kubeflow profile namespace is,
+# unless the pod's template says otherwise; a training pod with the proxy never completes (the proxy outlives the
+# program), so the job never ends. The operators' own SDK sets this on every pod template it makes
+# (kubeflow/training-operator@v1.9.0:sdk/python/kubeflow/training/constants/constants.py, ISTIO_SIDECAR_INJECTION;
+# utils/utils.py, get_pod_template_spec), and their guides say every training pod needs it
+# (kubeflow/trainer@v2.3.0:docs/legacy-v1/user-guides/pytorch.md).
+ISTIO_INJECT_ANNOTATION = "sidecar.istio.io/inject"
+
+
+def without_mesh_sidecars(job: TrainingJob) -> None:
+    """Ask Istio not to inject its proxy into any replica's pod of ``job``, any kind (a TrainJob's replica specs are
+    its runtime's jobs: the annotation reaches them as a runtime patch, kinds.trainjob.patch), unless the template
+    already says what it wants (``"true"`` is kept)."""
+    for rspec in job.replica_specs.values():
+        meta = dict(rspec.template.metadata or {})
+        annotations = dict(meta.get("annotations") or {})
+        if ISTIO_INJECT_ANNOTATION in annotations:
+            continue
+        meta["annotations"] = {**annotations, ISTIO_INJECT_ANNOTATION: "false"}
+        rspec.template.metadata = meta
+
+
 def is_retryable_exit_code(code: int) -> bool:
     """The ExitCode restart policy: 128-255 (killed by a signal: 137 is an OOM kill or a preemption) are
     retried, 1-127 (the program's own failure) are not. A negative code is Python's "killed by signal N"."""
@@ -332,6 +354,11 @@ class Kind:
     def rendezvous_host(self, job: TrainingJob) -> ReplicaId | None:
         """The replica whose host name matches an elastic job's rendezvous endpoint, so it hosts the store."""
         return None
+
+    def pod_hostname(self, job: TrainingJob, replica: ReplicaId) -> str:
+        """The host name of ``replica``'s pod, what the kubelet sets ``HOSTNAME`` to: its spec.hostname, else its name
+        (training-operator names its pods ``<job>-<type>-<index>`` and sets no hostname)."""
+        return f"{job.name}-{replica.label}"
 
     def initializer_replicas(self, job: TrainingJob) -> list[ReplicaId]:
         """Replicas that run to completion, in this order, before :meth:`process_replicas` start (a TrainJob's dataset

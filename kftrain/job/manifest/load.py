@@ -7,7 +7,6 @@ with a shape of its own (TrainJob) loads and renders itself (:meth:`Kind.load`, 
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import yaml
 
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds import KINDS, KindSpec, kind_for, kind_of
-from kftrain.job.manifest.parse import MAX_MANIFEST_BYTES, check_size, decode_manifest, parse_yaml_documents
+from kftrain.job.manifest.parse import parse_yaml_documents, read_text_file
 from kftrain.job.model import ObjectMeta, ReplicaSpec, TrainingJob
 from kftrain.job.serde import from_dict, to_dict
 from kftrain.job.validate import validate_job
@@ -25,17 +24,9 @@ _TOP_LEVEL_KEYS = {"apiVersion", "kind", "metadata", "spec", "status"}
 
 
 def load_manifest_file(path: str | Path, *, runtimes: Any = None) -> TrainingJob:
-    """The job in the manifest file at ``path``: bounded in size, UTF-8, one job among its YAML documents (with what
-    the job's kind takes beside it: a TrainJob's runtimes)."""
-    path = Path(path)
-    try:
-        with open(path, "rb") as handle:
-            check_size(os.fstat(handle.fileno()).st_size, str(path))  # before reading a byte of a huge file
-            data = handle.read(MAX_MANIFEST_BYTES + 1)  # a pipe has no size: never more than the limit
-    except OSError as exc:
-        raise JobSpecError(str(path), f"cannot read manifest: {exc.strerror or exc}") from None
-    source = str(path)
-    return load_manifest(decode_manifest(data, source), runtimes=runtimes, source=source)
+    """The job in the manifest file at ``path``: a regular file, bounded in size, UTF-8 (:func:`read_text_file`), one
+    job among its YAML documents (with what the job's kind takes beside it: a TrainJob's runtimes)."""
+    return load_manifest(read_text_file(path), runtimes=runtimes, source=str(path))
 
 
 def load_manifest(

@@ -1,6 +1,13 @@
-"""Parse a manifest a user gave as YAML, within bounds, as strictly as kubectl reads it.
+"""Read and parse a YAML (or JSON) file a user gave, within bounds, as strictly as kubectl reads a manifest.
 
-A manifest is untrusted input: a few hundred bytes of nested aliases (a "billion laughs") expand to
+Every such file kftrain reads goes through :func:`read_yaml_file` (or :func:`read_text_file`, for a manifest whose
+documents :mod:`kftrain.job.manifest.load` sorts itself): job manifests, TrainJob runtimes (``--runtimes``,
+``KFTRAIN_TRAINER_RUNTIMES``), CRD files (``--crd-dir``), ``--params-file`` and compiled pipelines. A path that is not
+a regular file (a named pipe, ``/dev/zero``, a folder) is refused before it is opened for reading, and the file is
+opened without blocking, so a pipe swapped in meanwhile never hangs the reader; at most :attr:`Bound.max_bytes` bytes
+are read, and they must be UTF-8.
+
+A document is untrusted input: a few hundred bytes of nested aliases (a "billion laughs") expand to
 billions of nodes, and thousands of nested brackets overflow a recursive parser. Before anything is
 built from the text, this module bounds:
 
@@ -15,6 +22,10 @@ keys that are not strings (a manifest is JSON: its keys are strings). Every refu
 
 from __future__ import annotations
 
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -25,6 +36,38 @@ from kftrain.errors import JobSpecError
 MAX_MANIFEST_BYTES = 3 * 1024 * 1024  # the API server's limit on a request body
 MAX_DEPTH = 100  # a pod template nests about 15 levels; 100 leaves room for any real schema-less field
 MAX_EXPANDED_NODES = 1_000_000  # every node counted as often as aliases repeat it
+
+
+@dataclass(frozen=True)
+class Bound:
+    """What a file is (``what``, as its messages name it), the most bytes read of it, and why that many."""
+
+    what: str
+    max_bytes: int
+    why: str
+
+
+_API_SERVER = "the Kubernetes API server accepts for an object"
+MANIFEST = Bound("manifest", MAX_MANIFEST_BYTES, _API_SERVER)
+# Each runtime and CRD in a file is an object the API server is sent; a file of several stays under one's limit.
+RUNTIMES = Bound("runtimes file", MAX_MANIFEST_BYTES, _API_SERVER)
+CRDS = Bound("CRD file", MAX_MANIFEST_BYTES, _API_SERVER)
+# A run's parameters are a few values: a manifest's bound is far more than any needs.
+PARAMETERS = Bound("parameters file", MAX_MANIFEST_BYTES, "kftrain reads of one (a manifest's bound)")
+# kubeflow/pipelines@2.17.0:backend/src/apiserver/common/const.go: MaxFileLength = 32 << 20, the most the KFP API
+# server reads of an uploaded pipeline (server/util.go: loadFile).
+PIPELINE = Bound("pipeline file", 32 << 20, "the KFP API server reads of a pipeline")
+
+# What each kind of path is called when it is not a regular file (stat's S_IFMT).
+_NOT_REGULAR = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+# Opening never waits for a pipe's writer nor makes a terminal the controlling one.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 # libyaml's parser when PyYAML was built with it (it is, in the wheels): the same documents, ten times faster.
@@ -66,14 +109,52 @@ class _KeyProblem(Exception):
     """A key or value the loader refuses (raised inside PyYAML's constructor, turned into a JobSpecError)."""
 
 
-def check_size(size: int, source: str) -> None:
-    """Refuse a manifest of ``size`` bytes when it is over :data:`MAX_MANIFEST_BYTES`."""
-    if size > MAX_MANIFEST_BYTES:
+def check_size(size: int, source: str, bound: Bound = MANIFEST) -> None:
+    """Refuse a file of ``size`` bytes when it is over ``bound`` (by default a manifest's,
+    :data:`MAX_MANIFEST_BYTES`)."""
+    if size > bound.max_bytes:
         raise JobSpecError(
-            source,
-            f"the manifest is {size} bytes, more than the {MAX_MANIFEST_BYTES} bytes the Kubernetes API "
-            "server accepts for an object",
+            source, f"the {bound.what} is {size} bytes, more than the {bound.max_bytes} bytes {bound.why}"
         )
+
+
+def _check_regular(mode: int, source: str, bound: Bound) -> None:
+    for test, called in _NOT_REGULAR:
+        if test(mode):
+            raise JobSpecError(source, f"cannot read {bound.what}: {called}, not a regular file")
+    if not stat.S_ISREG(mode):
+        raise JobSpecError(source, f"cannot read {bound.what}: not a regular file")
+
+
+def read_text_file(path: str | Path, bound: Bound = MANIFEST, source: str | None = None) -> str:
+    """The text of the regular file at ``path``: at most ``bound.max_bytes`` bytes of UTF-8. Every problem is a
+    one-line :class:`JobSpecError` naming ``source`` (by default the path)."""
+    source = str(path) if source is None else source
+    try:
+        # stat first: a device or a pipe is refused without being opened at all...
+        _check_regular(os.stat(path).st_mode, source, bound)
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        raise JobSpecError(source, f"cannot read {bound.what}: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        # ...and what was opened is checked again: the path may have been replaced by a pipe meanwhile.
+        _check_regular(info.st_mode, source, bound)
+        check_size(info.st_size, source, bound)  # before reading a byte of a huge file
+        with open(fd, "rb", closefd=False) as handle:
+            data = handle.read(bound.max_bytes + 1)  # a file that grew since: never more than the limit
+    except OSError as exc:
+        raise JobSpecError(source, f"cannot read {bound.what}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    return decode_manifest(data, source, bound)
+
+
+def read_yaml_file(path: str | Path, bound: Bound = MANIFEST, source: str | None = None) -> list[Any]:
+    """Every YAML (or JSON) document of the file at ``path``, read by :func:`read_text_file` and parsed by
+    :func:`parse_yaml_documents`: the one way kftrain reads a YAML file a user gave."""
+    source = str(path) if source is None else source
+    return parse_yaml_documents(read_text_file(path, bound, source), source, bound)
 
 
 def _check_events(text: str, source: str) -> None:
@@ -125,10 +206,10 @@ def parse_yaml(text: str, source: str = "<manifest>") -> Any:
     return docs[0]
 
 
-def parse_yaml_documents(text: str, source: str = "<manifest>") -> list[Any]:
+def parse_yaml_documents(text: str, source: str = "<manifest>", bound: Bound = MANIFEST) -> list[Any]:
     """Every YAML document in ``text`` (``---`` separated, as ``kubectl apply -f`` takes them), parsed within the bounds
-    above; an empty document (only comments) is skipped, as kubectl skips it."""
-    check_size(len(text.encode("utf-8", errors="surrogatepass")), source)
+    above (the size: ``bound``'s); an empty document (only comments) is skipped, as kubectl skips it."""
+    check_size(len(text.encode("utf-8", errors="surrogatepass")), source, bound)
     try:
         _check_events(text, source)
         loader = _StrictLoader(text)
@@ -152,9 +233,9 @@ def parse_yaml_documents(text: str, source: str = "<manifest>") -> list[Any]:
     return docs
 
 
-def decode_manifest(data: bytes, source: str) -> str:
+def decode_manifest(data: bytes, source: str, bound: Bound = MANIFEST) -> str:
     """``data`` as text: a manifest is UTF-8 (as kubectl reads it); anything else names the first bad byte."""
-    check_size(len(data), source)
+    check_size(len(data), source, bound)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -22,14 +22,22 @@ The API server judges the object after the CRD's defaults are filled in (the req
 kubernetes@v1.36.3:staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/customresource_handler.go,
 unstructuredDefaulter.Default), so a port without ``protocol`` is the same key as one with ``protocol: TCP``: the
 schema, the lists and the CEL rules are checked here on the manifest with those defaults too.
+
+The API server evaluates no CEL rule of an object the schema already refuses for a missing field, a value not of
+its type or not among its ``enum``, or one over its ``maxLength``, ``maxItems`` or ``maxProperties``
+(kubernetes@v1.36.3:staging/src/k8s.io/apiextensions-apiserver/pkg/registry/customresource/strategy.go,
+hasBlockingErr): those bounds are what keep the rules' cost in check, so neither are they evaluated here then. The
+rules it evaluates are charged a cost, within the server's limits (:mod:`kftrain.job.manifest.cel`). No line quotes
+more than :data:`~kftrain.errors.MAX_QUOTED_CHARS` characters of a value.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,8 +45,18 @@ from typing import Any
 import jsonschema
 import yaml
 
-from kftrain.errors import JobSpecError
+from kftrain.errors import MAX_FIELD_CHARS, MAX_MESSAGE_CHARS, MAX_QUOTED_CHARS, JobSpecError, bounded, quoted
 from kftrain.extras import requires
+from kftrain.job.manifest import cel
+
+# The schema errors after which the API server evaluates no CEL rule (strategy.go, hasBlockingErr: Required,
+# NotSupported, TooLong, TooMany, TypeInvalid), by the JSON Schema keyword that finds each.
+_BLOCKING = frozenset({"required", "enum", "maxLength", "maxItems", "maxProperties", "type"})
+# strategy.go, hasBlockingErr: the line it adds instead of the rules' errors.
+NOT_CHECKED = (
+    "some validation rules were not checked because the object was invalid; correct the existing errors to "
+    "complete validation"
+)
 
 
 @dataclass(frozen=True)
@@ -62,6 +80,7 @@ class CRDVersion:
     plural: str
     version: str
     schema: Mapping[str, Any]
+    source: str = ""  # the CRD file, named when one of its rules is broken
 
     @property
     def api_version(self) -> str:
@@ -80,7 +99,8 @@ class CRDSchemas:
 
     def __init__(self, versions: list[CRDVersion]) -> None:
         self._versions = {(v.api_version, v.kind): v for v in versions}
-        self._programs: dict[str, Any] = {}  # a rule's text -> its compiled program
+        self._programs: dict[str, cel.CompiledRule] = {}  # a rule's text -> its compiled program
+        self._has_rules: dict[int, bool] = {}  # id(schema node) -> whether a rule applies at or below it
 
     @classmethod
     def from_dir(cls, crd_dir: str | Path | None = None) -> CRDSchemas:
@@ -90,7 +110,7 @@ class CRDSchemas:
         versions: list[CRDVersion] = []
         for path in sorted(folder.glob("*.yaml")):
             try:
-                versions.extend(_served_versions(path))
+                versions.extend(dataclasses.replace(v, source=str(path)) for v in _served_versions(path))
             except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
                 problem = " ".join(str(exc).split())[:200]
                 raise JobSpecError(str(path), f"not a readable CustomResourceDefinition: {problem}") from None
@@ -106,40 +126,103 @@ class CRDSchemas:
         """Every schema violation of ``manifest``, as ``path: message`` lines."""
         crd = self.get(str(manifest.get("apiVersion")), str(manifest.get("kind")))
         if crd is None:
-            return [f"apiVersion/kind: no CRD serves {manifest.get('apiVersion')} {manifest.get('kind')}"]
+            return [_one_line(f"apiVersion/kind: no CRD serves {manifest.get('apiVersion')} {manifest.get('kind')}")]
         manifest = defaulted(manifest, crd.schema)
-        validator = jsonschema.Draft7Validator(crd.schema)
-        out = []
-        for err in sorted(validator.iter_errors(manifest), key=lambda e: list(e.absolute_path)):
-            path = ".".join(str(p) for p in err.absolute_path) or "<root>"
-            out.append(f"{path}: {err.message}")
+        problems = sorted(schema_problems(crd.schema, manifest), key=lambda p: p.sort_key)
+        out = [f"{p.path}: {p.message}" for p in problems]
         # The API server's order: the schema, the lists' keys, then the CEL rules (strategy.go, Validate).
-        return out + list_errors(crd.schema, manifest) + self.rule_errors(crd, manifest)
+        out += list_errors(crd.schema, manifest)
+        if any(p.keyword in _BLOCKING for p in problems):
+            out += [f"<root>: {NOT_CHECKED}"] if self._applies(crd.schema) else []
+        else:
+            out += self.rule_errors(crd, manifest)
+        return [_one_line(line) for line in out]
 
     def rule_errors(self, crd: CRDVersion, manifest: Mapping[str, Any]) -> list[str]:
-        """Every CEL rule of ``crd`` that ``manifest`` breaks, as ``path: message`` lines."""
-        rules = crd.rules
-        if not rules:
+        """Every CEL rule of ``crd`` that ``manifest`` breaks, as ``path: message`` lines, evaluated as the API
+        server walks the object (apiextensions-apiserver's schema/cel/validation.go, validate: a node's rules, then
+        its items or fields), until the cost budget runs out."""
+        if not self._applies(crd.schema):
             return []
         with requires("crd", "evaluating the CRDs' validation rules (x-kubernetes-validations)"):
             import celpy
-        out = []
-        for rule in rules:
-            for path, value in _values_at(manifest, rule.where, ()):
-                if not self._holds(celpy, rule.rule, value):
-                    where = "".join(p if p.startswith("[") else f".{p}" for p in path).lstrip(".") or "<root>"
-                    out.append(f"{where}: {rule.message or 'failed rule: ' + rule.rule}")
+        self._compile(celpy, crd)
+        out: list[str] = []
+        try:
+            self._check_node(celpy, crd.schema, manifest, None, (), cel.Budget(), out)
+        except cel.Stop as stop:
+            out.append(f"{_shown_path(stop.where)}: {stop.message}")
         return out
 
-    def _holds(self, celpy: Any, rule: str, value: Any) -> bool:
-        program = self._programs.get(rule)
-        if program is None:
-            env = celpy.Environment()
-            program = self._programs[rule] = env.program(env.compile(rule))
-        try:
-            return bool(program.evaluate({"self": celpy.json_to_cel(value)}))
-        except celpy.CELEvalError:
-            return False  # the API server refuses an object a rule cannot be evaluated on
+    def _compile(self, celpy: Any, crd: CRDVersion) -> None:
+        """Every rule of ``crd`` compiled, before any is evaluated: one that does not parse is the CRD's error (the
+        API server would not have created the CRD), named with its file, its place in the schema and its text."""
+        for rule in crd.rules:
+            if rule.rule.strip() and rule.rule not in self._programs:
+                try:
+                    self._programs[rule.rule] = cel.CompiledRule(celpy, rule.rule)
+                except cel.RuleCompileError as exc:
+                    where = "".join(p if p in ("[]", "{}") else f".{p}" for p in rule.where).lstrip(".") or "<root>"
+                    raise JobSpecError(
+                        crd.source or f"{crd.kind} {crd.api_version}",
+                        f"the {crd.kind} CRD's x-kubernetes-validations rule at {where} {exc}: "
+                        f"{quoted(rule.rule)}; the API server refuses such a CRD",
+                    ) from None
+
+    def _applies(self, schema: Any) -> bool:
+        """Whether a rule a create evaluates is at ``schema`` or below it."""
+        if not isinstance(schema, Mapping):
+            return False
+        key = id(schema)
+        if key not in self._has_rules:
+            own = any("oldSelf" not in str(e.get("rule")) for e in schema.get("x-kubernetes-validations") or [])
+            below = [*(schema.get("properties") or {}).values(), schema.get("items")]
+            below.append(schema.get("additionalProperties"))
+            self._has_rules[key] = own or any(self._applies(sub) for sub in below)
+        return self._has_rules[key]
+
+    def _check_node(
+        self,
+        celpy: Any,
+        schema: Mapping[str, Any],
+        value: Any,
+        as_cel: Any,
+        path: tuple[str, ...],
+        budget: cel.Budget,
+        out: list[str],
+    ) -> None:
+        """The rules at ``schema`` on ``value`` (``as_cel``: it as a CEL value, once converted), then those below.
+        A null value has none evaluated (validation.go, validateExpressions)."""
+        if value is None or not self._applies(schema):
+            return
+        rules = [
+            e
+            for e in schema.get("x-kubernetes-validations") or []
+            if str(e.get("rule") or "").strip() and "oldSelf" not in str(e["rule"])
+        ]
+        if rules:
+            if as_cel is None:
+                as_cel = celpy.json_to_cel(value)  # once: the nodes below read their part of it
+            for entry in rules:
+                rule, message = str(entry["rule"]), str(entry.get("message") or "").strip()
+                try:
+                    holds = cel.evaluate(self._programs[rule], as_cel, budget, message or rule.strip())
+                except cel.Stop as stop:
+                    stop.where = stop.where or path
+                    raise
+                if not holds:
+                    out.append(f"{_shown_path(path)}: {message or 'failed rule: ' + rule.strip()}")
+        items, props, extra = schema.get("items"), schema.get("properties") or {}, schema.get("additionalProperties")
+        if isinstance(value, list) and isinstance(items, Mapping):
+            for i, item in enumerate(value):
+                part = as_cel[i] if as_cel is not None else None
+                self._check_node(celpy, items, item, part, (*path, f"[{i}]"), budget, out)
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                sub = props.get(key, extra)
+                if isinstance(sub, Mapping):
+                    part = as_cel[key] if as_cel is not None else None
+                    self._check_node(celpy, sub, item, part, (*path, str(key)), budget, out)
 
     def validate(self, manifest: Mapping[str, Any]) -> None:
         errors = self.errors(manifest)
@@ -148,6 +231,78 @@ class CRDSchemas:
             field, _, message = first.partition(": ")
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
             raise JobSpecError(field, f"rejected by the CRD schema: {message}{more}")
+
+
+@dataclass(frozen=True)
+class SchemaProblem:
+    """One way a value breaks an OpenAPI schema: where (``spec.trainer.args``), what the API server says of it, and
+    the JSON Schema keyword that found it."""
+
+    path: str
+    message: str
+    keyword: str
+    sort_key: tuple[str, ...]
+
+
+def _items_within_bounds(validator: Any, items: Any, instance: Any, schema: Mapping[str, Any]) -> Iterator[Any]:
+    """JSON Schema's ``items``, bounded for a hostile list: a list over its ``maxItems`` is refused already (Too
+    many), so its items are not each checked; and a scalar item equal to one already found valid is valid (a 7 KB
+    manifest of YAML aliases expands to a million items, mostly one value repeated)."""
+    if not isinstance(instance, list) or not isinstance(items, Mapping):
+        yield from _DRAFT7_ITEMS(validator, items, instance, schema)
+        return
+    if len(instance) > schema.get("maxItems", len(instance)):
+        return
+    valid: set[tuple[type, Any]] = set()
+    for index, item in enumerate(instance):
+        key = (type(item), item) if isinstance(item, (str, int, float, bool)) else None
+        if key is not None and key in valid:
+            continue
+        errors = list(validator.descend(item, items, path=index))
+        if not errors and key is not None:
+            valid.add(key)
+        yield from errors
+
+
+_DRAFT7_ITEMS = jsonschema.Draft7Validator.VALIDATORS["items"]
+_Validator = jsonschema.validators.extend(jsonschema.Draft7Validator, {"items": _items_within_bounds})
+
+
+def schema_problems(schema: Mapping[str, Any], value: Any) -> Iterator[SchemaProblem]:
+    """Each way ``value`` breaks ``schema`` (its OpenAPI v3 keywords: types, bounds, patterns, enums), in the order
+    the schema's keywords find them. A bound is worded as the API server words it
+    (k8s.io/apiextensions-apiserver@v0.36.3:pkg/apiserver/validation/validation.go, kubeOpenAPIResultToFieldErrors;
+    k8s.io/apimachinery@v0.36.3:pkg/util/validation/field/errors.go, TooLong and TooMany), quoting nothing; other
+    messages quote the value at most :data:`~kftrain.errors.MAX_QUOTED_CHARS` characters long. The items of a list
+    over its ``maxItems`` are not checked one by one (where the API server reports theirs too)."""
+    for err in _Validator(schema).iter_errors(value):
+        path = _shown_path(tuple(f"[{p}]" if isinstance(p, int) else str(p) for p in err.absolute_path))
+        order = tuple(f"{p:020d}" if isinstance(p, int) else str(p) for p in err.absolute_path)  # [2] before [10]
+        yield SchemaProblem(path, _worded(err), str(err.validator), order)
+
+
+def _worded(err: jsonschema.ValidationError) -> str:
+    limit, instance = err.validator_value, err.instance
+    if err.validator in ("maxItems", "maxProperties") and isinstance(instance, (list, Mapping)):
+        return f"Too many: {len(instance)}: must have at most {limit} items"
+    if err.validator == "maxLength":
+        return f"Too long: may not be more than {limit} bytes"
+    text = repr(instance)
+    if len(text) > MAX_QUOTED_CHARS and text in err.message:
+        return err.message.replace(text, quoted(instance))
+    return bounded(err.message, 4 * MAX_QUOTED_CHARS)
+
+
+def _one_line(line: str) -> str:
+    """A ``path: message`` line with its path (a map's keys are the user's) and its message bounded, whatever they
+    quote: under 1 KB."""
+    path, _, message = line.partition(": ")
+    return f"{bounded(path, MAX_FIELD_CHARS)}: {bounded(message, MAX_MESSAGE_CHARS)}"
+
+
+def _shown_path(path: tuple[str, ...]) -> str:
+    """``("spec", "items", "[0]")`` as ``spec.items[0]``; the root as ``<root>``."""
+    return "".join(p if p.startswith("[") else f".{p}" for p in path).lstrip(".") or "<root>"
 
 
 def defaulted(value: Any, schema: Any) -> Any:
@@ -193,6 +348,8 @@ def list_errors(schema: Any, value: Any, path: str = "") -> list[str]:
         return []
     out: list[str] = []
     if isinstance(value, list):
+        if len(value) > schema.get("maxItems", len(value)):
+            return []  # refused already (Too many): its items are not each checked (see schema_problems)
         list_type = schema.get("x-kubernetes-list-type")
         if list_type == "set":
             out += _repeats(path, [_identity(v) for v in value], value, "the list is a set")
@@ -280,28 +437,13 @@ def _collect_rules(schema: Any, where: tuple[str, ...], out: list[CELRule]) -> N
         _collect_rules(schema["additionalProperties"], (*where, "{}"), out)
 
 
-def _values_at(value: Any, where: tuple[str, ...], path: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any]]:
-    """Every value of ``value`` at schema path ``where`` (with its path in the object): a rule applies only where
-    the object has a value."""
-    if not where:
-        return [(path, value)]
-    step, rest = where[0], where[1:]
-    if step == "[]":
-        items = value if isinstance(value, list) else []
-        return [found for i, item in enumerate(items) for found in _values_at(item, rest, (*path, f"[{i}]"))]
-    if step == "{}":
-        entries = value.items() if isinstance(value, Mapping) else []
-        return [found for k, item in entries for found in _values_at(item, rest, (*path, str(k)))]
-    if isinstance(value, Mapping) and step in value:
-        return _values_at(value[step], rest, (*path, step))
-    return []
-
-
 def _served_versions(path: Path) -> list[CRDVersion]:
     """The served versions of every CustomResourceDefinition in the YAML file at ``path``."""
+    from kftrain.job.manifest.parse import CRDS, read_yaml_file
+
     versions: list[CRDVersion] = []
-    # The CRD files are large: libyaml, when PyYAML has it, parses them ten times faster.
-    for doc in yaml.load_all(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    # Read as a job manifest is: a regular file, bounded in size, aliases and nesting, no repeated key.
+    for doc in read_yaml_file(path, CRDS):
         if not isinstance(doc, Mapping) or doc.get("kind") != "CustomResourceDefinition":
             continue
         spec = doc["spec"]

@@ -368,7 +368,11 @@ def _refuse_repeated_header(name: str, offset: int, batch: pa.RecordBatch, physi
     """A CSV data row whose every value read is its column's name is the header again (files concatenated with
     their headers): read as data it would make a class named after the label column. Refused, naming the line
     (the header is line 1). Only the columns read, of the file's own, as text (the first pass reads every CSV
-    column as text; the second, typed, would refuse such a row as a value of the wrong type anyway)."""
+    column as text; the second, typed, would refuse such a row as a value of the wrong type anyway).
+
+    Compared without the whitespace around each value and name: the CSV reader keeps it in both (``x, c, y`` reads
+    as ``x``, `` c``, `` y``), and a line whose values are the column names but for spacing is the header all the
+    same, written by another hand."""
     checked = [
         (i, field.name)
         for i, field in enumerate(batch.schema)
@@ -378,7 +382,8 @@ def _refuse_repeated_header(name: str, offset: int, batch: pa.RecordBatch, physi
         return
     same = None
     for i, column in checked:
-        equal = pc.fill_null(pc.equal(batch.column(i), column), False)
+        trimmed = pc.utf8_trim_whitespace(pa.scalar(column)).as_py()
+        equal = pc.fill_null(pc.equal(pc.utf8_trim_whitespace(batch.column(i)), trimmed), False)
         same = equal if same is None else pc.and_(same, equal)
     if pc.any(same).as_py():
         row = offset + pc.index(same, True).as_py()

@@ -74,6 +74,32 @@ def test_what_the_api_server_accepts_in_trainer_status(status, problem):
     assert (found is None) if problem is None else (problem in str(found)), found
 
 
+# (id, trainerStatus, the field named, the length said): a refused value is quoted cut, with the length it had.
+HUGE = [
+    ("lastUpdatedTime of 40,000 characters", {"lastUpdatedTime": "9" * 40_000}, "lastUpdatedTime", 40_002),
+    (
+        "progressPercentage a 40,000-character string",
+        {"progressPercentage": "9" * 40_000, "lastUpdatedTime": NOW},
+        "progressPercentage",
+        40_002,
+    ),
+    (
+        "estimatedRemainingSeconds of 4,000 digits",
+        {"estimatedRemainingSeconds": 10**3999, "lastUpdatedTime": NOW},
+        "estimatedRemainingSeconds",
+        4_000,
+    ),
+]
+
+
+@pytest.mark.parametrize(("status", "field", "length"), [c[1:] for c in HUGE], ids=[c[0] for c in HUGE])
+def test_a_huge_value_is_quoted_in_one_short_line(status, field, length):
+    found = str(check_trainer_status(status))
+    assert f"trainerStatus.{field}:" in found
+    assert f"({length} characters)" in found
+    assert len(found) < 400 and "\n" not in found
+
+
 @pytest.fixture
 def server(tmp_path: Path):
     seen: list[Any] = []
@@ -131,10 +157,33 @@ def test_the_endpoint_is_the_trainers_path_and_the_token_is_private(server):
 GOOD = json.dumps({"trainerStatus": {"lastUpdatedTime": NOW}}).encode()
 
 # (id, the request's headers after its request line and Authorization, its body, expected code, reason); none is
-# applied. As Go's net/http reads a request (a Content-Length that is not a decimal number of bytes, or two that
-# differ, is a 400); a body without a length (chunked) is not read here: 411.
+# applied. As Go's net/http reads a request: a Content-Length that is not a decimal number of bytes, one over what an
+# int64 holds (strconv.ParseUint(cl, 10, 63): golang/go@go1.26.8:src/net/http/transfer.go parseContentLength, the Go
+# Trainer v2.3.0 builds with), or two that differ, is a 400; a body without a length (chunked) is not read here: 411.
+# One over 64 KiB is a 413 from the header alone, before the body is read (kubeflow/trainer@v2.3.0:
+# pkg/statusserver/middleware.go bodySizeLimitMiddleware): answered at once whether the body comes or not.
 LENGTHS = [
     ("a negative Content-Length", b"Content-Length: -1\r\n", GOOD, 400, "BadRequest"),
+    ("a Content-Length of 30 digits", b"Content-Length: " + b"9" * 30 + b"\r\n", GOOD, 400, "BadRequest"),
+    ("a Content-Length one over an int64", f"Content-Length: {1 << 63}\r\n".encode(), GOOD, 400, "BadRequest"),
+    ("a Content-Length of 5,000 digits", b"Content-Length: " + b"9" * 5000 + b"\r\n", GOOD, 400, "BadRequest"),
+    ("a Content-Length over 64 KiB, a short body", b"Content-Length: 100000\r\n", GOOD, 413, "RequestEntityTooLarge"),
+    (
+        "a Content-Length of an int64, a short body",
+        f"Content-Length: {(1 << 63) - 1}\r\n".encode(),
+        GOOD,
+        413,
+        "RequestEntityTooLarge",
+    ),
+    # Sent whole before the answer is read: the server reads 256 KiB of it, and the rest resets the connection when
+    # it closes, which it does only after the client has had its moment to read the 413 (server.go rstAvoidanceDelay).
+    (
+        "a 512 KiB body that says so",
+        f"Content-Length: {512 << 10}\r\n".encode(),
+        b" " * (512 << 10),
+        413,
+        "RequestEntityTooLarge",
+    ),
     ("a Content-Length that is no number", b"Content-Length: abc\r\n", GOOD, 400, "BadRequest"),
     ("a Content-Length with a sign", b"Content-Length: +5\r\n", GOOD, 400, "BadRequest"),
     ("a Content-Length with an underscore", b"Content-Length: 4_0\r\n", GOOD, 400, "BadRequest"),
@@ -161,7 +210,8 @@ def test_a_request_whose_length_is_not_a_length_is_refused_quietly(
     endpoint, seen = server
     token = Path(endpoint.token).read_text()
     head = f"POST {urlsplit(endpoint.url).path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
-    with _client(endpoint, socket.create_connection(_address(endpoint), timeout=10)) as tls:
+    # Answered well within the server's 10 s read deadline, whether the body comes or not.
+    with _client(endpoint, socket.create_connection(_address(endpoint), timeout=5)) as tls:
         tls.sendall(head.encode() + headers + b"\r\n" + body)
         response = http.client.HTTPResponse(tls)  # type: ignore[arg-type]
         response.begin()
@@ -169,6 +219,20 @@ def test_a_request_whose_length_is_not_a_length_is_refused_quietly(
     assert (response.status, answer["reason"], answer["code"]) == (code, reason, code)
     assert seen == []
     assert "Traceback" not in capfd.readouterr().err  # nothing on the job's console
+
+
+def test_a_content_length_with_leading_zeros_is_its_number(server):
+    """Go's strconv.ParseUint reads "0…062" as 62 (transfer.go parseContentLength): the report is applied."""
+    endpoint, seen = server
+    token = Path(endpoint.token).read_text()
+    head = f"POST {urlsplit(endpoint.url).path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+    length = str(len(GOOD)).zfill(30)
+    with _client(endpoint, socket.create_connection(_address(endpoint), timeout=5)) as tls:
+        tls.sendall(f"{head}Content-Length: {length}\r\n\r\n".encode() + GOOD)
+        response = http.client.HTTPResponse(tls)
+        response.begin()
+        response.read()
+    assert response.status == 200 and len(seen) == 1
 
 
 def _silent(endpoint: Any) -> socket.socket:

@@ -1,9 +1,9 @@
-"""Every kind of :data:`kftrain.job.kinds.KINDS` has everything README.md's "Adding a job kind" lists: its package
-(its Kind, its spec fields exactly the CRD's, its KindOptions reading this release's program from the one catalog),
-its component folder (component.py, README, the compiled component.yaml taking exactly its launch inputs, a test),
-the fake API server serving it and its simulated operator running it, the Role granting it, the launch tests on the
-fake cluster covering it, and the README's table of kinds naming it. A kind registered without one of them fails
-here, naming what is missing."""
+"""Every kind of :data:`kftrain.job.kinds.KINDS` has everything docs/architecture.md's "Adding a job kind" lists:
+its package (its Kind, its spec fields exactly the CRD's, its KindOptions reading this release's program from the one
+catalog), its component folder (component.py, README, the compiled component.yaml taking exactly its launch inputs, a
+test), the fake API server serving it and its simulated operator running it, the Role granting it, the launch tests
+on the fake cluster covering it, and the docs' table of kinds (docs/trainer-v2.md) naming it. A kind registered
+without one of them fails here, naming what is missing."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import yaml
 
 from kftrain.backends.base import JobPhase
 from kftrain.cli.pipelines import defined_object
-from kftrain.job.kinds import KINDS, Kind, KindOptions, KindSpec, programs
+from kftrain.job.kinds import ISTIO_INJECT_ANNOTATION, KINDS, Kind, KindOptions, KindSpec, programs
 from kftrain.job.model import JobSpec
 from kftrain.job.request import JobRequest
 from kftrain.launch.inputs import launch_inputs
@@ -132,6 +132,41 @@ def test_the_fake_cluster_serves_and_runs_it(kind: Kind, kube: Any, operator: An
     assert pods and all(p["metadata"]["labels"][kind.spec.pod_job_label] == "every-kind" for p in pods)
 
 
+def pod_annotations(created: dict[str, Any], kind: Kind) -> dict[str, Any]:
+    """Each replica's (a TrainJob: each of its runtime's jobs') pod template annotations, as the created manifest gives
+    them to the operator (a TrainJob's through its runtime patch: kubeflow/trainer@v2.3.0
+    pkg/apis/trainer/v1alpha1/trainjob_types.go, PodTemplatePatch.metadata)."""
+    spec = created["spec"]
+    if own_manifest_shape(kind):
+        (patch,) = [p for p in spec.get("runtimePatches") or [] if p["manager"] == "kftrain.io/launch"]
+        jobs = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+        return {j["name"]: j["template"]["spec"]["template"].get("metadata", {}).get("annotations") for j in jobs}
+    replicas = spec[kind.spec.replica_key]
+    return {rtype: (r["template"].get("metadata") or {}).get("annotations") for rtype, r in replicas.items()}
+
+
+@EVERY_KIND
+@pytest.mark.parametrize("asked", [None, "true"], ids=["unset", "set-by-the-job"])
+def test_its_pods_get_no_istio_sidecar_unless_the_job_asks(kind: Kind, asked: str | None, kube: Any, operator: Any):
+    """In a profile namespace Istio injects its proxy into every pod, and a training pod with it never completes: every
+    replica's pod template the cluster gets says ``sidecar.istio.io/inject: "false"``, unless the job set it."""
+    kube.served[kind.spec.plural] = [kind.spec.version]
+    preferred = KINDS.get(kind.spec.kind)
+    request = JobRequest(kind.spec.kind, image="example.com/train:1", command=["python", "train.py"])
+    request.options = preferred.options()
+    job = preferred.convert(request.to_job("meshed"), kind.spec.api_version)
+    if asked is not None:
+        for rspec in job.replica_specs.values():
+            rspec.template.metadata = {"annotations": {ISTIO_INJECT_ANNOTATION: asked}}
+    operator.scenario = s_success
+    backend, out = make_backend(kube)
+    assert backend.run(job).phase == JobPhase.SUCCEEDED, out.getvalue()
+    (created,) = kube.created
+    annotations = pod_annotations(created, kind)
+    assert set(annotations) == set(job.replica_specs)  # every replica type (every runtime job)
+    assert all(a == {ISTIO_INJECT_ANNOTATION: asked or "false"} for a in annotations.values()), annotations
+
+
 @EVERY_KIND
 def test_the_role_grants_it(kind: Kind) -> None:
     """deploy/rbac/role.yaml names its plural (the verbs: tests/deploy/test_rbac.py)."""
@@ -147,6 +182,6 @@ def test_the_launch_tests_on_the_fake_cluster_cover_it(kind: Kind) -> None:
 
 
 @EVERY_KIND
-def test_the_readme_table_of_kinds_names_it(kind: Kind) -> None:
-    rows = [line for line in (REPO / "README.md").read_text().splitlines() if line.startswith("| `")]
+def test_the_docs_table_of_kinds_names_it(kind: Kind) -> None:
+    rows = [line for line in (REPO / "docs" / "trainer-v2.md").read_text().splitlines() if line.startswith("| `")]
     assert any(f"`{kind.spec.kind}`" in row.split("|")[1] and kind.spec.group in row for row in rows)

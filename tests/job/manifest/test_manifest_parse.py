@@ -202,7 +202,7 @@ def test_bad_manifest_is_one_clear_line_and_exit_2(case: Case, command: list[str
     ("args", "fragment"),
     [
         (["validate", "-f", "{missing}"], "cannot read manifest: No such file or directory"),
-        (["validate", "-f", "{folder}"], "cannot read manifest: Is a directory"),
+        (["validate", "-f", "{folder}"], "cannot read manifest: a directory, not a regular file"),
         (["launch", "--dry-run", "--name", "job\n", "-f", "{good}"], "metadata.name: 'job\\n' must be"),
         (["validate", "--crd-dir", "{missing}", "-f", "{good}"], "--crd-dir: CRD folder not found"),
         (["validate", "--crd-dir", "{bad_crds}", "-f", "{good}"], "not a readable CustomResourceDefinition"),

@@ -72,16 +72,25 @@ def _beyond_float32(tmp_path: Path) -> tuple[str, list[str]]:
     return str(tmp_path / "big.parquet"), []
 
 
-def _header_repeated(tmp_path: Path) -> tuple[str, list[str]]:
-    """Two CSV files concatenated with their headers: the second header is a data row (its label would be a class
-    named ``y``)."""
-    lines = write_csv(tmp_path / "s.csv").read_text().splitlines()
-    (tmp_path / "s.csv").write_text("\n".join([*lines[:21], lines[0], *lines[21:]]) + "\n")
-    return str(tmp_path / "s.csv"), []
+def _header_repeated(header: str | None = None) -> Callable[[Path], tuple[str, list[str]]]:
+    """Two CSV files concatenated with their headers: the second header (``header``: written so; None: as the
+    first) is a data row (its label would be a class named ``y``)."""
+
+    def make(tmp_path: Path) -> tuple[str, list[str]]:
+        lines = write_csv(tmp_path / "s.csv").read_text().splitlines()
+        (tmp_path / "s.csv").write_text("\n".join([*lines[:21], header or lines[0], *lines[21:]]) + "\n")
+        return str(tmp_path / "s.csv"), []
+
+    return make
 
 
+REPEATED = r"s\.csv: line 22 repeats the header \(every value"
 COLUMN_CASES = {
-    "a CSV header repeated as a data row": (_header_repeated, r"s\.csv: line 22 repeats the header \(every value"),
+    "a CSV header repeated as a data row": (_header_repeated(), REPEATED),
+    # The CSV reader keeps the spaces around a value: " c" is still the column c's name.
+    "a CSV header repeated with spaces after the commas": (_header_repeated("x, c, y"), REPEATED),
+    "a CSV header repeated with spaces and tabs around": (_header_repeated(" x\t,  c ,y  "), REPEATED),
+    "a CSV header repeated, quoted and spaced": (_header_repeated('"x"," c ","y"'), REPEATED),
     "a feature given twice": (_csv(["x", "x"]), "'x' is given 2 times"),
     "the label as a feature": (_csv(["x", "y"]), "'y' is the label column"),
     "a CSV header naming a column twice": (_duplicate_header, "multiple columns named a"),

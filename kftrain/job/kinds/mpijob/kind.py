@@ -202,6 +202,13 @@ class MPIJobV2Beta1Kind(Kind):
     def runs_mpirun(self, job: TrainingJob, replica: ReplicaId) -> bool:
         return replica == LAUNCHER
 
+    def pod_hostname(self, job: TrainingJob, replica: ReplicaId) -> str:
+        # The launcher is <job>-launcher, without an index: its pod's hostname in v2beta1, whose pod a batch Job names
+        # (kubeflow/mpi-operator@v0.8.2:pkg/controller/mpi_job_controller.go, newLauncherPodTemplate: Hostname =
+        # launcherName), and its pod's name in v1 (kubeflow/training-operator@v1.9.0:pkg/controller.v1/mpi/mpijob.go,
+        # launcherSuffix).
+        return f"{job.name}-launcher" if replica == LAUNCHER else super().pod_hostname(job, replica)
+
     def summary(self, job: TrainingJob) -> dict[str, object]:
         return {"slots": total_slots(job)}
 

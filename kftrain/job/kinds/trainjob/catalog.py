@@ -8,11 +8,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds.trainjob.builtin import builtin_runtimes
 from kftrain.job.kinds.trainjob.runtime import RUNTIME_KINDS, Runtime, parse_runtime
+
+RUNTIMES_ENV = "KFTRAIN_TRAINER_RUNTIMES"  # runtime files or folders, separated by ":"
 
 
 class RuntimeCatalog:
@@ -30,13 +30,20 @@ class RuntimeCatalog:
         self._runtimes[(runtime.kind, runtime.name)] = runtime
 
     @classmethod
-    def from_paths(cls, paths: Iterable[str | Path], *, builtin: bool = True) -> RuntimeCatalog:
-        """Every runtime in the YAML files at ``paths`` (a folder: its ``*.yaml`` and ``*.yml``)."""
+    def from_paths(
+        cls, paths: Iterable[str | Path], *, builtin: bool = True, origin: str = "--runtimes"
+    ) -> RuntimeCatalog:
+        """Every runtime in the YAML files at ``paths`` (a folder: its ``*.yaml`` and ``*.yml``), given by ``origin``
+        (what a message names: the option or the environment variable)."""
         found: list[Runtime] = []
         for path in map(Path, paths):
-            files = sorted([*path.glob("*.yaml"), *path.glob("*.yml")]) if path.is_dir() else [path]
+            # A folder's subfolders are skipped, as kubectl apply -f FOLDER skips them without -R
+            # (kubernetes/cli-runtime@v0.36.2:pkg/resource/visitor.go, ExpandPathsToFileVisitors); anything else that
+            # is not a regular file (a named pipe, a device) is refused by the reader.
+            in_folder = [*path.glob("*.yaml"), *path.glob("*.yml")] if path.is_dir() else None
+            files = [path] if in_folder is None else sorted(f for f in in_folder if not f.is_dir())
             if not path.exists():
-                raise JobSpecError("--runtimes", f"{path}: no such file or folder")
+                raise JobSpecError(origin, f"{path}: no such file or folder")
             for file in files:
                 found.extend(_read_runtimes(file))
         return cls(found, builtin=builtin)
@@ -44,8 +51,8 @@ class RuntimeCatalog:
     @classmethod
     def from_env(cls) -> RuntimeCatalog:
         """The built-in runtimes, plus those in ``KFTRAIN_TRAINER_RUNTIMES`` (paths separated by ``:``)."""
-        paths = [p for p in os.environ.get("KFTRAIN_TRAINER_RUNTIMES", "").split(os.pathsep) if p]
-        return cls.from_paths(paths)
+        paths = [p for p in os.environ.get(RUNTIMES_ENV, "").split(os.pathsep) if p]
+        return cls.from_paths(paths, origin=RUNTIMES_ENV)
 
     def runtimes(self) -> list[Runtime]:
         return list(self._runtimes.values())
@@ -65,12 +72,11 @@ class RuntimeCatalog:
 
 
 def _read_runtimes(path: Path) -> list[Runtime]:
-    try:
-        docs = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise JobSpecError(str(path), f"cannot read runtimes: {' '.join(str(exc).split())[:200]}") from None
-    # A folder may hold other manifests next to the runtimes (kustomization.yaml): only runtimes count.
-    return runtimes_of(docs, str(path))
+    from kftrain.job.manifest.parse import RUNTIMES, read_yaml_file  # here: kftrain.job.manifest imports the kinds
+
+    # Read as a job manifest is (kftrain.job.manifest.parse): a regular file, bounded in size, aliases and nesting,
+    # no repeated key. A folder may hold other manifests next to the runtimes (kustomization.yaml): only runtimes count.
+    return runtimes_of(read_yaml_file(path, RUNTIMES), str(path))
 
 
 def runtimes_of(docs: Iterable[Any], source: str, *, first_index: int = 0) -> list[Runtime]:

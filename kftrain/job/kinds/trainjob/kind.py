@@ -309,8 +309,12 @@ class TrainJobKind(Kind):
     # -- the webhooks' rules ---------------------------------------------------------------------------
 
     def validate(self, job: TrainingJob) -> None:
+        from kftrain.job.kinds.trainjob.patch import carry_changes
+
         src = source(job)
-        validate_trainjob(src.spec, src.resolved)
+        # The TrainJob as it is submitted: what was put on its pods since it was loaded (the launch inputs, the launch
+        # task's own settings, the step's variables) is in its spec there (trainer.env...), where the webhook sees it.
+        validate_trainjob(carry_changes(job, src.spec, src.resolved), src.resolved)
 
     # -- the contract of each node ---------------------------------------------------------------------
 
@@ -429,6 +433,12 @@ class TrainJobKind(Kind):
 
     def runs_mpirun(self, job: TrainingJob, replica: ReplicaId) -> bool:
         return self.framework(job) == "mpi" and replica.type == LAUNCHER
+
+    def pod_hostname(self, job: TrainingJob, replica: ReplicaId) -> str:
+        # JobSet makes one Indexed Job <jobset>-<replicated job>-<job index> of each replicated job (Trainer's runtimes
+        # have one of each), and the Job controller gives the pod of completion index i the hostname <job name>-<i>
+        # (kubernetes@v1.36.3:pkg/controller/job/job_controller.go, template.Spec.Hostname).
+        return f"{job.name}-{replica.type}-0-{replica.index}"
 
     @staticmethod
     def runtimes_from_env() -> RuntimeCatalog:

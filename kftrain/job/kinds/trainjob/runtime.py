@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kftrain.errors import JobSpecError
+from kftrain.job import pod_checks as check
+from kftrain.job.kinds.trainjob.jobset import check_template
 from kftrain.job.kinds.trainjob.policies import check_one_policy, policy_of
 
 GROUP = "trainer.kubeflow.org"
@@ -98,11 +100,23 @@ def parse_runtime(data: Any, source: str) -> Runtime:
     name = meta.get("name")
     if not name:
         raise JobSpecError(f"{source}: metadata.name", "missing")
+    # A runtime is a custom resource: the API server holds its name to NameIsDNSSubdomain, and a namespaced one's
+    # namespace to a DNS-1123 label (kubernetes/apiextensions-apiserver@v0.36.3:pkg/registry/customresource/
+    # validator.go, ValidateObjectMetaAccessor; kubernetes/apimachinery@v0.36.3:pkg/api/validation/generic.go).
+    name = check.dns1123_subdomain(f"{source}: metadata.name", name)
+    namespace = meta.get("namespace")
+    if data["kind"] == NAMESPACED_RUNTIME and namespace is not None and not check.is_dns1123_label(str(namespace)):
+        raise JobSpecError(
+            f"{source}: metadata.namespace",
+            f"{check.shown(namespace)} is not a valid namespace: lower-case letters, digits and '-', starting and "
+            f"ending with a letter or digit, at most {check.LABEL_MAX} characters",
+        )
     check_one_policy((data.get("spec") or {}).get("mlPolicy") or {}, source)
-    jobs = ((data.get("spec") or {}).get("template") or {}).get("spec", {}).get("replicatedJobs")
-    if not jobs:
+    template_spec = ((data.get("spec") or {}).get("template") or {}).get("spec") or {}
+    if not template_spec.get("replicatedJobs"):
         raise JobSpecError(f"{source}: spec.template.spec.replicatedJobs", "missing or empty")
-    return Runtime(data["kind"], str(name), meta.get("namespace"), copy.deepcopy(dict(data)), source)
+    check_template(template_spec, f"{data['kind']} {name!r}", f"{source}: spec.template.spec")
+    return Runtime(data["kind"], name, namespace, copy.deepcopy(dict(data)), source)
 
 
 # -- resolution ------------------------------------------------------------------------------------

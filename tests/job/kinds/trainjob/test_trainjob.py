@@ -147,7 +147,7 @@ CASES = [
     (
         "mpi: the runtime's 1 slot becomes the GPUs per node when there are more",
         DEEPSPEED,
-        {"resourcesPerNode": {"requests": {"nvidia.com/gpu": 4}}},
+        {"resourcesPerNode": {"limits": {"nvidia.com/gpu": 4}}},  # a GPU request without its limit is refused
         ReplicaId("launcher", 0),
         [("OMPI_MCA_orte_set_default_slots", "4")],
     ),
@@ -222,7 +222,12 @@ REFUSED = [
         "spec.trainer.env",
     ),
     ("misspelt trainer field", TORCH, {"trainer": {"numNode": 2}}, "spec.trainer.numNode"),
-    ("numProcPerNode is an integer in v2.3.0", TORCH, {"trainer": {"numProcPerNode": "auto"}}, "spec"),
+    (
+        "numProcPerNode is an integer in v2.3.0",
+        TORCH,
+        {"trainer": {"numProcPerNode": "auto"}},
+        "spec.trainer.numProcPerNode",
+    ),
     ("managedBy", TORCH, {"managedBy": "me.example.com/x"}, "spec.managedBy"),
     (
         "patch of a job the runtime lacks",
