@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 # Re-install whenever the pins change.
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt constraints-mlflow-server.txt 2>/dev/null | sha256sum | cut -c1-12)
 
 PIPELINE ?= pytorch-digits
 STORAGE ?= local
@@ -20,16 +20,16 @@ PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
 # The 30 slowest tests (setup, call and teardown) listed at the end of every run, so that CI's log shows them.
 DURATIONS := --durations=30
 # What the tests need: the tools, and every extra but [gcs] (`pip install kftrain` alone is the authoring install).
-EXTRAS := dev,data,samples,torch,tf,onnx,s3,examples,crd
+EXTRAS := dev,data,samples,torch,tf,onnx,s3,examples,crd,mlflow
 
 .PHONY: help install run test test-all controlplane lint format compile check-compiled bench images clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
 
-install: $(STAMP) ## create .venv, install the pinned dependencies, OpenMPI and chromium (Debian), Horovod (built once, cached)
+install: $(STAMP) ## create .venv, install the pinned dependencies, OpenMPI and chromium (Debian), Horovod (built once, cached), the tests' MLflow server
 
-$(STAMP): pyproject.toml constraints.txt scripts/lib.sh scripts/install_mpi.sh scripts/install_chromium.sh scripts/build_horovod.sh
+$(STAMP): pyproject.toml constraints.txt constraints-mlflow-server.txt scripts/lib.sh scripts/install_mpi.sh scripts/install_chromium.sh scripts/build_horovod.sh scripts/install_mlflow_server.sh
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	./scripts/install_mpi.sh
 	./scripts/install_chromium.sh
@@ -40,6 +40,7 @@ $(STAMP): pyproject.toml constraints.txt scripts/lib.sh scripts/install_mpi.sh s
 	@# crashes it with a segmentation fault; this venv holds both frameworks, each image only one.
 	$(PIP) uninstall --quiet --disable-pip-version-check -y triton
 	VENV=$(VENV) ./scripts/build_horovod.sh
+	VENV=$(VENV) ./scripts/install_mlflow_server.sh
 	@rm -f $(VENV)/.installed-* && touch $@
 
 run: install ## run the full PyTorch pipeline locally (PIPELINE=..., PARAMS='--param epochs=5', STORAGE=s3)
@@ -51,8 +52,8 @@ test: install lint check-compiled ## before a change (minutes): lint, compiled Y
 test-all: install lint check-compiled controlplane ## everything, the slow tiers too (what CI runs)
 	$(PY) -m pytest $(PARALLEL) $(DURATIONS) $(PYTEST_ARGS)
 
-controlplane: ## build etcd, kube-apiserver, kube-controller-manager from Go modules (cached; ~11 min cold, instant warm)
-	@if command -v go >/dev/null 2>&1; then bash testbed/controlplane/build.sh; \
+controlplane: ## build etcd, kube-apiserver, kube-controller-manager and the Kubeflow operators from Go modules (cached; ~18 min cold, instant warm)
+	@if command -v go >/dev/null 2>&1; then bash testbed/controlplane/build.sh && bash testbed/controlplane/operators/build.sh; \
 	else echo "controlplane: no Go here; the real-control-plane tests will skip (install Go, then make controlplane)"; fi
 
 lint: install ## ruff (lint + format check) and mypy

@@ -11,8 +11,11 @@ P1 pipeline overhead, P2 launch latency, P3 DDP scaling, P4 object storage, P5 c
 is a GPU), P8 image payload (bench/bench_images.py: each image's installed size, slimmed, beside unslimmed, and
 its step's cold import), P9 launcher cost at scale (bench/bench_launcher.py: 50 launch steps against the fake API
 server beside the Kubeflow training SDK's wait), P10 checkpoint stall, P11 what a step's pod downloads on KFP's
-backend before its code runs (bench/bench_launch_download.py, through testbed/kfp_backend), P12 evaluation at scale
-(bench/bench_evaluation.py: evaluate_model beside the runtime's bare loop, peak RSS at 1x and 4x the split).
+backend before its code runs, at each supported release (bench/bench_launch_download.py, through
+testbed/kfp_backend: the launch step's dataset, evaluation's and export's model beside what the job left by it),
+P12 evaluation at scale (bench/bench_evaluation.py: evaluate_model beside the runtime's bare loop, peak RSS at 1x
+and 4x the split), P13 a Python function as a job (bench/bench_function_job.py: kftrain launch beside the Kubeflow
+SDK's local process backend, and on 2 nodes x 2 processes).
 
 Each benchmark is bracketed by a load calibration (bench/load.py): its note says how busy the machine was
 before and after, and a row measured on a busy machine says so beside its verdict.
@@ -634,30 +637,65 @@ def p10_checkpoint_stall(repeat: int, quick: bool) -> Result:
 # --- P11: what the launch step's pod downloads on KFP's backend --------------------------------------
 
 
-def p11_launch_download(repeat: int, quick: bool) -> Result:
-    mib = 64 if quick else 1024
-    res = Result(
+def p11_launch_download(repeat: int, quick: bool) -> list[Result]:
+    """What a step's pod downloads before its code runs: the launch step (nothing of the dataset), and evaluation
+    and export at each KFP release (the model alone, not what the job left beside it)."""
+    mib, model_mib = (64, 4) if quick else (1024, 16)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "p11.json"
+        cmd = [PY, str(ROOT / "bench" / "bench_launch_download.py"), "--mib", str(mib), "--model-mib", str(model_mib)]
+        timed([*cmd, "--json", str(out)])
+        data = json.loads(out.read_text())
+    releases = data["releases"]
+    newest = releases[list(releases)[-1]]["folder"]
+    launch = Result(
         "P11",
         f"bytes the launch step's pod downloads before it starts, {mib} MiB dataset, KFP 2.17 ÷ the dataset",
         Goal("0 bytes", lambda r: r == 0),
         unit="MiB",
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "p11.json"
-        timed([PY, str(ROOT / "bench" / "bench_launch_download.py"), "--mib", str(mib), "--json", str(out)])
-        data = json.loads(out.read_text())
     size = data["dataset_bytes"]
-    launch = sum(data["downloaded"]["pytorchjob-launch"].values())
-    res.ours, res.baseline, res.ratios = [launch / 2**20], [size / 2**20], [launch / size]
-    per_task = "; ".join(
-        f"{task}: " + (", ".join(f"{k} {v / 2**20:.3f} MiB" for k, v in moved.items()) or "nothing")
-        for task, moved in data["downloaded"].items()
+    launched = sum(newest["pytorchjob-launch"].values())
+    launch.ours, launch.baseline, launch.ratios = [launched / 2**20], [size / 2**20], [launched / size]
+    launch.notes.append(
+        "compiled pytorch-digits resolved by the harness's driver, inputs downloaded by its launcher from a local S3 "
+        "server, with each release's rules (testbed/kfp_backend/versions.py); the launch step downloads "
+        + ", ".join(f"{name}: {sum(r['folder']['pytorchjob-launch'].values())} bytes" for name, r in releases.items())
+        + " (every step takes the dataset by URI)"
     )
-    res.notes.append(
-        f"compiled pytorch-digits resolved by the harness's driver, inputs downloaded by its launcher (KFP 2.17 "
-        f"rules) from a local S3 server; per task: {per_task} (every step takes the dataset by URI)"
+    results = [launch]
+    model = data["model_bytes"]
+    for name, release in releases.items():
+        ours = {step: release["folder"][step]["model"] for step in ("evaluate-model", "export-model")}
+        before = {step: release["provisioned"][step]["model"] for step in ("evaluate-model", "export-model")}
+        row = Result(
+            "P11",
+            f"bytes of the {model_mib} MiB model input the evaluation and export pods download, KFP {name} ÷ the "
+            "model's size (baseline: the model's URI as recorded before, without its closing /)",
+            Goal("= 1.00: the model alone", lambda r: abs(r - 1.0) < 1e-9),
+            unit="MiB",
+        )
+        row.ours = [sum(ours.values()) / len(ours) / 2**20]
+        row.baseline = [sum(before.values()) / len(before) / 2**20]
+        row.ratios = [max(ours.values()) / model]
+        row.notes.append(
+            f"KFP {name}: "
+            + "; ".join(
+                f"{step}: model {ours[step] / 2**20:.1f} MiB (before: {before[step] / 2**20:.1f} MiB)"
+                + "".join(f", {k} {v} bytes" for k, v in release["folder"][step].items() if k != "model")
+                for step in ours
+            )
+        )
+        results.append(row)
+    stored = ", ".join(f"{name} {size / 2**20:.0f} MiB" for name, size in data["stored"].items())
+    results[-1].notes.append(
+        f"what the launch step's output holds in the bucket: {stored} (the job's checkpoints, 3 kept at 2× the model; "
+        "its replicas' logs and TensorBoard files; a staging prefix a killed writer left); before 2.17 a pod given "
+        "the model copies every key that starts with its key (kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/"
+        "object_store.go:123-148); the launch step records the model as its folder, .../model/ "
+        "(kftrain.launch.component.folder_uri)"
     )
-    return res
+    return results
 
 
 # --- P12: evaluation at scale ----------------------------------------------------------------------------
@@ -724,6 +762,83 @@ def p12_evaluation(repeat: int, quick: bool) -> list[Result]:
     return results
 
 
+# --- P13: a Python function as a job, beside the Kubeflow SDK's local process backend ------------------------
+
+
+def p13_function_job(repeat: int, quick: bool) -> list[Result]:
+    """A torch function that all-reduces one tensor, run as a job by kftrain's function job path and by the Kubeflow
+    SDK's local process backend, each from its call to the job's end (bench/bench_function_job.py)."""
+    one = Result(
+        "P13",
+        "a torch function (gloo all-reduce) as a 1-process job, call to Complete: kftrain launch --local (TrainJob, "
+        "function_command) ÷ Kubeflow SDK 0.5.0 TrainerClient + LocalProcessBackendConfig",
+        at_most(0.25),
+    )
+    two = Result(
+        "P13",
+        "the same function on 2 nodes × 2 processes by kftrain ÷ its 1 × 1 (the SDK's local process backend runs "
+        "1 node × 1 process only: no peer figure)",
+        REPORTED,
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "p13.json"
+        cmd = [PY, str(ROOT / "bench" / "bench_function_job.py"), "--repeat", str(repeat), "--json", str(out)]
+        timed([*cmd, *(["--no-reference"] if quick else [])])
+        data = json.loads(out.read_text())
+    rounds = data["rounds"]
+    one.ours = [r["ours"] for r in rounds]
+    one.baseline = [r["peer"]["seconds"] for r in rounds]
+    one.ratios = [o / b for o, b in zip(one.ours, one.baseline, strict=True)]
+    two.ours, two.baseline = data["ours_2x2"], one.ours
+    two.ratios = [o / b for o, b in zip(two.ours, two.baseline, strict=True)]
+    installed = rounds[0]["peer"]["installed"]
+    nvidia = [p for p in installed if p.startswith(("nvidia-", "cuda-"))]
+    downloaded = sum(r["peer"]["downloaded"] for r in rounds)
+    one.notes.append(
+        f"ours: `kftrain launch -f trainjob.yaml --local`, a TrainJob on torch-distributed (1 node, numProcPerNode 1) "
+        f"whose command is function_command(func, packages_to_install=[{data['torch_requirement']!r}], "
+        "prefix=[torchrun, --no-python]), timed from the command's start to its exit (kftrain's start-up included); "
+        "a local run installs nothing (torch is kftrain's environment's). Peer: the Kubeflow SDK 0.5.0, "
+        "TrainerClient(backend_config=LocalProcessBackendConfig()).train(runtime=get_runtime('torch-distributed'), "
+        "trainer=CustomTrainer(func, packages_to_install=[the same])), timed from train() to get_job(...).status "
+        "Complete (polled every 50 ms); rounds interleaved; the same function's source on both sides "
+        "(bench/programs/allreduce_function.py), each rank's sum checked"
+    )
+    one.notes.append(
+        f"what the peer does per job: a new virtual environment (venv --without-pip, ensurepip), pip install of "
+        f"{len(installed)} packages ({', '.join(p for p in installed if p.startswith(('torch-', 'triton-')))}, "
+        f"{len(nvidia)} nvidia-*/cuda-* libraries, {data['peer_wheels_mb'] / 1000:.1f} GB of wheels), the function "
+        "under its torchrun, the environment removed. pip's cache cannot hold those wheels here (the registry "
+        "answers without caching headers), so each timed job installs them from a local folder of the same wheels "
+        "with PIP_NO_INDEX, asking no index: faster than a warm cache; "
+        f"{downloaded} file(s) downloaded by the timed jobs"
+    )
+    reference = data.get("peer_downloading")
+    pytorchjob = data["ours_pytorchjob"]
+    one.notes.append(
+        (
+            f"the peer as its docs run it, downloading torch and its dependencies from the registry (once, for "
+            f"reference): {reference['seconds']:.1f} s; "
+            if reference
+            else "the peer's downloading run left out (--quick); "
+        )
+        + f"ours as a PyTorchJob with a Master only, the function run by python itself (no torchrun), for "
+        f"reference: {statistics.median(pytorchjob):.2f} s ({min(pytorchjob):.2f} / {max(pytorchjob):.2f})"
+        + (f"; made for this run: {_p13_install(data['peer_install_s'])}" if data["peer_install_s"] else "")
+    )
+    two.notes.append(
+        "2 × 2: a TrainJob with numNodes 2, numProcPerNode 2, the same command (torchrun starts each node's 2 "
+        "processes), 4 ranks checked; the SDK's local process backend has one runtime with num_nodes=1 and runs "
+        "torchrun without --nproc-per-node, so it has no multi-node or multi-process run to set beside it"
+    )
+    return [one, two]
+
+
+def _p13_install(took: dict[str, float]) -> str:
+    names = {"sdk_s": "the SDK's virtual environment", "wheels_s": "the download of torch's wheels"}
+    return ", ".join(f"{names[k]} {v:.0f} s" for k, v in took.items())
+
+
 def _ratio_spread(values: list[float]) -> str:
     return f"{min(values):.3f} / {statistics.median(values):.3f} / {max(values):.3f}"
 
@@ -741,6 +856,7 @@ BENCHES: dict[str, Callable[[int, bool], Result | list[Result]]] = {
     "P10": p10_checkpoint_stall,
     "P11": p11_launch_download,
     "P12": p12_evaluation,
+    "P13": p13_function_job,
 }
 
 

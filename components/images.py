@@ -7,6 +7,7 @@ are the MPI replicas' only: the default MPI program names one, in the catalog kf
 """
 
 import os
+from typing import Any
 
 from kftrain.images import CPU, DATA, LAUNCH, PYTORCH, TENSORFLOW, image
 
@@ -20,3 +21,16 @@ TENSORFLOW_IMAGE = image(TENSORFLOW, CPU)
 STEP_IMAGE_PULL_SECRETS = tuple(
     name.strip() for name in os.environ.get("KFTRAIN_IMAGE_PULL_SECRETS", "").split(",") if name.strip()
 )
+
+
+def use_step_pull_secrets(task: Any) -> None:
+    """Give a step's pod (a KFP ``PipelineTask`` of a container) :data:`STEP_IMAGE_PULL_SECRETS`, unless it names pull
+    secrets of its own; every step of a shipped pipeline gets them so, and every step of a user's pipeline compiled by
+    ``kftrain compile`` / ``submit`` / ``schedule``."""
+    if not STEP_IMAGE_PULL_SECRETS or getattr(task, "container_spec", None) is None:
+        return
+    if (task.platform_config.get("kubernetes") or {}).get("imagePullSecret"):
+        return
+    from kfp import kubernetes
+
+    kubernetes.set_image_pull_secrets(task, list(STEP_IMAGE_PULL_SECRETS))

@@ -1,6 +1,6 @@
 """Container images, pinned to this package's version (never ``:latest``), and which one each step runs in.
 
-Each step runs in the smallest image that holds what it imports (README.md, "Images", has the matrix and sizes):
+Each step runs in the smallest image that holds what it imports (docs/install.md, "Images", has the matrix and sizes):
 
 - ``python-launch``: the launch steps and ``trainer_args``; kftrain with ``[s3]``, no ML framework;
 - ``python-data``: data prep; kftrain with ``[data,s3]`` (pyarrow, numpy), the ``builtin:`` samples baked as

@@ -49,7 +49,7 @@ from kftrain.launch.inputs import platform_inputs
 from kftrain_components.data.prepare_dataset.component import prepare_dataset
 from kftrain_components.evaluation.evaluate_model.component import evaluate_model
 from kftrain_components.export.export_model.component import export_model
-from kftrain_components.images import PYTORCH_IMAGE, STEP_IMAGE_PULL_SECRETS, TENSORFLOW_IMAGE
+from kftrain_components.images import PYTORCH_IMAGE, TENSORFLOW_IMAGE, use_step_pull_secrets
 from kftrain_components.training.trainer_args.component import trainer_args
 
 DATA = (
@@ -94,12 +94,18 @@ QUALITY = (
         "",
         "URI of the model in production (optional): export only if not worse on the gate metric.",
     ),
+    Param(
+        "register_model",
+        str,
+        "",
+        "MLflow registered model the export becomes a new version of (needs MLflow tracking: KFP 2.17's MLflow "
+        "plugin, or kftrain run --mlflow); empty: not registered.",
+    ),
 )
 # The launch inputs a platform engineer sets for a cluster, exposed as pipeline parameters under the same
-# names and descriptions (taken from the launch components' own table), with the pipelines' defaults.
-_PLATFORM_DEFAULTS = {"timeout_seconds": 3600, "storage_secret": "mlpipeline-minio-artifact"}
+# names, descriptions and defaults (taken from the launch components' own table: one truth for each).
 PLATFORM = tuple(
-    dataclasses.replace(i, default=_PLATFORM_DEFAULTS.get(i.name, i.default))
+    i
     for i in platform_inputs()
     if i.name
     in {
@@ -227,14 +233,21 @@ def evaluate_and_export(
         gate_threshold=p.gate_threshold,
         baseline_model_uri=p.baseline_model_uri,
     )
+    # Not cached: KFP's cache key holds dataset_uri and baseline_model_uri as text and the model by its MLMD id
+    # (kubeflow/pipelines@2.17.0:backend/src/v2/cacheutils/cache.go:173-229, GenerateCacheKey), never what is
+    # stored there, so a rewritten dataset or baseline would replay an old verdict. Here the model is new in
+    # every run (the launch is never cached), so a cache hit was never possible anyway.
+    evaluation.set_caching_options(False)
     evaluation.set_container_image(model_image)
     use_platform_settings(evaluation, p.node_selector, p.tolerations)
     export_if_passed(model_image)(
         passed=evaluation.outputs["passed"],
         model=model,
+        evaluation_metrics=evaluation.outputs["metrics"],
         dataset_uri=dataset_uri,
         model_name=model_name,
         targets=targets,
+        register_model=p.register_model,
         node_selector=p.node_selector,
         tolerations=p.tolerations,
     )
@@ -245,8 +258,7 @@ def use_platform_settings(task: dsl.PipelineTask, node_selector: Any, toleration
     parameter) as KFP resolves them at run time, and the step images' pull secrets (compile-time names)."""
     kubernetes.add_node_selector_json(task, node_selector)
     kubernetes.add_toleration_json(task, tolerations)
-    if STEP_IMAGE_PULL_SECRETS:
-        kubernetes.set_image_pull_secrets(task, list(STEP_IMAGE_PULL_SECRETS))
+    use_step_pull_secrets(task)
 
 
 def export_if_passed(model_image: str) -> Any:
@@ -267,15 +279,27 @@ def _gate(model_image: str) -> Any:
     def gate(
         passed: bool,
         model: dsl.Input[dsl.Model],
+        evaluation_metrics: dsl.Input[dsl.Metrics],
         dataset_uri: str,
         model_name: str,
         targets: list,
+        register_model: str,
         node_selector: dict,
         tolerations: list,
     ) -> None:
-        """The gate: a ``dsl.If`` on this pipeline's own input (see the module's docstring for why it is nested)."""
+        """The gate: a ``dsl.If`` on this pipeline's own input (see the module's docstring for why it is nested).
+        The export is registered in MLflow under ``register_model`` (when set), with the evaluation's metrics and
+        the verdict."""
         with dsl.If(passed == True, name="passed"):  # noqa: E712 (a KFP condition)
-            export = export_model(model=model, dataset_uri=dataset_uri, model_name=model_name, targets=targets)
+            export = export_model(
+                model=model,
+                dataset_uri=dataset_uri,
+                model_name=model_name,
+                targets=targets,
+                register_model=register_model,
+                evaluation_metrics=evaluation_metrics,
+                gate_passed=passed,
+            )
             export.set_caching_options(False)  # the export reads artifacts that a re-run may have replaced
             export.set_container_image(model_image)
             use_platform_settings(export, node_selector, tolerations)

@@ -161,6 +161,20 @@ def s3_env(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         client.delete_bucket(Bucket=bucket)
 
 
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real MLflow tracking server for the module's tests (testbed/mlflow_server.py), stopped after them; skips,
+    naming the install script, where the server is not installed."""
+    from testbed.mlflow_server import INSTALL, MLFLOW, mlflow_server
+    from testbed.needs import require
+
+    require("mlflow", reason="kftrain's [mlflow] extra (make install)")
+    if not MLFLOW.exists():
+        pytest.skip(f"no MLflow tracking server at {MLFLOW} ({INSTALL})")
+    with mlflow_server(tmp_path_factory.mktemp("mlflow-server")) as server:
+        yield server
+
+
 # --- processes: what a test started, it stops ------------------------------------------------------
 
 

@@ -34,6 +34,9 @@ from kftrain.launch.step import (
 from kftrain.models import describe_model
 from kftrain.step import Artifact, MetricsArtifact, component_step
 from kftrain.storage import output_uri
+from kftrain.tracking.client import task_run
+from kftrain.tracking.env import replica_env
+from kftrain.tracking.training import launch_tags, logged_points
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +90,7 @@ def launch_component(
     later: :mod:`kftrain.job.task_settings`), put on every replica below the explicit inputs.
     """
     step_kind = kind_for(kind)
-    with component_step():
+    with component_step(), task_run("the launch step's MLflow logging") as tracked:
         parsed = parse_launch_inputs(step_kind, inputs)
         request, step = parsed.request, parsed.step
         # The run and task are read from the output URI KFP gave, before it moves to object storage.
@@ -109,17 +112,51 @@ def launch_component(
             task=TaskSettings.from_task_config(task_config) if task_config is not None else None,
             run_id=identity.run_id,
             task_id=identity.task_id,
+            env=replica_env(),  # the task's MLflow run, for a program that logs into it itself
         )
         log.info(
             "run %s, task %s (from %s): job %s", identity.run_id, identity.task_id, identity.source, training_job.name
         )
         config = backend_config(step.backend, identity_path=job, pending_timeout_s=step.pending_timeout_seconds or None)
-        with observing(config, training_job, model.uri) as observer:
+        if tracked is not None:
+            uris = {"model_uri": model.uri, "dataset_uri": step.dataset_uri, "checkpoint_uri": step.checkpoint_uri}
+            tags = launch_tags(
+                training_job,
+                parsed.pods,
+                uris,
+                run_id=identity.run_id,
+                task_id=identity.task_id,
+                backend=type(config).__name__.removesuffix("Config").lower(),
+            )
+            tracked.set_tags(tags)
+        with (
+            observing(config, training_job, model.uri) as observer,
+            logged_points(tracked, observer.collector),
+        ):
             result = run_job(training_job, config, timeout=step.timeout_seconds or None)
         write_observation(observer.observation, metrics, curves)
         require_model_written(model.uri)
         model.metadata.update(_model_metadata(training_job, model.uri, result))
+        model.uri = folder_uri(model.uri)
     return result
+
+
+# The object-store schemes KFP's launcher copies an input artifact from (LocalPathForURI:
+# kubeflow/pipelines@2.5.0:backend/src/v2/component/launcher_v2.go:882-896).
+_DOWNLOADED_SCHEMES = ("gs://", "minio://", "s3://")
+
+
+def folder_uri(uri: str) -> str:
+    """The URI the Model output is recorded with: the model folder's, ending in ``/``.
+
+    Before 2.17, KFP's launcher downloads an input artifact by listing its key as a raw prefix
+    (kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/object_store.go:123-148, DownloadBlob; the same through
+    @2.16.0; @2.17.0 object_store.go:171-174 keeps only keys under ``<key>/``), so a step given ``.../model``
+    would also get every object named after it: the job's ``model-checkpoints/``, ``model-logs/``,
+    ``model-tensorboard/`` and a dead writer's ``model.partial-*`` staging. Listed as ``.../model/``, only the
+    model's own files match, on every release. Renaming the output cannot do that: those siblings are named
+    after whatever the model's name is. A local path (``kftrain run``) is left as it is."""
+    return uri if uri.endswith("/") or not uri.startswith(_DOWNLOADED_SCHEMES) else uri + "/"
 
 
 def write_observation(seen: Observation | None, metrics: MetricsArtifact | None, curves: Artifact | None) -> None:

@@ -2,12 +2,19 @@
 function and the Kubeflow training SDK's ``train_func`` does.
 
 :func:`function_command` returns the ``command`` for ``pytorchjob_launch``, ``tfjob_launch`` or
-``mpijob_launch``: ``sh`` writes the function's source to a file in the replica, installs the
-``packages_to_install`` that are missing (already installed ones are left alone, so a local run does not touch
-its environment), and runs ``func(**kwargs)``. The replica needs Python and ``sh``, not kftrain. The function
-runs unchanged under the local backend and on a cluster: it reads the operator's environment (``RANK``,
-``TF_CONFIG``, ``OMPI_COMM_WORLD_RANK``...) and ``$KFTRAIN_DATASET_URI`` / ``$KFTRAIN_MODEL_URI``, and writes its
-model by the model contract.
+``mpijob_launch``: ``sh`` writes the function's source to a file in the replica, checks the ``packages_to_install``
+and runs ``func(**kwargs)``. The replica needs Python and ``sh``, not kftrain. The function runs unchanged under the
+local backend and on a cluster: it reads the operator's environment (``RANK``, ``TF_CONFIG``,
+``OMPI_COMM_WORLD_RANK``...) and ``$KFTRAIN_DATASET_URI`` / ``$KFTRAIN_MODEL_URI``, and writes its model by the model
+contract.
+
+**Packages.** On a cluster the step's image decides what is installed, and the requirements it does not satisfy are
+pip-installed into the image's Python before the function runs, as the Kubeflow training SDK's function runner does
+(``python -m pip install --quiet --no-warn-script-location --index-url ...``: kubeflow/training-operator@v1.9.0
+``sdk/python/kubeflow/training/utils/utils.py``, ``get_script_for_python_packages``). Under the local backend
+(``KFTRAIN_BACKEND=local`` in the replica) the replica's Python is kftrain's own environment, which a run must leave
+as it is: nothing is installed, and a requirement it does not satisfy ends the replica with one line naming it and
+the command that installs it.
 
 Like a lightweight component's, the function must be self-contained: imports inside its body, no variables from
 an enclosing function, module-level names only if they are builtins; values come in through ``kwargs`` (JSON).
@@ -24,6 +31,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kftrain.contract import BACKEND_ENV
 from kftrain.errors import KftrainError
 from kftrain.job.kinds.programs import MPIRUN as MPIRUN
 
@@ -46,9 +54,10 @@ def function_command(
 ) -> list[str]:
     """The ``command`` that runs ``func(**kwargs)`` in every replica.
 
-    ``packages_to_install`` are pip requirements (``"torch==2.3.1"``, ``"pandas>=2"``); those not satisfied in the
-    replica are installed before ``func`` runs, from ``pip_index_urls`` when given. ``prefix`` goes before the
-    program: :data:`MPIRUN` for an MPIJob, whose Launcher starts the ranks.
+    ``packages_to_install`` are pip requirements (``"torch==2.3.1"``, ``"pandas>=2"``); on a cluster those not
+    satisfied in the replica are installed before ``func`` runs, from ``pip_index_urls`` when given; locally none is
+    (see the module's docstring). ``prefix`` goes before the program: :data:`MPIRUN` for an MPIJob, whose Launcher
+    starts the ranks.
     """
     source = function_source(func)
     arguments = json.dumps(kwargs or {})  # the values must travel as JSON: a check, and the form they travel in
@@ -56,7 +65,7 @@ def function_command(
         [
             "# Written by kftrain.launch.function.function_command.",
             textwrap.dedent(inspect.getsource(install_missing)),
-            f"install_missing({list(packages_to_install)!r}, {list(pip_index_urls)!r})",
+            f"install_missing({list(packages_to_install)!r}, {list(pip_index_urls)!r}, {BACKEND_ENV!r})",
             "",
             source,
             "",
@@ -109,14 +118,18 @@ def _free_names(definition: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     return read - bound
 
 
-def install_missing(requirements: list[str], index_urls: list[str]) -> None:
-    """Pip-install the requirements this Python does not satisfy (runs in the replica, before the function)."""
+def install_missing(requirements: list[str], index_urls: list[str], backend_env: str) -> None:
+    """Pip-install the requirements this Python does not satisfy (runs in the replica, before the function); under
+    the local backend (``backend_env`` is ``local``) install nothing and end with one line naming them instead."""
     import importlib
     import importlib.metadata
+    import os
+    import re
+    import shlex
     import subprocess
     import sys
 
-    parse: Any = None  # without packaging no version can be checked: every requirement is installed
+    parse: Any = None  # without packaging no version can be checked: a requirement is satisfied by its name alone
     for module in ("packaging.requirements", "pip._vendor.packaging.requirements"):
         try:
             parse = importlib.import_module(module).Requirement
@@ -125,19 +138,24 @@ def install_missing(requirements: list[str], index_urls: list[str]) -> None:
             continue
 
     def satisfied(text: str) -> bool:
-        if parse is None:
-            return False
-        requirement = parse(text)
+        name = parse(text).name if parse is not None else re.split(r"[^A-Za-z0-9._-]", text.strip(), maxsplit=1)[0]
         try:
-            installed = importlib.metadata.version(requirement.name)
+            installed = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             return False
-        return requirement.specifier.contains(installed, prereleases=True)
+        return parse is None or parse(text).specifier.contains(installed, prereleases=True)
 
     missing = [r for r in requirements if not satisfied(r)]
     if not missing:
         return
+    pip = [sys.executable, "-m", "pip", "install"]
+    if os.environ.get(backend_env) == "local":
+        needed = ", ".join(missing)
+        command = shlex.join([*pip, *missing])
+        raise SystemExit(
+            f"the function needs {needed}, not installed in this environment; a local run installs nothing into it "
+            f"(on a cluster the step's image has them or they are installed there): install them with {command}"
+        )
     print(f"installing {' '.join(missing)}", flush=True)
     index = [arg for i, url in enumerate(index_urls) for arg in ("--index-url" if i == 0 else "--extra-index-url", url)]
-    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-warn-script-location", *index, *missing]
-    subprocess.check_call(command)
+    subprocess.check_call([*pip, "--quiet", "--no-warn-script-location", *index, *missing])

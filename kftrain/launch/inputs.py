@@ -41,7 +41,8 @@ class StepInputs:
     backend: str = launch_input(
         "auto", "auto (kubernetes when run as a KFP task in a pod, else local), local or kubernetes."
     )
-    timeout_seconds: int = launch_input(0, "Fail and delete the job after this many seconds (0: no limit).")
+    # The same default for the components and every shipped pipeline: a job that hangs never holds a cluster forever.
+    timeout_seconds: int = launch_input(3600, "Fail and delete the job after this many seconds (0: no limit).")
     pending_timeout_seconds: int = launch_input(
         600, "Fail a job whose pods stay unschedulable this long (queued and scaling-up jobs wait; 0: no limit)."
     )
@@ -194,5 +195,5 @@ def _refuse_literal_secrets(request: JobRequest, pods: PodSettings) -> None:
             raise JobSpecError(
                 f"env.{name}",
                 f"{name} is read from {source} (by secretKeyRef); a literal value in env would replace it: "
-                "remove it from env",
+                "remove it from env" + (", or give storage_secret ''" if name not in pods.secret_env else ""),
             )

@@ -143,6 +143,9 @@ class Collector:
         self._names: set[str] = set()
         self._limits_said: set[str] = set()
         self._status: Mapping[str, Any] | None = None  # the last trainerStatus fed
+        # Called with (series, point) for every point kept by name (``trainer-status`` for the Trainer's), in the
+        # order they came, outside the lock: e.g. kftrain.tracking.training logging them to MLflow as they come.
+        self.listeners: list[Callable[[str, Point], None]] = []
 
     # -- feeding ---------------------------------------------------------------------------------
 
@@ -168,6 +171,8 @@ class Collector:
                         "frequent kind is left out as more come (curves keep their length, at a coarser step)",
                     )
                 text = self._due(now)
+        if numbers and kind != "total":
+            self._tell(label, numbers)
         for note in [*notes, *([text] if text is not None else [])]:
             self._emit(note)
 
@@ -179,11 +184,18 @@ class Collector:
             self._status = dict(status)
             point = self._known(STATUS_SERIES, status_point(status), notes)
             series = self._series.setdefault(STATUS_SERIES, _Series()) if point else None
-            if series is not None and series.last != point:
+            new = series is not None and series.last != point
+            if series is not None and new:
                 series.add(point, now)
             text = self._due(now)
+        if new:
+            self._tell(STATUS_SERIES, point)
         for note in [*notes, *([text] if text is not None else [])]:
             self._emit(note)
+
+    def _tell(self, label: str, point: Point) -> None:
+        for listener in self.listeners:
+            listener(label, point)
 
     def _due(self, now: float) -> str | None:
         """The progress line when one is due (under the lock): something new came, and ``every_s`` has passed."""

@@ -17,7 +17,7 @@ fixed instead and derives, from the world size of the moment, what each process 
   skipped or seen twice.
 
 Only the standard library and numpy are imported, and importing does nothing else, so a training script of
-your own can use it (the README's "Elastic training" section has the same recipe without this module,
+your own can use it (docs/elastic-and-fault-tolerance.md has the same recipe without this module,
 examples/elastic/ddp_global_batch.py a whole script)::
 
     plan = plan_batch(global_batch, world_size, max_micro_batch)      # after every (re)start or resize

@@ -185,3 +185,108 @@ def test_p10_checkpoint_stall_times_every_mode_and_publishes_the_checkpoints(tmp
     assert complete == [
         f"round-{r}/{mode}/ckpt-{step:010d}" for r in (0, 1) for mode in ("async", "sync") for step in (3, 5)
     ]
+
+
+def test_p11_measures_each_releases_downloads(tmp_path: Path) -> None:
+    """Evaluation and export get the model alone on every release; the model as KFP provisioned its URI brought
+    what the job left beside it before 2.17."""
+    out = tmp_path / "p11.json"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "bench_launch_download.py"), "--mib", "2", "--model-mib", "1",
+                    "--json", str(out)], check=True, capture_output=True, text=True, timeout=300)  # fmt: skip
+    data = json.loads(out.read_text())
+    model, stored = data["model_bytes"], sum(data["stored"].values())
+    assert list(data["releases"]) == ["2.5", "2.14", "2.15", "2.16", "2.17"]
+    for name, release in data["releases"].items():
+        assert release["folder"]["pytorchjob-launch"] == {}, name
+        for step in ("evaluate-model", "export-model"):
+            assert release["folder"][step]["model"] == model, (name, step)
+            assert release["provisioned"][step]["model"] == (model if name == "2.17" else stored), (name, step)
+
+
+def _function_job_bench(tmp_path: Path, *args: str) -> dict:
+    """bench/bench_function_job.py (P13), its jobs' temporary folders (kftrain's workdirs, the peer's per-job
+    virtual environment) under ``tmp_path``; afterwards nothing is left there but its JSON."""
+    out = tmp_path / "p13.json"
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    subprocess.run([sys.executable, str(ROOT / "bench" / "bench_function_job.py"), *args, "--json", str(out)],
+                   check=True, capture_output=True, text=True, timeout=900, env=env)  # fmt: skip
+    assert [p.name for p in tmp_path.iterdir()] == ["p13.json"]
+    data = json.loads(out.read_text())
+    assert data["left_in_tmp"] == []
+    return data
+
+
+@pytest.mark.slow  # three jobs of torch processes meeting over gloo (one of 2 nodes x 2 processes)
+def test_p13_runs_the_function_as_kftrain_jobs(tmp_path: Path) -> None:
+    """kftrain's side of P13 only: the peer's side makes a virtual environment and pip-installs torch (about
+    2.7 GB of wheels) for every job, which the next test does once."""
+    data = _function_job_bench(tmp_path, "--only", "ours", "--repeat", "1")
+    assert data["sides"] == ["ours"] and "peer_install_s" not in data
+    # Each job's ranks printed their sum (checked by the bench, which fails otherwise) and took a real time.
+    assert [sorted(r) for r in data["rounds"]] == [["ours"]] and data["rounds"][0]["ours"] > 0
+    assert len(data["ours_2x2"]) == 1 and len(data["ours_pytorchjob"]) == 1
+    assert data["torch_requirement"].startswith("torch==")
+
+
+@pytest.mark.slow
+def test_p13_runs_the_function_through_the_kubeflow_sdk(tmp_path: Path) -> None:
+    """The peer's side, once P13 has made its environment: building it downloads torch's wheels (about 2.7 GB), a
+    benchmark's cost that no test run pays (``python bench/run.py --only P13`` makes it, in ~/.cache)."""
+    p13 = load_script("bench/bench_function_job.py", "bench_function_job")
+    if not (p13.PEER_DIR / ".installed").exists() or not (p13.PEER_WHEELS / ".downloaded").exists():
+        pytest.skip(f"the Kubeflow SDK's environment is not made: python bench/run.py --only P13 makes {p13.PEER_DIR}")
+    data = _function_job_bench(tmp_path, "--only", "peer", "--repeat", "1", "--no-reference")
+    peer = data["rounds"][0]["peer"]
+    assert peer["status"] == "Complete" and peer["seconds"] > 0
+    # Its job installed torch into a fresh environment, from the folder of wheels: nothing downloaded.
+    assert any(p.startswith("torch-") for p in peer["installed"]) and peer["downloaded"] == 0
+    assert data["peer_wheels_mb"] > 100 and "peer_downloading" not in data
+
+
+P13_DATA = {
+    "torch_requirement": "torch==2.13.0",
+    "peer_install_s": {},
+    "peer_wheels_mb": 2740.7,
+    "peer_downloading": {"seconds": 61.5, "downloaded": 29},
+    "rounds": [
+        {
+            "ours": 5.0,
+            "peer": {
+                "seconds": 40.0,
+                "installed": ["torch-2.13.0", "triton-3.7.1", "nvidia-nccl-cu13-2"],
+                "downloaded": 0,
+            },
+        },
+        {"ours": 6.0, "peer": {"seconds": 48.0, "installed": [], "downloaded": 0}},
+        {"ours": 5.5, "peer": {"seconds": 44.0, "installed": [], "downloaded": 0}},
+    ],
+    "ours_2x2": [7.5, 9.0, 8.8],
+    "ours_pytorchjob": [1.8, 1.9, 2.0],
+}
+
+
+@pytest.mark.parametrize(("quick", "reference"), [(False, "61.5 s"), (True, "downloading run left out")])
+def test_p13_row_sets_kftrain_beside_the_sdk_and_reports_two_by_two(monkeypatch, quick: bool, reference: str) -> None:
+    sys.modules.setdefault("load", load)  # run.py imports bench/load.py by its plain name
+    run = load_script("bench/run.py", "bench_run")
+    commands = []
+
+    def fake_timed(cmd: list[str], **_: object) -> tuple[float, str]:
+        commands.append(cmd)
+        data = {k: v for k, v in P13_DATA.items() if k != "peer_downloading" or "--no-reference" not in cmd}
+        Path(cmd[cmd.index("--json") + 1]).write_text(json.dumps(data))
+        return 0.0, ""
+
+    monkeypatch.setattr(run, "timed", fake_timed)
+    one, two = run.p13_function_job(3, quick)
+    assert ("--no-reference" in commands[0]) is quick and commands[0][commands[0].index("--repeat") + 1] == "3"
+    # Per round ours ÷ peer (5/40, 6/48, 5.5/44 = 0.125 each); medians in the row, the goal met.
+    assert one.ratios == pytest.approx([0.125] * 3)
+    assert one.row().endswith("| 5.500 s | 44.000 s | 0.125 / 0.125 / 0.125 | ≤ 0.25 | met |")
+    # 2 x 2 beside kftrain's own 1 x 1, round by round; the row says why no peer figure stands there.
+    assert two.ratios == pytest.approx([1.5, 1.5, 1.6])
+    assert "no peer figure" in two.row() and "| 8.800 s | 5.500 s |" in two.row()
+    notes = " ".join(one.notes)
+    assert "3 packages (torch-2.13.0, triton-3.7.1, 1 nvidia-*/cuda-* libraries, 2.7 GB of wheels)" in notes
+    assert "0 file(s) downloaded by the timed jobs" in notes and reference in notes
+    assert "1.90 s (1.80 / 2.00)" in notes

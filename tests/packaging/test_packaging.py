@@ -120,7 +120,7 @@ def test_each_step_imports_only_what_its_image_installs(path: Path) -> None:
 
 def test_the_launch_image_has_no_ml_framework_and_the_launch_step_needs_none() -> None:
     extras = image_extras("launch")
-    assert extras == {"s3"}, extras
+    assert extras == {"s3", "mlflow"}, extras  # mlflow-skinny: MLflow's client, no framework
     blocked = blocked_modules(extras)
     assert {"numpy", "pyarrow", "torch", "tensorflow", "onnxruntime", "sklearn"} <= blocked
     proc = import_with_blocked(blocked, ["kftrain.launch.component", "kftrain.cli", "kftrain.cli.app"])

@@ -33,7 +33,9 @@ def evaluate_model(
         model: The trained model (a folder following the model contract).
         dataset_uri: URI of the prepared dataset (a table dataset: prepare_dataset's dataset_uri output).
             It is read by URI, only the split it needs and in batches: as an input artifact, KFP's backend
-            would copy the whole dataset into the pod before the step starts.
+            would copy the whole dataset into the pod before the step starts. KFP's cache key holds the
+            URI as text, not what is there: turn caching off for this task (set_caching_options(False))
+            when the data at the URI can change.
         metrics: Scalar metrics shown in the run's UI (accuracy, macro F1, log loss, ROC AUC, average
             precision; or MAE, RMSE, R2).
         classification_metrics: The confusion matrix and the ROC curve's points (each with its precision).

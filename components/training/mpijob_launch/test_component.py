@@ -71,7 +71,7 @@ def test_v1_on_request_valid_against_the_training_operator_crd(monkeypatch, tmp_
     for rtype in ("Launcher", "Worker"):
         (container,) = m["spec"]["mpiReplicaSpecs"][rtype]["template"]["spec"]["containers"]
         assert container["name"] == "mpi", "training-operator injects its env into the container named mpi"
-    env = {e["name"]: e["value"] for e in _launcher(m)["env"]}
+    env = {e["name"]: e.get("value") for e in _launcher(m)["env"]}  # (the storage secret's are secretKeyRefs)
     assert env["KFTRAIN_MODEL_URI"] == str(tmp_path / "model")
 
 

@@ -66,7 +66,7 @@ def test_chief_ps_workers_evaluator_and_run_policy(monkeypatch, tmp_path, crd_sc
     assert m["spec"]["runPolicy"] == {"cleanPodPolicy": "All", "activeDeadlineSeconds": 600, "backoffLimit": 2}
     chief = _container(m, "Chief")
     assert chief["resources"]["limits"] == {"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": 1}
-    env = {e["name"]: e["value"] for e in chief["env"]}
+    env = {e["name"]: e.get("value") for e in chief["env"]}  # (the storage secret's are secretKeyRefs)
     assert env["EXTRA"] == "1" and env["KFTRAIN_MODEL_URI"] == str(tmp_path / "model")
 
 

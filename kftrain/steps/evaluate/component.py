@@ -16,6 +16,8 @@ from kftrain.step import Artifact, component_step
 from kftrain.steps.evaluate.evaluation import Evaluation, evaluate_model, task_of
 from kftrain.steps.evaluate.gate import GateDecision, gate_metric, quality_gate
 from kftrain.steps.evaluate.reports import html_report, markdown_report
+from kftrain.tracking.client import task_run
+from kftrain.tracking.evaluation import log_evaluation
 
 log = logging.getLogger(__name__)
 MAX_KFP_CONFUSION = 100  # classes: a larger matrix is too big for KFP's metadata store (the HTML report has it)
@@ -36,8 +38,11 @@ def evaluate_component(
     batch_rows: int,
 ) -> tuple[bool, float]:
     """Evaluate ``model`` on ``split`` of the dataset at ``dataset_uri``, fill the KFP artifacts, return the verdict."""
-    with component_step(
-        inputs={"model": model.uri, "dataset_uri": dataset_uri, "baseline_model_uri": baseline_model_uri}
+    with (
+        component_step(
+            inputs={"model": model.uri, "dataset_uri": dataset_uri, "baseline_model_uri": baseline_model_uri}
+        ),
+        task_run("evaluation's MLflow logging") as tracked,
     ):
         metric = gate_metric(task_of(read_info(dataset_uri)), gate_metric_name)
         evaluation = evaluate_model(model.uri, dataset_uri, split, batch_rows=batch_rows)
@@ -49,10 +54,13 @@ def evaluate_component(
         decision = quality_gate(evaluation.metrics, metric, gate_threshold, baseline.metrics if baseline else None)
         log_kfp_metrics(evaluation, metrics, classification_metrics, baseline)
         title = f"Evaluation on the {split} split"
+        markdown, html = markdown_report(evaluation, decision, title), html_report(evaluation, decision, title)
         with open(report.path, "w", encoding="utf-8") as handle:
-            handle.write(markdown_report(evaluation, decision, title))
+            handle.write(markdown)
         with open(html_report_output.path, "w", encoding="utf-8") as handle:
-            handle.write(html_report(evaluation, decision, title))
+            handle.write(html)
+        if tracked is not None:
+            log_evaluation(tracked, evaluation, decision, baseline=baseline, markdown=markdown, html=html)
     print(f"quality gate {'passed' if decision.passed else 'FAILED'}: {decision.reason}")
     return decision.passed, _finite(decision.score)
 

@@ -8,6 +8,8 @@ from kftrain.step import Artifact, component_step
 from kftrain.steps.export import export_model
 from kftrain.steps.export.serving import manifest_yaml
 from kftrain.storage.io import write_once
+from kftrain.tracking.client import task_run
+from kftrain.tracking.export import check_registration, log_export, register_export
 
 
 def export_component(
@@ -19,9 +21,19 @@ def export_component(
     model_name: str,
     targets: list[str],
     verify_rows: int,
-) -> None:
-    """Export ``model`` into ``exported``; write the InferenceService serving it into ``inference_service``."""
-    with component_step(exported, inference_service, inputs={"model": model.uri, "dataset_uri": dataset_uri}):
+    register_model: str = "",
+    evaluation_metrics: Any = None,
+    gate_passed: bool | None = None,
+) -> str:
+    """Export ``model`` into ``exported``; write the InferenceService serving it into ``inference_service``; with
+    MLflow tracking, tag the task's run with where everything went and, given ``register_model``, register the
+    export (:mod:`kftrain.tracking.export`). Returns the registered version ("" when none)."""
+    version = ""
+    with (
+        component_step(exported, inference_service, inputs={"model": model.uri, "dataset_uri": dataset_uri}),
+        task_run("export's MLflow logging") as tracked,
+    ):
+        check_registration(register_model)
         report = export_model(
             model.uri,
             dataset_uri,
@@ -35,6 +47,19 @@ def export_component(
         exported.metadata.update(report.to_metadata())
         served = _served(report)
         inference_service.metadata.update({"kind": "InferenceService", "name": model_name, "storageUri": served})
+        if tracked is not None:
+            paths = {e.target: e.path for e in report.exports}
+            log_export(tracked, exported.uri, paths, served, inference_service.uri)
+            if register_model:
+                version = register_export(
+                    tracked,
+                    register_model,
+                    exported.uri,
+                    evaluation=dict(getattr(evaluation_metrics, "metadata", None) or {}),
+                    gate_passed=gate_passed,
+                    model_uri=model.uri,
+                )
+    return version
 
 
 def _served(report: Any) -> str:

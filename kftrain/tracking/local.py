@@ -1,0 +1,316 @@
+"""``kftrain run --mlflow URI`` (or ``MLFLOW_TRACKING_URI`` set): a local run's MLflow runs, laid out as KFP 2.17's
+MLflow plugin lays out a pipeline run's, so that every step logs as it would on a cluster.
+
+What KFP 2.17 does, and this module does the same for KFP's local runner:
+
+- the pipeline run: one MLflow run in the experiment ``KFP-Default`` (unless ``MLFLOW_EXPERIMENT_ID`` or
+  ``MLFLOW_EXPERIMENT_NAME`` names another), created when missing (KFP sends it a ``description``, a field
+  MLflow's REST API does not have and its server drops: mlflow/mlflow@v3.17.2:mlflow/utils/proto_json_utils.py,
+  parse_dict ignores unknown fields; so no description here either); named after the run's display name
+  (locally the run's folder name, ``<pipeline>-<timestamp>``) and tagged ``kfp.pipeline_run_id`` and
+  ``kfp.pipeline_run_url`` (locally the run folder's ``file://`` URI)
+  (kubeflow/pipelines@2.17.0:backend/src/apiserver/plugins/mlflow/handler.go, OnBeforeRunCreation;
+  run_start.go, BuildKFPTags; config.go, DefaultExperimentName and SelectMLflowExperiment);
+- a task, or a nested pipeline or ``dsl.If`` (a DAG task): a nested run named after the task's key in its DAG,
+  tagged ``mlflow.parentRunId`` with its DAG's run, the pipeline's at the top (v2/common/plugins/mlflow/handler.go,
+  OnTaskStart; v2/driver/container.go and dag.go dispatch it, v2/driver/resolve.go nests a task under its DAG's run;
+  the task name is the DAG's task key: v2/compiler/argocompiler/dag.go, ``--task_name``);
+- the task's container gets ``MLFLOW_RUN_ID`` (its nested run), ``MLFLOW_TRACKING_URI``, ``MLFLOW_EXPERIMENT_ID``
+  (and ``MLFLOW_WORKSPACE`` when set): RetrieveUserContainerEnvVars; credentials reach the steps from this
+  process's own environment, never written anywhere;
+- when a task ends, its KFP Metrics outputs' scalars are logged as metrics and its input parameters as params
+  (values as JSON), and the run is ended FINISHED or FAILED (KILLED when interrupted): OnTaskEnd,
+  ExecutionStateToMLflowTerminalStatus; when the pipeline ends, its run the same (OnRunEnd).
+
+KFP's local runner has no plugin hooks, so the two calls it makes per task are wrapped while the pipeline runs
+(kfp==2.17.0: ``kfp/local/orchestrator/task_executor.py`` ``execute_single_task``, a container task;
+``kfp/local/orchestrator/enhanced_dag_orchestrator.py`` ``execute_task``, a DAG task), and restored after.
+The iterations of a ``dsl.ParallelFor`` run on threads of their own, where tasks nest under the pipeline's run.
+
+Before any step runs, the experiment is looked up or created: a server that is down or refuses the credentials
+ends the run there, in one line, within 10 s. A request that fails later is said once and the pipeline goes on
+(the steps themselves check the server when they start).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from kftrain.errors import redact_urls
+from kftrain.extras import requires
+from kftrain.tracking.client import PARENT_TAG, TrackingError, describe, why_refused
+from kftrain.tracking.env import EXPERIMENT_ID, RUN_ID, TRACKING_URI, WORKSPACE, bounded_http
+
+log = logging.getLogger(__name__)
+
+DEFAULT_EXPERIMENT = "KFP-Default"  # kubeflow/pipelines@2.17.0:backend/src/apiserver/plugins/mlflow/config.go:41
+EXPERIMENT_NAME_ENV = "MLFLOW_EXPERIMENT_NAME"
+# mlflow/mlflow@v3.17.2:mlflow/utils/validation.py: MAX_PARAM_VAL_LENGTH, MAX_PARAMS_TAGS_PER_BATCH.
+MAX_PARAM_VALUE = 6000
+MAX_PARAMS_PER_BATCH = 100
+SAY = "[kftrain] mlflow:"  # kftrain run's quiet output shows lines starting so
+
+# The run of the DAG whose tasks are being run (None at the top: the pipeline's run).
+_PARENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("kftrain_mlflow_parent", default=None)
+
+
+class LocalPipelineRuns:
+    """The MLflow runs of one local pipeline run (see the module's docstring)."""
+
+    def __init__(self, client: Any, uri: str, experiment_id: str, pipeline_root: Path) -> None:
+        self.client = client
+        self.uri = uri
+        self.experiment_id = experiment_id
+        self.pipeline_root = pipeline_root
+        self.run_id = ""  # the pipeline's run, made when its first task starts (KFP names the run folder then)
+        self._lock = threading.Lock()
+        self._warned = False
+
+    # -- the pipeline's run -----------------------------------------------------------------------
+
+    def pipeline_run(self, resource_name: str) -> str:
+        """The pipeline's run, created on first use: named after the run's folder (``resource_name``)."""
+        with self._lock:
+            if not self.run_id:
+                root = resource_name.split("/", 1)[0]  # a ParallelFor iteration's DAG adds "/<iteration>"
+                folder = (self.pipeline_root / root).resolve()
+                tags = {"kfp.pipeline_run_id": root, "kfp.pipeline_run_url": folder.as_uri()}
+                self.run_id = self.client.create_run(self.experiment_id, run_name=root, tags=tags).info.run_id
+                page = self.ui_url(self.run_id)
+                print(f"{SAY} pipeline run {self.run_id}" + (f": {page}" if page else ""), flush=True)
+            return self.run_id
+
+    def ui_url(self, run_id: str) -> str:
+        """The run's page in the MLflow UI, as KFP links it (run_start.go, BuildRunURL); "" for a store that is
+        no server."""
+        base = redact_urls(self.uri).rstrip("/")
+        return f"{base}/#/experiments/{self.experiment_id}/runs/{run_id}" if base.startswith("http") else ""
+
+    def end(self, status: str) -> None:
+        if self.run_id:
+            self._quietly("end the pipeline's run", self.client.set_terminated, self.run_id, status)
+
+    # -- a task's run -----------------------------------------------------------------------------
+
+    def start_task(self, name: str, resource_name: str) -> str:
+        """A nested run for the task ``name``, under the DAG being run; "" when it could not be made."""
+        try:
+            parent = _PARENT.get() or self.pipeline_run(resource_name)
+            run = self.client.create_run(self.experiment_id, run_name=name, tags={PARENT_TAG: parent})
+        except Exception as exc:
+            self._warn(f"no run for task {name}: {why_refused(exc)}")
+            return ""
+        return str(run.info.run_id)
+
+    def end_task(self, run_id: str, status: str, outputs: Mapping[str, Any], params: Mapping[str, Any]) -> None:
+        """What KFP's launcher logs when a task ends: its Metrics' scalars, its input parameters, its status."""
+        if not run_id:
+            return
+        from mlflow.entities import Metric, Param
+
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, v, now, 0) for k, v in _scalar_metrics(outputs).items()]
+        values = [Param(k, _param_text(v)) for k, v in params.items()]
+        if metrics:
+            self._quietly("log a task's metrics", self.client.log_batch, run_id, metrics=metrics)
+        for start in range(0, len(values), MAX_PARAMS_PER_BATCH):  # KFP sends one batch; MLflow takes 100 a batch
+            batch = values[start : start + MAX_PARAMS_PER_BATCH]
+            self._quietly("log a task's params", self.client.log_batch, run_id, params=batch)
+        self._quietly("end a task's run", self.client.set_terminated, run_id, status)
+
+    def task_env(self, run_id: str) -> dict[str, str]:
+        """The variables the task's container gets (RetrieveUserContainerEnvVars)."""
+        env = {RUN_ID: run_id, TRACKING_URI: self.uri, EXPERIMENT_ID: self.experiment_id}
+        if os.environ.get(WORKSPACE):
+            env[WORKSPACE] = os.environ[WORKSPACE]
+        return env
+
+    def _quietly(self, what: str, call: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            call(*args, **kwargs)
+        except Exception as exc:
+            self._warn(f"could not {what}: {describe(exc)}")
+
+    def _warn(self, text: str) -> None:
+        if not self._warned:
+            self._warned = True
+            print(f"{SAY} {text}; the pipeline goes on, this is said once", flush=True)
+
+
+def _scalar_metrics(outputs: Mapping[str, Any]) -> dict[str, float]:
+    """The scalars of a task's KFP Metrics outputs (v2/metadata/client.go, FormatScalarMetricArtifacts)."""
+    from kfp import dsl
+
+    found: dict[str, float] = {}
+    for value in outputs.values():
+        if isinstance(value, dsl.Metrics):
+            for key, number in (value.metadata or {}).items():
+                if key != "display_name" and isinstance(number, int | float) and not isinstance(number, bool):
+                    found[key] = float(number)
+    return found
+
+
+# What Go's encoding/json escapes that Python's json leaves as it is (golang/go@go1.24.0:src/encoding/json/encode.go,
+# appendString: HTML-safe by default, and the two JavaScript line terminators).
+_GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def _param_text(value: Any) -> str:
+    """A parameter as KFP's launcher logs it: the value as protobuf's Struct holds it (every number a float64)
+    marshalled by Go's json.Marshal (handler.go, mapToParams): compact, keys sorted, a whole number without ``.0``
+    (encode.go, floatEncoder: 'f' format below 1e21), non-ASCII as it is; cut to what MLflow accepts."""
+    text = json.dumps(_go_numbers(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    for char, escaped in _GO_ESCAPES.items():
+        text = text.replace(char, escaped)
+    return text if len(text) <= MAX_PARAM_VALUE else text[: MAX_PARAM_VALUE - 3] + "..."
+
+
+def _go_numbers(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _go_numbers(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_go_numbers(v) for v in value]
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    return value
+
+
+def _status(ok: bool) -> str:
+    return "FINISHED" if ok else "FAILED"
+
+
+def _task_params(task_spec: Any, io_store: Any, component: Any) -> dict[str, Any]:
+    """The task's input parameters, defaults included, as KFP's execution records them (FormatExecutionParameters)."""
+    from kfp.local.orchestrator.orchestrator_utils import OrchestratorUtils
+
+    try:
+        given = OrchestratorUtils.make_task_arguments(task_inputs_spec=task_spec.inputs, io_store=io_store)
+    except Exception:  # an input the runner resolves differently (a loop item): left out, as is
+        given = {}
+    params: dict[str, Any] = {}
+    for name, spec in component.input_definitions.parameters.items():
+        if name in given:
+            params[name] = given[name]
+        elif spec.HasField("default_value"):
+            from kfp.local import executor_output_utils
+
+            params[name] = executor_output_utils.pb2_value_to_python(spec.default_value)
+    return params
+
+
+def _with_env(executors: Mapping[str, Any], label: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """``executors`` with ``label``'s container given ``env`` (a copy: the pipeline's spec is left as it is)."""
+    spec = type(executors[label])()
+    spec.CopyFrom(executors[label])
+    for name, value in env.items():
+        spec.container.env.add(name=name, value=value)
+    return {**executors, label: spec}
+
+
+@contextlib.contextmanager
+def wrapped_runner(runs: LocalPipelineRuns) -> Iterator[None]:
+    """KFP's local runner with every task and DAG task given its nested run, while the block runs."""
+    from kfp.local import status as kfp_status
+    from kfp.local.orchestrator import enhanced_dag_orchestrator, task_executor
+
+    run_task = task_executor.execute_single_task
+    run_any = enhanced_dag_orchestrator.execute_task
+
+    def container_task(**kwargs: Any) -> Any:
+        component = kwargs["components"][kwargs["task_spec"].component_ref.name]
+        run_id = runs.start_task(kwargs["task_name"], kwargs["pipeline_resource_name"])
+        executors = kwargs["executors"]
+        if run_id and executors[component.executor_label].WhichOneof("spec") == "container":
+            kwargs["executors"] = _with_env(executors, component.executor_label, runs.task_env(run_id))
+        status, outputs = "KILLED", {}
+        try:
+            outputs, task_status = run_task(**kwargs)
+            status = _status(task_status == kfp_status.Status.SUCCESS)
+            return outputs, task_status
+        except Exception:
+            status = "FAILED"
+            raise
+        finally:
+            runs.end_task(run_id, status, outputs, _task_params(kwargs["task_spec"], kwargs["io_store"], component))
+
+    def any_task(**kwargs: Any) -> Any:
+        component = kwargs["components"][kwargs["task_spec"].component_ref.name]
+        if component.WhichOneof("implementation") != "dag":
+            return run_any(**kwargs)
+        run_id = runs.start_task(kwargs["task_name"], kwargs["pipeline_resource_name"])
+        token = _PARENT.set(run_id or _PARENT.get())
+        status = "KILLED"
+        try:
+            outputs, dag_status = run_any(**kwargs)
+            status = _status(dag_status == kfp_status.Status.SUCCESS)
+            return outputs, dag_status
+        except Exception:
+            status = "FAILED"
+            raise
+        finally:
+            _PARENT.reset(token)
+            runs.end_task(run_id, status, {}, _task_params(kwargs["task_spec"], kwargs["io_store"], component))
+
+    task_executor.execute_single_task = container_task
+    enhanced_dag_orchestrator.execute_task = any_task
+    try:
+        yield
+    finally:
+        task_executor.execute_single_task = run_task
+        enhanced_dag_orchestrator.execute_task = run_any
+
+
+def open_experiment(uri: str) -> tuple[Any, str]:
+    """An MLflow client of ``uri`` and the experiment the pipeline's run goes in (created when missing), checked
+    against the server in bounded time; else :class:`TrackingError` in one line."""
+    with requires("mlflow", f"tracking the run in MLflow (--mlflow, {TRACKING_URI})"):
+        from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    started = time.monotonic()
+    try:
+        if os.environ.get(EXPERIMENT_ID):
+            return client, str(client.get_experiment(os.environ[EXPERIMENT_ID]).experiment_id)
+        name = os.environ.get(EXPERIMENT_NAME_ENV) or DEFAULT_EXPERIMENT
+        found = client.get_experiment_by_name(name)
+        if found is not None:
+            return client, str(found.experiment_id)
+        return client, str(client.create_experiment(name))
+    except Exception as exc:
+        raise TrackingError(
+            f"{TRACKING_URI}: the MLflow tracking server {redact_urls(uri)} {why_refused(exc)} "
+            f"(after {time.monotonic() - started:.1f}s)"
+        ) from None
+
+
+@contextlib.contextmanager
+def tracked_pipeline(pipeline_root: str | Path, uri: str = "") -> Iterator[LocalPipelineRuns | None]:
+    """Within the block, a local pipeline run is tracked in MLflow on the server ``uri`` (``--mlflow``), else
+    ``MLFLOW_TRACKING_URI``'s (None and nothing done without either). The pipeline's run ends FINISHED, FAILED or
+    KILLED with the block."""
+    uri = uri.strip() or os.environ.get(TRACKING_URI, "").strip()
+    if not uri:
+        yield None
+        return
+    with bounded_http():
+        client, experiment_id = open_experiment(uri)
+        runs = LocalPipelineRuns(client, uri, experiment_id, Path(pipeline_root))
+        status = "KILLED"
+        try:
+            with wrapped_runner(runs):
+                yield runs
+            status = "FINISHED"
+        except Exception:
+            status = "FAILED"
+            raise
+        finally:
+            runs.end(status)

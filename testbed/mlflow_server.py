@@ -1,0 +1,151 @@
+"""A real MLflow tracking server for the tests, and the runs KFP 2.17's MLflow plugin would give a task.
+
+The server is ``mlflow server`` from its own venv (``.venv/mlflow-server``, scripts/install_mlflow_server.sh: the full
+``mlflow`` cannot share the kftrain venv's pins), with a SQLite backend store and artifacts in a local folder, both
+in the folder it is given, on a free port of 127.0.0.1. Its job runner (Huey consumers, a queue in /dev/shm) is
+turned off: nothing here runs MLflow jobs. Stopping it ends its whole process group.
+
+:func:`kfp_task_run` lays runs out as KFP 2.17's backend does and returns the variables its driver gives the task's
+container (kubeflow/pipelines@2.17.0: backend/src/apiserver/plugins/mlflow/handler.go, OnBeforeRunCreation: the
+experiment ``KFP-Default`` and a parent run named after the run's display name, tagged ``kfp.pipeline_run_id`` and
+``kfp.pipeline_run_url``; backend/src/v2/common/plugins/mlflow/handler.go, OnTaskStart: a nested run named after
+the task, tagged ``mlflow.parentRunId``; RetrieveUserContainerEnvVars: ``MLFLOW_RUN_ID``, ``MLFLOW_TRACKING_URI``,
+``MLFLOW_EXPERIMENT_ID``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from testbed.reference import REPO
+
+SERVER_VENV = REPO / ".venv" / "mlflow-server"
+MLFLOW = SERVER_VENV / "bin" / "mlflow"
+INSTALL = "scripts/install_mlflow_server.sh (run by make install)"
+START_TIMEOUT_S = 120.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class MlflowServer:
+    uri: str
+    folder: Path
+    process: subprocess.Popen[bytes]
+
+    def client(self) -> Any:
+        """MLflow's own client (mlflow-skinny, this venv's) of this server."""
+        from mlflow.tracking import MlflowClient
+
+        return MlflowClient(tracking_uri=self.uri)
+
+    def log(self) -> str:
+        path = self.folder / "server.log"
+        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+
+def _healthy(uri: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{uri}/health", timeout=2) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def mlflow_server(folder: Path) -> Iterator[MlflowServer]:
+    """``mlflow server`` storing everything in ``folder``, up and answering; stopped (its whole process group)
+    when the block ends."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tmp").mkdir(exist_ok=True)
+    port = free_port()
+    uri = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "TMPDIR": str(folder / "tmp"),
+        # mlflow/mlflow@v3.17.2:mlflow/server/__init__.py: without it the server starts Huey consumers whose queue
+        # is a mkdtemp in /dev/shm.
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+    }
+    command = [
+        str(MLFLOW),
+        "server",
+        "--backend-store-uri",
+        f"sqlite:///{folder / 'mlflow.db'}",
+        "--artifacts-destination",
+        str(folder / "artifacts"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
+    with (folder / "server.log").open("wb") as log:
+        process = subprocess.Popen(
+            command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    server = MlflowServer(uri, folder, process)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not _healthy(uri):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"mlflow server did not start ({command}):\n{server.log()}")
+            time.sleep(0.3)
+        yield server
+    finally:
+        stop(process)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """End the server's process group: SIGTERM, then SIGKILL after 15 s."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=15)
+    # Its workers were in the group too; wait until none is left.
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(process.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def kfp_task_run(client: Any, uri: str, task: str, *, display_name: str = "pipeline-run") -> dict[str, str]:
+    """Runs as KFP 2.17 makes them for one task of a pipeline run (see the module's docstring); returns the
+    variables the task's container gets."""
+    found = client.get_experiment_by_name("KFP-Default")
+    experiment = found.experiment_id if found is not None else client.create_experiment("KFP-Default")
+    parent = client.create_run(
+        experiment,
+        run_name=display_name,
+        tags={"kfp.pipeline_run_id": f"{display_name}-id", "kfp.pipeline_run_url": ""},
+    )
+    nested = client.create_run(experiment, run_name=task, tags={"mlflow.parentRunId": parent.info.run_id})
+    return {
+        "MLFLOW_RUN_ID": nested.info.run_id,
+        "MLFLOW_TRACKING_URI": uri,
+        "MLFLOW_EXPERIMENT_ID": str(experiment),
+    }
