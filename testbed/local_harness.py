@@ -17,6 +17,7 @@ import yaml
 
 from kftrain.backends.base import JobResult
 from kftrain.backends.local import LocalConfig
+from kftrain.contract import BACKEND_ENV
 from testbed.manifests import pytorchjob, replica
 
 PY = sys.executable
@@ -150,9 +151,11 @@ def _interpreter_sets() -> set[str]:
     return set(json.loads(started.stdout)) - {"LC_CTYPE"}
 
 
-# What an image gives a clean-env replica before its spec's env (LocalConfig.clean_env).
+# What an image gives a clean-env replica before its spec's env (LocalConfig.clean_env), and the one variable the local
+# backend adds to every replica (KFTRAIN_BACKEND=local: kftrain.contract.BACKEND_ENV).
 IMAGE_BASE = (
     {"PATH", "HOME", "LANG", "HOSTNAME", "TMPDIR"}  # TMPDIR: each job's replicas get a temporary folder of their own
+    | {BACKEND_ENV}
     | {k for k in ("LC_ALL", "TZ") if k in os.environ}
     | _interpreter_sets()
 )

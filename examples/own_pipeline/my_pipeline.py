@@ -2,9 +2,9 @@
 
     cd examples/own_pipeline && kftrain run my_pipeline:my_pipeline
 
-(``kftrain run MODULE:FUNCTION`` imports MODULE from the current folder, as ``python -m`` would). The same file
-compiles for a cluster: ``kftrain submit my_pipeline:my_pipeline --host ...`` with an ``image`` that holds
-train.py.
+(``kftrain run MODULE:FUNCTION`` imports MODULE from the current folder, after the standard library). The same
+file compiles for a cluster (``kftrain compile my_pipeline:my_pipeline`` writes my-pipeline.yaml) and submits:
+``kftrain submit my_pipeline:my_pipeline --host ... --param image=<an image with train.py>``.
 """
 
 from kfp import dsl

@@ -74,6 +74,10 @@ class JobStatus:
     # Where the job's model and its replicas' kept logs are (kftrain.job.naming.outputs_of); "" when not recorded.
     model_uri: str = ""
     logs_uri: str = ""
+    # Local folders holding what the ended job left (the local backend's state folder): the ends of its replicas'
+    # logs (<replica>.log) and the files they wrote in their job's folders; "" where the backend keeps none.
+    kept_logs: str = ""
+    kept_files: str = ""
 
 
 @dataclass(frozen=True)

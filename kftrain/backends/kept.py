@@ -1,11 +1,14 @@
 """What outlives a job's replicas, on every backend: the logs the launch step kept beside the model
-(``<model>-logs/<replica>.log``), and the model itself, copied out by ``kftrain jobs download``."""
+(``<model>-logs/<replica>.log``), the model itself, and, on the local backend, what the job left in the state folder
+(its logs' ends, and the files its replicas wrote in their job's folders), copied out by ``kftrain jobs download``."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from kftrain import storage
+from kftrain.backends.base import JobStatus
 from kftrain.errors import KftrainError
 
 
@@ -24,22 +27,51 @@ def read_kept(logs_uri: str, label: str) -> str | None:
     return storage.read_bytes(source).decode("utf-8", "replace")
 
 
-def download_outputs(name: str, model_uri: str, logs_uri: str, dest: Path) -> list[tuple[str, str, str]]:
-    """Copy job ``name``'s model (when it wrote one) and every kept replica log under ``dest``: one
-    ``(what, from, to)`` per copy, ``to`` empty for a model the job did not write."""
-    if not (model_uri or logs_uri):
-        raise KftrainError(f"job {name} records no model or logs location (it was launched without a model URI)")
+def download_outputs(job: JobStatus, dest: Path) -> list[tuple[str, str, str]]:
+    """Copy ``job``'s model (when it wrote one), every kept replica log (whole from beside the model, else the end the
+    state folder kept) and the files it left under ``dest``: one ``(what, from, to)`` per copy, ``to`` empty for a
+    model the job did not write."""
+    local_logs = _regular_files(job.kept_logs, ".log")
+    files = Path(job.kept_files) if job.kept_files else None
+    files = files if files is not None and files.is_dir() and not files.is_symlink() and any(files.iterdir()) else None
+    if not (job.model_uri or job.logs_uri or local_logs or files):
+        raise KftrainError(
+            f"job {job.name} records no model or logs location (it was launched without a model URI) and left no "
+            "logs or files"
+        )
     dest = dest.absolute()
     copied: list[tuple[str, str, str]] = []
-    if model_uri and storage.exists(model_uri):
-        storage.download(model_uri, str(dest / "model"))
-        copied.append(("model", model_uri, str(dest / "model")))
-    else:
-        copied.append(("model", model_uri, ""))
-    for label in kept_logs(logs_uri):
-        source = storage.join(logs_uri, f"{label}.log")
+    if job.model_uri and storage.exists(job.model_uri):
+        storage.download(job.model_uri, str(dest / "model"))
+        copied.append(("model", job.model_uri, str(dest / "model")))
+    elif job.model_uri:
+        copied.append(("model", job.model_uri, ""))
+    whole = kept_logs(job.logs_uri)
+    for label in whole:
+        source = storage.join(job.logs_uri, f"{label}.log")
         target = dest / "logs" / f"{label}.log"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(storage.read_bytes(source))
         copied.append(("log", source, str(target)))
+    for log in local_logs:
+        if log.stem in whole:
+            continue
+        target = dest / "logs" / log.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log, target)
+        copied.append(("log", str(log), str(target)))
+    if files is not None:
+        shutil.copytree(files, dest / "files", symlinks=True, dirs_exist_ok=True)  # a link stays a link
+        copied.append(("files", str(files), str(dest / "files")))
     return copied
+
+
+def _regular_files(folder: str, suffix: str) -> list[Path]:
+    """The regular files (not links) named ``*<suffix>`` in the local ``folder``; none when there is no folder."""
+    if not folder:
+        return []
+    try:
+        found = Path(folder).iterdir()
+        return sorted(p for p in found if p.name.endswith(suffix) and p.is_file() and not p.is_symlink())
+    except OSError:
+        return []

@@ -18,6 +18,8 @@ from kftrain.cli.compile import cmd_compile
 from kftrain.cli.jobs import add_commands as add_jobs_commands
 from kftrain.cli.kfp import add_commands as add_kfp_commands
 from kftrain.cli.launch import cmd_convert, cmd_launch, cmd_validate
+from kftrain.cli.reference import COMPILE_HELP
+from kftrain.cli.reference import HELP as PIPELINE_HELP
 from kftrain.cli.run import DEFAULT_PIPELINE, cmd_run
 from kftrain.errors import JobFailedError, KftrainError
 from kftrain.signals import Terminated
@@ -111,10 +113,17 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(func=cmd_validate)
 
     run = sub.add_parser("run", help="run a pipeline locally with KFP's local runner")
-    run.add_argument("pipeline", nargs="?", default=DEFAULT_PIPELINE)
+    run.add_argument("pipeline", nargs="?", default=DEFAULT_PIPELINE, help=f"{PIPELINE_HELP} (default: %(default)s)")
     run.add_argument("--param", action="append", metavar="NAME=VALUE", help="pipeline parameter (JSON or text)")
     run.add_argument("--params-file", metavar="FILE", help="pipeline parameters as a YAML mapping (--param wins)")
     run.add_argument("--pipeline-root", default="runs", help="where the local run's artifacts go")
+    run.add_argument(
+        "--mlflow",
+        metavar="URI",
+        default="",
+        help="track the run on this MLflow server as KFP 2.17 does: a run per pipeline run, one per task in it "
+        "(default: $MLFLOW_TRACKING_URI, when set)",
+    )
     run.add_argument(
         "--storage",
         choices=["local", "s3"],
@@ -126,7 +135,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(func=cmd_run)
 
-    comp = sub.add_parser("compile", help="compile pipelines and components to their committed YAML")
+    comp = sub.add_parser(
+        "compile",
+        help="compile a pipeline to YAML, or every shipped pipeline and component to its committed YAML",
+        description="kftrain compile PIPELINE [-o FILE]: compile one pipeline for a cluster, with the images' "
+        "registry (KFTRAIN_IMAGE_REGISTRY) and their pull secrets on every step (KFTRAIN_IMAGE_PULL_SECRETS) as "
+        "the shipped pipelines get them. kftrain compile [--check] [--root DIR]: every pipeline.yaml and "
+        "component.yaml of a kftrain checkout.",
+    )
+    comp.add_argument("pipeline", nargs="?", help=f"{COMPILE_HELP}; none: every committed file")
+    comp.add_argument("-o", "--output", metavar="FILE", help="with PIPELINE: the file to write (default: NAME.yaml)")
     comp.add_argument("--check", action="store_true", help="fail naming every stale file instead of writing")
     comp.add_argument("--root", default=".", help="repository root")
     comp.set_defaults(func=cmd_compile)

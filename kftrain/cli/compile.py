@@ -3,8 +3,8 @@
 The compiled files are committed (they are what users upload to the Kubeflow UI or load with
 ``kfp.components.load_component_from_url``), so they are golden files: ``check`` compiles into
 memory and names every committed file that differs. Regenerating is an explicit act
-(``kftrain compile`` / ``make compile``) and is refused when ``CI`` is set. The README's table of the generic
-pipeline's parameters is generated the same way, from that pipeline (:mod:`kftrain.cli.readme_params`).
+(``kftrain compile`` / ``make compile``) and is refused when ``CI`` is set. The documentation's table of the
+generic pipeline's parameters is generated the same way, from that pipeline (:mod:`kftrain.cli.doc_tables`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kftrain.cli import readme_params
-from kftrain.cli.pipelines import COMPONENTS_PACKAGE, PIPELINES_PACKAGE, defined_object, variants
+from kftrain.cli import doc_tables
+from kftrain.cli.pipelines import COMPONENTS_PACKAGE, PIPELINES_PACKAGE, compile_settings, defined_object, variants
+from kftrain.cli.reference import check_output, compile_to, load_for_compile, parse_reference, pipeline_name
 from kftrain.errors import KftrainError
 
 PACKAGES = {"components": COMPONENTS_PACKAGE, "pipelines": PIPELINES_PACKAGE}
@@ -92,23 +93,28 @@ def compile_all(root: Path, *, write: bool) -> list[Path]:
             stale.append(target.output)
             if write:
                 target.output.write_text(text)
-    readme = readme_params.readme_target(root)
-    generic = [t for t in targets if t.is_pipeline and t.source.parent.name == readme_params.PIPELINE]
-    if readme.exists() and generic:
-        current = readme.read_text()
+    page = doc_tables.parameters_page(root)
+    generic = [t for t in targets if t.is_pipeline and t.source.parent.name == doc_tables.PIPELINE]
+    if page.exists() and generic:
+        current = page.read_text()
         try:
-            text = readme_params.with_table(current, readme_params.parameter_table(compiled_object(generic[0])))
+            text = doc_tables.with_table(current, doc_tables.parameter_table(compiled_object(generic[0])))
         except ValueError as exc:
             raise KftrainError(str(exc)) from None
         if text != current:
-            stale.append(readme)
+            stale.append(page)
             if write:
-                readme.write_text(text)
+                page.write_text(text)
     return stale
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    """``kftrain compile``: write the stale files; with ``--check`` name them and fail instead."""
+    """``kftrain compile``: write the stale files; with ``--check`` name them and fail instead. ``kftrain compile
+    PIPELINE [-o FILE]``: that one pipeline, to ``FILE`` (default: ``<its name>.yaml`` here)."""
+    if getattr(args, "pipeline", None):
+        return compile_one(args.pipeline, args.output, check=args.check, root=args.root)
+    if getattr(args, "output", None):
+        raise KftrainError(f"-o {args.output}: name the pipeline to compile (kftrain compile PIPELINE -o FILE)")
     root = Path(args.root).resolve()
     stale = compile_all(root, write=not args.check)
     if args.check:
@@ -119,4 +125,23 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(f"wrote {path.relative_to(root)}")
     if not stale:
         print("every compiled file is up to date")
+    return 0
+
+
+def compile_one(given: str, output: str | None, *, check: bool, root: str) -> int:
+    """``kftrain compile PIPELINE [-o FILE]``, with the compile-time settings of the shipped pipelines: the images'
+    registry (``KFTRAIN_IMAGE_REGISTRY``) and their pull secrets on every step (``KFTRAIN_IMAGE_PULL_SECRETS``)."""
+    if check or root != ".":
+        raise KftrainError("--check and --root are for the committed files (kftrain compile [--check]), not a PIPELINE")
+    if output:
+        check_output(Path(output))  # before the module is imported
+    pipeline = load_for_compile(parse_reference(given))
+    path = Path(output) if output else Path(f"{pipeline_name(pipeline)}.yaml")
+    compile_to(pipeline, path)
+    registry, pull_secrets = compile_settings()
+    secrets = ", ".join(pull_secrets) or "none"
+    print(
+        f"wrote {path}: pipeline {pipeline_name(pipeline)}; kftrain's step images from {registry} "
+        f"(KFTRAIN_IMAGE_REGISTRY), pull secrets of every step: {secrets} (KFTRAIN_IMAGE_PULL_SECRETS)"
+    )
     return 0

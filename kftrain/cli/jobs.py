@@ -9,14 +9,19 @@ records them (:mod:`kftrain.backends.kept`), so it works once the job's pods or 
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 from kftrain.backends import KubernetesConfig, LocalConfig, make_backend
-from kftrain.backends.base import Backend, JobStatus
+from kftrain.backends.base import Backend, JobPhase, JobStatus
 from kftrain.backends.kept import download_outputs
+from kftrain.backends.local.state import LOST
+from kftrain.errors import KftrainError
 from kftrain.progress import format_duration
+
+_POD_LINE = re.compile(r"pod \S+ \(([^)]+)\): ")
 
 
 def add_commands(sub: Any) -> None:
@@ -24,7 +29,8 @@ def add_commands(sub: Any) -> None:
     jobs.add_argument("--backend", choices=("local", "kubernetes"), default="local")
     jobs.add_argument("--namespace", default=None, help="kubernetes: the namespace (default: kubeconfig's)")
     verbs = jobs.add_subparsers(dest="verb", required=True)
-    verbs.add_parser("list", help="jobs with kind, phase, age, run and task")
+    listing = verbs.add_parser("list", help="jobs with kind, phase, age, run and task")
+    listing.add_argument("--all", action="store_true", help="local: every user's jobs in a shared state folder")
     verbs.add_parser("status", help="conditions, replicas, restarts, events").add_argument("name")
     logs = verbs.add_parser("logs", help="a job's replica logs (live, else the kept ones)")
     logs.add_argument("name")
@@ -40,7 +46,7 @@ def add_commands(sub: Any) -> None:
 
 def backend_for(args: argparse.Namespace) -> Backend:
     if args.backend == "local":
-        return make_backend(LocalConfig())
+        return make_backend(LocalConfig(every_user=getattr(args, "all", False)))
     return make_backend(KubernetesConfig(namespace=args.namespace))
 
 
@@ -58,6 +64,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         if job.model_uri or job.logs_uri:
             print(f"  model: {job.model_uri}\n  logs: {job.logs_uri}")
     elif args.verb == "logs":
+        if args.replica is not None:
+            _check_replica(backend.get_job(args.name), args.replica, following=args.follow)
         for label, line in backend.job_logs(args.name, args.replica, args.tail, args.follow):
             print(f"[{label}] {line}", flush=True)  # followed lines show as they come
     elif args.verb == "delete":
@@ -65,9 +73,31 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         print(f"deleted {args.name}")
     else:
         job = backend.get_job(args.name)
-        for what, source, target in download_outputs(job.name, job.model_uri, job.logs_uri, Path(args.dest)):
+        for what, source, target in download_outputs(job, Path(args.dest)):
             print(f"{what}: {source} -> {target}" if target else f"{what}: none at {source} (the job wrote none)")
     return 0
+
+
+def _check_replica(job: JobStatus, replica: str, *, following: bool) -> None:
+    """Refuse a replica the job does not have, naming those it has; a job followed while it runs may still start
+    it (a scale-up), so it is not refused then."""
+    known = replicas_of(job)
+    ended = job.phase in (JobPhase.SUCCEEDED, JobPhase.FAILED, LOST)
+    if known and replica not in known and (ended or not following):
+        raise KftrainError(f"job {job.name} has no replica {replica!r}; its replicas: {', '.join(known)}")
+
+
+def replicas_of(job: JobStatus) -> list[str]:
+    """The replicas a backend's status lists: the local backend's ``replicas: a, b`` line
+    (:func:`kftrain.backends.local.jobs.get_job`), a cluster's ``pod NAME (replica): ...`` lines
+    (:class:`kftrain.backends.kubernetes.jobs`); empty when it lists none."""
+    found: list[str] = []
+    for line in job.details:
+        if line.startswith("replicas: "):
+            found += [name for name in line.removeprefix("replicas: ").split(", ") if name]
+        elif pod := _POD_LINE.match(line):
+            found.append(pod.group(1))
+    return sorted(set(found))
 
 
 def _age(job: JobStatus) -> str:

@@ -9,10 +9,9 @@ and the one pipeline or component each module defines.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-import os
-import sys
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,37 +75,42 @@ def _defining_module(obj: object) -> str | None:
     return getattr(func, "__module__", None)
 
 
-def load_pipeline(name: str) -> Callable[..., Any]:
-    """A shipped pipeline by name, or any ``module:function``."""
-    shipped = shipped_pipelines()
-    if name in shipped:
-        return defined_object(shipped[name], pipeline=True)
-    module_name, sep, attr = name.partition(":")
-    if not sep or not module_name or not attr:
-        raise KftrainError(f"unknown pipeline {name!r}; known: {', '.join(sorted(shipped))} (or module:function)")
-    return user_pipeline(module_name, attr)
+@contextlib.contextmanager
+def step_pull_secrets_on_every_step() -> Iterator[None]:
+    """Within the block, every step of every pipeline defined gets the step images' pull secrets
+    (``KFTRAIN_IMAGE_PULL_SECRETS`` at compile time), as each step of a shipped pipeline does: the same
+    :func:`kftrain_components.images.use_step_pull_secrets`, which leaves a step that names its own. A user's pipeline
+    module is imported within it to compile, submit or schedule it.
 
+    KFP builds a pipeline's spec when ``@dsl.pipeline`` decorates the function: it runs the body inside a pipeline
+    context, then compiles the tasks the body made (kubeflow/pipelines@2.17.0:sdk/python/kfp/dsl/graph_component.py,
+    ``GraphComponent.__init__``). The context's exit is the moment every task exists and none is compiled yet, so the
+    secrets are given there; a nested pipeline's steps get them when it is defined, as its own pipeline.
+    """
+    from kfp.dsl import pipeline_context
 
-def user_pipeline(module_name: str, attr: str) -> Callable[..., Any]:
-    """The pipeline ``attr`` of the module ``module_name``, found as ``python -m`` finds a module: in the current
-    folder first, then on the Python path (the ``kftrain`` command's own path starts with its script's folder)."""
-    from kfp.dsl import graph_component
+    from kftrain_components.images import STEP_IMAGE_PULL_SECRETS, use_step_pull_secrets
 
-    here = os.getcwd()
-    if here not in sys.path:
-        sys.path.insert(0, here)
+    if not STEP_IMAGE_PULL_SECRETS:
+        yield
+        return
+    plain = pipeline_context.Pipeline.__exit__
+
+    def exit_giving_secrets(self: pipeline_context.Pipeline, *exc_info: object) -> None:
+        for task in self.tasks.values():
+            use_step_pull_secrets(task)
+        plain(self, *exc_info)
+
+    pipeline_context.Pipeline.__exit__ = exit_giving_secrets
     try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and (module_name == exc.name or module_name.startswith(f"{exc.name}.")):
-            raise KftrainError(
-                f"{module_name}:{attr}: no module named {module_name!r} in the current folder ({here}) or on the "
-                "Python path; run kftrain from the folder of your pipeline's module"
-            ) from None
-        raise KftrainError(f"{module_name}:{attr}: importing {module_name} failed: {exc}") from None
-    found = getattr(module, attr, None)
-    if found is None:
-        raise KftrainError(f"{module_name}:{attr}: the module {module_name} ({module.__file__}) has no {attr!r}")
-    if not isinstance(found, graph_component.GraphComponent):
-        raise KftrainError(f"{module_name}:{attr}: not a pipeline (a function decorated with @dsl.pipeline)")
-    return found
+        yield
+    finally:
+        pipeline_context.Pipeline.__exit__ = plain
+
+
+def compile_settings() -> tuple[str, tuple[str, ...]]:
+    """(the registry of kftrain's step images, the steps' pull secrets), as this process compiles pipelines: read
+    from ``KFTRAIN_IMAGE_REGISTRY`` and ``KFTRAIN_IMAGE_PULL_SECRETS`` when kftrain's components were imported."""
+    from kftrain_components.images import LAUNCH_IMAGE, STEP_IMAGE_PULL_SECRETS
+
+    return LAUNCH_IMAGE.rsplit("/", 1)[0], STEP_IMAGE_PULL_SECRETS

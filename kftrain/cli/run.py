@@ -3,27 +3,42 @@
 Each step runs as a subprocess of this Python (no containers, no pip install at run time); the
 launch step then runs the training job's replicas through the local backend. With ``--storage s3``
 the artifacts go to a throw-away local S3 server (:mod:`kftrain.cli.local_s3`) instead of the disk.
+
+The pipeline (:mod:`kftrain.cli.reference`: shipped, a compiled file, or ``MODULE:FUNCTION``) is loaded and its
+parameters checked before anything is created. Everything temporary of a run lives in one folder of its own,
+removed when it returns, whatever happened: KFP's workspace and the steps' temporary files. A failed pipeline is its
+failed step's own error (:mod:`kftrain.cli.quiet`) and one line naming the failed task, exit code 1; no traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
 import shutil
+import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kftrain.cli.local_s3 import environment
 from kftrain.cli.params import parse_params
-from kftrain.cli.pipelines import load_pipeline
+from kftrain.cli.quiet import QuietFilter, StepFailure, quiet_output
+from kftrain.cli.reference import check_param_types, check_params, load_pipeline, parameters, parse_reference
+from kftrain.errors import JobFailedError
+from kftrain.tracking.local import tracked_pipeline
 
 DEFAULT_PIPELINE = "pytorch-digits"
+# KFP's local runner's error when a pipeline's task failed (kubeflow/pipelines@2.17.0:
+# sdk/python/kfp/local/pipeline_orchestrator.py, log_and_maybe_raise_for_failure), colors removed.
+_PIPELINE_FAILED = re.compile(r"Pipeline '.+' finished with status \w+\. Inner task failed: (?P<tasks>.+)\.$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @dataclass(frozen=True)
@@ -33,55 +48,130 @@ class LocalRun:
     seconds: float
 
 
-def init_local_runner(pipeline_root: str | Path) -> Path:
+def init_local_runner(pipeline_root: str | Path, workspace_root: str | Path | None = None) -> Path:
     """Make KFP's local runner run what is called next (a pipeline, or one component as a task): each step a
     subprocess of this environment (``SubprocessRunner``, no venv), its outputs under ``pipeline_root``; a failed
-    step raises. Returns the pipeline root, resolved."""
+    step raises. ``workspace_root``: KFP's workspace folder (None: KFP makes one in the temporary folder, and removes
+    it only at the end of a pipeline). Returns the pipeline root, resolved."""
     from kfp import local
 
     root = Path(pipeline_root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     # The local runner warns about images without "python" in the name; ours run in this venv.
     warnings.filterwarnings("ignore", message=".*non-Python base image.*")
-    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(root), raise_on_error=True)
+    workspace = str(workspace_root) if workspace_root is not None else None
+    local.init(
+        runner=local.SubprocessRunner(use_venv=False),
+        pipeline_root=str(root),
+        workspace_root=workspace,
+        raise_on_error=True,
+    )
     return root
 
 
-def run_locally(name: str, params: Mapping[str, Any], pipeline_root: str | Path, *, verbose: bool = True) -> LocalRun:
-    """Run the pipeline ``name`` (shipped, or ``module:function``) to its end; a failed step raises.
+def load_for_run(given: str, params: Mapping[str, Any]) -> Any:
+    """The pipeline ``given`` names, its parameters checked: every error here comes before anything is created."""
+    pipeline = load_pipeline(parse_reference(given))
+    declared, required = parameters(pipeline)
+    check_params(given, declared, required, params)
+    check_param_types(given, pipeline, params)
+    return pipeline
 
-    Not ``verbose``: one line per step and the training's progress (:mod:`kftrain.cli.quiet`).
+
+@contextlib.contextmanager
+def steps_without_cwd_on_path() -> Iterator[None]:
+    """Within the block, KFP's local runner starts each step's Python with ``-P``.
+
+    It starts a step as ``python3 -m kfp.dsl.executor_main ...`` (``python3`` replaced by this Python) in this
+    process's folder (kubeflow/pipelines@2.17.0:sdk/python/kfp/local/subprocess_task_handler.py:
+    ``replace_python_executable``, ``run_local_subprocess``), and ``-m`` puts that folder first on the step's
+    ``sys.path``: a user's ``token.py`` beside the pipeline would replace the standard library's module in every step.
+    ``-P`` (Python 3.11 and later; https://docs.python.org/3.11/using/cmdline.html#cmdoption-P) leaves that folder
+    off, and is not inherited by the processes a step starts: the job's replicas still run ``python train.py`` with
+    the script's folder first, as in a pod. The folder stays the steps' working folder (relative paths, the launch
+    folder the replicas see). Python 3.10 has no ``-P``: there the steps run as KFP starts them.
     """
-    if not verbose:
-        from kftrain.cli.quiet import quiet_output
+    if sys.version_info < (3, 11):
+        yield
+        return
+    from kfp.local import subprocess_task_handler as handler
 
-        with quiet_output():
-            return run_locally(name, params, pipeline_root)
-    root = init_local_runner(pipeline_root)
-    pipeline = load_pipeline(name)
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    started = time.monotonic()
-    # The steps' temporary files (KFP writes each step's program to a `mktemp -d` folder it never removes) go to a
-    # folder of this run, removed at its end, as a task pod's /tmp goes with the pod.
-    scratch = tempfile.mkdtemp(prefix="kftrain-run-")
+    plain = handler.replace_python_executable
+
+    def with_safe_path(full_command: list[str], new_executable: str) -> list[str]:
+        return plain(full_command, f"{new_executable} -P")
+
+    handler.replace_python_executable = with_safe_path
     try:
-        with environment({"TMPDIR": scratch}):
-            pipeline(**params)
+        yield
+    finally:
+        handler.replace_python_executable = plain
+
+
+def run_locally(
+    given: str,
+    pipeline: Any,
+    params: Mapping[str, Any],
+    pipeline_root: str | Path,
+    *,
+    verbose: bool = False,
+    mlflow: str = "",
+) -> LocalRun:
+    """Run ``pipeline`` (loaded by :func:`load_for_run` from ``given``) to its end; a failed task raises
+    :class:`JobFailedError` naming it. Not ``verbose``: one line per step and the training's progress. With
+    ``mlflow`` (a tracking URI) or ``MLFLOW_TRACKING_URI`` set, tracked in MLflow as KFP 2.17 tracks a pipeline run
+    (:mod:`kftrain.tracking.local`)."""
+    scratch = Path(tempfile.mkdtemp(prefix="kftrain-run-"))
+    try:
+        # KFP's workspace, and the steps' temporary files (KFP writes each step's program to a `mktemp -d` folder it
+        # never removes), go to this run's folder, removed at its end as a task pod's /tmp goes with the pod.
+        root = init_local_runner(pipeline_root, workspace_root=scratch / "workspace")
+        os.environ.setdefault("PYTHONUNBUFFERED", "1")
+        started = time.monotonic()
+        watched: QuietFilter | None = None
+        try:
+            with (
+                environment({"TMPDIR": str(scratch)}),
+                steps_without_cwd_on_path(),
+                quiet_output(show_all=verbose, gone=scratch) as watched,
+                tracked_pipeline(root, mlflow),
+            ):
+                pipeline(**params)
+        except RuntimeError as exc:
+            failed = _PIPELINE_FAILED.search(_ANSI.sub("", str(exc)))
+            if failed is None:
+                raise
+            tasks = [t.strip().strip("'") for t in failed.group("tasks").split(" inside ")]
+            failures = watched.failures if watched is not None else []
+            raise JobFailedError(_failure_line(given, tasks, failures, verbose=verbose)) from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return LocalRun(pipeline=name, pipeline_root=root, seconds=time.monotonic() - started)
+    return LocalRun(pipeline=given, pipeline_root=root, seconds=time.monotonic() - started)
+
+
+def _failure_line(given: str, tasks: list[str], failures: list[StepFailure], *, verbose: bool) -> str:
+    """``pipeline X failed: task T (inside G) failed[; its job's replica logs: kftrain jobs logs J]``."""
+    task = tasks[0] + (f" (inside {' inside '.join(tasks[1:])})" if tasks[1:] else "")
+    line = f"pipeline {given} failed: task {task} failed"
+    failure = next((f for f in reversed(failures) if f.step == tasks[0]), None)
+    if failure is not None and failure.job:
+        line += f"; its job's replica logs: {failure.logs_command()}"
+    return line if verbose else f"{line} (kftrain run --verbose shows the step's whole log)"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``kftrain run``: run the pipeline, then list each step's outputs and scalar metrics."""
     params = parse_params(args.param, args.params_file)
     verbose = bool(getattr(args, "verbose", False) or getattr(args, "run_verbose", False))
+    pipeline = load_for_run(args.pipeline, params)
     if args.storage == "s3":
         from kftrain import storage
         from kftrain.cli.local_s3 import BUCKET, environment, local_s3
 
         with local_s3() as s3_env, environment({**s3_env, storage.ARTIFACT_ROOT_ENV: f"s3://{BUCKET}/runs"}):
-            run = run_locally(args.pipeline, params, args.pipeline_root, verbose=verbose)
+            run = run_locally(
+                args.pipeline, pipeline, params, args.pipeline_root, verbose=verbose, mlflow=getattr(args, "mlflow", "")
+            )
             print(f"\n[kftrain] artifacts on s3://{BUCKET}/runs (local S3 server {s3_env['AWS_ENDPOINT_URL']}):")
             fs, path = storage.filesystem(f"s3://{BUCKET}/runs")
             for entry in sorted(fs.find(path)):
@@ -89,7 +179,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                     print(f"  s3://{entry.rsplit('/', 1)[0]}")
         print("[kftrain] the local S3 server has stopped; its objects were in memory")
     else:
-        run = run_locally(args.pipeline, params, args.pipeline_root, verbose=verbose)
+        run = run_locally(
+            args.pipeline, pipeline, params, args.pipeline_root, verbose=verbose, mlflow=getattr(args, "mlflow", "")
+        )
     print(f"\n[kftrain] pipeline {run.pipeline} succeeded in {run.seconds:.1f}s")
     print(f"[kftrain] outputs under {run.pipeline_root}:")
     newest = max((p for p in run.pipeline_root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)

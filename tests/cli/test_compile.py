@@ -143,3 +143,58 @@ def test_the_constant_check_catches_a_parameter_in_a_list(tmp_path):
     compiler.Compiler().compile(bad, str(out))
     texts = [t for _, c in _constants(list(yaml.safe_load_all(out.read_text()))) for t in _strings(c)]
     assert any("{{$.inputs.parameters[" in t for t in texts), texts
+
+
+USERS_PIPELINE = """
+from kfp import dsl, kubernetes
+
+@dsl.component(base_image="python:3.11")
+def one(a: int) -> int:
+    return a
+
+@dsl.pipeline(name="inner")
+def inner(a: int) -> None:
+    one(a=a)
+
+@dsl.pipeline(name="outer")
+def outer(a: int = 1) -> None:
+    one(a=a)
+    inner(a=a)
+    own = one(a=a)
+    kubernetes.set_image_pull_secrets(own, ["its-own"])
+"""
+
+
+@pytest.mark.parametrize(
+    ("pull_secrets", "expected"),
+    [
+        pytest.param(
+            "regcred,other",
+            {"exec-one": ["regcred", "other"], "exec-one-2": ["regcred", "other"], "exec-one-2-2": ["its-own"]},
+            id="every-step-nested-too-its-own-kept",
+        ),
+        pytest.param("", {"exec-one-2-2": ["its-own"]}, id="none-set"),
+    ],
+)
+def test_compile_of_a_users_pipeline_gives_every_step_the_pull_secrets(
+    tmp_path: Path, pull_secrets: str, expected: dict[str, list[str]]
+) -> None:
+    """KFTRAIN_IMAGE_PULL_SECRETS reaches a user's pipeline as it reaches the shipped ones (``kfp dsl compile``
+    leaves it out): ``kftrain compile path/to/file.py:FUNCTION -o FILE``."""
+    (tmp_path / "users.py").write_text(USERS_PIPELINE)
+    env = {**os.environ, "KFTRAIN_IMAGE_PULL_SECRETS": pull_secrets, "KFTRAIN_IMAGE_REGISTRY": "r.example.com/k"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "kftrain.cli", "compile", "users.py:outer", "-o", "outer.yaml"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"pull secrets of every step: {pull_secrets.replace(',', ', ') or 'none'}" in proc.stdout
+    docs = list(yaml.safe_load_all((tmp_path / "outer.yaml").read_text()))
+    # Three steps: the outer pipeline's two, the nested one's (its labels are KFP's).
+    assert set(docs[0]["deploymentSpec"]["executors"]) == {"exec-one", "exec-one-2", "exec-one-2-2"}
+    platform = docs[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"] if len(docs) > 1 else {}
+    given = {name: [s["secretName"] for s in config.get("imagePullSecret", [])] for name, config in platform.items()}
+    assert {name: names for name, names in given.items() if names} == expected

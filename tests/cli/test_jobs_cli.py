@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -99,16 +100,21 @@ def test_local_jobs_list_status_logs_download_delete(
     assert main(["jobs", "status", "done-job"]) == 2
 
 
-def test_download_of_a_job_launched_without_a_model_uri_says_so(
+def test_download_of_a_job_launched_without_a_model_uri_has_what_it_left(
     tmp_path: Path, state: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["launch", "-f", str(manifest(tmp_path, "bare-job", hang=False, model=False)), "--local"]) == 0
     capsys.readouterr()
-    assert main(["jobs", "download", "bare-job", str(tmp_path / "dest")]) == 2
-    assert "job bare-job records no model or logs location (it was launched without a model URI)" in (
+    out = jobs(capsys, "download", "bare-job", str(tmp_path / "dest"))
+    assert (tmp_path / "dest" / "logs" / "worker-0.log").read_text() == "bare-job-worker-0 says hello\n"
+    assert "model:" not in out and not (tmp_path / "dest" / "model").exists()
+    # Once what it left is gone too, it says so, and writes nothing.
+    shutil.rmtree(state / "bare-job.logs")
+    assert main(["jobs", "download", "bare-job", str(tmp_path / "again")]) == 2
+    assert "job bare-job records no model or logs location (it was launched without a model URI) and left no" in (
         capsys.readouterr().err
     )
-    assert not (tmp_path / "dest").exists()  # nothing written
+    assert not (tmp_path / "again").exists()  # nothing written
 
 
 def test_a_running_local_job_is_listed_its_live_log_read_and_delete_stops_it(
@@ -344,3 +350,66 @@ def test_kubernetes_logs_follow_picks_up_a_replica_that_starts_later(kube: FakeK
         ("worker-1", line) for line in ("worker-1 joined", "worker-1 epoch 2", "worker-1 done")
     ]
     assert only_new == [("worker-1", line) for line in ("worker-1 joined", "worker-1 epoch 2", "worker-1 done")]
+
+
+def test_logs_of_a_replica_the_job_does_not_have_name_those_it_has(
+    state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Trainer job's replicas are node-0, node-1: asking for worker-0 names them, not "no logs are left"."""
+    from kftrain.backends.local import state as local_state
+
+    local_state.write("trained", kind="TrainJob", phase="Failed", replicas=["node-0", "node-1"], launcher_pid=1)
+    assert main(["jobs", "logs", "trained", "--replica", "worker-0"]) == 2
+    err = capsys.readouterr().err
+    assert "job trained has no replica 'worker-0'; its replicas: node-0, node-1" in err, err
+
+
+@pytest.mark.parametrize(
+    ("phase", "following", "refused"),
+    [
+        pytest.param("Failed", False, True, id="ended"),
+        pytest.param("Succeeded", True, True, id="ended-followed"),
+        pytest.param("Running", False, True, id="running"),
+        pytest.param("Running", True, False, id="running-followed-may-still-start-it"),
+    ],
+)
+def test_an_unknown_replica_is_refused_unless_a_running_job_is_followed(
+    phase: str, following: bool, refused: bool
+) -> None:
+    from kftrain.backends.base import JobStatus
+    from kftrain.cli.jobs import _check_replica
+    from kftrain.errors import KftrainError
+
+    job = JobStatus(name="j", kind="TrainJob", phase=phase, created=0.0, details=("replicas: node-0, node-1",))
+    if refused:
+        with pytest.raises(KftrainError, match="its replicas: node-0, node-1"):
+            _check_replica(job, "worker-0", following=following)
+    else:
+        _check_replica(job, "worker-0", following=following)
+    _check_replica(job, "node-1", following=following)  # a replica it has is never refused
+
+
+@pytest.mark.parametrize(
+    ("details", "replicas"),
+    [
+        pytest.param(("reason: x", "replicas: node-0, node-1", "launched by pid 3"), ["node-0", "node-1"], id="local"),
+        pytest.param(
+            (
+                "condition Running=True: ok",
+                "pod j-master-0 (master-0): Running, 0 restart(s)",
+                "  event Pulled: image",
+                "pod j-worker-0 (worker-0): Pending, 0 restart(s)",
+            ),
+            ["master-0", "worker-0"],
+            id="kubernetes",
+        ),
+        pytest.param(("reason: unreadable",), [], id="none-listed"),
+    ],
+)
+def test_the_replicas_a_status_lists(details: tuple[str, ...], replicas: list[str]) -> None:
+    from kftrain.backends.base import JobStatus
+    from kftrain.cli.jobs import replicas_of
+
+    assert (
+        replicas_of(JobStatus(name="j", kind="PyTorchJob", phase="Running", created=0.0, details=details)) == replicas
+    )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from kftrain.cli.quiet import QuietFilter
 
 ESC = "\x1b"
@@ -55,11 +57,95 @@ def test_a_step_is_two_lines_and_the_progress_line(tmp_path: Path) -> None:
     ]
 
 
-def test_a_failed_step_shows_its_last_log_lines(tmp_path: Path) -> None:
-    shown: list[str] = []
-    quiet = QuietFilter(shown.append, clock=Clock())
-    for line in runner_lines(tmp_path, "FAILURE"):
+def failed_step(tmp_path: Path, log: list[str]) -> list[str]:
+    """A step that fails after printing ``log``, as KFP's local runner streams it (each line indented 4 spaces)."""
+    return [
+        f"21:45:51.688 - INFO - Executing task {ESC}[96m'pytorchjob-launch'{ESC}[0m\n",
+        "21:45:51.688 - INFO - Streamed logs:\n",
+        "    [KFP Executor 2026-11-23 21:45:52,065 INFO]: Got executor_input:\n",
+        "    {\n",
+        '        "inputs": {"parameterValues": {"source": "nope.csv"}},\n',
+        '        "outputs": {\n',
+        "        }\n",
+        "    }\n",
+        *[f"    {line}\n" for line in log],
+        "    \n",
+        f"21:46:08.162 - INFO - Task {ESC}[96m'pytorchjob-launch'{ESC}[0m finished with status "
+        f"{ESC}[91mFAILURE{ESC}[0m\n",
+        f"21:46:08.163 - INFO - Pipeline {ESC}[95m'pytorch-digits'{ESC}[0m finished with status FAILURE\n",
+    ]
+
+
+JOB_LOG = [
+    "INFO launching PyTorchJob pytorchjob-digits-1a2b on the local backend",
+    "[master-0] Traceback (most recent call last):",
+    "[master-0] RuntimeError: boom",
+    "[kftrain] replica logs kept in /scratch/kftrain-run-x/kftrain-pytorchjob-digits-1a2b-y/logs",
+    "ERROR: job Failed (BackoffLimitExceeded): master-0 exited with code 1",
+    "last 2 log lines of master-0:",
+    "  [master-0] Traceback (most recent call last):",
+    "  [master-0] RuntimeError: boom",
+]
+
+
+@pytest.mark.parametrize(
+    ("log", "shown"),
+    [
+        pytest.param(
+            ["INFO reading nope.csv", "ERROR: source 'nope.csv': not found"],
+            ["    ERROR: source 'nope.csv': not found"],
+            id="a-steps-error-line-first",
+        ),
+        pytest.param(
+            JOB_LOG,
+            [
+                "    ERROR: job Failed (BackoffLimitExceeded): master-0 exited with code 1",
+                "    last 2 log lines of master-0:",
+                "      [master-0] Traceback (most recent call last):",
+                "      [master-0] RuntimeError: boom",
+                "[kftrain]   the job's replica logs: kftrain jobs logs pytorchjob-digits-1a2b",
+            ],
+            id="a-failed-job-its-message-and-how-to-read-its-logs",
+        ),
+        pytest.param(
+            ["Traceback (most recent call last):", '  File "x.py", line 1', "ValueError: mine"],
+            ["    Traceback (most recent call last):", '      File "x.py", line 1', "    ValueError: mine"],
+            id="no-error-line-the-steps-last-lines",
+        ),
+        pytest.param([], [], id="nothing-printed"),
+    ],
+)
+def test_a_failed_step_shows_its_own_error_first_and_never_kfps_dump(
+    tmp_path: Path, log: list[str], shown: list[str]
+) -> None:
+    out: list[str] = []
+    quiet = QuietFilter(out.append, clock=Clock())
+    for line in failed_step(tmp_path, log):
         quiet.feed(line)
-    assert shown[2].startswith("[kftrain] pytorchjob-launch: FAILURE after 4.0s; its last")
-    assert "    [worker-0] RuntimeError: boom" in shown
-    assert shown[-1] == "[kftrain] pipeline pytorch-digits: FAILURE"
+    head = "[kftrain] pytorchjob-launch: FAILURE after 4.0s"
+    assert out == ["[kftrain] pytorchjob-launch: started", head + ("" if log else " (it printed nothing)"), *shown]
+    assert [f.step for f in quiet.failures] == ["pytorchjob-launch"]
+    assert quiet.failures[0].error == (shown[0].strip() if shown else "")
+
+
+def test_a_path_in_the_runs_temporary_folder_is_never_printed(tmp_path: Path) -> None:
+    """The run's temporary folder is removed when kftrain run returns: a path in it is not shown as if it stayed,
+    quiet or verbose."""
+    for show_all in (False, True):
+        out: list[str] = []
+        quiet = QuietFilter(out.append, clock=Clock(), show_all=show_all, gone="/scratch/kftrain-run-x")
+        log = [*JOB_LOG[:3], "ERROR: job Failed: see /scratch/kftrain-run-x/kftrain-j/logs/master-0.log"]
+        for line in failed_step(tmp_path, log):
+            quiet.feed(line)
+        assert not [line for line in out if "/scratch/kftrain-run-x" in line], out
+        assert any("ERROR: job Failed: see <the run's temporary folder, removed>" in line for line in out), out
+        assert quiet.failures[0].logs_command() == "kftrain jobs logs pytorchjob-digits-1a2b"
+
+
+def test_verbose_shows_every_line_as_it_came(tmp_path: Path) -> None:
+    out: list[str] = []
+    quiet = QuietFilter(out.append, clock=Clock(), show_all=True)
+    lines = runner_lines(tmp_path, "SUCCESS")
+    for line in lines:
+        quiet.feed(line)
+    assert out == [line.rstrip("\n") for line in lines]

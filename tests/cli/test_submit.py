@@ -562,5 +562,5 @@ def test_params_file_under_the_command_line(tmp_path: Path) -> None:
     params.write_text("- a list\n")
     with pytest.raises(KftrainError, match=r"--params-file .*params.yaml: expected a mapping"):
         parse_params([], str(params))
-    with pytest.raises(KftrainError, match=r"--params-file .*absent.yaml: No such file"):
+    with pytest.raises(KftrainError, match=r"--params-file .*absent.yaml: cannot read parameters file: No such file"):
         parse_params([], str(tmp_path / "absent.yaml"))

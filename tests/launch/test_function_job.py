@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from kftrain.contract import BACKEND_ENV
 from kftrain.launch import function as fn
 from kftrain.launch.function import MPIRUN, FunctionError, function_command
 from kftrain.models import describe_model, predictor_for
@@ -147,11 +148,16 @@ def test_functions_that_depend_on_their_surroundings_are_refused_by_name():
 
 
 def test_only_missing_requirements_are_installed(monkeypatch):
+    """On a cluster (no KFTRAIN_BACKEND): pip-installs into the image's Python what it lacks, as the Kubeflow training
+    SDK's function runner does (kubeflow/training-operator@v1.9.0:sdk/python/kubeflow/training/utils/utils.py)."""
+    monkeypatch.delenv(BACKEND_ENV, raising=False)
     calls = []
     monkeypatch.setattr(subprocess, "check_call", calls.append)
-    fn.install_missing(["numpy>=1", "pyarrow"], [])
+    fn.install_missing(["numpy>=1", "pyarrow"], [], BACKEND_ENV)
     assert calls == []
-    fn.install_missing(["numpy>=1", "numpy<0.1", "surely-not-a-kftrain-dependency==1.0"], ["https://a", "https://b"])
+    fn.install_missing(
+        ["numpy>=1", "numpy<0.1", "surely-not-a-kftrain-dependency==1.0"], ["https://a", "https://b"], BACKEND_ENV
+    )
     (call,) = calls
     assert call[:3] == [sys.executable, "-m", "pip"] and call[-2:] == [
         "numpy<0.1",
@@ -160,3 +166,32 @@ def test_only_missing_requirements_are_installed(monkeypatch):
     assert (
         call[call.index("--index-url") + 1] == "https://a" and call[call.index("--extra-index-url") + 1] == "https://b"
     )
+
+
+def test_a_local_replica_installs_nothing_and_names_what_is_missing(monkeypatch):
+    """Locally the replica's Python is kftrain's own environment, which a run leaves as it is: one line names the
+    missing requirements and how to install them, and pip is never run."""
+    monkeypatch.setenv(BACKEND_ENV, "local")
+    calls = []
+    monkeypatch.setattr(subprocess, "check_call", calls.append)
+    fn.install_missing(["numpy>=1"], [], BACKEND_ENV)  # satisfied: nothing to say
+    with pytest.raises(SystemExit) as exited:
+        fn.install_missing(["numpy>=1", "surely-not-a-kftrain-dependency==1.0", "numpy<0.1"], [], BACKEND_ENV)
+    said = str(exited.value.code)
+    assert "\n" not in said and calls == []
+    assert said.startswith("the function needs surely-not-a-kftrain-dependency==1.0, numpy<0.1, not installed")
+    assert "a local run installs nothing" in said
+    assert f"{sys.executable} -m pip install surely-not-a-kftrain-dependency==1.0 'numpy<0.1'" in said
+
+
+def test_a_function_job_with_a_missing_package_fails_locally_in_one_line(tmp_path, capfd):
+    """The whole path: the local backend marks its replicas (KFTRAIN_BACKEND=local), the runner installs nothing and
+    the job fails with that line among the replica's last ones."""
+    command = function_command(report_tf_config, packages_to_install=["surely-not-a-kftrain-dependency==1.0"])
+    with pytest.raises(SystemExit):  # the step fails, as a failed job fails it
+        launch(tfjob_launch, tmp_path, capfd, command=command, workers=1, restart_policy="Never")
+    log = capfd.readouterr()
+    text = log.out + log.err
+    assert "worker-0 exited with code 1" in text
+    assert "the function needs surely-not-a-kftrain-dependency==1.0, not installed in this environment" in text
+    assert "installing" not in text and not (tmp_path / "model" / "cluster.json").exists()

@@ -123,7 +123,9 @@ def test_mpi_launcher_gets_no_gpu_and_no_shm_even_with_both_asked(monkeypatch, t
     worker = m["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
     assert "nvidia.com/gpu" not in launcher["containers"][0].get("resources", {}).get("limits", {})
     assert worker["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 2
-    assert "volumes" not in launcher and worker["volumes"][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "4Gi"}
+    volumes = [{v["name"]: v for v in spec.get("volumes") or []} for spec in (launcher, worker)]
+    assert "kftrain-shm" not in volumes[0]  # (both get the storage secret's volume)
+    assert volumes[1]["kftrain-shm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "4Gi"}
 
 
 def test_a_secret_value_never_appears_in_the_job(monkeypatch, tmp_path):

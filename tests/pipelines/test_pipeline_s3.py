@@ -17,7 +17,8 @@ def test_pytorch_pipeline_keeps_its_artifacts_on_s3(tmp_path):
         uri = f"s3://kftrain-local/runs/{run_dir.name}/{step}/{name}"
         assert uri in published, (uri, published)
         recorded = executor_output(run_dir / step)["artifacts"][name]
-        assert recorded["artifacts"][0]["uri"] == uri  # what KFP passed on to the next steps
+        folder = "/" if name == "model" else ""  # the launch step records the model as its folder (folder_uri)
+        assert recorded["artifacts"][0]["uri"] == uri + folder  # what KFP passed on to the next steps
         assert not list((run_dir / step).glob(f"{name}/**/*.parquet")), "data written to the local root"
     metrics = executor_output(run_dir / "evaluate-model")
     assert metrics["artifacts"]["metrics"]["artifacts"][0]["metadata"]["accuracy"] >= 0.90

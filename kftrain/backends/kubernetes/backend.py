@@ -46,7 +46,7 @@ from kftrain.backends.kubernetes.pending import PendingTracker, SuspensionTracke
 from kftrain.backends.kubernetes.pod_state import diagnose_failure
 from kftrain.backends.kubernetes.watch import JobWatches, ProgressRelay, StatusPrinter, result_of
 from kftrain.errors import JobSpecError, KftrainError
-from kftrain.job.kinds import KINDS, kind_of
+from kftrain.job.kinds import KINDS, kind_of, without_mesh_sidecars
 from kftrain.job.kinds.base import ClusterObject
 from kftrain.job.manifest import render_manifest
 from kftrain.job.model import TrainingJob
@@ -118,6 +118,7 @@ class KubernetesBackend(Backend):
         owner = self._owner_reference()
         if owner is not None:
             meta.extra = {**meta.extra, "ownerReferences": [owner]}
+        without_mesh_sidecars(out)  # every kind's pods, however the job came (launch step, kftrain launch)
         validate_job(out)
         return out
 

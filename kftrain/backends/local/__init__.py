@@ -6,7 +6,9 @@ process each replica runs under, tying its tree to kftrain), processes.py (start
 it), output.py (a replica's output: whole in its log, bounded lines on the console), hosted.py (workers that only
 host ranks), backend.py (the job's lifecycle), exits.py (what a replica's exit means: restarts, the success rule,
 the failure), running.py (what the backend holds of a running job, and its record as it starts and ends), state.py
-(the jobs recorded for ``kftrain jobs``) and jobs.py (those jobs listed, read, followed and deleted from any shell).
+(the jobs recorded for ``kftrain jobs``, in the user's own state folder), workdirs.py (a job's folders: where its
+replicas run, what is kept of them when it ends) and jobs.py (those jobs listed, read, followed and deleted from any
+shell).
 """
 
 from kftrain.backends.local.backend import LocalBackend

@@ -53,7 +53,14 @@ from kftrain.backends.local.processes import ReplicaProcess, stop_replicas
 from kftrain.backends.local.replica import LocalReplica, free_port, prepare_replica
 from kftrain.backends.local.running import RunningJob, record_cancel, record_end, record_start
 from kftrain.backends.local.status_server import StatusServer
-from kftrain.backends.local.workdirs import claim_workdir, prune_finished, replica_cwd
+from kftrain.backends.local.workdirs import (
+    SCRATCH_PREFIX,
+    WorkdirClaim,
+    claim_workdir,
+    prune_finished,
+    replica_cwd,
+    workdir_prefix,
+)
 from kftrain.backends.local.workspace import give_workspace
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds import kind_of
@@ -99,12 +106,16 @@ class LocalBackend(Backend):
         owns = self.config.workdir is None
         try:
             prune_finished(self.config.keep_finished, self.config.keep_finished_s)
-            workdir = (
-                Path(tempfile.mkdtemp(prefix=f"kftrain-{job.name}-")) if owns else Path(self.config.workdir or ".")
-            )
+            workdir = Path(self.config.workdir or tempfile.mkdtemp(prefix=workdir_prefix(job.name)))
+        except BaseException:
+            job_state.release(name_lock)
+            raise
+        try:
             workdir.mkdir(parents=True, exist_ok=True)
             claim = claim_workdir(workdir, job.name)  # one running job per work folder
         except BaseException:
+            if owns:
+                shutil.rmtree(workdir, ignore_errors=True)
             job_state.release(name_lock)
             raise
         topology = Topology(
@@ -113,14 +124,18 @@ class LocalBackend(Backend):
             host_of=local_host_of(LOCAL_HOST),
         )
         server: StatusServer | None = None
-        # Short, outside the work folder: MPI's session sockets live under TMPDIR, and a socket's path is short.
-        scratch = Path(tempfile.mkdtemp(prefix="kftrain-tmp-"))
+        # Short, outside the work folder: MPI's session sockets live under TMPDIR, and a socket's path is short. Held
+        # as the work folder is, so that what a launcher killed outright left is found again by its token.
+        scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
+        scratch_claim: WorkdirClaim | None = None
+        shown = self.config.cwd or Path.cwd()
         try:
+            scratch_claim = claim_workdir(scratch, job.name)
             if kind.reports_status(job):
                 namespace = job.metadata.namespace or "default"
                 server = StatusServer(namespace, job.name, workdir / "trainer-status", self._report_progress)
                 topology.status = server.start()
-            cwd = replica_cwd(workdir, self.config.cwd or Path.cwd())
+            cwd = replica_cwd(workdir, shown)
             initializers = [
                 self._prepare(job, rid, topology, workdir, scratch) for rid in kind.initializer_replicas(job)
             ]
@@ -139,6 +154,8 @@ class LocalBackend(Backend):
             if owns:
                 shutil.rmtree(workdir, ignore_errors=True)
             claim.release()
+            if scratch_claim is not None:
+                scratch_claim.release()
             job_state.release(name_lock)
             raise
         write_mounted(topology, kind.operator_files(job, topology))
@@ -149,6 +166,7 @@ class LocalBackend(Backend):
             cwd=cwd,
             scratch=scratch,
             owns_workdir=owns,
+            shown=shown,
             replicas=[*initializers, *replicas],
             started_at=time.monotonic(),
             topology=topology,
@@ -159,6 +177,7 @@ class LocalBackend(Backend):
             status_server=server,
             name_lock=name_lock,
             workdir_claim=claim,
+            scratch_claim=scratch_claim,
         )
         self._jobs[job.name] = state
         first = initializers or replicas
@@ -166,7 +185,7 @@ class LocalBackend(Backend):
         self.console.say(
             f"starting {job.kind} {job.name}: {', '.join(r.id.label for r in first)}{then} (workdir {workdir})"
         )
-        record_start(state)
+        record_start(state, self.console)
         try:
             for replica in first:
                 self._start(replica, cwd)
@@ -341,7 +360,7 @@ class LocalBackend(Backend):
     # -- the jobs recorded on this machine (any launcher's) ------------------------------------------
 
     def list_jobs(self) -> list[JobStatus]:
-        return local_jobs.list_jobs()
+        return local_jobs.list_jobs(self.config.every_user)
 
     def get_job(self, name: str) -> JobStatus:
         return local_jobs.get_job(name)

@@ -17,7 +17,8 @@ ALL_REPLICA_TYPES = "*"
 
 @dataclass
 class LocalConfig(BackendConfig):
-    # Where the hostfile and the replicas' logs go; None: a temporary folder, removed when the job succeeds.
+    # Where the hostfile and the replicas' logs go (kept as it is); None: a temporary folder of the job's, removed when
+    # the job ends, however it ends, once what its replicas wrote is kept in the state folder (.workdirs).
     workdir: Path | None = None
     # The program of each replica type (ALL_REPLICA_TYPES: of every type), replacing the container's command + args.
     commands: dict[str, list[str]] = field(default_factory=dict)
@@ -36,10 +37,12 @@ class LocalConfig(BackendConfig):
     # The folder the replicas' working folder shows (each job's replicas run in a folder of their own job, with a link
     # to each of its entries: kftrain.backends.local.workdirs); None: this process's current folder.
     cwd: Path | None = None
-    # The work folders of failed jobs (and the ends of ended jobs' logs in the state folder) kept: the newest
+    # What ended jobs left in the state folder (their logs' ends, the files their replicas wrote) kept: the newest
     # keep_finished, none older than keep_finished_s; each submit removes the others.
     keep_finished: int = 20
     keep_finished_s: float = 7 * 24 * 3600.0
+    # kftrain jobs list: every user's jobs in a shared state folder ($KFTRAIN_STATE_DIR), not only this user's.
+    every_user: bool = False
     # SIGTERM, then SIGKILL after this long, as the kubelet does (a pod's terminationGracePeriodSeconds wins).
     grace_period_s: float = 5.0
     # The most replicas a job may have here: each one is a process (and its supervisor) on this machine.

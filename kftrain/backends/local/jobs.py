@@ -1,8 +1,11 @@
 """The local backend's jobs, as ``kftrain jobs`` sees them from any shell: listed and described from the state
-folder (:mod:`kftrain.backends.local.state`), their replicas' logs read live from the job's work folder (else
-the kept ones), followed while the job runs, and deleted by stopping the launcher that runs them. A record is
-untrusted: a live log is read only from within the work folder it names, never through a link
-(:func:`kftrain.backends.local.state.open_log`), and a replica's name is never a path."""
+folder (:mod:`kftrain.backends.local.state`; this user's jobs, or every user's in a shared folder), their replicas'
+logs read live from the job's work folder (else the kept ones), followed while the job runs, and deleted by stopping
+the launcher that runs them, then removing everything of the job: its record, what it left in the state folder, and
+the folders kftrain made for it should its launcher have died without removing them. A record is untrusted: a live
+log is read only from within the work folder it names, never through a link
+(:func:`kftrain.backends.local.state.open_log`), a replica's name is never a path, and only folders kftrain made for
+that job are removed (:func:`kftrain.backends.local.workdirs.remove_owned`)."""
 
 from __future__ import annotations
 
@@ -18,14 +21,15 @@ import psutil
 from kftrain.backends.base import JobStatus
 from kftrain.backends.kept import read_kept
 from kftrain.backends.local import state as local_state
+from kftrain.backends.local.workdirs import remove_owned
 from kftrain.errors import KftrainError
 from kftrain.job.naming import RUN_ID_LABEL, TASK_ID_LABEL
 
 Line = tuple[str, str]  # (replica, one line of its log)
 
 
-def list_jobs() -> list[JobStatus]:
-    return [_status(r) for r in local_state.records()]
+def list_jobs(every_user: bool = False) -> list[JobStatus]:
+    return [_status(r) for r in local_state.records(every_user)]
 
 
 def get_job(name: str) -> JobStatus:
@@ -33,6 +37,7 @@ def get_job(name: str) -> JobStatus:
 
 
 def _record(name: str) -> dict[str, Any]:
+    local_state.own_state_dir(create=False)  # another user's default folder is refused, naming the way out
     record = local_state.read(name)
     if record is None:
         raise KftrainError(f"no local job named {name} (in {local_state.state_dir()})")
@@ -62,6 +67,8 @@ def _status(r: dict[str, Any]) -> JobStatus:
         details=tuple(details),
         model_uri=r.get("model_uri", ""),
         logs_uri=r.get("logs_uri", ""),
+        kept_logs=str(local_state.logs_dir(r["name"])),
+        kept_files=str(local_state.files_dir(r["name"])),
     )
 
 
@@ -135,13 +142,20 @@ def _follow(name: str, live: Path, labels: list[str], offsets: dict[str, int], j
 
 def delete_job(name: str) -> None:
     r = _record(name)
+    path = local_state.record_path(name)
+    if path.exists() and not local_state.is_mine(path):
+        owner = path.lstat().st_uid
+        raise KftrainError(f"job {name} was launched by another user (uid {owner}): only that user can delete it")
     launcher = local_state.launcher(r) if r.get("phase") == local_state.RUNNING else None
     if launcher is not None:
         # Its launcher (the same pid *and* start time: never a process that reused the pid) stops every replica,
-        # as on cancel.
+        # as on cancel, and removes the job's folders.
         with contextlib.suppress(psutil.NoSuchProcess):
             launcher.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 30
         while (local_state.read(name) or {}).get("phase") == local_state.RUNNING and time.monotonic() < deadline:
             time.sleep(0.1)
+    # A launcher killed outright left the job's folders behind: they go too (only those kftrain made for the job,
+    # and not while a launcher still holds them).
+    remove_owned(local_state.read(name) or r)
     local_state.remove(name)

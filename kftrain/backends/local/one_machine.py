@@ -6,7 +6,9 @@ job's rendezvous); this module turns that into what one machine needs:
 * an mpirun whose every slot is here needs no remote shell, and as root the flags OpenMPI wants;
 * on a cluster only the pod whose host name matches the rendezvous endpoint hosts torch's c10d store; here every
   replica is ``localhost``, so the host is said explicitly (``is_host`` in ``PET_RDZV_CONF``);
-* the workers that only host ranks need distinct names that all resolve to this machine (:func:`local_worker_host`).
+* the workers that only host ranks need distinct names that all resolve to this machine (:func:`local_worker_host`);
+* a program may need to know it runs here rather than in its image (a function's runner installs nothing here):
+  ``KFTRAIN_BACKEND=local`` (:data:`kftrain.contract.BACKEND_ENV`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import shutil
 from collections.abc import Callable
 
+from kftrain.contract import BACKEND_ENV
 from kftrain.job import TrainingJob
 from kftrain.job.kinds import Kind
 from kftrain.job.topology import ReplicaId
@@ -22,6 +25,7 @@ from kftrain.job.topology import ReplicaId
 
 def adapt_env(kind: Kind, job: TrainingJob, replica: ReplicaId, env: dict[str, str]) -> None:
     """Adjust ``env`` for ``replica`` running here rather than in its own pod."""
+    env[BACKEND_ENV] = "local"
     if kind.runs_mpirun(job, replica):
         local_mpirun_env(env)
     host = kind.rendezvous_host(job)

@@ -3,10 +3,11 @@
 The environment is built in the kubelet's order: a base (this process's environment without the variables
 of the operators' contracts, so a stale ``RANK`` from the launching shell does not leak in; or, with
 ``LocalConfig.clean_env``, only what an image gives: :func:`image_env`), the config's extra variables,
-the container's ``env`` (``$(VAR)`` references expanded, ``valueFrom`` resolved), then the operator's
-contract for this replica (:meth:`kftrain.job.kinds.Kind.operator_env`) and the kind's local
-adjustments. Images are ignored: the container's ``python`` is this interpreter, and the folder of this
-interpreter leads ``PATH`` (so ``torchrun`` or ``mpirun`` installed beside it are found). What would fail
+the container's ``env`` (``valueFrom`` resolved), then the operator's contract for this replica
+(:meth:`kftrain.job.kinds.Kind.operator_env`) and the kind's local adjustments. ``$(VAR)`` references are expanded
+as the kubelet expands them (:func:`expand_k8s_vars`): from the variables the pod spec declares for the container,
+never from the base environment. Images are ignored: the container's ``python`` is this interpreter, and the folder
+of this interpreter leads ``PATH`` (so ``torchrun`` or ``mpirun`` installed beside it are found). What would fail
 to start in a pod fails here before any replica starts, naming the field: a missing or non-executable
 program, an environment or arguments over the kernel's limits (E2BIG).
 """
@@ -30,7 +31,7 @@ from kftrain.backends.local.one_machine import adapt_env
 from kftrain.backends.local.processes import ReplicaProcess
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds import kind_of, main_container
-from kftrain.job.model import RestartPolicy, TrainingJob
+from kftrain.job.model import Container, RestartPolicy, TrainingJob
 from kftrain.job.topology import ReplicaId, Topology
 
 # Variables of the operators' contracts: never inherited from the launching shell, only set per replica.
@@ -39,7 +40,6 @@ _CONTRACT_VARS = re.compile(
     r"PET_.*|TORCHELASTIC_.*|K_MPI_JOB_ROLE|OMPI_COMM_WORLD_.*|OMPI_MCA_orte_default_hostfile|"
     r"OMPI_MCA_orte_set_default_slots|I_MPI_HYDRA_HOST_FILE|HYDRA_HOST_FILE)$"
 )
-_K8S_VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 _PYTHON_NAMES = {"python", "python3", f"python3.{sys.version_info.minor}"}
 # Linux refuses a single argument or variable longer than 32 pages (MAX_ARG_STRLEN) with E2BIG.
 MAX_ARG_STRLEN = 32 * 4096
@@ -75,29 +75,52 @@ class ExpansionTooLarge(ValueError):
     """A ``$(VAR)`` expansion that grew past what a program could be given."""
 
 
-def expand_k8s_vars(text: str, env: Mapping[str, str], limit: int | None = None) -> str:
-    """Kubernetes' ``$(VAR)`` expansion in command, args and env values; ``$$`` escapes a ``$``.
+def expand_k8s_vars(text: str, declared: Mapping[str, str], limit: int | None = None) -> str:
+    """``text`` with Kubernetes' ``$(VAR)`` expansion (kubernetes/kubernetes@v1.36.3:
+    third_party/forked/golang/expansion/expand.go, ``Expand`` and ``tryReadVariableName``): ``$(NAME)`` is
+    ``declared[NAME]``, NAME being everything up to the next ``)``, and is left as written when ``declared`` has no
+    NAME; ``$$`` is an escaped ``$``; a ``$`` before anything else, an unclosed ``$(`` and a ``$`` at the end are kept.
+    One pass: a value that holds ``$(...)`` is not expanded again.
 
-    With ``limit``, an expansion longer than ``limit`` characters raises :class:`ExpansionTooLarge` as soon
-    as it passes it: references to references can otherwise grow a short manifest into gigabytes.
+    ``declared`` is what the kubelet maps names with (:func:`_declared_env`), never the whole environment. With
+    ``limit``, an expansion longer than ``limit`` characters raises :class:`ExpansionTooLarge` as soon as it passes
+    it: references to references can otherwise grow a short manifest into gigabytes.
     """
+    if "$" not in text:
+        return text  # no reference: a long literal is for check_exec_size to name
     pieces: list[str] = []
     size = 0
-    last = 0
-    for match in _K8S_VAR_REF.finditer(text):
-        value = "$" if match.group(0) == "$$" else env.get(match.group(1), match.group(0))
-        for piece in (text[last : match.start()], value):
-            size += len(piece)
-            if limit is not None and size > limit:
-                raise ExpansionTooLarge(f"expands to more than {limit} characters")
-            pieces.append(piece)
-        last = match.end()
-    if not pieces:
-        return text  # no reference: a long literal is for check_exec_size to name
-    pieces.append(text[last:])
-    size += len(text) - last
-    if limit is not None and size > limit:
-        raise ExpansionTooLarge(f"expands to more than {limit} characters")
+    checkpoint = 0
+    cursor = 0
+    closer = -2  # where the next ")" is (-1: none left, -2: not looked for yet): each ")" is looked for once
+    expanded = False  # a text that only grows by what it references is too large; a long literal is not
+
+    def add(piece: str) -> None:
+        nonlocal size
+        size += len(piece)
+        if limit is not None and size > limit and expanded:
+            raise ExpansionTooLarge(f"expands to more than {limit} characters")
+        pieces.append(piece)
+
+    while cursor < len(text):
+        if text[cursor] == "$" and cursor + 1 < len(text):
+            add(text[checkpoint:cursor])
+            after = text[cursor + 1]
+            if after == "(" and closer != -1 and closer < cursor + 2:
+                closer = text.find(")", cursor + 2)
+            if after == "$":
+                add("$")  # an escaped operator
+            elif after == "(" and closer != -1:
+                name = text[cursor + 2 : closer]
+                expanded = expanded or name in declared
+                add(declared.get(name, f"$({name})"))
+                cursor = closer - 1  # the loop's step below puts it past the reference's ")"
+            else:
+                add("$" + after)  # not a reference: "$x", or "$(" never closed
+            cursor += 1
+            checkpoint = cursor + 1
+        cursor += 1
+    add(text[checkpoint:])
     return "".join(pieces)
 
 
@@ -126,22 +149,20 @@ def prepare_replica(
     if container is None:
         raise JobSpecError(path, "missing: every replica needs a container")
     pod_name = f"{job.name}-{rid.label}"
-    env = image_env(pod_name) if config.clean_env else inherited_env()
+    env = image_env(kind.pod_hostname(job, rid)) if config.clean_env else inherited_env()
     if scratch is not None:
         env["TMPDIR"] = str(scratch)
     env.update(config.extra_env)
-    for j, var in enumerate(container.env or []):
-        if var.value_from is not None:
-            value = _resolve_value_from(var.name, var.value_from, pod_name, job, f"{path}.env")
-            if value is not None:
-                env[var.name] = value
-        else:
-            try:
-                env[var.name] = expand_k8s_vars(var.value or "", env, limit=MAX_ARG_STRLEN)
-            except ExpansionTooLarge as exc:
-                raise JobSpecError(f"{path}[{container.name}].env[{j}].value", f"{var.name}: {exc}") from None
-    env.update(kind.operator_env(job, rid, topology))
+    declared = _declared_env(job, container, pod_name, path)
+    env.update(declared)
+    operator = dict(kind.operator_env(job, rid, topology))
+    env.update(operator)
     adapt_env(kind, job, rid, env)
+    # The kubelet expands command and args with the container's whole env as the pod spec declares it: its own env
+    # and what the operator put in it (kubernetes/kubernetes@v1.36.3:pkg/kubelet/container/helpers.go,
+    # ExpandContainerCommandAndArgs, given makeEnvironmentVariables' result). The base environment stands for the
+    # image's ENV, which the kubelet never sees.
+    declared.update({name: env[name] for name in operator if name in env})
     override = config.commands.get(rid.type) or config.commands.get(ALL_REPLICA_TYPES)
     if override:
         argv = list(override)
@@ -157,7 +178,7 @@ def prepare_replica(
         )
     command_path = f"{path}[{container.name}].command"
     try:
-        argv = [expand_k8s_vars(a, env, limit=MAX_ARG_STRLEN) for a in argv]
+        argv = [expand_k8s_vars(a, declared, limit=MAX_ARG_STRLEN) for a in argv]
     except ExpansionTooLarge as exc:
         raise JobSpecError(command_path, f"an argument {exc}") from None
     # A file the operator mounts (/etc/mpi/discover_hosts.sh) named on the command line is found under the workdir.
@@ -179,6 +200,31 @@ def prepare_replica(
     )
 
 
+def _declared_env(job: TrainingJob, container: Container, pod_name: str, path: str) -> dict[str, str]:
+    """The variables ``container``'s env declares (``path``: the replica's containers), each as the kubelet gives
+    it (kubernetes/kubernetes@v1.36.3:pkg/kubelet/kubelet_pods.go, makeEnvironmentVariables): in the env's order, a
+    ``value`` expanded with the variables declared before it (:func:`expand_k8s_vars`; a later one, or one of the
+    base environment, is left as written), a ``valueFrom`` resolved and never expanded, an optional one this machine
+    cannot answer left unset.
+
+    The kubelet also maps names to the service variables of the pod's namespace (getServiceEnvVarMap: the
+    ``kubernetes`` service always, the namespace's services when ``enableServiceLinks``); a replica here belongs to
+    no namespace and reaches no service, so it has none, and a reference to one stays as written."""
+    declared: dict[str, str] = {}
+    for j, var in enumerate(container.env or []):
+        if var.value_from is not None:
+            value = _resolve_value_from(var.name, var.value_from, pod_name, job, f"{path}.env")
+            if value is None:
+                continue
+        else:
+            try:
+                value = expand_k8s_vars(var.value or "", declared, limit=MAX_ARG_STRLEN)
+            except ExpansionTooLarge as exc:
+                raise JobSpecError(f"{path}[{container.name}].env[{j}].value", f"{var.name}: {exc}") from None
+        declared[var.name] = value
+    return declared
+
+
 def inherited_env() -> dict[str, str]:
     """This process's environment without the operators' contract variables, with this Python's tools first."""
     env = {k: v for k, v in os.environ.items() if not _CONTRACT_VARS.match(k)}
@@ -187,15 +233,16 @@ def inherited_env() -> dict[str, str]:
     return env
 
 
-def image_env(pod_name: str) -> dict[str, str]:
+def image_env(hostname: str) -> dict[str, str]:
     """What a container starts with before its spec's env: a standard PATH (this Python's tools first), HOME,
-    a UTF-8 locale, the temporary folder, the time zone, and HOSTNAME set to the pod's name, as Kubernetes
-    sets it. Nothing else of this process's environment: a replica that works so also works in a pod."""
+    a UTF-8 locale, the temporary folder, the time zone, and HOSTNAME set to the pod's host name
+    (:meth:`~kftrain.job.kinds.Kind.pod_hostname`), as Kubernetes sets it. Nothing else of this process's
+    environment: a replica that works so also works in a pod."""
     env = {
         "PATH": os.pathsep.join([os.path.dirname(sys.executable), _IMAGE_PATH]),
         "HOME": os.environ.get("HOME", "/root"),
         "LANG": os.environ.get("LANG", "C.UTF-8"),
-        "HOSTNAME": pod_name,
+        "HOSTNAME": hostname,
     }
     env.update({k: os.environ[k] for k in _IMAGE_KEEPS if k in os.environ})
     return env

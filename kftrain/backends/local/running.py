@@ -1,21 +1,23 @@
 """A job the local backend runs: what it holds while the job runs (:class:`RunningJob`), and the job's record in the
 state folder (:mod:`.state`, read by ``kftrain jobs``) as it starts, ends or is cancelled, with what an ended job
-leaves behind (its logs' ends kept; its scratch folder removed, its work folder too when it succeeded in one of its
-own). While it runs it holds its name (:func:`.state.claim_name`) and its work folder (:func:`.workdirs.claim_workdir`),
-and lets both go when it ends, however it ends."""
+leaves behind: however it ends, its logs' ends and the files its replicas wrote are kept in the state folder, and its
+scratch folder and the work folder the backend made for it are removed (:mod:`.workdirs`). While it runs it holds its
+name (:func:`.state.claim_name`), its work folder and its scratch folder (:func:`.workdirs.claim_workdir`), and lets
+them go when it ends, however it ends."""
 
 from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kftrain.backends.base import JobPhase, JobResult
 from kftrain.backends.console import Console
 from kftrain.backends.local import state as job_state
 from kftrain.backends.local.replica import LocalReplica
 from kftrain.backends.local.status_server import StatusServer
-from kftrain.backends.local.workdirs import WorkdirClaim
+from kftrain.backends.local.workdirs import WorkdirClaim, keep_files, remove_owned
 from kftrain.job.model import TrainingJob
 from kftrain.job.naming import outputs_of
 from kftrain.job.topology import ReplicaId, Topology
@@ -30,6 +32,7 @@ class RunningJob:
     cwd: Path  # where its replicas run (kftrain.backends.local.workdirs)
     scratch: Path  # its replicas' TMPDIR, removed when the job ends (a pod's /tmp goes with the pod)
     owns_workdir: bool
+    shown: Path  # the launch folder its replicas' working folder shows
     replicas: list[LocalReplica]
     started_at: float
     topology: Topology
@@ -42,17 +45,20 @@ class RunningJob:
     initializers: list[LocalReplica] = field(default_factory=list)
     waiting: list[LocalReplica] = field(default_factory=list)
     status_server: StatusServer | None = None
-    # What the job holds while it runs: the lock on its name, and its work folder.
+    left: bool = False  # what it leaves is kept and its folders removed (:func:`_leave`)
+    # What the job holds while it runs: the lock on its name, its work folder and its scratch folder.
     name_lock: int | None = None
     workdir_claim: WorkdirClaim | None = None
+    scratch_claim: WorkdirClaim | None = None
 
     def release(self) -> None:
-        """Let go of the job's name and work folder: the job has ended (or never started)."""
+        """Let go of the job's name and folders: the job has ended (or never started)."""
         job_state.release(self.name_lock)
         self.name_lock = None
-        if self.workdir_claim is not None:
-            self.workdir_claim.release()
-            self.workdir_claim = None
+        for claim in (self.workdir_claim, self.scratch_claim):
+            if claim is not None:
+                claim.release()
+        self.workdir_claim = self.scratch_claim = None
 
     def workers_running(self) -> int:
         return sum(1 for r in self.replicas if r.id.type == "Worker" and not r.finished)
@@ -62,12 +68,21 @@ class RunningJob:
         return [r.id.label for r in self.replicas]
 
 
-def record_start(state: RunningJob) -> None:
-    """The job's entry in the state folder (``kftrain jobs``): running, with where its logs are."""
+def record_start(state: RunningJob, console: Console) -> None:
+    """The job's entry in the state folder (``kftrain jobs``): running, with where its logs are. It replaces the
+    record of an ended job of that name, with what that job left (said, when it left something)."""
+    name = state.job.name
+    previous = job_state.read(name)
+    if previous is not None:
+        remove_owned(previous)  # the folders of a job whose launcher died, which no record would name any more
+        left = [p for p in (job_state.logs_dir(name), job_state.files_dir(name)) if p.exists()]
+        if left:
+            console.say(f"{name}: forgetting what the ended job of this name left ({', '.join(map(str, left))})")
+        job_state.drop_kept(name)
     model_uri, logs_uri = outputs_of(state.job.metadata.annotations)
-    claim = state.workdir_claim
+    claim, scratch = state.workdir_claim, state.scratch_claim
     job_state.write(
-        state.job.name,
+        name,
         fresh=True,  # one record per job: nothing an ended job of that name recorded is this one's
         kind=state.job.kind,
         api_version=state.job.api_version,
@@ -76,8 +91,11 @@ def record_start(state: RunningJob) -> None:
         phase=job_state.RUNNING,
         workdir=str(state.workdir),
         workdir_owned=state.owns_workdir,
-        # What pruning checks before it removes the folder (kftrain.backends.local.workdirs.remove_owned).
+        # What removing the folders checks first (kftrain.backends.local.workdirs.remove_owned), should the launcher
+        # die before it removes them itself.
         workdir_token=claim.token if claim is not None and state.owns_workdir else None,
+        scratch=str(state.scratch),
+        scratch_token=scratch.token if scratch is not None else None,
         replicas=state.labels(),
         model_uri=model_uri,
         logs_uri=logs_uri,
@@ -85,31 +103,41 @@ def record_start(state: RunningJob) -> None:
 
 
 def record_end(state: RunningJob, result: JobResult, console: Console) -> None:
-    """The job ended with ``result``: its entry says so, its logs' ends are kept beside it, and its folders go."""
+    """The job ended with ``result``: its entry says so, and it leaves what :func:`_leave` keeps."""
     console.say(f"{state.job.name} {result.phase.value.lower()} in {result.duration_s:.1f}s")
-    job_state.write(
-        state.job.name,
-        phase=result.phase.value,
-        reason=result.reason,
-        message=result.message,
-        exit_code=result.exit_code,
-        workdir_kept=not (result.succeeded and state.owns_workdir),
-    )
-    job_state.keep_logs(state.job.name, state.workdir / "logs", state.labels())
-    shutil.rmtree(state.scratch, ignore_errors=True)
-    if result.succeeded and state.owns_workdir:
-        shutil.rmtree(state.workdir, ignore_errors=True)
-    state.release()
+    outcome: dict[str, Any] = {"reason": result.reason, "message": result.message, "exit_code": result.exit_code}
+    job_state.write(state.job.name, phase=result.phase.value, **outcome)
+    _leave(state, console)
     if not result.succeeded:
-        console.say(f"replica logs kept in {state.workdir / 'logs'}")
+        console.say(f"replica logs kept in {job_state.logs_dir(state.job.name)} (kftrain jobs logs {state.job.name})")
 
 
 def record_cancel(state: RunningJob, console: Console) -> None:
-    """The job was cancelled (its replicas already stopped): its result, unless it had one, and its scratch gone."""
+    """The job was cancelled (its replicas already stopped): its result, unless it had one, and what it leaves."""
     if state.result is None:
         state.result = JobResult(JobPhase.FAILED, reason="Cancelled", message="job cancelled", exit_code=143)
         job_state.write(state.job.name, phase=JobPhase.FAILED.value, reason="Cancelled", exit_code=143)
-        job_state.keep_logs(state.job.name, state.workdir / "logs", state.labels())
         console.say(f"{state.job.name} cancelled; every replica stopped")
+    _leave(state, console)
+
+
+def _leave(state: RunningJob, console: Console) -> None:
+    """What an ended job leaves, however it ended: its logs' ends and the files its replicas wrote, in the state
+    folder (each file named); nothing else of it, in the temporary folder or elsewhere, but a ``--workdir`` the user
+    gave. Done once: a job cancelled after its end has left already."""
+    if state.left:
+        return
+    state.left = True
+    name = state.job.name
+    job_state.keep_logs(name, state.workdir / "logs", state.labels())
+    if state.owns_workdir:
+        # The initializers' downloads are the job's inputs (kubeflow/trainer@v2.3.0 pkg/constants/constants.go:
+        # DatasetMountPath /workspace/dataset, ModelMountPath /workspace/model), not what it made.
+        downloads = ("dataset", "model") if state.initializers else ()
+        kept = keep_files(state.workdir, state.cwd, state.shown, job_state.files_dir(name), downloads)
+        for line in kept.describe(name):
+            console.say(line)
     shutil.rmtree(state.scratch, ignore_errors=True)
+    if state.owns_workdir:
+        shutil.rmtree(state.workdir, ignore_errors=True)
     state.release()

@@ -1,12 +1,20 @@
 """The local backend's record of its jobs, so ``kftrain jobs`` can list and operate them from another shell.
 
-One JSON file per job in the state folder (``$KFTRAIN_STATE_DIR``, else ``~/.kftrain/jobs``), written
-atomically when the job starts and when it ends: its kind, labels, when it started, the launcher's pid and that
-process's start time (a running job whose launcher is gone, or whose pid now belongs to another process, is
-``Lost``), its phase, the folder of its replicas' live logs and, when its program was given a model URI, where its
-logs are kept afterwards (``<model>-logs``). When a job ends, the last :data:`KEPT_LOG_BYTES` of each replica's log
-are kept beside its record (``<name>.logs/``), so ``kftrain jobs logs`` works once the job's work folder is gone.
-A record that cannot be written is skipped: a job never fails for its bookkeeping.
+One JSON file per job in the state folder, written atomically when the job starts and when it ends: its kind, labels,
+when it started, the launcher's pid and that process's start time (a running job whose launcher is gone, or whose pid
+now belongs to another process, is ``Lost``), its phase, the folder of its replicas' live logs and, when its program
+was given a model URI, where its logs are kept afterwards (``<model>-logs``). When a job ends, the last
+:data:`KEPT_LOG_BYTES` of each replica's log are kept beside its record (``<name>.logs/``), and the files its replicas
+wrote in their job's folders (``<name>.files/``: :mod:`.workdirs`), so ``kftrain jobs logs`` and ``download`` work
+once the job's work folder is gone. A record that cannot be written is skipped: a job never fails for its bookkeeping.
+
+**Whose it is.** The state folder is the user's own: ``$KFTRAIN_STATE_DIR``, else ``$XDG_STATE_HOME/kftrain/jobs``,
+else ``~/.local/state/kftrain/jobs`` (the XDG Base Directory Specification's place for a user's state; a relative
+``XDG_STATE_HOME`` is ignored, as the specification says). kftrain makes its last folder with mode 0700, and refuses a
+default folder another user owns (a home shared by several accounts, or one a ``sudo`` run made), naming the owner and
+the way out, before anything of a job exists: records, name locks and kept files are never mixed between users. A
+``$KFTRAIN_STATE_DIR`` several users share is taken as given; each record is its writer's file, and a listing shows
+the caller's records only unless asked for every user's (``kftrain jobs list --all``).
 
 One record per running job: while a job runs, its launcher holds a lock on its name (``.<name>.lock`` beside the
 records, released by the kernel when the launcher dies), and a second job of that name is refused as the API server
@@ -54,13 +62,55 @@ _FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
     "launcher_started": (int, float),
     "workdir": str,
     "workdir_token": str,
+    "scratch": str,
+    "scratch_token": str,
     "model_uri": str,
     "logs_uri": str,
 }
 
 
 def state_dir() -> Path:
-    return Path(os.environ.get(STATE_DIR_ENV) or Path.home() / ".kftrain" / "jobs")
+    """The state folder: ``$KFTRAIN_STATE_DIR``, else this user's (see the module's docstring)."""
+    explicit = os.environ.get(STATE_DIR_ENV)
+    if explicit:
+        return Path(explicit)
+    return _default_state_dir()
+
+
+def _default_state_dir() -> Path:
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "state"
+    return base / "kftrain" / "jobs"
+
+
+def own_state_dir(create: bool = True) -> Path:
+    """The state folder (``create``: made if missing, its last folder 0700), checked to be this user's when it is the
+    default one: a :class:`KftrainError` naming the owner and the way out otherwise."""
+    folder = state_dir()
+    if create:
+        with contextlib.suppress(OSError):
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700, exist_ok=True)
+    if os.environ.get(STATE_DIR_ENV):
+        return folder  # a folder the user named, maybe shared on purpose: each record stays its writer's
+    try:
+        owner = folder.stat().st_uid
+    except OSError:
+        return folder  # none, or none to be had: nothing is kept there (a job never fails for its bookkeeping)
+    if owner != os.geteuid():
+        raise KftrainError(
+            f"state folder {folder} is owned by uid {owner}, not by this user (uid {os.geteuid()}): set "
+            f"{STATE_DIR_ENV} to a folder of your own, or remove that one"
+        )
+    return folder
+
+
+def is_mine(path: Path) -> bool:
+    """Whether this user wrote the file ``path`` (its owner, as the kernel says: never what the file claims)."""
+    try:
+        return path.lstat().st_uid == os.geteuid()
+    except OSError:
+        return False
 
 
 def checked_name(name: str) -> str:
@@ -81,7 +131,8 @@ def is_replica_label(label: object) -> bool:
     return isinstance(label, str) and bool(_LABEL_RE.fullmatch(label))
 
 
-def _path(name: str) -> Path:
+def record_path(name: str) -> Path:
+    """The file of job ``name``'s record."""
     return state_dir() / f"{checked_name(name)}.json"
 
 
@@ -90,10 +141,15 @@ def logs_dir(name: str) -> Path:
     return state_dir() / f"{checked_name(name)}.logs"
 
 
+def files_dir(name: str) -> Path:
+    """Where the files the ended job ``name``'s replicas wrote in their job's folders are kept."""
+    return state_dir() / f"{checked_name(name)}.files"
+
+
 def write(name: str, fresh: bool = False, **fields: Any) -> None:
     """Create or update the record of job ``name`` with ``fields``; ``fresh``: a new job's, replacing whatever an
     ended job of that name left (its reason, exit code, work folder are not this job's)."""
-    target = _path(name)
+    target = record_path(name)
     with contextlib.suppress(OSError, ValueError):
         try:
             record = None if fresh else _load(target)
@@ -113,9 +169,8 @@ def claim_name(name: str, resource: str) -> int | None:
     (its launcher holds the lock: the lock, not the record, says so, since the kernel lets go of it when the launcher
     dies) refuses it as the API server refuses a duplicate create: ``<resource> "<name>" already exists``
     (k8s.io/apimachinery pkg/api/errors/errors.go NewAlreadyExists), with the way out."""
+    folder = own_state_dir()
     try:
-        folder = state_dir()
-        folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(folder / f".{checked_name(name)}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     except OSError:
         return None
@@ -153,7 +208,7 @@ def launcher_identity() -> dict[str, Any]:
 def read(name: str) -> dict[str, Any] | None:
     """The record of job ``name`` (phase ``Lost`` when it claims to run but its launcher is gone); None if none. A
     malformed record is returned as phase ``Unreadable`` with the reason."""
-    path = _path(name)
+    path = record_path(name)
     try:
         record = _load(path)
     except (OSError, ValueError) as exc:
@@ -165,14 +220,17 @@ def read(name: str) -> dict[str, Any] | None:
     return record
 
 
-def records() -> list[dict[str, Any]]:
-    """Every recorded job, newest first; a malformed record is one of phase ``Unreadable``, with the reason."""
-    folder = state_dir()
+def records(every_user: bool = False) -> list[dict[str, Any]]:
+    """Every job this user recorded (``every_user``: anyone's, in a shared folder), newest first; a malformed record
+    is one of phase ``Unreadable``, with the reason."""
+    folder = own_state_dir(create=False)
     if not folder.is_dir():
         return []
     found = []
     for path in folder.iterdir():
         if path.name.startswith(".") or path.suffix != ".json":
+            continue
+        if not every_user and not is_mine(path):
             continue
         if not is_job_name(path.stem):
             found.append(_unreadable(path, "the file's name is not a job name"))
@@ -185,8 +243,8 @@ def records() -> list[dict[str, Any]]:
 
 def remove(name: str) -> None:
     with contextlib.suppress(FileNotFoundError):
-        _path(name).unlink()
-    shutil.rmtree(logs_dir(name), ignore_errors=True)
+        record_path(name).unlink()
+    drop_kept(name)
 
 
 def keep_logs(name: str, live: Path, labels: list[str]) -> None:
@@ -243,8 +301,10 @@ def kept_log(name: str, label: str) -> str | None:
     return data.decode("utf-8", "replace")
 
 
-def drop_kept_logs(name: str) -> None:
+def drop_kept(name: str) -> None:
+    """Forget what the ended job ``name`` left beside its record: its logs' ends and its files."""
     shutil.rmtree(logs_dir(name), ignore_errors=True)
+    shutil.rmtree(files_dir(name), ignore_errors=True)
 
 
 def launcher(record: dict[str, Any]) -> psutil.Process | None:

@@ -1,4 +1,4 @@
-"""The folders of a local job: where its replicas run, and how long the work folders of ended jobs are kept.
+"""The folders of a local job: where its replicas run, what is kept of them when the job ends, and whose they are.
 
 **Where replicas run.** In a pod a program starts in its image's working folder, and what it writes there is gone
 with the pod: a second job never finds the first one's files. Locally each job's replicas run in a folder of their
@@ -9,17 +9,24 @@ program creates at the top of its working folder (``snapshot.pt``, ``outputs/``)
 the next job starts from the launch folder alone, never resuming another job's files. Writes *into* a folder the
 launch folder already had (``data/``) go to that folder, as its link says, and ``..`` is the job's work folder.
 
-**How long they are kept.** A job's work folder holds the live logs, the operator's mounted files and the
-replicas' working folder. The backend removes the one it made when the job succeeds; the folder of a job that
-failed is kept for a look at what it left, at most ``LocalConfig.keep_finished`` of them and none older than
-``LocalConfig.keep_finished_s`` (each submit removes the others). The ends of every ended job's logs are also kept
-in the state folder (:mod:`.state`), for ``kftrain jobs logs``, for as many jobs.
+**What is kept.** A job's work folder (``<tmp>/kftrain-<job>-*``) holds the live logs, the operator's mounted files,
+the replicas' working folder and a TrainJob's ``/workspace``; its replicas' ``TMPDIR`` is a folder of its own
+(``<tmp>/kftrain-tmp-*``, short: MPI's sockets live there). When the job ends, however it ends (succeeded, failed,
+timed out, cancelled, deleted), both are removed, as a pod's folders go with the pod, after what the user may want
+is kept in the state folder (:mod:`.state`): the ends of the replicas' logs, and every file the replicas wrote in
+their working folder or the job's ``/workspace`` (:func:`keep_files`: the XGBoost example of Kubeflow Trainer saves
+``/workspace/xgboost_model.json``), moved there and named in one line (on a cluster they would be gone). Only the
+initializers' downloads (``/workspace/dataset``, ``/workspace/model``) are not kept, and the line names them. What
+the state folder keeps of ended jobs is bounded: ``LocalConfig.keep_finished`` jobs, none older than
+``LocalConfig.keep_finished_s`` (each submit removes the rest), and ``kftrain jobs delete`` removes all of a job's.
+A ``--workdir`` the user gave is the user's: kept as it is.
 
 **Whose they are.** A job holds its work folder while it runs (a lock on ``<workdir>/.kftrain-job``, released by the
 kernel when its launcher dies): a second job given the same ``--workdir`` is refused instead of mixing its logs and
-files with the first's. A record in the state folder is untrusted, so pruning removes only a folder kftrain made: of
-its own name (``kftrain-<job>-*``), not a link, holding the random token the job's record holds, and not held by a
-running job; never a folder a record merely names.
+files with the first's. Its scratch folder is held the same way. A record in the state folder is untrusted, so
+removing the folders of a job whose launcher died (``kftrain jobs delete``, pruning) removes only a folder kftrain
+made: of its own name (``kftrain-<job>-*``, ``kftrain-tmp-*``), not a link, holding the random token the job's record
+holds, and not held by a running job; never a folder a record merely names.
 """
 
 from __future__ import annotations
@@ -34,7 +41,8 @@ import shutil
 import stat
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -88,22 +96,36 @@ def _marker(fd: int) -> dict[str, Any]:
     return {}
 
 
+SCRATCH_PREFIX = "kftrain-tmp-"
+
+
+def workdir_prefix(job: str) -> str:
+    """The name every work folder the backend makes for the job ``job`` starts with."""
+    return f"kftrain-{job}-"
+
+
 def remove_owned(record: dict[str, Any]) -> None:
-    """Remove the work folder of an ended job's ``record`` if kftrain made it for that job (see the module's
-    docstring); any other folder a record names stays."""
-    workdir, token, name = record.get("workdir"), record.get("workdir_token"), record.get("name")
-    if record.get("workdir_owned") is not True or not isinstance(workdir, str) or not isinstance(token, str):
+    """Remove the work folder and the scratch folder of an ended job's ``record`` where kftrain made them for that job
+    (see the module's docstring); any other folder a record names stays."""
+    name = str(record.get("name"))
+    if record.get("workdir_owned") is True:
+        _remove_claimed(record.get("workdir"), record.get("workdir_token"), workdir_prefix(name))
+    _remove_claimed(record.get("scratch"), record.get("scratch_token"), SCRATCH_PREFIX)
+
+
+def _remove_claimed(folder: object, token: object, prefix: str) -> None:
+    if not isinstance(folder, str) or not isinstance(token, str) or not token:
         return
-    path = Path(workdir)
-    if not token or not path.is_absolute() or not path.name.startswith(f"kftrain-{name}-"):
+    path = Path(folder)
+    if not path.is_absolute() or not path.name.startswith(prefix):
         return
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
     try:
-        folder = os.open(path, flags | os.O_DIRECTORY)  # not a link
+        opened = os.open(path, flags | os.O_DIRECTORY)  # not a link
         try:
-            fd = os.open(MARKER, flags, dir_fd=folder)
+            fd = os.open(MARKER, flags, dir_fd=opened)
         finally:
-            os.close(folder)
+            os.close(opened)
     except OSError:
         return
     try:
@@ -116,6 +138,95 @@ def remove_owned(record: dict[str, Any]) -> None:
         shutil.rmtree(path, ignore_errors=True)  # rmtree refuses a link swapped in since
     finally:
         os.close(fd)
+
+
+@dataclass
+class KeptFiles:
+    """What :func:`keep_files` kept of a job's folders, and what it could not keep."""
+
+    folder: Path  # where they are now
+    kept: list[tuple[str, int]] = field(default_factory=list)  # (path under ``folder``, bytes)
+    left: list[tuple[str, str]] = field(default_factory=list)  # (path, why it was not kept)
+
+    def describe(self, job: str) -> list[str]:
+        """One line for what was kept (naming the first few), one for what was not; none when the job wrote nothing."""
+        lines = []
+        if self.kept:
+            shown = ", ".join(path for path, _ in self.kept[:_NAMED])
+            more = f" and {len(self.kept) - _NAMED} more" if len(self.kept) > _NAMED else ""
+            size = sum(size for _, size in self.kept)
+            lines.append(
+                f"{job}: its replicas wrote {shown}{more} ({_size(size)}) in their job's folders, outside "
+                f"$KFTRAIN_MODEL_URI (on a cluster they would be gone with the pods): kept in {self.folder} "
+                f"(kftrain jobs download {job} DEST)"
+            )
+        if self.left:
+            lines.append(f"{job}: not kept: " + "; ".join(f"{path} ({why})" for path, why in self.left))
+        return lines
+
+
+_NAMED = 5  # paths a line names before "and N more"
+
+
+def keep_files(workdir: Path, cwd: Path, shown: Path, dest: Path, downloads: Sequence[str] = ()) -> KeptFiles:
+    """Move what a job's replicas wrote into ``dest``: the entries of their working folder ``cwd`` (``cwd/...``) but
+    the links to the launch folder ``shown`` made when the job started, and those of the job's ``workdir/workspace``
+    (``workspace/...``) but the initializers' ``downloads`` (named as not kept). A path that cannot be moved (the
+    disk is full) is named as not kept, with why."""
+    result = KeptFiles(dest)
+    shown = shown.resolve()
+    wanted: list[tuple[Path, str]] = []
+    with contextlib.suppress(OSError):
+        for entry in sorted(cwd.iterdir()):
+            if entry.is_symlink() and os.readlink(entry) == str(shown / entry.name):
+                continue  # the launch folder's, shown by the link made when the job started
+            wanted.append((entry, f"cwd/{entry.name}"))
+    workspace = workdir / "workspace"
+    with contextlib.suppress(OSError):
+        for entry in sorted(workspace.iterdir()):
+            where = f"workspace/{entry.name}"
+            if entry.name in downloads:
+                result.left.append((where, "an initializer's download"))
+            else:
+                wanted.append((entry, where))
+    for entry, where in wanted:
+        size = _bytes(entry)
+        target = dest / where
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(entry, target)  # a rename within one file system, else a copy (links kept as links)
+        except OSError as exc:
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    target.unlink()
+            why = exc.strerror or str(exc)  # shutil.Error lists every file: its start says enough
+            result.left.append((where, f"could not be kept: {why[:200]}"))
+            continue
+        result.kept.append((where + ("/" if target.is_dir() and not target.is_symlink() else ""), size))
+    return result
+
+
+def _bytes(path: Path) -> int:
+    """The bytes of the files under ``path`` (links not followed)."""
+    try:
+        if not path.is_dir() or path.is_symlink():
+            return path.lstat().st_size
+        return sum((Path(top) / name).lstat().st_size for top, _, names in os.walk(path) for name in names)
+    except OSError:
+        return 0
+
+
+def _size(count: int) -> str:
+    if count < 1024:
+        return f"{count} bytes"
+    value, unit = count / 1024, "KiB"
+    for bigger in ("MiB", "GiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{value:.1f} {unit}"
 
 
 def replica_cwd(workdir: Path, launch: Path) -> Path:
@@ -133,8 +244,8 @@ def replica_cwd(workdir: Path, launch: Path) -> Path:
 
 
 def prune_finished(keep: int, max_age_s: float, now: float | None = None) -> None:
-    """Remove the work folders the backend made for ended jobs, and the logs kept of them, past the newest ``keep``
-    or older than ``max_age_s``; a running job's are never touched."""
+    """Forget what ended jobs left in the state folder (their logs' ends and files) past the newest ``keep`` or older
+    than ``max_age_s``, and the folders kftrain made for them; a running job's are never touched."""
     now = time.time() if now is None else now
     # A Running record whose launcher is gone reads as Lost: ended too.
     ended = [r for r in job_state.records() if r.get("phase") not in (job_state.RUNNING, job_state.UNREADABLE)]
@@ -142,6 +253,4 @@ def prune_finished(keep: int, max_age_s: float, now: float | None = None) -> Non
         if rank < keep and now - float(record.get("created", 0)) <= max_age_s:
             continue
         remove_owned(record)
-        job_state.drop_kept_logs(record["name"])
-        if record.get("workdir_owned") and record.get("workdir_kept"):
-            job_state.write(record["name"], workdir_kept=False)
+        job_state.drop_kept(record["name"])

@@ -6,12 +6,14 @@
     kftrain schedule list
     kftrain schedule enable|disable|delete ID_OR_NAME
 
-``PIPELINE`` is a shipped pipeline by name (``pytorch-digits``: its committed ``pipeline.yaml``) or
-the path of a compiled pipeline file. The server is ``--host`` / ``KFP_HOST``; the namespace (multi-user
-deployments) ``--namespace`` / ``KFP_NAMESPACE``; a bearer token ``--token`` / ``KFP_TOKEN``.
+``PIPELINE`` is a shipped pipeline by name (``pytorch-digits``: its committed ``pipeline.yaml``), the path
+of a compiled pipeline file, or ``MODULE:FUNCTION`` (compiled first, as ``kftrain compile`` compiles it). The
+server is ``--host`` / ``KFP_HOST``; the namespace (multi-user deployments) ``--namespace`` / ``KFP_NAMESPACE``;
+a bearer token ``--token`` / ``KFP_TOKEN``.
 
 The pipeline is uploaded once by name; when a pipeline of that name exists, the file is uploaded as
-a new version named ``<package version>-<git sha>`` (``nogit`` outside a git checkout), and a version
+a new version named ``<package version>-<git sha>`` (``nogit`` outside a git checkout; a pipeline compiled from
+MODULE:FUNCTION adds ``-<8 hex>`` of its compiled file), and a version
 of that name that already exists is reused, so submitting the same commit twice uploads nothing.
 
     commands.py       the options of ``submit`` and ``schedule``

@@ -9,6 +9,7 @@ from kftrain.cli.kfp.connection import ENV_HOST, ENV_NAMESPACE, ENV_TOKEN
 from kftrain.cli.kfp.schedule import CHANGES, cmd_schedule_change, cmd_schedule_create, cmd_schedule_list
 from kftrain.cli.kfp.submit import cmd_submit
 from kftrain.cli.kfp.upload import DEFAULT_EXPERIMENT
+from kftrain.cli.reference import HELP as PIPELINE_HELP
 
 
 def connection_parser() -> argparse.ArgumentParser:
@@ -24,7 +25,7 @@ def connection_parser() -> argparse.ArgumentParser:
 def pipeline_parser() -> argparse.ArgumentParser:
     """The options naming the pipeline and how it runs, shared by ``submit`` and ``schedule create``."""
     parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument("pipeline", help="a shipped pipeline (e.g. pytorch-digits) or a compiled pipeline file")
+    parent.add_argument("pipeline", help=PIPELINE_HELP)
     parent.add_argument("--param", action="append", metavar="NAME=VALUE", help="pipeline parameter (JSON or text)")
     parent.add_argument("--params-file", metavar="FILE", help="pipeline parameters as a YAML mapping (--param wins)")
     parent.add_argument("--experiment", default=DEFAULT_EXPERIMENT, help="experiment, created when missing")

@@ -1,24 +1,31 @@
 """The pipeline to submit, checked before anything talks to the server.
 
-``PIPELINE`` is a shipped pipeline by name (``pytorch-digits``: its committed ``pipeline.yaml``) or
-the path of a compiled pipeline file. Its parameters are checked against the file's root inputs, its
-name against KFP's rules, and a new version is named ``<package version>-<git sha>`` (``nogit``
-outside a git checkout).
+``PIPELINE`` is a pipeline reference (:mod:`kftrain.cli.reference`): a shipped pipeline by name (``pytorch-digits``:
+its committed ``pipeline.yaml``), the path of a compiled pipeline file, or ``MODULE:FUNCTION``, compiled now with the
+shipped pipelines' compile-time settings into a temporary folder that lives as long as :func:`prepare`'s block. Its
+parameters are checked against the file's root inputs, its name against KFP's rules, and a new version is named
+``<package version>-<git sha>`` (``nogit`` outside a git checkout); a pipeline compiled from ``MODULE:FUNCTION`` adds
+the start of its compiled file's SHA-256 (``-<8 hex>``), so an edit not yet committed is a new version, not the
+previous upload reused.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import importlib.util
+import inspect
 import subprocess
-from collections.abc import Mapping
-from dataclasses import dataclass
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from kftrain import __version__
 from kftrain.cli.params import parse_params
-from kftrain.cli.pipelines import shipped_pipelines
+from kftrain.cli.reference import Kind, check_params, compile_to, load_for_compile, parse_reference, pipeline_name
 from kftrain.errors import KftrainError
 
 
@@ -27,38 +34,46 @@ class PipelinePackage:
     path: Path
     name: str  # pipelineInfo.name, the default display name on the server
     parameters: frozenset[str] | None  # the root's input parameters (None: not known, no check)
+    required: frozenset[str] = frozenset()  # those without a default
+    origin: Path | None = None  # the folder whose git commit names a version (None: the file's)
+    digest: str = ""  # the start of the compiled file's SHA-256, for a pipeline compiled now
 
 
-def resolve_package(pipeline: str) -> PipelinePackage:
-    """A shipped pipeline by name (its committed ``pipeline.yaml``) or a compiled pipeline file by path."""
-    path = Path(pipeline)
-    if not (path.suffix in (".yaml", ".yml", ".json", ".zip", ".gz", ".tgz") or path.exists()):
-        shipped = shipped_pipelines()
-        if pipeline not in shipped:
-            raise KftrainError(
-                f"unknown pipeline {pipeline!r}: not a file, and not one of {', '.join(sorted(shipped))}"
-            )
-        spec = importlib.util.find_spec(shipped[pipeline])
+def resolve_package(pipeline: str, workdir: Path | None = None) -> PipelinePackage:
+    """A shipped pipeline by name (its committed ``pipeline.yaml``), a compiled pipeline file by path, or
+    ``MODULE:FUNCTION`` compiled into ``workdir`` (which must then be given)."""
+    ref = parse_reference(pipeline)
+    if ref.kind is Kind.FILE:
+        assert ref.path is not None
+        return _read_package(ref.path)
+    if ref.kind is Kind.SHIPPED:
+        spec = importlib.util.find_spec(ref.module)
         if spec is None or spec.origin is None:
-            raise KftrainError(f"pipeline {pipeline!r}: cannot locate module {shipped[pipeline]}")
+            raise KftrainError(f"pipeline {pipeline!r}: cannot locate module {ref.module}")
         path = Path(spec.origin).with_name("pipeline.yaml")
         if not path.is_file():
             raise KftrainError(f"pipeline {pipeline!r}: {path} is missing (run `kftrain compile`)")
-    elif not path.is_file():
-        raise KftrainError(f"pipeline file {path} does not exist")
-    return _read_package(path)
+        return _read_package(path)
+    if workdir is None:
+        raise ValueError("a MODULE:FUNCTION pipeline is compiled into a folder: give workdir")
+    loaded = load_for_compile(ref)
+    path = workdir / f"{pipeline_name(loaded)}.yaml"
+    compile_to(loaded, path)
+    source = inspect.getsourcefile(loaded.pipeline_func)
+    package = _read_package(path)
+    return replace(
+        package,
+        origin=Path(source).resolve().parent if source else None,
+        digest=hashlib.sha256(path.read_bytes()).hexdigest()[:8],
+    )
 
 
 def _read_package(path: Path) -> PipelinePackage:
     if path.suffix not in (".yaml", ".yml", ".json"):  # an archive: the server reads it
         return PipelinePackage(path=path, name=path.name.split(".")[0], parameters=None)
-    import yaml
+    from kftrain.job.manifest.parse import PIPELINE, read_yaml_file
 
-    try:
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster on a compiled pipeline
-        docs = [d for d in yaml.load_all(path.read_text(), Loader=loader) if d is not None]
-    except yaml.YAMLError as exc:
-        raise KftrainError(f"{path}: not valid YAML: {exc}") from exc
+    docs = read_yaml_file(path, PIPELINE)  # bounded, as a manifest is read
     spec = docs[0] if docs else None
     if isinstance(spec, dict) and "pipelineSpec" in spec:  # a PipelineJob wrapper
         spec = spec["pipelineSpec"]
@@ -66,19 +81,11 @@ def _read_package(path: Path) -> PipelinePackage:
         raise KftrainError(f"{path}: not a compiled KFP pipeline (no pipelineInfo/root)")
     name = str(spec["pipelineInfo"].get("name") or path.parent.name)
     params = spec["root"].get("inputDefinitions", {}).get("parameters", {}) or {}
-    return PipelinePackage(path=path, name=name, parameters=frozenset(params))
-
-
-def check_params(package: PipelinePackage, params: Mapping[str, Any]) -> None:
-    """Refuse a parameter the pipeline does not take (when its parameters are known)."""
-    if package.parameters is None:
-        return
-    unknown = sorted(set(params) - package.parameters)
-    if unknown:
-        raise KftrainError(
-            f"{package.name}: unknown parameter(s) {', '.join(unknown)}; "
-            f"the pipeline takes {', '.join(sorted(package.parameters)) or 'none'}"
-        )
+    # A parameter without a default is compiled without isOptional and defaultValue (kfp 2.17's compiler).
+    required = {
+        p for p, d in params.items() if isinstance(d, dict) and not d.get("isOptional") and "defaultValue" not in d
+    }
+    return PipelinePackage(path=path, name=name, parameters=frozenset(params), required=frozenset(required))
 
 
 def git_sha(where: Path) -> str:
@@ -99,7 +106,8 @@ def git_sha(where: Path) -> str:
 
 
 def default_version_name(package: PipelinePackage) -> str:
-    return f"{__version__}-{git_sha(package.path.resolve().parent)}"
+    sha = git_sha(package.origin or package.path.resolve().parent)
+    return f"{__version__}-{sha}" + (f"-{package.digest}" if package.digest else "")
 
 
 @dataclass(frozen=True)
@@ -112,17 +120,20 @@ class Prepared:
     version_name: str  # the name of a new version, when the pipeline exists
 
 
-def prepare(args: argparse.Namespace) -> Prepared:
-    """Everything checked locally before the first request: package, params, pipeline and version names."""
-    package = resolve_package(args.pipeline)
+@contextlib.contextmanager
+def prepare(args: argparse.Namespace) -> Iterator[Prepared]:
+    """Everything checked locally before the first request: package, params, pipeline and version names. The
+    package's file lasts as long as the block (a pipeline compiled from MODULE:FUNCTION goes with it)."""
     params = parse_params(args.param, args.params_file)
-    check_params(package, params)
-    name = args.pipeline_name or package.name
-    from kfp.client.client import validate_pipeline_display_name
+    with tempfile.TemporaryDirectory(prefix="kftrain-compiled-") as workdir:
+        package = resolve_package(args.pipeline, Path(workdir))
+        check_params(package.name, package.parameters, package.required, params)
+        name = args.pipeline_name or package.name
+        from kfp.client.client import validate_pipeline_display_name
 
-    try:
-        validate_pipeline_display_name(name)
-    except ValueError as exc:
-        raise KftrainError(f"--pipeline-name {name!r}: {exc}") from exc
-    version_name = args.version_name or default_version_name(package)
-    return Prepared(package=package, params=params, name=name, version_name=version_name)
+        try:
+            validate_pipeline_display_name(name)
+        except ValueError as exc:
+            raise KftrainError(f"--pipeline-name {name!r}: {exc}") from exc
+        version_name = args.version_name or default_version_name(package)
+        yield Prepared(package=package, params=params, name=name, version_name=version_name)

@@ -10,7 +10,7 @@ import uuid
 from typing import Any
 
 from kftrain.cli.kfp.connection import Connection, api_errors, connect, display_name, eq_filter, pages, quiet
-from kftrain.cli.kfp.package import prepare
+from kftrain.cli.kfp.package import Prepared, prepare
 from kftrain.cli.kfp.schedule_spec import ScheduleSpec
 from kftrain.cli.kfp.upload import find_experiment, run_target, upload, use_experiment
 from kftrain.errors import KftrainError
@@ -24,7 +24,11 @@ def cmd_schedule_create(args: argparse.Namespace) -> int:
     """``schedule create PIPELINE``: upload the pipeline (or a version) and create a recurring run of it."""
     # Every local check first: a bad schedule must not upload anything.
     spec = ScheduleSpec.from_args(args)
-    prepared = prepare(args)
+    with prepare(args) as prepared:
+        return _create(spec, prepared, args)
+
+
+def _create(spec: ScheduleSpec, prepared: Prepared, args: argparse.Namespace) -> int:
     conn = Connection.from_args(args)
     client = connect(conn)
     schedule_name = args.name or f"{prepared.name} schedule"

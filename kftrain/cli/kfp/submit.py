@@ -17,7 +17,7 @@ from kftrain.cli.kfp.connection import (
     is_transient_api_error,
     quiet,
 )
-from kftrain.cli.kfp.package import prepare
+from kftrain.cli.kfp.package import Prepared, prepare
 from kftrain.cli.kfp.upload import run_target, upload, use_experiment
 from kftrain.errors import KftrainError
 from kftrain.retry import RetryPolicy, call_with_retry
@@ -79,7 +79,11 @@ def wait_for_run(
 @api_errors
 def cmd_submit(args: argparse.Namespace) -> int:
     """``submit PIPELINE``: upload the pipeline (or a version), start a run; with ``--wait``, follow it to its end."""
-    prepared = prepare(args)
+    with prepare(args) as prepared:
+        return _submit(prepared, args)
+
+
+def _submit(prepared: Prepared, args: argparse.Namespace) -> int:
     conn = Connection.from_args(args)
     client = connect(conn)
     experiment = use_experiment(client, conn, args.experiment)

@@ -135,7 +135,8 @@ def test_mpi_launcher_sees_the_contract_and_hostfile(tmp_path, out_dir, impl, ex
     local = {"I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS"} if impl == "Intel" else set()
     local |= {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"} if os.geteuid() == 0 else set()
     local |= {"OMPI_MCA_plm_rsh_agent"} if "OMPI_MCA_plm_rsh_agent" in env else set()
-    assert_only_declared(env, "mj-launcher-0", "POD_NAME", "OUT_DIR", "EXPECT", *local)
+    # HOSTNAME is the launcher pod's hostname, mj-launcher, not its replica's label (kftrain.job.kinds, pod_hostname)
+    assert_only_declared(env, "mj-launcher", "POD_NAME", "OUT_DIR", "EXPECT", *local)
     hostfile = tmp_path / "wd" / "etc" / "mpi" / "hostfile"
     var = "OMPI_MCA_orte_default_hostfile" if impl == "OpenMPI" else "I_MPI_HYDRA_HOST_FILE"
     env = seen["mj-launcher-0"]["env"]
