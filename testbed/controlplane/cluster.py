@@ -6,17 +6,23 @@ loopback ports in a temporary folder, installs the operators' CRDs, and on exit 
 folder. It never builds: without the binaries :func:`missing_binaries` names them, and :data:`BUILD_HINT`
 says how to build them.
 
-No controller runs (no kube-controller-manager, no scheduler, no kubelet, no operator, no webhook): an object
-is admitted or refused by the API server alone, and nothing acts on it.
+By default no controller runs (no kube-controller-manager, no scheduler, no kubelet, no operator, no webhook): an
+object is admitted or refused by the API server alone, and nothing acts on it. With ``operators``, the fixture also
+starts kube-controller-manager (the controllers the operators rely on) and the named Kubeflow operators, built by
+operators/build.sh, with their webhooks (testbed/controlplane/kubeflow_operators.py says how each runs here); pods
+are then created, and testbed/controlplane/node_agent.py plays the node that runs them.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import ctypes
 import datetime
 import ipaddress
 import json
+import os
+import re
 import secrets
 import shutil
 import signal
@@ -41,12 +47,22 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from testbed import REPO_ROOT
+from testbed.controlplane import kubeflow_operators
+from testbed.controlplane.kubeflow_operators import OPERATORS
 
 HERE = Path(__file__).resolve().parent
 BUILD_SCRIPT = HERE / "build.sh"
 # What a skipped test tells its reader to run, from the repository's root.
 BUILD_HINT = f"bash {BUILD_SCRIPT.relative_to(REPO_ROOT)}"
 BINARIES = ("etcd", "kube-apiserver")
+OPERATORS_BUILD_HINT = f"bash {kubeflow_operators.OPERATORS_BUILD_SCRIPT.relative_to(REPO_ROOT)}"
+# The controllers the operators rely on, and no others: job (an MPIJob's launcher and a JobSet's replicas are
+# batch Jobs), garbagecollector (what an operator creates is owned by its job, and goes with it), serviceaccount
+# (the `default` ServiceAccount of each namespace, which the ServiceAccount admission plugin requires of a pod) and
+# namespace (deleting one deletes its objects). No node lifecycle controller: the node agent's Node would otherwise be
+# tainted unreachable for a missing kubelet heartbeat (kubernetes@v1.36.3:cmd/kube-controller-manager/names/
+# controller_names.go names them).
+CONTROLLERS = ("job", "garbagecollector", "serviceaccount", "namespace")
 
 # training-operator v1.9.0 and mpi-operator v0.8.2 both define mpijobs.kubeflow.org (as v1 and v2beta1): one API
 # server holds one CustomResourceDefinition of a name, so by default the v2beta1 one (what
@@ -87,10 +103,11 @@ def bin_dir() -> Path:
     return Path(out.stdout.strip())
 
 
-def missing_binaries(folder: Path | None = None) -> list[str]:
+def missing_binaries(folder: Path | None = None, *, with_controller_manager: bool = False) -> list[str]:
     """The binaries :func:`control_plane` needs that ``folder`` (default :func:`bin_dir`) lacks."""
     folder = folder or bin_dir()
-    return [name for name in BINARIES if not (folder / name).is_file()]
+    wanted = (*BINARIES, "kube-controller-manager") if with_controller_manager else BINARIES
+    return [name for name in wanted if not (folder / name).is_file()]
 
 
 def default_crd_files(crd_dir: Path) -> list[Path]:
@@ -123,6 +140,8 @@ class ControlPlane:
     started_in_s: float
     phases: dict[str, float]
     processes: dict[str, subprocess.Popen[bytes]] = field(repr=False)
+    # The folder holding every process's log (<name>.log), removed on exit.
+    root: Path = field(default=Path(), repr=False)
 
     def api_client(self) -> Any:
         """A new ``kubernetes.client.ApiClient`` for the admin, leaving the client's global default alone
@@ -139,6 +158,10 @@ class ControlPlane:
         """Each process's resident memory now."""
         return {name: psutil.Process(proc.pid).memory_info().rss for name, proc in self.processes.items()}
 
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        """The last lines of process ``name``'s log (an assertion's message when an operator did not act)."""
+        return _tail(self.root / f"{name}.log", lines)
+
 
 @contextlib.contextmanager
 def control_plane(
@@ -146,17 +169,26 @@ def control_plane(
     binaries: Path | None = None,
     crd_files: Sequence[Path] | None = None,
     start_timeout_s: float = START_TIMEOUT_S,
+    operators: Sequence[str] = (),
 ) -> Iterator[ControlPlane]:
-    """etcd and kube-apiserver with ``crd_files`` (default: :func:`default_crd_files` of the reference CRDs)
-    installed and Established; everything stopped, in reverse order, and its folder removed on exit."""
+    """etcd and kube-apiserver with ``crd_files`` (default: :func:`default_crd_files` of the reference CRDs, and the
+    CRDs of ``operators`` the reference lacks) installed and Established; with ``operators`` (names of
+    :data:`~testbed.controlplane.kubeflow_operators.OPERATORS`), kube-controller-manager and those operators too,
+    each ready (its webhooks served). Everything stopped, in reverse order, and its folder removed on exit."""
     from testbed import reference
 
     binaries = binaries or bin_dir()
-    missing = missing_binaries(binaries)
+    missing = missing_binaries(binaries, with_controller_manager=bool(operators))
     if missing:
         raise ControlPlaneError(f"{', '.join(missing)} not in {binaries}: run {BUILD_HINT}")
+    operators = kubeflow_operators.in_start_order(operators)
+    operator_bins = kubeflow_operators.operator_bin_dirs(operators) if operators else {}
+    missing = [name for name in operators if not (operator_bins[name] / name).is_file()]
+    if missing:
+        raise ControlPlaneError(f"operators {', '.join(missing)} not built: run {OPERATORS_BUILD_HINT}")
     if crd_files is None:
         crd_files = default_crd_files(reference.required(reference.CRD_DIR))
+        crd_files = [*crd_files, *_operator_crds_not_in(crd_files, operators, operator_bins)]
     deadline = time.monotonic() + start_timeout_s
     began = time.monotonic()
     with contextlib.ExitStack() as stack:
@@ -199,9 +231,15 @@ def control_plane(
             started_in_s=0.0,
             phases=phases,
             processes=processes,
+            root=root,
         )
         plane.resources = _install_crds(plane, crd_files, deadline)
         plane.started_in_s = phases["crds"] = time.monotonic() - began
+        if operators:
+            _start_controller_manager(stack, plane, binaries / "kube-controller-manager", deadline)
+            phases["kube-controller-manager"] = time.monotonic() - began
+            _start_operators(stack, plane, operators, operator_bins, deadline)
+            plane.started_in_s = phases["operators"] = time.monotonic() - began
         yield plane
 
 
@@ -265,21 +303,147 @@ def _start_apiserver(
     _spawn(stack, processes, "kube-apiserver", command, root / "kube-apiserver.log")
 
 
+def _start_controller_manager(
+    stack: contextlib.ExitStack, plane: ControlPlane, controller_manager: Path, deadline: float
+) -> None:
+    """kube-controller-manager with :data:`CONTROLLERS`, as the admin, leader election off, serving its health
+    check on a free loopback port (a self-signed certificate it makes in its --cert-dir)."""
+    port = _free_port()
+    command = [
+        str(controller_manager),
+        f"--kubeconfig={plane.kubeconfig}",
+        f"--controllers={','.join(CONTROLLERS)}",
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--cert-dir={plane.root / 'kube-controller-manager'}",
+        "--profiling=false",
+    ]
+    _spawn(stack, plane.processes, "kube-controller-manager", command, plane.root / "kube-controller-manager.log")
+    unverified = ssl.create_default_context()
+    unverified.check_hostname = False
+    unverified.verify_mode = ssl.CERT_NONE
+    _wait_until(
+        deadline,
+        lambda: _http_ok(f"https://127.0.0.1:{port}/healthz", expect="ok", context=unverified),
+        plane.processes,
+        "kube-controller-manager",
+        plane.root,
+    )
+
+
+def _start_operators(
+    stack: contextlib.ExitStack,
+    plane: ControlPlane,
+    names: Sequence[str],
+    bins: Mapping[str, Path],
+    deadline: float,
+) -> None:
+    """Each operator of ``names`` with what its release's deployment gives it (its namespace, its webhook Secret and
+    configurations, its certificate folder), started at once, then waited for until each is ready."""
+    from kubernetes import client
+
+    chosen = [OPERATORS[name] for name in names]
+    serving = [op for op in chosen if op.serves_webhooks]
+    pki = kubeflow_operators.webhook_pki(serving) if serving else None
+    # Each operator sees its own folder at /tmp and nothing of the fixture's: what it reads is there. Nothing of
+    # this process's environment but where programs are.
+    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": "/tmp", "KUBECONFIG": "/tmp/kubeconfig"}
+    ready: dict[str, str] = {}
+    with plane.api_client() as api_client:
+        core = client.CoreV1Api(api_client)
+        admission = client.AdmissionregistrationV1Api(api_client)
+        for op in chosen:
+            folder = plane.root / op.name
+            tmp = folder / "tmp"
+            tmp.mkdir(parents=True)
+            _write_kubeconfig(tmp / "kubeconfig", plane.server, plane.ca_file, plane.token, inline_ca=True)
+            _create_namespace(core, op.namespace)
+            ports = kubeflow_operators.Ports(health=_free_port(), webhook=_free_port() if op.serves_webhooks else 0)
+            if op.serves_webhooks and pki is not None:
+                secret = {"metadata": {"name": op.secret}, "data": pki.secret_data()}
+                core.create_namespaced_secret(op.namespace, secret)
+                kubeflow_operators.write_cert_dir(tmp, pki)
+                share = bins[op.name].parent / "share"
+                for configuration in kubeflow_operators.webhook_configurations(share, op, ports.webhook, pki.ca_crt):
+                    if configuration["kind"] == "MutatingWebhookConfiguration":
+                        admission.create_mutating_webhook_configuration(configuration)
+                    else:
+                        admission.create_validating_webhook_configuration(configuration)
+            launch = kubeflow_operators.launch(op, bins[op.name] / op.name, Path("/tmp"), ports)
+            for file_name, content in launch.files.items():
+                (tmp / file_name).write_text(content)
+            _spawn(
+                stack,
+                plane.processes,
+                op.name,
+                launch.command,
+                plane.root / f"{op.name}.log",
+                env=env,
+                before_exec=kubeflow_operators.private_tmp(tmp),
+            )
+            ready[op.name] = launch.ready_url
+    for name, url in ready.items():
+        _wait_until(deadline, lambda url=url: _http_ok(url, expect="ok"), plane.processes, name, plane.root)
+
+
+def _create_namespace(core: Any, name: str) -> None:
+    from kubernetes.client.rest import ApiException
+
+    try:
+        core.create_namespace({"metadata": {"name": name}})
+    except ApiException as exc:
+        if exc.status != 409:  # two operators may share one
+            raise
+
+
+def _crd_name(path: Path) -> str:
+    """metadata.name of a CRD file, read from its head (the files are megabytes; the name comes first)."""
+    with path.open() as f:
+        match = re.search(r"^  name: (\S+)$", f.read(16384), re.MULTILINE)
+    return match.group(1) if match else path.name
+
+
+def _operator_crds_not_in(crd_files: Sequence[Path], names: Sequence[str], bins: Mapping[str, Path]) -> list[Path]:
+    """The CRDs of the operators ``names`` (their releases' files) that none of ``crd_files`` defines: the reference
+    CRDs are the same releases' (JobSet's is not among them)."""
+    have = {_crd_name(path) for path in crd_files}
+    extra = []
+    for name in names:
+        for crd in OPERATORS[name].crds:
+            path = bins[name].parent / "share" / crd
+            if _crd_name(path) not in have:
+                extra.append(path)
+    return extra
+
+
 def _spawn(
     stack: contextlib.ExitStack,
     processes: dict[str, subprocess.Popen[bytes]],
     name: str,
     command: list[str],
     log: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    before_exec: Any = None,
 ) -> None:
+    """Start ``command`` logging to ``log``, stopped when ``stack`` unwinds; ``before_exec`` runs in the child first
+    (an operator's private /tmp)."""
     out: IO[bytes] = stack.enter_context(log.open("wb"))
+
+    def preexec() -> None:
+        _die_with_parent()
+        if before_exec is not None:
+            before_exec()
+
     proc = subprocess.Popen(
         command,
         stdin=subprocess.DEVNULL,
         stdout=out,
         stderr=subprocess.STDOUT,
         cwd=log.parent,
-        preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        env=None if env is None else dict(env),
+        preexec_fn=preexec if sys.platform == "linux" else None,
     )
     processes[name] = proc
     # Registered after the log, so it runs before the log is closed; the ExitStack unwinds in reverse, so
@@ -347,6 +511,18 @@ def _http_ok(url: str, *, expect: str, token: str = "", context: ssl.SSLContext 
             return response.status == 200 and expect in response.read().decode()
     except (urllib.error.URLError, OSError):
         return False
+
+
+def _port_free(port: int) -> bool:
+    """Whether a Go program could listen on ``port`` of every interface now (Go sets SO_REUSEADDR, so connections
+    in TIME_WAIT from an earlier run do not hold it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+        return True
 
 
 # --- certificates and keys --------------------------------------------------------------------------
@@ -438,12 +614,19 @@ def _pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
-def _write_kubeconfig(path: Path, server: str, ca_file: Path, token: str) -> None:
+def _write_kubeconfig(path: Path, server: str, ca_file: Path, token: str, *, inline_ca: bool = False) -> None:
+    """A kubeconfig for the admin; with ``inline_ca``, holding the CA itself rather than its path (for a process
+    that does not see the fixture's folder)."""
     name = "kftrain-controlplane"
+    cluster: dict[str, str] = {"server": server}
+    if inline_ca:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_file.read_bytes()).decode()
+    else:
+        cluster["certificate-authority"] = str(ca_file)
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority": str(ca_file)}}],
+        "clusters": [{"name": name, "cluster": cluster}],
         "users": [{"name": ADMIN_USER, "user": {"token": token}}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": ADMIN_USER, "namespace": "default"}}],
         "current-context": name,
@@ -494,16 +677,29 @@ def _install_crds(plane: ControlPlane, crd_files: Sequence[Path], deadline: floa
     return resources
 
 
-def for_tests() -> Iterator[ControlPlane]:
+def for_tests(operators: Sequence[str] = ()) -> Iterator[ControlPlane]:
     """A test module's control plane: the reference CRDs required, a skip in one line saying how to build it when
-    the binaries are absent (a test never builds), stopped when the module's tests are done with it."""
+    the binaries are absent (a test never builds), stopped when the module's tests are done with it. With
+    ``operators``, those too (see :func:`control_plane`), or a skip in one line saying why they cannot run here."""
     import pytest
 
     from testbed import reference
 
     reference.required(reference.CRD_DIR)
-    missing = missing_binaries()
+    missing = missing_binaries(with_controller_manager=bool(operators))
     if missing:
         pytest.skip(f"control plane not built ({', '.join(missing)} missing): run `{BUILD_HINT}`")
-    with control_plane() as plane:
+    if operators:
+        missing = kubeflow_operators.missing_operators(operators)
+        if missing:
+            pytest.skip(f"operators not built ({', '.join(missing)}): run `{OPERATORS_BUILD_HINT}`")
+        refused = kubeflow_operators.can_enter_private_tmp()
+        if refused:
+            pytest.skip(f"the operators need a private /tmp (a mount namespace), which this machine refuses: {refused}")
+        if "mpi-operator" in operators and not _port_free(kubeflow_operators.MPI_OPERATOR_HEALTH_PORT):
+            pytest.skip(
+                f"port {kubeflow_operators.MPI_OPERATOR_HEALTH_PORT} is in use: mpi-operator v0.8.2 serves its "
+                "health check there, whatever its flags say"
+            )
+    with control_plane(operators=operators) as plane:
         yield plane

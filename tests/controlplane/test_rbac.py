@@ -1,5 +1,5 @@
-"""deploy/rbac under the real authorizer: the launch step's service account, bound as the README says, can make every
-request kftrain's Kubernetes backend makes in a job's life, and nothing the backend never asks for.
+"""deploy/rbac under the real authorizer: the launch step's service account, bound as docs/cluster.md says, can make
+every request kftrain's Kubernetes backend makes in a job's life, and nothing the backend never asks for.
 
 The API server (testbed/controlplane) authorizes by RBAC alone (``--authorization-mode=RBAC``); the admin is in
 ``system:masters``, which the API server allows everything before RBAC is asked (testbed/controlplane/cluster.py,

@@ -1,0 +1,460 @@
+"""A node for the real control plane: registers a Ready Node, binds the pods it is given, and moves them through
+their phases as a kubelet reports them, with an outcome per pod that the test chooses. Nothing runs: a pod's
+containers are said to run, exit 0 or fail with an exit code, as the test decides.
+
+Why this and not kwok (sigs.k8s.io/kwok, served by the module proxy up to v0.8.0): kwok's default stages complete only
+pods owned by a batch Job (kubernetes-sigs/kwok@v0.8.0:kustomize/stage/pod/general/pod-complete.yaml, a selector on
+``.metadata.ownerReferences.[].kind`` In Job), so a training-operator or mpi-operator pod (owned by its job) would
+stay Running unless stages of our own said otherwise; and its stages are matched by selectors on the pod, so a
+per-pod outcome chosen by a test would need a label or annotation on the pod, which the operators copy from the job's
+template: the test would have to write its outcome into the manifest it compares. Here a test names a replica and its
+outcome directly, the agent runs in the test's process, and there is one more binary less to build and start.
+
+What a kubelet does that this agent does, from kubernetes@v1.36.3's kubelet (pkg/kubelet/status/status_manager.go
+and pkg/kubelet/kubelet_pods.go, generateAPIPodStatus): the scheduler's binding (the binding subresource, as
+kube-scheduler binds: pkg/scheduler/framework/plugins/defaultbinder/default_binder.go), PodScheduled=False with
+reason Unschedulable for a pod no node fits (pkg/scheduler/schedule_one.go), Pending -> Running with every init
+container terminated with exit code 0 and every container running, then Succeeded (every container exit 0) or
+Failed (a container's exit code, reason Error; with restartPolicy OnFailure or Always the container is restarted
+instead: the pod stays Running, its restartCount grows, and lastState holds the exit); the termination message of a
+failed container with terminationMessagePolicy FallbackToLogsOnError is the end of its log
+(pkg/kubelet/kuberuntime/kuberuntime_container.go, at most 80 lines and 2048 bytes); a pod being deleted is
+removed once its containers are stopped (a delete with grace period 0, as the kubelet's status manager does); and
+the kubelet's log endpoint, which the API server calls for a pod's log (``GET /containerLogs/<namespace>/<pod>/
+<container>``, over HTTPS at the Node's InternalIP and ``status.daemonEndpoints.kubeletEndpoint.Port``:
+pkg/registry/core/pod/strategy.go, LogLocation; without --kubelet-certificate-authority the API server does not
+verify the kubelet's certificate, pkg/kubelet/client/kubelet_client.go), answering the log lines of the outcome.
+"""
+
+from __future__ import annotations
+
+import datetime
+import http.server
+import ipaddress
+import itertools
+import json
+import ssl
+import tempfile
+import threading
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from testbed.controlplane.cluster import ControlPlane
+
+NODE_NAME = "kftrain-node"
+# kubernetes@v1.36.3:pkg/kubelet/kuberuntime/kuberuntime_container.go (maxTerminationMessageLogLines/Length)
+FALLBACK_LOG_LINES = 80
+FALLBACK_LOG_BYTES = 2048
+POLL_S = 0.1
+Pod = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the node does with a pod: keep it running, end it, or never bind it."""
+
+    action: str  # run | succeed | fail | unschedulable
+    exit_code: int = 0
+    log: tuple[str, ...] = ()
+    message: str = ""
+
+
+RUN = Outcome("run")
+SUCCEED = Outcome("succeed")
+
+
+def fail(exit_code: int, *log: str) -> Outcome:
+    """The main container (the first) exits with ``exit_code``, having printed ``log``."""
+    if exit_code == 0:
+        raise ValueError("a failure's exit code is not 0")
+    return Outcome("fail", exit_code=exit_code, log=log)
+
+
+def unschedulable(message: str = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.") -> Outcome:
+    return Outcome("unschedulable", message=message)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class NodeAgent:
+    """The node ``name``; :meth:`start` registers it and follows the pods, :meth:`stop` ends that (the Node stays).
+
+    ``outcome`` decides each pod's fate when the agent first sees it (default: it runs until told otherwise);
+    :meth:`decide` changes a pod's, also while it runs."""
+
+    def __init__(
+        self, plane: ControlPlane, name: str = NODE_NAME, outcome: Callable[[Pod], Outcome] = lambda pod: RUN
+    ) -> None:
+        self.plane = plane
+        self.name = name
+        self._default = outcome
+        self._decided: dict[tuple[str, str], Outcome] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._ips = (f"10.244.{n // 250}.{n % 250 + 2}" for n in itertools.count())
+        self._pod_ips: dict[str, str] = {}
+        self._first_container: dict[tuple[str, str], str] = {}
+        self.errors: list[str] = []
+
+    # -- the test's side --------------------------------------------------------------------------------
+
+    def decide(self, namespace: str, pod: str, outcome: Outcome) -> None:
+        with self._lock:
+            self._decided[(namespace, pod)] = outcome
+
+    def __enter__(self) -> NodeAgent:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self._api_client = self.plane.api_client()
+        self._core = client.CoreV1Api(self._api_client)
+        self._logs = _LogServer(self)
+        self._register()
+        self._thread = threading.Thread(target=self._loop, name=f"node-agent-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._logs.close()
+        self._api_client.close()
+
+    def log_lines(self, namespace: str, pod: str, container: str) -> list[str]:
+        """What the pod's container printed: its outcome's lines for the main (first) container, nothing else."""
+        with self._lock:
+            outcome = self._decided.get((namespace, pod))
+            first = self._first_container.get((namespace, pod))
+        if outcome is None or container != first or outcome.action not in ("succeed", "fail"):
+            return []
+        return list(outcome.log)
+
+    # -- the node ---------------------------------------------------------------------------------------
+
+    def _register(self) -> None:
+        labels = {"kubernetes.io/hostname": self.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+        try:
+            self._core.create_node({"metadata": {"name": self.name, "labels": labels}}, _preload_content=False)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        node = self._read("GET", f"/api/v1/nodes/{self.name}")
+        resources = {"cpu": "16", "memory": "64Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+        node["status"] = {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "kubelet is posting ready status",
+                    "lastHeartbeatTime": _now(),
+                    "lastTransitionTime": _now(),
+                }
+            ],
+            # InternalIP only: the API server reaches the kubelet at the first address of its preferred types, and a
+            # Hostname address (first by default) would need DNS.
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": self._logs.port}},
+            "nodeInfo": {
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+                "kernelVersion": "",
+                "osImage": "",
+                "containerRuntimeVersion": "",
+                "kubeletVersion": "v0.0.0-kftrain-node-agent",
+                "kubeProxyVersion": "",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+        }
+        self._read("PUT", f"/api/v1/nodes/{self.name}/status", node)
+
+    def _read(self, method: str, path: str, body: Any = None) -> Any:
+        """One request as the admin, its JSON answer."""
+        response = self._api_client.call_api(
+            path,
+            method,
+            body=body,
+            header_params={"Content-Type": "application/json", "Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+        )
+        return json.loads(response[0].data or b"null")
+
+    # -- the pods ---------------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while not self._stop.wait(POLL_S):
+            try:
+                pods = self._read("GET", "/api/v1/pods")["items"]
+                for pod in pods:
+                    self._reconcile(pod)
+            except ApiException as exc:
+                if exc.status not in (404, 409):  # a pod gone, or changed since read: the next round sees it
+                    self.errors.append(f"{exc.status} {exc.reason}: {exc.body}")
+            except Exception as exc:  # the thread must go on; the test reads .errors
+                self.errors.append(repr(exc))
+
+    def _outcome(self, pod: Pod) -> Outcome:
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        with self._lock:
+            self._first_container[key] = pod["spec"]["containers"][0]["name"]
+            if key not in self._decided:
+                self._decided[key] = self._default(pod)
+            return self._decided[key]
+
+    def _reconcile(self, pod: Pod) -> None:
+        meta, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
+        where = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+        if meta.get("deletionTimestamp"):
+            if spec.get("nodeName") in (None, self.name):
+                self._read("DELETE", where, {"gracePeriodSeconds": 0})
+            return
+        outcome = self._outcome(pod)
+        if not spec.get("nodeName"):
+            if outcome.action == "unschedulable":
+                self._mark_unschedulable(pod, where, outcome.message)
+            else:
+                binding = {
+                    "apiVersion": "v1",
+                    "kind": "Binding",
+                    "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": self.name},
+                }
+                self._read("POST", f"{where}/binding", binding)
+            return
+        if spec["nodeName"] != self.name or status.get("phase") in ("Succeeded", "Failed"):
+            return
+        if status.get("phase") != "Running":
+            self._write_status(pod, where, running_status(pod, self._pod_ip(meta["uid"])))
+        elif outcome.action in ("succeed", "fail") and not _ended(status, outcome):
+            self._write_status(pod, where, ended_status(pod, outcome))
+
+    def _pod_ip(self, uid: str) -> str:
+        if uid not in self._pod_ips:
+            self._pod_ips[uid] = next(self._ips)
+        return self._pod_ips[uid]
+
+    def _mark_unschedulable(self, pod: Pod, where: str, message: str) -> None:
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "PodScheduled" and c.get("status") == "False" for c in conditions):
+            return
+        status = {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": message,
+                    "lastTransitionTime": _now(),
+                }
+            ],
+        }
+        self._write_status(pod, where, status)
+
+    def _write_status(self, pod: Pod, where: str, status: Mapping[str, Any]) -> None:
+        body = dict(pod)
+        body["status"] = {**(pod.get("status") or {}), **status}
+        self._read("PUT", f"{where}/status", body)
+
+
+class _LogServer:
+    """The kubelet's log endpoint for ``agent``'s pods, over HTTPS on a free loopback port."""
+
+    def __init__(self, agent: NodeAgent) -> None:
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                url = urllib.parse.urlsplit(self.path)
+                parts = url.path.strip("/").split("/")
+                if len(parts) != 4 or parts[0] != "containerLogs":
+                    self.send_error(404)
+                    return
+                lines = agent.log_lines(parts[1], parts[2], parts[3])
+                tail = urllib.parse.parse_qs(url.query).get("tailLines")
+                if tail:
+                    lines = lines[-int(tail[0]) :] if int(tail[0]) > 0 else []
+                body = "".join(f"{line}\n" for line in lines).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        with tempfile.TemporaryDirectory(prefix="kftrain-node-") as folder:
+            cert, key = _self_signed(Path(folder))
+            context.load_cert_chain(cert, key)
+        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+        self.port = int(self._server.server_address[1])
+        self._thread = threading.Thread(target=self._server.serve_forever, name="node-agent-logs", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    """A serving certificate for 127.0.0.1 (the API server checks none: it is given no kubelet CA)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, NODE_NAME)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "kubelet.crt", folder / "kubelet.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
+
+
+def _ended(status: Mapping[str, Any], outcome: Outcome) -> bool:
+    """Whether the outcome is already reported (a restarted container's exit is, once)."""
+    first = (status.get("containerStatuses") or [{}])[0]
+    return outcome.action == "fail" and bool(first.get("lastState", {}).get("terminated"))
+
+
+def _container_id(pod: Pod, name: str) -> str:
+    return f"containerd://{pod['metadata']['uid']}-{name}"
+
+
+def _conditions(ready: bool) -> list[dict[str, Any]]:
+    now = _now()
+    value = "True" if ready else "False"
+    return [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+        {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+        {"type": "ContainersReady", "status": value, "lastTransitionTime": now},
+        {"type": "Ready", "status": value, "lastTransitionTime": now},
+    ]
+
+
+def running_status(pod: Pod, pod_ip: str) -> dict[str, Any]:
+    """Every init container done (exit 0), every container running."""
+    now = _now()
+    spec = pod["spec"]
+    init = [
+        {
+            "name": c["name"],
+            "image": c["image"],
+            "imageID": "",
+            "containerID": _container_id(pod, c["name"]),
+            "ready": False,
+            "restartCount": 0,
+            "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}},
+        }
+        for c in spec.get("initContainers") or []
+    ]
+    containers = [
+        {
+            "name": c["name"],
+            "image": c["image"],
+            "imageID": "",
+            "containerID": _container_id(pod, c["name"]),
+            "ready": True,
+            "started": True,
+            "restartCount": 0,
+            "state": {"running": {"startedAt": now}},
+        }
+        for c in spec["containers"]
+    ]
+    status: dict[str, Any] = {
+        "phase": "Running",
+        "conditions": _conditions(ready=True),
+        "hostIP": "127.0.0.1",
+        "hostIPs": [{"ip": "127.0.0.1"}],
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "startTime": now,
+        "containerStatuses": containers,
+        "qosClass": (pod.get("status") or {}).get("qosClass", "BestEffort"),
+    }
+    if init:
+        status["initContainerStatuses"] = init
+    return status
+
+
+def ended_status(pod: Pod, outcome: Outcome) -> dict[str, Any]:
+    """Every container exited 0 (succeed), or the first exited with the outcome's code (fail): the pod Failed, or,
+    when its restart policy restarts the container, Running with the exit in lastState."""
+    now = _now()
+    spec = pod["spec"]
+    statuses = []
+    for i, c in enumerate(spec["containers"]):
+        code = outcome.exit_code if outcome.action == "fail" and i == 0 else 0
+        terminated: dict[str, Any] = {
+            "exitCode": code,
+            "reason": "Error" if code else "Completed",
+            "startedAt": now,
+            "finishedAt": now,
+            "containerID": _container_id(pod, c["name"]),
+        }
+        if code and c.get("terminationMessagePolicy") == "FallbackToLogsOnError" and outcome.log:
+            tail = "\n".join(outcome.log[-FALLBACK_LOG_LINES:])
+            terminated["message"] = tail.encode()[-FALLBACK_LOG_BYTES:].decode(errors="ignore")
+        statuses.append(
+            {
+                "name": c["name"],
+                "image": c["image"],
+                "imageID": "",
+                "containerID": _container_id(pod, c["name"]),
+                "ready": False,
+                "started": False,
+                "restartCount": 0,
+                "state": {"terminated": terminated},
+            }
+        )
+    if outcome.action == "fail" and spec.get("restartPolicy", "Always") != "Never":
+        first = statuses[0]
+        first.update(
+            restartCount=1,
+            ready=True,
+            started=True,
+            lastState={"terminated": first["state"]["terminated"]},
+            state={"running": {"startedAt": now}},
+        )
+        for other in statuses[1:]:
+            other.update(ready=True, started=True, state={"running": {"startedAt": now}})
+        return {"phase": "Running", "containerStatuses": statuses}
+    return {
+        "phase": "Failed" if outcome.action == "fail" else "Succeeded",
+        "conditions": _conditions(ready=False),
+        "containerStatuses": statuses,
+    }
