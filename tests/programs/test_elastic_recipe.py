@@ -1,6 +1,7 @@
-"""The README's recipe for a DDP script of the user's own (examples/elastic/ddp_global_batch.py, no kftrain
-import) keeps the global batch across a resize: a run that starts with 1 process and resumes with 3 trains
-every step on the rows an uninterrupted 2-process run does, and ends with the same weights."""
+"""docs/elastic-and-fault-tolerance.md's recipe for a DDP script of the user's own
+(examples/elastic/ddp_global_batch.py, no kftrain import) keeps the global batch across a resize: a run that starts
+with 1 process and resumes with 3 trains every step on the rows an uninterrupted 2-process run does, and ends with the
+same weights."""
 
 from __future__ import annotations
 
