@@ -13,11 +13,16 @@ from testbed.kfp_backend.versions import Backend
 from testbed.s3_server import ACCESS_KEY, SECRET_KEY, MotoServer
 
 REFERENCE = REPO_ROOT.parent / "shared" / "reference"
+PATH_STYLE = {"S3_IGNORE_SUBDOMAIN_BUCKETNAME": "true"}
 
 
-def cluster_for(backend: Backend, workdir: Path) -> Iterator[Cluster]:
-    """A namespace of a cluster running ``backend``: the fake API, its store (moto), the simulated operator."""
-    moto = MotoServer()
+def cluster_for(backend: Backend, workdir: Path, *, providers: bool = True) -> Iterator[Cluster]:
+    """A namespace of a cluster running ``backend``: the fake API, its store (moto), the simulated operator; the
+    ``kfp-launcher`` ConfigMap names the store in ``providers``, or (``providers=False``) holds only
+    ``defaultPipelineRoot``, as the release manifests leave it, and the store answers at the release's default."""
+    # A store that answers at a cluster name (seaweedfs.kubeflow:9000) serves paths, as MinIO and SeaweedFS do:
+    # moto would otherwise read the name's first label as a bucket (virtual-hosted style).
+    moto = MotoServer(env=PATH_STYLE)
     moto.start()
     kube = FakeKube(REFERENCE / "crds").start()
     try:
@@ -25,7 +30,7 @@ def cluster_for(backend: Backend, workdir: Path) -> Iterator[Cluster]:
         bucket = Bucket(PIPELINE_ROOT, moto.endpoint, ACCESS_KEY, SECRET_KEY)
         bucket.create()
         cluster = Cluster(backend, kube, bucket, kubeconfig, workdir)
-        cluster.configure_store(moto.endpoint, ACCESS_KEY, SECRET_KEY)
+        cluster.configure_store(moto.endpoint, ACCESS_KEY, SECRET_KEY, providers=providers)
         operator = start_operator(cluster)
         yield cluster
         operator.join(timeout=30)

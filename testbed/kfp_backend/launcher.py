@@ -13,14 +13,19 @@ G = kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/object_store.go:
   G:123-148; 2.17 keeps keys under ``<prefix>/`` only, kubeflow/pipelines@2.17.0:
   backend/src/v2/objectstore/object_store.go:171-174, 192).
 - The command is the container's command and args with ``{{$}}`` replaced by the executor input (JSON).
-- Its executor output file is parsed strictly (``protojson.Unmarshal``, E:875, F:1232); an output artifact's
-  URI and metadata in it replace the provisioned ones (mergeRuntimeArtifacts, E:835-849).
+- Its executor output file is parsed strictly (``protojson.Unmarshal``, E:875, F:1232): what is not JSON
+  (Python's ``NaN``/``Infinity``) or not a field of ``ExecutorOutput`` fails the task; an output artifact's URI
+  and metadata in it replace the provisioned ones (mergeRuntimeArtifacts, E:835-849).
 - Each output artifact is uploaded from its local path, if there is one (a missing path is allowed, E:566-570);
-  its key must lie under the run's bucket and prefix, else the task fails (KeyFromURI, E:561-564;
-  kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/config.go:86-97); a URI of a scheme with no local path
-  is recorded without an upload (E:558-560).
-- Recorded artifacts keep their metadata, less ``_kfp_workspace`` (kubeflow/pipelines@2.17.0:
-  backend/src/v2/metadata/converter.go:122-126).
+  its key must lie under the run's own folder, ``<pipeline root>/<pipeline>/<run id>``: the launcher opens the
+  bucket from the run context's pipeline root (E:215-216; kubeflow/pipelines@2.5.0:backend/src/v2/metadata/
+  client.go:224-233, GetPipelineRoot, which GetPipeline set to that folder at client.go:316; @2.17.0
+  launcher_v2.go:256-257, client.go:420) and KeyFromURI refuses a URI outside it (E:561-564;
+  kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/config.go:82-97, 103-137): a URI in another run's folder fails the
+  task. A URI of a scheme with no local path is recorded without an upload (E:558-560).
+- Recorded artifacts are what ML Metadata keeps of them (:mod:`testbed.kfp_backend.mlmd`): a later task reads
+  that metadata, and a null field fails this task.
+- The step's process, and what a cancelled run does to it: :mod:`testbed.kfp_backend.pod_process`.
 """
 
 from __future__ import annotations
@@ -28,7 +33,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,9 +40,11 @@ from typing import Any
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from testbed.kfp_backend import mlmd
 from testbed.kfp_backend.driver import DriverError
 from testbed.kfp_backend.layout import local_path
-from testbed.kfp_backend.store import Bucket
+from testbed.kfp_backend.pod_process import Cancel, run_step
+from testbed.kfp_backend.store import Bucket, key_from_uri, prefixed_bucket
 from testbed.kfp_backend.versions import Backend
 
 SITE_DIR = Path(__file__).with_name("pod_site")
@@ -100,11 +106,15 @@ def run_task(
     component: dict[str, Any],
     container: dict[str, Any],
     bucket: Bucket,
+    run_dir: str,
+    session_info: str,
     pod_fs: PodFilesystem,
     env: dict[str, str],
     timeout: float,
+    cancel: Cancel | None = None,
 ) -> tuple[LaunchRecord, dict[str, Any], dict[str, list[dict[str, Any]]]]:
-    """Run one container task; returns what happened, its output parameters and its recorded output artifacts."""
+    """Run one container task of the run whose folder is ``run_dir``; returns what happened, its output parameters
+    and its recorded output artifacts (``session_info``: the store's session, recorded on each of them)."""
     executor_input = with_defaults(executor_input, component)
     record = LaunchRecord(executor_input, env)
     for name, listed in executor_input.get("inputs", {}).get("artifacts", {}).items():
@@ -125,15 +135,17 @@ def run_task(
     left = [p for p in command + args if "{{$" in p]
     if left:
         raise DriverError(f"placeholders {left} are not modelled by this harness")
-    result = subprocess.run(
-        [*command, *args], env=env, cwd=pod_fs.root, capture_output=True, text=True, timeout=timeout, check=False
-    )
-    record.exit_code, record.log = result.returncode, result.stdout + result.stderr
-    if result.returncode != 0:
-        raise LauncherError(f"exit code {result.returncode}:\n{record.log[-6000:]}")
+    log = pod_fs.root / "main.log"
+    try:
+        argv = [*command, *args]
+        record.exit_code = run_step(argv, env=env, cwd=pod_fs.root, log=log, timeout=timeout, cancel=cancel)
+    finally:
+        record.log = log.read_text(errors="replace") if log.exists() else ""
+    if record.exit_code != 0:
+        raise LauncherError(f"exit code {record.exit_code}:\n{record.log[-6000:]}")
     output = executor_output(pod_fs.path(executor_input["outputs"]["outputFile"]))
     parameters = output_parameters(executor_input, output, component, pod_fs)
-    artifacts = upload_outputs(executor_input, output, bucket, pod_fs, record)
+    artifacts = upload_outputs(executor_input, output, bucket, run_dir, session_info, pod_fs, record)
     return record, parameters, artifacts
 
 
@@ -144,7 +156,7 @@ def download(backend: Backend, artifact: dict[str, Any], bucket: Bucket, pod_fs:
     local = local_path(artifact["uri"])
     if local is None or artifact["uri"].startswith("oci://"):
         return 0
-    siblings_too = backend.tag < "2.17"
+    siblings_too = not backend.at_least("2.17")
     return bucket.download_prefix(artifact["uri"], pod_fs.path(local), siblings_too=siblings_too)
 
 
@@ -153,10 +165,15 @@ def executor_output(path: Path) -> dict[str, Any]:
         return {"parameterValues": {}, "artifacts": {}}
     text = path.read_text()
     try:
-        json_format.Parse(text, pipeline_spec_pb2.ExecutorOutput(), ignore_unknown_fields=False)
-    except json_format.ParseError as exc:
+        parsed = json.loads(text, parse_constant=_not_json)  # Go's JSON has no NaN or Infinity
+        json_format.ParseDict(parsed, pipeline_spec_pb2.ExecutorOutput(), ignore_unknown_fields=False)
+    except (ValueError, json_format.ParseError) as exc:
         raise LauncherError(f"failed to unmarshall ExecutorOutput in file {path}: {exc}") from None
-    return dict(json.loads(text))
+    return dict(parsed)
+
+
+def _not_json(token: str) -> Any:
+    raise ValueError(f"invalid value {token} (not JSON)")
 
 
 def output_parameters(
@@ -181,9 +198,13 @@ def upload_outputs(
     executor_input: dict[str, Any],
     output: dict[str, Any],
     bucket: Bucket,
+    run_dir: str,
+    session_info: str,
     pod_fs: PodFilesystem,
     record: LaunchRecord,
 ) -> dict[str, list[dict[str, Any]]]:
+    """Upload each output artifact and record it as ML Metadata keeps it; the recorded artifacts by output."""
+    run_bucket = prefixed_bucket(run_dir)
     recorded: dict[str, list[dict[str, Any]]] = {}
     for name, listed in executor_input.get("outputs", {}).get("artifacts", {}).items():
         artifact = copy.deepcopy(listed["artifacts"][0])
@@ -194,17 +215,19 @@ def upload_outputs(
             if given[0].get("metadata"):
                 artifact["metadata"] = {**(artifact.get("metadata") or {}), **given[0]["metadata"]}
         local = local_path(artifact["uri"])
-        if local is not None:
-            if not bucket.owns(artifact["uri"]):
-                raise LauncherError(
-                    f"failed to upload output artifact {name!r}: URI {artifact['uri']!r} does not have expected "
-                    f"bucket prefix {bucket.prefixed_bucket!r}"
-                )
+        if local is not None and not artifact["uri"].startswith("oci://"):
+            try:
+                key_from_uri(run_bucket, artifact["uri"])
+            except ValueError as exc:
+                raise LauncherError(f"failed to upload output artifact {name!r}: {exc}") from None
             source = pod_fs.path(local)
             if source.exists():
                 record.uploaded_bytes[name] = bucket.upload(source, artifact["uri"])
-        metadata = {k: v for k, v in (artifact.get("metadata") or {}).items() if k != "_kfp_workspace"}
-        recorded[name] = [{**artifact, "metadata": metadata}]
+        try:
+            metadata = mlmd.recorded(name, artifact.get("metadata") or {}, session_info)
+        except mlmd.MetadataError as exc:
+            raise LauncherError(str(exc)) from None
+        recorded[name] = [{**artifact, "name": mlmd.artifact_id(), "metadata": metadata}]
     return recorded
 
 

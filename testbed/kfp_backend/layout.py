@@ -11,14 +11,21 @@
   ``/s3/``, ``oci://`` -> ``/oci/``; any other scheme has none (kubeflow/pipelines@2.5.0:
   backend/src/v2/component/launcher_v2.go:882-896, LocalPathForURI; @2.17.0 launcher_v2.go:1239-1253).
 - Output parameters are written to ``/tmp/kfp/outputs/<name>`` (driver.go:2056 at 2.5.0, driver.go:796 at 2.17.0).
+- The executor output file: ``/tmp/kfp_outputs/output_metadata.json`` before 2.15 (kubeflow/pipelines@2.5.0:
+  backend/src/v2/driver/driver.go:2020, ``component.OutputMetadataFilepath``, component/launcher_v2.go:458;
+  @2.14.0 launcher_v2.go:437), from 2.15 ``output_metadata.json`` in the task root's local path
+  (kubeflow/pipelines@2.15.0:backend/src/v2/driver/driver.go:719-724; @2.17.0 driver.go:802-807).
 """
 
 from __future__ import annotations
 
 import uuid
 
+from testbed.kfp_backend.versions import Backend
+
 LOCAL_PREFIXES = {"gs://": "/gcs/", "minio://": "/minio/", "s3://": "/s3/", "oci://": "/oci/"}
 OUTPUT_PARAMETERS_DIR = "/tmp/kfp/outputs"
+LEGACY_OUTPUT_FILE = "/tmp/kfp_outputs/output_metadata.json"
 
 
 def _join(root: str, *parts: str) -> str:
@@ -47,3 +54,11 @@ def local_path(uri: str) -> str | None:
             rest = uri[len(prefix) :]
             return local + (rest.replace("/", "_") + "/models" if prefix == "oci://" else rest)
     return None
+
+
+def executor_output_file(backend: Backend, run_dir: str, task_name: str, salt: str) -> str:
+    """The container path the task's executor output file is given at on ``backend``."""
+    if not backend.at_least("2.15"):
+        return LEGACY_OUTPUT_FILE
+    task_root = local_path(output_uri(run_dir, task_name, salt, "").rstrip("/"))
+    return f"{task_root}/output_metadata.json" if task_root is not None else LEGACY_OUTPUT_FILE

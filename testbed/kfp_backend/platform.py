@@ -109,7 +109,7 @@ def build_pod(
 
     def name_of(spec: dict[str, Any], what: str) -> str:
         if "secretNameParameter" in spec or "configMapNameParameter" in spec:
-            param = spec.get("secretNameParameter") or spec.get("configMapNameParameter")
+            param: dict[str, Any] = spec.get("secretNameParameter") or spec["configMapNameParameter"]
             value = resolve_parameter(param, dag, task_name, run)
             if not isinstance(value, str) or value is NULL:
                 raise DriverError(f"{task_name}: {what}: expected a string but got {type(value).__name__}")
@@ -214,7 +214,8 @@ def build_pod(
 def container_resources(container: dict[str, Any]) -> dict[str, Any]:
     """The container's resources as the driver sets them: limits and requests (C:497-600)."""
     spec = container.get("resources") or {}
-    limits, requests = {}, {}
+    limits: dict[str, str] = {}
+    requests: dict[str, str] = {}
     for key, target, name in (
         ("resourceCpuLimit", limits, "cpu"),
         ("resourceMemoryLimit", limits, "memory"),

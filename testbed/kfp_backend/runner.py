@@ -12,15 +12,26 @@ metadata-grpc-configmap's variables, the container's and the platform config's e
 kubeflow/pipelines@2.17.0:backend/src/v2/compiler/argocompiler/common.go:33-58, container.go:566-567;
 @2.5.0:backend/src/v2/driver/driver.go:472-489: the run id is an argument of the launcher, not the step's),
 with ``KUBECONFIG`` standing for the pod's service account.
+
+The cluster's DNS and Services are the harness's too: :attr:`Cluster.addresses` maps an in-cluster name (a
+Service's DNS name, with its port) to the address on this machine that answers for it, for the harness's launcher
+and for every process of a task pod or a training replica (``pod_site/sitecustomize.py``); each Service of the
+namespace (:attr:`Cluster.services`, its cluster IP being the address this machine serves it at) gives every pod
+its ``<NAME>_SERVICE_HOST``/``_PORT`` variables, the Kubernetes variables KFP's own code reads
+(kubernetes.io/docs/concepts/services-networking/service/#environment-variables, cited at
+kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/config.go:167-168). The run's store is the one its session
+names (:mod:`testbed.kfp_backend.session`), reached through them.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +40,7 @@ import yaml
 
 from testbed import REPO_ROOT
 from testbed.fake_k8s import FakeKube, JobSim, OperatorSim
-from testbed.kfp_backend import layout
+from testbed.kfp_backend import layout, session
 from testbed.kfp_backend.driver import (
     DagExecution,
     RunContext,
@@ -39,8 +50,9 @@ from testbed.kfp_backend.driver import (
     task_order,
     will_trigger,
 )
-from testbed.kfp_backend.launcher import PodFilesystem, pod_environment, run_task
+from testbed.kfp_backend.launcher import SITE_DIR, LauncherError, PodFilesystem, pod_environment, run_task
 from testbed.kfp_backend.platform import build_pod
+from testbed.kfp_backend.pod_process import Cancel
 from testbed.kfp_backend.store import Bucket
 from testbed.kfp_backend.versions import Backend
 
@@ -48,6 +60,7 @@ REPO = REPO_ROOT
 NAMESPACE = "team-a"
 PIPELINE_ROOT = "minio://mlpipeline/v2/artifacts"
 STORE_SECRET = "mlpipeline-minio-artifact"
+ADDRESSES_ENV = "KFTRAIN_HARNESS_ADDRESSES"  # the cluster's DNS, read by pod_site/sitecustomize.py
 
 
 @dataclass
@@ -64,11 +77,36 @@ class Cluster:
     # The program every training pod runs in place of its container's command and args (None: the container's),
     # as if its image held another program: the job is created, named and wired exactly as without it.
     program: list[str] | None = None
+    # What the training operator does with each created job in place of running it (None: run it for real).
+    job_scenario: Callable[[JobSim], None] | None = None
+    # The cluster's DNS: an in-cluster name "host:port" -> the "host:port" on this machine that answers for it.
+    addresses: dict[str, str] = field(default_factory=dict)
+    # The namespace's Services by name, each "cluster IP:port" (where this machine serves it): every pod gets
+    # their variables.
+    services: dict[str, str] = field(default_factory=dict)
+    # The object stores, by the address on this machine that serves each (the run's bucket among them).
+    stores: dict[str, Bucket] = field(default_factory=dict)
 
-    def configure_store(self, endpoint: str, key: str, secret: str) -> None:
-        """The namespace as KFP's profile controller leaves it, with ``providers`` naming the store."""
+    def __post_init__(self) -> None:
+        self.stores.setdefault(self.bucket.endpoint.split("://", 1)[-1], self.bucket)
+
+    def configure_store(self, endpoint: str, key: str, secret: str, *, providers: bool = True) -> None:
+        """The namespace as KFP's profile controller leaves it: the store's secret, and the ``kfp-launcher``
+        ConfigMap with ``providers`` naming the store at ``endpoint``; without ``providers``, the release manifests'
+        default ConfigMap (``defaultPipelineRoot`` alone), the release's default store's name answered by
+        ``endpoint``."""
         host = endpoint.split("://", 1)[1]
-        providers = {
+        self.kube.add_secret(NAMESPACE, STORE_SECRET, {"accesskey": key, "secretkey": secret})
+        self.kube.add_configmap(
+            NAMESPACE,
+            "metadata-grpc-configmap",
+            {"METADATA_GRPC_SERVICE_HOST": "metadata-grpc-service.kubeflow", "METADATA_GRPC_SERVICE_PORT": "8080"},
+        )
+        if not providers:
+            self.addresses[self.backend.default_store] = host
+            self.kube.add_configmap(NAMESPACE, "kfp-launcher", {"defaultPipelineRoot": PIPELINE_ROOT})
+            return
+        providers_doc = {
             "minio": {
                 "default": {
                     "endpoint": host,
@@ -86,14 +124,31 @@ class Cluster:
             }
         }
         self.kube.add_configmap(
-            NAMESPACE, "kfp-launcher", {"defaultPipelineRoot": PIPELINE_ROOT, "providers": yaml.safe_dump(providers)}
-        )
-        self.kube.add_secret(NAMESPACE, STORE_SECRET, {"accesskey": key, "secretkey": secret})
-        self.kube.add_configmap(
             NAMESPACE,
-            "metadata-grpc-configmap",
-            {"METADATA_GRPC_SERVICE_HOST": "metadata-grpc-service.kubeflow", "METADATA_GRPC_SERVICE_PORT": "8080"},
+            "kfp-launcher",
+            {"defaultPipelineRoot": PIPELINE_ROOT, "providers": yaml.safe_dump(providers_doc)},
         )
+
+    def service_env(self) -> dict[str, str]:
+        """The variables every pod of the namespace gets for its Services."""
+        env = {}
+        for name, address in self.services.items():
+            host, port = address.rsplit(":", 1)
+            prefix = name.upper().replace("-", "_").replace(".", "_")
+            env[f"{prefix}_SERVICE_HOST"], env[f"{prefix}_SERVICE_PORT"] = host, port
+        return env
+
+    def store_at(self, endpoint: str) -> Bucket:
+        """The store a client in the cluster reaches at ``endpoint`` ("host:port")."""
+        here = self.addresses.get(endpoint, endpoint)
+        if here not in self.stores:
+            raise LauncherError(f"failed to open bucket: dial tcp {endpoint}: no object store answers there")
+        return self.stores[here]
+
+    def run_session(self) -> session.Session:
+        """The store session the run's root driver records (the ConfigMap, the driver pod's Service variables)."""
+        configmap = self.kube.configmaps.get((NAMESPACE, "kfp-launcher"), {}).get("data", {})
+        return session.session_for(PIPELINE_ROOT, self.backend, configmap, self.service_env())
 
     def secret_value(self, name: str, key: str) -> str | None:
         import base64
@@ -112,10 +167,19 @@ class RunResult:
     tasks: dict[str, TaskExecution]  # every container task, by "<dag path>/<task>"
 
 
-def run_pipeline(cluster: Cluster, package: Path, params: dict[str, Any], *, step_timeout: float = 900.0) -> RunResult:
+def run_pipeline(
+    cluster: Cluster,
+    package: Path,
+    params: dict[str, Any],
+    *,
+    step_timeout: float = 900.0,
+    cancel: Cancel | None = None,
+) -> RunResult:
+    """Run ``package`` with ``params``; a task that fails ends the run with its error (``cancel``: the run is
+    cancelled when it is set, and the task then running ends with :class:`~.pod_process.StepCancelled`)."""
     docs = list(yaml.safe_load_all(package.read_text()))
     spec = docs[0]
-    platform = next((d for d in docs[1:] if d and "platforms" in d), {})
+    platform: dict[str, Any] = next((d for d in docs[1:] if d and "platforms" in d), {})
     executors_config = (
         platform.get("platforms", {}).get("kubernetes", {}).get("deploymentSpec", {}).get("executors", {})
     )
@@ -129,7 +193,9 @@ def run_pipeline(cluster: Cluster, package: Path, params: dict[str, Any], *, ste
     values = {k: v["defaultValue"] for k, v in root_inputs.items() if "defaultValue" in v}
     root = DagExecution(next_execution_id(), "root", spec["root"], {**values, **params}, {})
     result = RunResult(run_id, run_dir, root, {})
-    context = _Walk(cluster, spec, executors_config, run, run_dir, result, step_timeout)
+    store = cluster.run_session()
+    bucket = cluster.store_at(store.endpoint)
+    context = _Walk(cluster, spec, executors_config, run, run_dir, result, step_timeout, store, bucket, cancel)
     context.dag(root, "")
     return result
 
@@ -143,6 +209,9 @@ class _Walk:
     run_dir: str
     result: RunResult
     step_timeout: float
+    store: session.Session
+    bucket: Bucket
+    cancel: Cancel | None
 
     def dag(self, dag: DagExecution, path: str) -> None:
         tasks = dag.component["dag"]["tasks"]
@@ -176,7 +245,6 @@ class _Walk:
         pod = build_pod(self.executors_config.get(label), component, container, dag, name, self.run, backend)
         salt = layout.new_salt()
         outputs = component.get("outputDefinitions", {})
-        task_root = layout.output_uri(self.run_dir, name, salt, "").rstrip("/")
         out_artifacts = {
             key: {
                 "artifacts": [
@@ -190,11 +258,7 @@ class _Walk:
             }
             for key, spec in outputs.get("artifacts", {}).items()
         }
-        output_file = (
-            f"{layout.local_path(task_root)}/output_metadata.json"
-            if backend.tag >= "2.15"
-            else "/tmp/kfp_outputs/output_metadata.json"
-        )
+        output_file = layout.executor_output_file(backend, self.run_dir, name, salt)
         pod_root = self.cluster.workdir / pod_name_for(self.run)
         pod_root.mkdir(parents=True)
         # Container paths (the /minio emptyDir, /tmp) are the pod's own: a folder per pod here.
@@ -219,17 +283,29 @@ class _Walk:
             self._image_env(pod_root), {**self._kfp_env(pod_name, pod_uid), **self._container_env(container, pod)}
         )
         env["KFTRAIN_HARNESS_POD_ROOT"] = str(pod_root)
+        env.update(_dns_env(self.cluster))
+        self._check_store_secret()
         record, out_params, out_arts = run_task(
             backend=backend,
             executor_input=executor_input,
             component=component,
             container=container,
-            bucket=self.cluster.bucket,
+            bucket=self.bucket,
+            run_dir=self.run_dir,
+            session_info=self.store.as_json(),
             pod_fs=PodFilesystem(pod_root),
             env=env,
             timeout=self.step_timeout,
+            cancel=self.cancel,
         )
         return TaskExecution(name, True, output_parameters=out_params, output_artifacts=out_arts, record=record)
+
+    def _check_store_secret(self) -> None:
+        """OpenBucket reads the session's secret and needs both keys non-empty before anything moves
+        (kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/object_store.go:282-312, getS3BucketCredential)."""
+        for key in (self.store.access_key_key, self.store.secret_key_key):
+            if not self.cluster.secret_value(self.store.secret_name, key):
+                raise LauncherError(f"failed to open bucket: secret {self.store.secret_name!r} has no key {key!r}")
 
     def _create_pod(self, name: str, uid: str, pod: Any) -> None:
         self.cluster.kube.add_pod(
@@ -267,7 +343,7 @@ class _Walk:
 
     def _kfp_env(self, pod_name: str, pod_uid: str) -> dict[str, str]:
         grpc = self.cluster.kube.configmaps.get((NAMESPACE, "metadata-grpc-configmap"), {}).get("data", {})
-        return {"KFP_POD_NAME": pod_name, "KFP_POD_UID": pod_uid, **grpc}
+        return {**self.cluster.service_env(), "KFP_POD_NAME": pod_name, "KFP_POD_UID": pod_uid, **grpc}
 
     def _container_env(self, container: dict[str, Any], pod: Any) -> dict[str, str]:
         env = {e["name"]: e["value"] for e in container.get("env", [])} if pod.container_env else {}
@@ -281,6 +357,11 @@ class _Walk:
             if value is not None:
                 env[item["name"]] = value
         return env
+
+
+def _dns_env(cluster: Cluster) -> dict[str, str]:
+    """What lets a process of the cluster resolve its in-cluster addresses (pod_site/sitecustomize.py)."""
+    return {ADDRESSES_ENV: json.dumps(cluster.addresses)} if cluster.addresses else {}
 
 
 def pod_name_for(run: RunContext) -> str:
@@ -301,6 +382,10 @@ def job_runner(cluster: Cluster) -> Any:
     copied to the API and its end reported as the operator would."""
 
     def play(sim: JobSim) -> None:
+        if cluster.job_scenario is not None:
+            cluster.jobs.append(sim.obj)
+            cluster.job_scenario(sim)
+            return
         manifest = _as_local_manifest(sim.obj)
         cluster.jobs.append(sim.obj)
         folder = cluster.workdir / "jobs" / sim.name
@@ -340,10 +425,14 @@ def _as_local_manifest(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _replica_env(cluster: Cluster, obj: dict[str, Any]) -> dict[str, str]:
-    """This machine's environment less the store's, plus every secretKeyRef's value (the kubelet resolves them;
-    the local backend reads a secretKeyRef's variable from its own environment)."""
+    """This machine's environment less the store's, plus the cluster's DNS and every secretKeyRef's value (the
+    kubelet resolves them; the local backend reads a secretKeyRef's variable from its own environment). Not the
+    namespace's Service variables: this is the simulated operator's process too, which is no pod."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MINIO_", "KFP_", "KFTRAIN_HARNESS"))}
     env.update(cluster.workload_identity)
+    if cluster.addresses:  # the cluster's DNS answers every pod
+        env.update(_dns_env(cluster))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SITE_DIR), env.get("PYTHONPATH", str(REPO))) if p)
     for ref_name, key, var in _secret_refs(obj):
         value = cluster.secret_value(ref_name, key)
         if value is not None:

@@ -2,10 +2,17 @@
 
 This is the harness's own S3 client (boto3 with the endpoint and keys the harness configured), not kftrain's
 storage: the steps must find the store by themselves, the way KFP's launcher does.
+
+Which keys a bucket configuration owns (kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/config.go;
+@2.17.0 the same functions): ParseBucketPathToConfig (103-137) splits a root into scheme, bucket and prefix (the
+query string apart); PrefixedBucket (82-84) is the scheme and ``path.Join(bucket, prefix)``; KeyFromURI (86-97)
+takes a URI that starts with it, as text, and refuses one that does not or leaves an empty key.
 """
 
 from __future__ import annotations
 
+import posixpath
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,21 +37,10 @@ class Bucket:
             aws_secret_access_key=self.secret,
             region_name="us-east-1",
         )
-        scheme, rest = self.root.split("://", 1)
-        self.scheme = scheme + "://"
-        self.name, _, prefix = rest.partition("/")
-        self.prefix = prefix.strip("/")
-
-    @property
-    def prefixed_bucket(self) -> str:
-        return f"{self.scheme}{self.name}/{self.prefix}".rstrip("/")
+        self.name = self.root.split("://", 1)[1].partition("/")[0]
 
     def create(self) -> None:
         self.client.create_bucket(Bucket=self.name)
-
-    def owns(self, uri: str) -> bool:
-        """KeyFromURI: the URI lies under the pipeline root's bucket and prefix."""
-        return uri.startswith(self.prefixed_bucket) and len(uri) > len(self.prefixed_bucket)
 
     def key_of(self, uri: str) -> tuple[str, str]:
         bucket, _, key = uri.split("://", 1)[1].partition("/")
@@ -73,7 +69,29 @@ class Bucket:
         """UploadBlob: a file to the key, a folder's files under it."""
         bucket, key = self.key_of(uri)
         files = [source] if source.is_file() else sorted(p for p in source.rglob("*") if p.is_file())
-        for path in files:
-            target = key if path == source else f"{key}/{path.relative_to(source).as_posix()}"
+        for path in files:  # a folder's files joined as filepath.Join does (object_store.go@2.5.0:104-117)
+            target = key if path == source else posixpath.join(key, path.relative_to(source).as_posix())
             self.client.upload_file(str(path), bucket, target)
         return sum(p.stat().st_size for p in files)
+
+
+_BUCKET_PATTERN = re.compile(r"(^[a-z][a-z0-9]+:///?)([^/?]+)(/[^?]*)?(\?.+)?$")
+
+
+def prefixed_bucket(root: str) -> str:
+    """PrefixedBucket of the configuration parsed from ``root`` (a pipeline root, or a run's folder)."""
+    match = _BUCKET_PATTERN.match(root)
+    if match is None:
+        raise ValueError(f"parse bucket config failed: unrecognized pipeline root format: {root!r}")
+    scheme, bucket, prefix = match.group(1), match.group(2), (match.group(3) or "").lstrip("/")
+    return scheme + posixpath.normpath(posixpath.join(bucket, prefix))
+
+
+def key_from_uri(prefixed: str, uri: str) -> str:
+    """KeyFromURI: ``uri``'s key under ``prefixed`` (a :func:`prefixed_bucket`); ValueError when it has none."""
+    if not uri.startswith(prefixed):
+        raise ValueError(f"URI {uri!r} does not have expected bucket prefix {prefixed!r}")
+    key = uri[len(prefixed) :].lstrip("/")
+    if not key:
+        raise ValueError(f"URI {uri!r} has empty key given prefixed bucket {prefixed!r}")
+    return key

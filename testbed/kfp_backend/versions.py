@@ -22,7 +22,17 @@ Each field is a rule read from kubeflow/pipelines at the release's tag (the tag 
 - ``task_config``: ``dsl.TaskConfig`` inputs are filled by the driver from 2.15.0
   (kubeflow/pipelines@2.15.0:backend/src/v2/driver/container.go:264).
 - ``default_store``: the store a ``minio://`` root without a kfp-launcher provider uses
-  (kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/config.go:32; @2.16.0 objectstore/config.go:29).
+  (kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/config.go:32; @2.15.0 objectstore/config.go:29;
+  @2.16.0 objectstore/config.go:29). Before 2.15 the root driver, which picks the run's store, first takes
+  ``MINIO_SERVICE_SERVICE_HOST``/``_PORT`` from its pod's environment (@2.5.0 and @2.14.0 objectstore/
+  config.go:166-180, MinioDefaultEndpoint, called by config/env.go:169); from 2.15 the constant alone (@2.15.0
+  config/env.go:182): :attr:`Backend.service_env_store`.
+
+What changed at a release the others inherit is a comparison of release numbers, always through
+:meth:`Backend.at_least` (never of the tag strings: ``"2.5.0" < "2.17"`` is false as text).
+
+Every release records output artifacts in ML Metadata, 2.17.0 included (kubeflow/pipelines@2.17.0:
+backend/src/v2/component/launcher_v2.go:848, RecordArtifact): :mod:`testbed.kfp_backend.mlmd` is the same for all.
 """
 
 from __future__ import annotations
@@ -40,6 +50,15 @@ class Backend:
     task_config: bool
     default_store: str
 
+    def at_least(self, tag: str) -> bool:
+        """Whether this release is ``tag`` or later (``at_least("2.15")``: 2.15.0, 2.16.0, 2.17.0)."""
+        return release(self.tag) >= release(tag)
+
+    @property
+    def service_env_store(self) -> bool:
+        """Whether a ``minio://`` root with no provider first uses the pod's ``minio-service`` variables."""
+        return not self.at_least("2.15")
+
     @property
     def launcher_image(self) -> str:
         """The kfp-launcher image the release's manifests run (its tag is the release)."""
@@ -47,6 +66,12 @@ class Backend:
 
     def __str__(self) -> str:
         return f"KFP {self.tag}"
+
+
+def release(tag: str) -> tuple[int, ...]:
+    """A release tag's numbers (``"2.5.0"`` -> ``(2, 5, 0)``; a missing patch is 0), for comparing releases."""
+    numbers = tuple(int(part) for part in tag.split("."))
+    return numbers + (0,) * (3 - len(numbers))
 
 
 MINIO = "minio-service.kubeflow:9000"

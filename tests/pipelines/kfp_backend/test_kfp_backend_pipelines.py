@@ -16,7 +16,9 @@ still run on a real model, and the job is created exactly as the real program's.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +26,22 @@ import pytest
 
 from kftrain.job.naming import RUN_ID_ANNOTATION, TASK_ID_ANNOTATION
 from testbed import REPO_ROOT
-from testbed.kfp_backend.cluster import cluster_for
-from testbed.kfp_backend.runner import Cluster, RunResult, run_pipeline
-from testbed.kfp_backend.versions import NEWEST, OLDEST
+from testbed.fake_k8s import JobSim
+from testbed.fake_k8s.operator import JobGone
+from testbed.kfp_backend.cluster import PATH_STYLE, cluster_for
+from testbed.kfp_backend.pod_process import Cancel, StepCancelled
+from testbed.kfp_backend.runner import PIPELINE_ROOT, Cluster, RunResult, run_pipeline
+from testbed.kfp_backend.store import Bucket
+from testbed.kfp_backend.versions import BACKENDS, NEWEST, OLDEST
 from testbed.pipeline_harness import stub_trainer
+from testbed.s3_server import ACCESS_KEY, SECRET_KEY, MotoServer
 
 REPO = REPO_ROOT
-QUICK = {"epochs": 2, "gate_threshold": 0.3}
-PLATFORM = {"node_selector": {"pool": "cpu"}, "tolerations": [{"key": "dedicated", "operator": "Exists"}]}
+QUICK: dict[str, Any] = {"epochs": 2, "gate_threshold": 0.3}
+PLATFORM: dict[str, Any] = {
+    "node_selector": {"pool": "cpu"},
+    "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+}
 PIPELINES = {
     "pytorch_digits": QUICK,
     "tf_digits": QUICK,
@@ -66,8 +76,8 @@ def stubbed(cluster: Cluster, name: str) -> Cluster:
     return cluster
 
 
-def run(cluster: Cluster, name: str, **params: Any) -> RunResult:
-    return run_pipeline(cluster, REPO / "pipelines" / "training" / name / "pipeline.yaml", params)
+def run(cluster: Cluster, name: str, *, cancel: Cancel | None = None, **params: Any) -> RunResult:
+    return run_pipeline(cluster, REPO / "pipelines" / "training" / name / "pipeline.yaml", params, cancel=cancel)
 
 
 def check_run(cluster: Cluster, result: RunResult) -> None:
@@ -120,22 +130,130 @@ def downloaded(result: RunResult, task_suffix: str, artifact: str) -> int:
     return int(task.record.downloaded_bytes.get(artifact, 0))
 
 
+@dataclass
+class StubbedRun:
+    result: RunResult
+    bucket: Bucket
+
+
 @pytest.fixture(scope="module")
-def stubbed_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunResult]:
+def stubbed_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StubbedRun]:
     """One run of pytorch_digits on the release ``request.param`` with the stub trainer, for the tests that read
     what its task pods downloaded (the same whatever the training program: it reads the dataset by URI)."""
     for cluster in cluster_for(request.param, tmp_path_factory.mktemp("backend")):
-        yield run(stubbed(cluster, "pytorch_digits"), "pytorch_digits", **QUICK, **PLATFORM)
+        yield StubbedRun(run(stubbed(cluster, "pytorch_digits"), "pytorch_digits", **QUICK, **PLATFORM), cluster.bucket)
+
+
+def stored_bytes(bucket: Bucket, prefix_uri: str) -> int:
+    _, key = bucket.key_of(prefix_uri)
+    return sum(int(obj["Size"]) for obj in bucket.objects(bucket.name, key))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stubbed_run", [NEWEST], ids=str, indirect=True)
-def test_evaluation_and_export_download_only_the_model(stubbed_run: RunResult) -> None:
+@pytest.mark.parametrize("stubbed_run", [OLDEST, NEWEST], ids=str, indirect=True)
+def test_evaluation_and_export_download_only_the_model(stubbed_run: StubbedRun) -> None:
+    """Before 2.17 the launcher copies every key that merely starts with an input's key: the model's output is
+    recorded as a folder (``.../model/``), so its siblings (the job's checkpoints, logs, TensorBoard files) stay
+    out of the pods that take the model."""
+    result, bucket = stubbed_run.result, stubbed_run.bucket
+    launch = next(t for n, t in result.tasks.items() if n.endswith("pytorchjob-launch"))
+    model_uri = launch.output_artifacts["model"][0]["uri"]
+    assert model_uri.endswith("/model/"), model_uri
+    siblings = stored_bytes(bucket, model_uri.rstrip("/")) - stored_bytes(bucket, model_uri)
+    assert siblings > 0, "the job left nothing beside its model: nothing to keep out"
     for step in ("evaluate-model", "export-model"):
-        assert downloaded(stubbed_run, step, "dataset") == 0, step
+        assert downloaded(result, step, "dataset") == 0, step
+        assert downloaded(result, step, "model") == stored_bytes(bucket, model_uri) > 0, step
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stubbed_run", [NEWEST], ids=str, indirect=True)
-def test_the_launch_step_downloads_no_dataset(stubbed_run: RunResult) -> None:
-    assert downloaded(stubbed_run, "pytorchjob-launch", "dataset") == 0
+def test_the_launch_step_downloads_no_dataset(stubbed_run: StubbedRun) -> None:
+    assert downloaded(stubbed_run.result, "pytorchjob-launch", "dataset") == 0
+
+
+# -- the release manifests' kfp-launcher ConfigMap: defaultPipelineRoot alone -------------------------------
+
+
+@pytest.fixture
+def default_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    """A namespace whose kfp-launcher ConfigMap names no store, with a Service of its own named minio-service:
+    every pod has MINIO_SERVICE_SERVICE_HOST/PORT, and a second store answers there (at its cluster IP, the
+    address this machine serves it at)."""
+    with MotoServer(env=PATH_STYLE) as other:
+        for cluster in cluster_for(request.param, tmp_path, providers=False):
+            local = other.endpoint.split("://", 1)[1]
+            cluster.stores[local] = Bucket(PIPELINE_ROOT, other.endpoint, ACCESS_KEY, SECRET_KEY)
+            cluster.stores[local].create()
+            cluster.services["minio-service"] = local
+            yield cluster
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "default_cluster", [BACKENDS["2.14"], BACKENDS["2.15"], BACKENDS["2.17"]], ids=str, indirect=True
+)
+def test_a_configmap_without_providers_runs_on_the_releases_default_store(default_cluster: Cluster) -> None:
+    """Every step reaches the store the run's launcher uses: before 2.15 the namespace's minio-service, at 2.15
+    minio-service.kubeflow:9000 whatever the namespace holds, from 2.16 seaweedfs.kubeflow:9000."""
+    cluster = default_cluster
+    result = run(stubbed(cluster, "pytorch_digits"), "pytorch_digits", **QUICK, **PLATFORM)
+    check_run(cluster, result)
+    used = cluster.store_at(cluster.run_session().endpoint)
+    run_folder = result.run_dir + "/"
+    prep = next(t for n, t in result.tasks.items() if n.endswith("prepare-dataset"))
+    dataset_uri = prep.output_artifacts["dataset"][0]["uri"]
+    assert stored_bytes(used, dataset_uri) > 0, "the dataset is not in the run's store"
+    for other in cluster.stores.values():
+        if other is not used:
+            assert stored_bytes(other, run_folder) == 0, f"a step wrote to {other.endpoint}, not the run's store"
+
+
+# -- a cancelled run ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cluster", [NEWEST], ids=str, indirect=True)
+def test_a_cancelled_run_deletes_its_job(cluster: Cluster) -> None:
+    """Cancelling a run sends the launch step's process SIGTERM, through the emissary's signal to the launcher's
+    process group, and kills it within a second (testbed/kfp_backend/pod_process.py): the step deletes its job in
+    that time. Should it lose that race (the emissary's poll can come at once), the job is owned by the launch
+    pod, which Argo deletes with the workflow (KFP 2.17.0's manifests: ttlStrategy.secondsAfterCompletion 3600,
+    kubeflow/pipelines@2.17.0:manifests/kustomize/third-party/argo/base/workflow-controller-configmap-patch.yaml:
+    50-55; the pods are the workflow's, argoproj/argo-workflows@v4.0.5:workflow/controller/workflowpod.go:211-213),
+    so Kubernetes' garbage collector removes the job then."""
+    cancel = Cancel()
+    deleted: list[float] = []
+
+    def running_until_deleted(sim: JobSim) -> None:
+        sim.create_pods()
+        sim.start()
+        sim.condition("Running")
+        sim.log(sim.labels()[0], "step 1")
+        until_the_step_says(cluster, sim, "step 1")  # the step is waiting on its job
+        cancel.set()
+        try:
+            sim.wait_deleted(timeout=60)
+        except JobGone:
+            deleted.append(time.monotonic())
+            raise
+
+    cluster.job_scenario = running_until_deleted
+    with pytest.raises(StepCancelled):
+        run(cluster, "pytorch_digits", cancel=cancel, **QUICK, **PLATFORM)
+    (job,) = cluster.jobs
+    assert [d[2] for d in cluster.kube.deletions] == [job["metadata"]["name"]]
+    assert deleted and cancel.sigterm_at is not None
+    assert deleted[0] - cancel.sigterm_at < cancel.grace_s, "the job outlived the step's process"
+    logs = [p.read_text(errors="replace") for p in cluster.workdir.glob("*/main.log")]
+    assert any("terminated (run cancelled or pod evicted)" in log for log in logs)
+    pods = {p["metadata"]["uid"]: name for (_, name), p in cluster.kube.pods.items()}
+    owners = [(o["kind"], pods.get(o["uid"], "")) for o in job["metadata"].get("ownerReferences", [])]
+    assert len(owners) == 1 and owners[0][0] == "Pod" and "system-container-impl" in owners[0][1], owners
+
+
+def until_the_step_says(cluster: Cluster, sim: JobSim, text: str, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while not any(text in p.read_text(errors="replace") for p in cluster.workdir.glob("*/main.log")):
+        assert time.monotonic() < end, f"no step said {text!r} within {timeout:g} s"
+        sim.sleep(0.05)

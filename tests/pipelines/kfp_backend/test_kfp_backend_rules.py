@@ -8,20 +8,36 @@ run are exercised by tests/pipelines/kfp_backend/test_kfp_backend_pipelines.py (
 from __future__ import annotations
 
 import copy
+import json
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from kftrain.launch.component import folder_uri
+from kftrain.storage import derived_uri
 from testbed import REPO_ROOT
 from testbed.kfp_backend import protos
+from testbed.kfp_backend.cache import cache_key, fingerprint, is_cached
 from testbed.kfp_backend.driver import DagExecution, DriverError, RunContext, resolve_inputs, resolve_parameter
-from testbed.kfp_backend.launcher import LauncherError, upload_outputs
-from testbed.kfp_backend.layout import local_path, output_uri, run_root
+from testbed.kfp_backend.launcher import (
+    LauncherError,
+    LaunchRecord,
+    PodFilesystem,
+    download,
+    executor_output,
+    upload_outputs,
+)
+from testbed.kfp_backend.layout import executor_output_file, output_uri, run_root
 from testbed.kfp_backend.platform import build_pod, passthrough_options
-from testbed.kfp_backend.versions import BACKENDS, NEWEST, OLDEST, Backend
+from testbed.kfp_backend.runner import PIPELINE_ROOT
+from testbed.kfp_backend.session import session_for
+from testbed.kfp_backend.store import Bucket
+from testbed.kfp_backend.versions import BACKENDS, NEWEST, OLDEST, Backend, release
+from testbed.s3_server import ACCESS_KEY, SECRET_KEY, MotoServer
 
 REPO = REPO_ROOT
 PIPELINES = sorted(REPO.glob("pipelines/*/*/pipeline.yaml"))
@@ -32,7 +48,7 @@ RUN = RunContext(str(uuid.uuid4()), "run-abcde", "run")
 
 def load(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     docs = list(yaml.safe_load_all(path.read_text()))
-    platform = next((d for d in docs[1:] if d and "platforms" in d), {})
+    platform: dict[str, Any] = next((d for d in docs[1:] if d and "platforms" in d), {})
     return docs[0], platform.get("platforms", {}).get("kubernetes", {}).get("deploymentSpec", {}).get("executors", {})
 
 
@@ -173,6 +189,17 @@ def artifact(uri: str, **metadata: Any) -> dict[str, Any]:
     return {"uri": uri, "metadata": metadata, "type": {"schemaTitle": "system.Dataset"}}
 
 
+class CountingBucket:
+    """A store that records each download the launcher asks of it."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, bool]] = []
+
+    def download_prefix(self, uri: str, local: Path, *, siblings_too: bool) -> int:
+        self.calls.append((uri, siblings_too))
+        return 1
+
+
 @pytest.mark.parametrize(
     "backend, item, downloaded",
     [
@@ -186,36 +213,234 @@ def artifact(uri: str, **metadata: Any) -> dict[str, Any]:
 def test_which_inputs_the_launcher_downloads(
     backend: Backend, item: dict[str, Any], downloaded: bool, tmp_path: Path
 ) -> None:
-    from testbed.kfp_backend.launcher import PodFilesystem, download
-
-    class CountingBucket:
-        calls: list[str] = []
-
-        def download_prefix(self, uri: str, local: Path, *, siblings_too: bool) -> int:
-            self.calls.append(uri)
-            return 1
-
     bucket = CountingBucket()
     assert download(backend, item, bucket, PodFilesystem(tmp_path)) == (1 if downloaded else 0)  # type: ignore[arg-type]
 
 
-def test_an_output_reported_outside_the_run_bucket_fails_the_upload(tmp_path: Path) -> None:
-    """KFTRAIN_ARTIFACT_ROOT moves outputs only where KFP hands out local paths: on the backend the launcher
-    refuses a reported URI outside its bucket and prefix (KeyFromURI)."""
-    from testbed.kfp_backend.launcher import LaunchRecord, PodFilesystem
+RUN_DIR = run_root(PIPELINE_ROOT, "p", "run-1")
+NO_STORE: Any = None  # an upload test's pod wrote no file: the launcher never reaches the store
 
-    class Root:
-        prefixed_bucket = "minio://mlpipeline/v2/artifacts"
 
-        def owns(self, uri: str) -> bool:
-            return uri.startswith(self.prefixed_bucket + "/")
+@pytest.fixture(scope="module")
+def model_beside_its_siblings() -> Iterator[tuple[Bucket, str]]:
+    """A store holding a launch step's model folder (3 bytes) and what a job leaves beside it, named after it."""
+    with MotoServer() as moto:
+        bucket = Bucket(PIPELINE_ROOT, moto.endpoint, ACCESS_KEY, SECRET_KEY)
+        bucket.create()
+        model = output_uri(RUN_DIR, "train", "salt", "model")
+        siblings = [derived_uri(model, "checkpoints"), derived_uri(model, "logs"), derived_uri(model, "tensorboard")]
+        for uri, body in [(model, b"abc"), *((s, b"sibling") for s in [*siblings, model + ".partial-0a1b"])]:
+            bucket.client.put_object(Bucket=bucket.name, Key=bucket.key_of(uri)[1] + "/file", Body=body)
+        yield bucket, model
 
-    uri = output_uri(run_root(Root.prefixed_bucket, "p", str(uuid.uuid4())), "prep", str(uuid.uuid4()), "dataset")
+
+@pytest.mark.parametrize("backend", list(BACKENDS.values()), ids=str)
+def test_a_model_recorded_as_its_folder_is_downloaded_alone(
+    backend: Backend, model_beside_its_siblings: tuple[Bucket, str], tmp_path: Path
+) -> None:
+    """Before 2.17 the launcher lists an input's key as a raw prefix: ``.../model`` brings ``model-checkpoints/``,
+    ``model-logs/``, ``model-tensorboard/`` and ``model.partial-*`` too; the launch step records ``.../model/``."""
+    bucket, model = model_beside_its_siblings
+    recorded = folder_uri(model)
+    assert recorded == model + "/"
+    assert download(backend, artifact(recorded), bucket, PodFilesystem(tmp_path / "folder")) == 3
+    provisioned = download(backend, artifact(model), bucket, PodFilesystem(tmp_path / "provisioned"))
+    assert provisioned == (3 if backend.at_least("2.17") else 3 + 4 * len(b"sibling"))
+
+
+@pytest.mark.parametrize(
+    "backend, output_file, siblings_too",
+    [
+        (BACKENDS["2.5"], "/tmp/kfp_outputs/output_metadata.json", True),
+        (BACKENDS["2.14"], "/tmp/kfp_outputs/output_metadata.json", True),
+        (BACKENDS["2.15"], "/minio/mlpipeline/v2/artifacts/p/run-1/t/salt/output_metadata.json", True),
+        (BACKENDS["2.16"], "/minio/mlpipeline/v2/artifacts/p/run-1/t/salt/output_metadata.json", True),
+        (BACKENDS["2.17"], "/minio/mlpipeline/v2/artifacts/p/run-1/t/salt/output_metadata.json", False),
+    ],
+    ids=str,
+)
+def test_each_release_follows_its_own_rules(
+    backend: Backend, output_file: str, siblings_too: bool, tmp_path: Path
+) -> None:
+    """Releases compare as numbers: 2.5.0 is before 2.15 and 2.17 (as text it sorts after both)."""
+    assert executor_output_file(backend, RUN_DIR, "t", "salt") == output_file
+    bucket = CountingBucket()
+    download(backend, artifact("minio://b/r/model"), bucket, PodFilesystem(tmp_path))  # type: ignore[arg-type]
+    assert bucket.calls == [("minio://b/r/model", siblings_too)]
+
+
+@pytest.mark.parametrize(
+    "tag, later",
+    [("2.5.0", "2.15"), ("2.5.0", "2.17"), ("2.9.1", "2.14.0"), ("2.16.1", "2.17")],
+)
+def test_releases_compare_as_numbers(tag: str, later: str) -> None:
+    assert release(tag) < release(later)
+    backend = Backend("x", tag, "", False, False, False, "")
+    assert not backend.at_least(later) and backend.at_least(tag)
+
+
+@pytest.mark.parametrize(
+    "reported, error",
+    [
+        (output_uri(RUN_DIR, "prep", "salt", "dataset"), None),
+        (output_uri(RUN_DIR, "prep", "salt", "model") + "/", None),  # a folder's URI
+        (output_uri(run_root(PIPELINE_ROOT, "p", "run-0"), "prep", "salt", "dataset"), "expected bucket prefix"),
+        (output_uri(run_root(PIPELINE_ROOT, "q", "run-1"), "prep", "salt", "dataset"), "expected bucket prefix"),
+        ("minio://mlpipeline/v2/artifacts/elsewhere", "expected bucket prefix"),
+        ("minio://mlpipeline/v2/artifacts/p/run-1", "empty key"),
+        ("s3://elsewhere/dataset", "expected bucket prefix"),
+        ("https://example.com/dataset", None),  # no local path: recorded, never uploaded
+    ],
+    ids=["this-run", "this-run-folder", "other-run", "other-pipeline", "root", "run-folder", "other-bucket", "https"],
+)
+def test_an_output_is_uploaded_only_into_its_runs_folder(reported: str, error: str | None, tmp_path: Path) -> None:
+    """The launcher's bucket is the run's folder, not the pipeline root: KFTRAIN_ARTIFACT_ROOT, or a step that
+    reports a URI of another run (a cached one's), fails on the backend."""
+    given = {"outputs": {"artifacts": {"dataset": {"artifacts": [artifact(output_uri(RUN_DIR, "prep", "s", "d"))]}}}}
+    reported_output = {"artifacts": {"dataset": {"artifacts": [{"uri": reported}]}}}
+
+    def upload() -> dict[str, Any]:
+        record = LaunchRecord({}, {})
+        return upload_outputs(given, reported_output, NO_STORE, RUN_DIR, "{}", PodFilesystem(tmp_path), record)
+
+    if error:
+        with pytest.raises(LauncherError, match=error):
+            upload()
+    else:
+        assert upload()["dataset"][0]["uri"] == reported
+
+
+@pytest.mark.parametrize(
+    "metadata, later_task_reads",
+    [
+        ({"framework": "pytorch"}, {"framework": "pytorch"}),
+        ({"rows": 1797}, {"rows": 1797.0}),
+        ({"ok": True, "bad": False}, {"ok": 1, "bad": 0}),
+        ({"classes": [0, 1]}, {"classes": {"list": [0, 1]}}),
+        ({"paths": {"triton": "t", "none": None}}, {"paths": {"struct": {"triton": "t", "none": None}}}),
+        ({"_kfp_workspace": True}, {}),
+        ({"display_name": "mine"}, {"display_name": "mine"}),
+    ],
+    ids=["string", "number", "booleans", "list", "struct", "workspace-flag", "own-display-name"],
+)
+def test_artifact_metadata_is_what_mlmd_keeps(
+    metadata: dict[str, Any], later_task_reads: dict[str, Any], tmp_path: Path
+) -> None:
+    kept = recorded_metadata(metadata, tmp_path)
+    assert kept == {"display_name": "dataset", "store_session_info": "{}", **later_task_reads}
+
+
+def test_a_null_metadata_field_fails_the_task(tmp_path: Path) -> None:
+    with pytest.raises(LauncherError, match=r"unable to produce MLMD artifact for output 'dataset'.*'task'"):
+        recorded_metadata({"task": None}, tmp_path)
+
+
+def recorded_metadata(metadata: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    """What a later task reads of output ``dataset`` written with ``metadata``."""
+    uri = output_uri(RUN_DIR, "prep", "s", "dataset")
     given = {"outputs": {"artifacts": {"dataset": {"artifacts": [artifact(uri)]}}}}
-    moved = {"artifacts": {"dataset": {"artifacts": [{"uri": "s3://elsewhere/dataset"}]}}}
-    with pytest.raises(LauncherError, match="expected bucket prefix"):
-        upload_outputs(given, moved, Root(), PodFilesystem(tmp_path), LaunchRecord({}, {}))  # type: ignore[arg-type]
-    assert local_path("s3://elsewhere/dataset") == "/s3/elsewhere/dataset"
+    written = {"artifacts": {"dataset": {"artifacts": [{"uri": uri, "metadata": metadata}]}}}
+    record = LaunchRecord({}, {})
+    recorded = upload_outputs(given, written, NO_STORE, RUN_DIR, "{}", PodFilesystem(tmp_path), record)
+    return dict(recorded["dataset"][0]["metadata"])
+
+
+def test_the_executor_output_is_json_as_go_reads_it(tmp_path: Path) -> None:
+    """Python writes a NaN metric as ``NaN``, which is not JSON: the launcher cannot read the file."""
+    path = tmp_path / "output_metadata.json"
+    path.write_text(json.dumps({"parameterValues": {"score": float("nan")}}))
+    with pytest.raises(LauncherError, match="NaN"):
+        executor_output(path)
+    path.write_text(json.dumps({"parameterValues": {"score": 0.5}}))
+    assert executor_output(path) == {"parameterValues": {"score": 0.5}}
+
+
+# -- the store a run uses: the kfp-launcher ConfigMap, else the release's default --------------------
+
+SERVICE = {"MINIO_SERVICE_SERVICE_HOST": "10.96.0.10", "MINIO_SERVICE_SERVICE_PORT": "9000"}
+
+
+@pytest.mark.parametrize(
+    "backend, env, endpoint",
+    [
+        (BACKENDS["2.5"], {}, "minio-service.kubeflow:9000"),
+        (BACKENDS["2.5"], SERVICE, "10.96.0.10:9000"),
+        (BACKENDS["2.14"], SERVICE, "10.96.0.10:9000"),
+        (BACKENDS["2.15"], SERVICE, "minio-service.kubeflow:9000"),  # the constant alone from 2.15
+        (BACKENDS["2.16"], SERVICE, "seaweedfs.kubeflow:9000"),
+        (BACKENDS["2.17"], {}, "seaweedfs.kubeflow:9000"),
+    ],
+    ids=["2.5", "2.5-service", "2.14-service", "2.15-service", "2.16-service", "2.17"],
+)
+def test_a_configmap_without_providers_gives_the_releases_default_store(
+    backend: Backend, env: dict[str, str], endpoint: str
+) -> None:
+    store = session_for(PIPELINE_ROOT, backend, {"defaultPipelineRoot": PIPELINE_ROOT}, env)
+    assert (store.endpoint, store.secret_name, store.access_key_key, store.secret_key_key) == (
+        endpoint,
+        "mlpipeline-minio-artifact",
+        "accesskey",
+        "secretkey",
+    )
+
+
+def test_configmap_providers_name_the_store() -> None:
+    providers = {
+        "minio": {
+            "default": {
+                "endpoint": "store.team-a:9000",
+                "disableSSL": True,
+                "credentials": {"secretRef": {"secretName": "s", "accessKeyKey": "a", "secretKeyKey": "k"}},
+            }
+        }
+    }
+    store = session_for(PIPELINE_ROOT, NEWEST, {"providers": yaml.safe_dump(providers)}, SERVICE)
+    assert (store.endpoint, store.secret_name, store.access_key_key, store.secret_key_key) == (
+        "store.team-a:9000",
+        "s",
+        "a",
+        "k",
+    )
+
+
+# -- the execution cache -------------------------------------------------------------------------------
+
+
+def evaluation_input(model_name: str, dataset_uri: str) -> dict[str, Any]:
+    model = {"name": model_name, "uri": "minio://b/m", "metadata": {}, "type": {"schemaTitle": "system.Model"}}
+    return {
+        "inputs": {
+            "parameterValues": {"dataset_uri": dataset_uri},
+            "artifacts": {"model": {"artifacts": [model]}},
+        },
+        "outputs": {"artifacts": {}, "parameters": {}},
+    }
+
+
+def test_the_cache_key_holds_a_uri_parameter_as_its_text() -> None:
+    """What a URI names is not in the key: the same model over a rewritten dataset replays the old result."""
+    container = {"image": "i", "command": ["python"], "args": []}
+
+    def key(model: str, dataset: str) -> str:
+        return fingerprint(cache_key(evaluation_input(model, dataset), {}, container))
+
+    assert key("41", "s3://data/eval") == key("41", "s3://data/eval")  # whatever s3://data/eval holds now
+    assert key("41", "s3://data/eval") != key("42", "s3://data/eval")
+    assert key("41", "s3://data/eval") != key("41", "s3://data/eval-v2")
+
+
+@pytest.mark.parametrize("path", PIPELINES, ids=lambda p: p.parent.name)
+def test_no_task_that_reads_a_uri_parameter_is_cached(path: Path) -> None:
+    """A step given a URI (dataset_uri, baseline_model_uri...) reads what is there when it runs; the driver would
+    replay an earlier run's result for the same text (testbed/kfp_backend/cache.py). Only a container task is
+    looked up (kubeflow/pipelines@2.17.0:backend/src/v2/driver/container.go:173; a DAG task never is)."""
+    spec, _ = load(path)
+    for dag_name, task, component in tasks_of(spec):
+        if "executorLabel" not in component:
+            continue
+        parameters = component.get("inputDefinitions", {}).get("parameters", {})
+        uris = sorted(name for name in parameters if name.endswith("_uri"))
+        assert not (uris and is_cached(task)), f"{task['taskInfo']['name']} in {dag_name} is cached and reads {uris}"
 
 
 # -- dsl.TaskConfig (KFP >= 2.15) --------------------------------------------------------------------
