@@ -134,13 +134,17 @@ def peer_job(tmp: Path, *, warm: bool = True) -> dict[str, Any]:
     """One job through the SDK, in a process of its own, as its virtual environment's user runs it; ``warm``: its
     pip installs torch's wheels from ``PEER_WHEELS`` (else it downloads them, as the docs' example does)."""
     env = {**os.environ, "PATH": f"{PEER_DIR / 'bin'}{os.pathsep}{os.environ['PATH']}", "VIRTUAL_ENV": str(PEER_DIR)}
-    env["TMPDIR"] = str(tmp)  # where the backend makes each job's virtual environment (and removes it)
     env.pop("PYTHONPATH", None)
-    job_env = {"PET_MASTER_PORT": str(free_port())}
-    if warm:
-        job_env |= {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(PEER_WHEELS)}
-    cmd = [str(PEER_PYTHON), "-c", PEER_JOB, str(PROGRAMS), TORCH_REQUIREMENT, json.dumps(job_env)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp, timeout=1800)
+    # A temporary folder for the job alone, removed after it: the backend makes each job's virtual environment there
+    # (and removes it), and its torchrun, started with an environment of the SDK's own making, gets it through the
+    # job's env, where it leaves its rendezvous folder (torchelastic_*) behind.
+    with tempfile.TemporaryDirectory(prefix="peer-job-", dir=tmp) as job_tmp:
+        env["TMPDIR"] = job_tmp
+        job_env = {"PET_MASTER_PORT": str(free_port()), "TMPDIR": job_tmp}
+        if warm:
+            job_env |= {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(PEER_WHEELS)}
+        cmd = [str(PEER_PYTHON), "-c", PEER_JOB, str(PROGRAMS), TORCH_REQUIREMENT, json.dumps(job_env)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=job_tmp, timeout=1800)
     if proc.returncode != 0:
         raise RuntimeError(f"the peer's job failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed import REPO_ROOT
+from testbed import REPO_ROOT, reference
 from testbed.s3_server import boto3_client
 from testbed.scripts import load_script
 
@@ -126,7 +126,7 @@ def test_p8_measures_the_launch_image_and_its_import(tmp_path: Path) -> None:
         check=True, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     launch = json.loads(out.read_text())["launch"]
-    assert launch["extras"] == ["s3"]
+    assert launch["extras"] == ["mlflow", "s3"]  # the step logs to KFP 2.17's MLflow run when it has one
     assert 20 < launch["size_mb"] < 300, launch["largest"]
     names = {name for name, _ in launch["largest"]}
     assert not names & {"torch", "tensorflow", "pyarrow", "numpy", "sklearn", "onnxruntime"}, names
@@ -135,6 +135,7 @@ def test_p8_measures_the_launch_image_and_its_import(tmp_path: Path) -> None:
 
 @pytest.mark.slow  # installs kubeflow-training (the baseline) with pip, into a cache folder, on its first run
 def test_p9_counts_what_each_launcher_asks_of_the_api_server(tmp_path: Path) -> None:
+    reference.required(reference.CRD_DIR)  # the benchmark's fake API server validates jobs against them
     out = tmp_path / "launcher.json"
     subprocess.run(
         [sys.executable, str(ROOT / "bench" / "bench_launcher.py"), "--jobs", "2", "--duration", "4",
