@@ -33,6 +33,7 @@ from decimal import Decimal
 from typing import Any
 
 from kftrain.errors import JobSpecError
+from kftrain.job.model import EnvVar
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -471,3 +472,19 @@ def volume_mounts(field: str, value: Any) -> list[dict[str, Any]]:
         seen[path] = i
         out.append(dict(given))
     return out
+
+
+def program(path: str, words: list[str] | None) -> None:
+    """A command or args: no word holds a NUL."""
+    for k, word in enumerate(words or []):
+        if "\0" in word:
+            raise JobSpecError(f"{path}[{k}]", "contains a NUL character, which no program argument can hold")
+
+
+def env_var(path: str, var: EnvVar) -> None:
+    """One variable: a name as the API server accepts it, no NUL in its value."""
+    if not var.name:
+        raise JobSpecError(f"{path}.name", "missing")
+    env_name(f"{path}.name", var.name)
+    if var.value is not None and "\0" in var.value:
+        raise JobSpecError(f"{path}.value", f"{var.name}: contains a NUL character, which no variable can hold")

@@ -119,8 +119,8 @@ def _validate_containers(kind: Kind, job: TrainingJob, rtype: str, path: str) ->
     for i, container in enumerate(containers):
         if not container.name:
             raise JobSpecError(f"{cpath}[{i}].name", "missing")
-        check_program(container.command, f"{cpath}[{i}].command")
-        check_program(container.args, f"{cpath}[{i}].args")
+        check.program(f"{cpath}[{i}].command", container.command)
+        check.program(f"{cpath}[{i}].args", container.args)
         _validate_env(container.env or [], f"{cpath}[{i}].env")
     main = kind.main_container_name(job, rtype)
     if main is not None and main not in names:
@@ -172,32 +172,17 @@ def _validate_pod(pod: PodSpec, path: str) -> None:
                 check.secret_key(f"{cpath}.env[{k}].valueFrom.secretKeyRef.key", str(ref.get("key") or ""))
 
 
-def check_program(words: list[str] | None, path: str) -> None:
-    """A command or args: no word holds a NUL."""
-    for k, word in enumerate(words or []):
-        if "\0" in word:
-            raise JobSpecError(f"{path}[{k}]", "contains a NUL character, which no program argument can hold")
-
-
 def _validate_env(env: list[EnvVar], path: str) -> None:
-    """Each variable by :func:`check_env_var`, each name once (kubelet would silently keep only the last)."""
+    """Each variable by :func:`kftrain.job.pod_checks.env_var`, each name once (kubelet would silently keep only
+    the last)."""
     first: dict[str, int] = {}
     for j, var in enumerate(env):
-        check_env_var(var, f"{path}[{j}]")
+        check.env_var(f"{path}[{j}]", var)
         if var.name in first:
             raise JobSpecError(
                 f"{path}[{j}].name", f"{var.name!r} is already set by {path}[{first[var.name]}]; set it once"
             )
         first[var.name] = j
-
-
-def check_env_var(var: EnvVar, path: str) -> None:
-    """One variable: a name as the API server accepts it, no NUL in its value."""
-    if not var.name:
-        raise JobSpecError(f"{path}.name", "missing")
-    check.env_name(f"{path}.name", var.name)
-    if var.value is not None and "\0" in var.value:
-        raise JobSpecError(f"{path}.value", f"{var.name}: contains a NUL character, which no variable can hold")
 
 
 def _validate_run_policy(job: TrainingJob, where: str) -> None:

@@ -54,13 +54,12 @@ def check_trainjob(data: Mapping[str, Any]) -> dict[str, Any]:
 def check_merged_fields(spec: Mapping[str, Any]) -> None:
     """What ``spec`` (typed by the models) merges into its runtime's containers, checked on its own path."""
     from kftrain.job import pod_checks as check
-    from kftrain.job.validate import check_program
 
     trainer = spec.get("trainer") or {}
     if trainer.get("image"):
         check.image("spec.trainer.image", trainer["image"])
     for key in ("command", "args"):
-        check_program(trainer.get(key), f"spec.trainer.{key}")
+        check.program(f"spec.trainer.{key}", trainer.get(key))
     envs = [("spec.trainer.env", trainer.get("env"))]
     for name in ("dataset", "model"):
         envs.append((f"spec.initializer.{name}.env", ((spec.get("initializer") or {}).get(name) or {}).get("env")))
@@ -81,9 +80,8 @@ def _check_env_var(path: str, var: Mapping[str, Any]) -> None:
     from kftrain.job import pod_checks as check
     from kftrain.job.model import EnvVar
     from kftrain.job.serde import from_dict
-    from kftrain.job.validate import check_env_var
 
-    check_env_var(from_dict(EnvVar, dict(var), path), path)
+    check.env_var(path, from_dict(EnvVar, dict(var), path))
     ref = (var.get("valueFrom") or {}).get("secretKeyRef")
     if isinstance(ref, Mapping):
         check.dns1123_subdomain(f"{path}.valueFrom.secretKeyRef.name", ref.get("name") or "")
