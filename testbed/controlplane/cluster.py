@@ -48,6 +48,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from testbed import REPO_ROOT
 from testbed.controlplane import kubeflow_operators
+from testbed.controlplane.certs import key_usage
 from testbed.controlplane.kubeflow_operators import OPERATORS
 
 HERE = Path(__file__).resolve().parent
@@ -553,7 +554,7 @@ def _write_pki(folder: Path) -> dict[str, Path]:
         .not_valid_before(not_before)
         .not_valid_after(not_after)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(_key_usage(cert_sign=True), critical=True)
+        .add_extension(key_usage(cert_sign=True), critical=True)
         .add_extension(ca_ski, critical=False)
         .sign(ca_key, hashes.SHA256())
     )
@@ -570,7 +571,7 @@ def _write_pki(folder: Path) -> dict[str, Path]:
         .not_valid_before(not_before)
         .not_valid_after(not_after)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_key_usage(cert_sign=False), critical=True)
+        .add_extension(key_usage(cert_sign=False), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(
             x509.SubjectAlternativeName(
@@ -592,20 +593,6 @@ def _write_pki(folder: Path) -> dict[str, Path]:
         sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     return paths
-
-
-def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
-    return x509.KeyUsage(
-        digital_signature=True,
-        content_commitment=False,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=cert_sign,
-        crl_sign=cert_sign,
-        encipher_only=False,
-        decipher_only=False,
-    )
 
 
 def _pem(key: ec.EllipticCurvePrivateKey) -> bytes:

@@ -43,6 +43,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from testbed.controlplane.certs import key_usage
+
 HERE = Path(__file__).resolve().parent
 OPERATORS_BUILD_SCRIPT = HERE / "operators" / "build.sh"
 # The health check port mpi-operator v0.8.2 binds on every interface, whatever its flags say.
@@ -252,7 +254,7 @@ def webhook_pki(operators: Sequence[Operator]) -> WebhookPKI:
         .not_valid_before(begin)
         .not_valid_after(end)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(_key_usage(cert_sign=True), critical=True)
+        .add_extension(key_usage(cert_sign=True), critical=True)
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(op.ca_name) for op in operators]), critical=False)
         .add_extension(ca_ski, critical=False)
         .sign(ca_key, hashes.SHA256())
@@ -269,7 +271,7 @@ def webhook_pki(operators: Sequence[Operator]) -> WebhookPKI:
         .not_valid_before(begin)
         .not_valid_after(end)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_key_usage(cert_sign=False), critical=True)
+        .add_extension(key_usage(cert_sign=False), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectAlternativeName(names), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
@@ -281,20 +283,6 @@ def webhook_pki(operators: Sequence[Operator]) -> WebhookPKI:
         ca_key=_key_pem(ca_key),
         tls_crt=serving.public_bytes(pem),
         tls_key=_key_pem(key),
-    )
-
-
-def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
-    return x509.KeyUsage(
-        digital_signature=True,
-        content_commitment=False,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=cert_sign,
-        crl_sign=cert_sign,
-        encipher_only=False,
-        decipher_only=False,
     )
 
 
