@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import secrets
 import shutil
 import signal
@@ -48,7 +49,7 @@ from kftrain.backends.local.config import LocalConfig
 from kftrain.backends.local.exits import blame_crash_loop, exited
 from kftrain.backends.local.hosted import lose_hosted, scale_hosted, write_mounted
 from kftrain.backends.local.one_machine import local_host_of
-from kftrain.backends.local.output import pump
+from kftrain.backends.local.output import open_logs_folder, open_replica_log, pump
 from kftrain.backends.local.processes import ReplicaProcess, stop_replicas
 from kftrain.backends.local.replica import LocalReplica, free_port, prepare_replica
 from kftrain.backends.local.running import RunningJob, record_cancel, record_end, record_start
@@ -124,6 +125,7 @@ class LocalBackend(Backend):
             host_of=local_host_of(LOCAL_HOST),
         )
         server: StatusServer | None = None
+        logs_fd: int | None = None
         # Short, outside the work folder: MPI's session sockets live under TMPDIR, and a socket's path is short. Held
         # as the work folder is, so that what a launcher killed outright left is found again by its token.
         scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
@@ -131,6 +133,7 @@ class LocalBackend(Backend):
         shown = self.config.cwd or Path.cwd()
         try:
             scratch_claim = claim_workdir(scratch, job.name)
+            logs_fd = open_logs_folder(workdir)
             if kind.reports_status(job):
                 namespace = job.metadata.namespace or "default"
                 server = StatusServer(namespace, job.name, workdir / "trainer-status", self._report_progress)
@@ -150,6 +153,8 @@ class LocalBackend(Backend):
         except BaseException:
             if server is not None:
                 server.stop()
+            if logs_fd is not None:
+                os.close(logs_fd)
             shutil.rmtree(scratch, ignore_errors=True)
             if owns:
                 shutil.rmtree(workdir, ignore_errors=True)
@@ -178,6 +183,7 @@ class LocalBackend(Backend):
             name_lock=name_lock,
             workdir_claim=claim,
             scratch_claim=scratch_claim,
+            logs_fd=logs_fd,
         )
         self._jobs[job.name] = state
         first = initializers or replicas
@@ -188,7 +194,7 @@ class LocalBackend(Backend):
         record_start(state, self.console)
         try:
             for replica in first:
-                self._start(replica, cwd)
+                self._start(replica, state)
         except BaseException:
             # A replica that could not start fails the submit; those already started must not outlive it.
             with shielded():
@@ -219,11 +225,13 @@ class LocalBackend(Backend):
     def _prepare(
         self, job: TrainingJob, rid: ReplicaId, topology: Topology, workdir: Path, scratch: Path
     ) -> LocalReplica:
-        logs = workdir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        return prepare_replica(job, rid, topology, self.config, logs, scratch)
+        return prepare_replica(job, rid, topology, self.config, workdir / "logs", scratch)
 
-    def _start(self, replica: LocalReplica, cwd: Path) -> None:
+    def _start(self, replica: LocalReplica, state: RunningJob) -> None:
+        # Its log is opened now, through the job's logs folder, not by path in the reader: the job is recorded as
+        # running before this, and its work folder may be swapped for a link by then.
+        log_file = open_replica_log(state.logs_fd, replica.log_path) if state.logs_fd is not None else None
+        cwd = state.cwd
         replica.proc = ReplicaProcess(replica.argv, replica.env, cwd, replica.grace_s)
         replica.restart_at = None
 
@@ -232,7 +240,7 @@ class LocalBackend(Backend):
             self.console.replica_line(replica.id.label, line)
 
         replica.reader = threading.Thread(
-            target=pump, args=(replica.proc.stdout, replica.log_path, on_line), daemon=True
+            target=pump, args=(replica.proc.stdout, log_file, replica.log_path, on_line), daemon=True
         )
         replica.reader.start()
 
@@ -270,7 +278,7 @@ class LocalBackend(Backend):
                 continue
             if replica.proc is None:
                 if replica.restart_at is not None and now >= replica.restart_at:
-                    self._start(replica, state.cwd)
+                    self._start(replica, state)
                 continue
             code = replica.proc.poll()
             if code is None:
@@ -284,7 +292,7 @@ class LocalBackend(Backend):
             self.console.say(f"{', '.join(r.id.label for r in state.initializers)} completed: starting the job's nodes")
             started, state.waiting = state.waiting, []
             for replica in started:
-                self._start(replica, state.cwd)
+                self._start(replica, state)
         if all(r.finished for r in state.replicas):
             return JobResult(
                 JobPhase.FAILED,
@@ -327,7 +335,7 @@ class LocalBackend(Backend):
             next_index += 1
             state.replicas.append(replica)
             self.console.say(f"scaled {replica_type} up: starting {replica.id.label}")
-            self._start(replica, state.cwd)
+            self._start(replica, state)
         for replica in sorted(live, key=lambda r: r.id.index, reverse=True)[: max(0, len(live) - replicas)]:
             self.console.say(f"scaled {replica_type} down: stopping {replica.id.label}")
             replica.finished = True

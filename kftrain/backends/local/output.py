@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
+
+from kftrain.errors import KftrainError
 
 log = logging.getLogger(__name__)
 
@@ -57,17 +60,45 @@ class LineSplitter:
         self._emit(line)
 
 
-def pump(stream: IO[bytes], log_path: Path, on_line: Callable[[str], None]) -> None:
-    """Copy ``stream`` to ``log_path`` and hand its lines to ``on_line`` until end of file, whatever fails."""
+def open_logs_folder(workdir: Path) -> int:
+    """The job's logs folder (``workdir/logs``, made here), open as a directory: every replica log is opened through
+    it, never by path, so a work folder moved away or swapped for a link while the job runs gets no byte written
+    through the link (the logs go on into the folder the job made)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        (workdir / "logs").mkdir(exist_ok=True)
+        top = os.open(workdir, flags)
+        try:
+            return os.open("logs", flags, dir_fd=top)
+        finally:
+            os.close(top)
+    except OSError as exc:
+        raise KftrainError(
+            f"work folder {workdir}: its logs folder cannot be used ({exc.strerror or exc}); "
+            "it must be a folder, not a link or a file"
+        ) from exc
+
+
+def open_replica_log(logs_fd: int, log_path: Path) -> IO[bytes] | None:
+    """Replica log ``log_path``'s file, opened to append in the logs folder ``logs_fd`` (:func:`open_logs_folder`),
+    never through a link; None, said once, when it cannot be (the replica still runs: only its log file is lost)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        fd = os.open(log_path.name, flags, 0o644, dir_fd=logs_fd)
+    except OSError as exc:
+        log.warning("cannot write the replica log %s: %s", log_path, exc)
+        return None
+    return os.fdopen(fd, "ab")
+
+
+def pump(stream: IO[bytes], log_file: IO[bytes] | None, log_path: Path, on_line: Callable[[str], None]) -> None:
+    """Copy ``stream`` to ``log_file`` (replica log ``log_path``, opened by the caller: None when it could not be)
+    and hand its lines to ``on_line`` until end of file, whatever fails; both are closed at the end."""
     splitter = LineSplitter(_contained(on_line, "console"), log_path)
-    log_file: IO[bytes] | None
     with contextlib.ExitStack() as closing:
         closing.callback(stream.close)
-        try:
-            log_file = closing.enter_context(open(log_path, "ab"))
-        except OSError as exc:
-            log.warning("cannot write the replica log %s: %s", log_path, exc)
-            log_file = None
+        if log_file is not None:
+            closing.enter_context(log_file)
         while chunk := _read(stream):
             if log_file is not None:
                 try:

@@ -7,6 +7,7 @@ them go when it ends, however it ends."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,9 +51,13 @@ class RunningJob:
     name_lock: int | None = None
     workdir_claim: WorkdirClaim | None = None
     scratch_claim: WorkdirClaim | None = None
+    logs_fd: int | None = None  # its logs folder, open (kftrain.backends.local.output.open_logs_folder)
 
     def release(self) -> None:
         """Let go of the job's name and folders: the job has ended (or never started)."""
+        if self.logs_fd is not None:
+            os.close(self.logs_fd)
+            self.logs_fd = None
         job_state.release(self.name_lock)
         self.name_lock = None
         for claim in (self.workdir_claim, self.scratch_claim):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -150,3 +151,54 @@ def test_the_name_of_an_ended_job_runs_again_with_a_record_of_its_own(
     finally:
         (tmp_path / "go").touch()
         runner.cancel(handle)
+
+
+# Fails its first run once told to, then prints and succeeds: its restart opens its log again.
+FAILS_ONCE = """
+import os, sys, time
+out = os.environ["OUT"]
+if not os.path.exists(os.path.join(out, "ran")):
+    open(os.path.join(out, "ran"), "w").close()
+    while not os.path.exists(os.path.join(out, "go")):
+        time.sleep(0.02)
+    sys.exit(1)
+print("second run", flush=True)
+"""
+
+
+def test_a_work_folder_swapped_for_a_link_while_the_job_runs_gets_no_log_written_through_it(
+    tmp_path: Path, state: Path
+) -> None:
+    """A replica's log is opened through the logs folder the job made, held open from submit: a restart after the work
+    folder was moved away and a link to another folder put in its place writes into the moved folder, never through
+    the link (by path, the restarted replica's log landed in the folder the link names)."""
+    program = tmp_path / "fails_once.py"
+    program.write_text(textwrap.dedent(FAILS_ONCE))
+    env = [{"name": "OUT", "value": str(tmp_path)}]
+    master = replica(1, "pytorch", [sys.executable, str(program)], restart_policy="OnFailure", env=env)
+    job = load_manifest(yaml.safe_dump(pytorchjob({"Master": master}, name="swapped")))
+    outside = tmp_path / "outside"
+    (outside / "logs").mkdir(parents=True)
+    local = backend()
+    handle = local.submit(job)
+    try:
+        workdir = Path(str((local_state.read("swapped") or {})["workdir"]))
+        while not (tmp_path / "ran").exists():
+            time.sleep(0.02)
+        moved = workdir.with_name(workdir.name + "-moved")
+        workdir.rename(moved)
+        workdir.symlink_to(outside)
+        for cwd in moved.glob("cwd-*"):  # the restart runs in the folder the link names: only its log is at stake
+            (outside / cwd.name).mkdir()
+        (tmp_path / "go").touch()
+        result = local.wait(handle, timeout=60)
+    finally:
+        (tmp_path / "go").touch()
+        local.cancel(handle)
+    try:
+        assert result.succeeded, result.message
+        assert list((outside / "logs").iterdir()) == []
+        assert "second run" in (moved / "logs" / "master-0.log").read_text()
+    finally:
+        workdir.unlink()
+        shutil.rmtree(moved, ignore_errors=True)
