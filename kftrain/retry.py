@@ -14,7 +14,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from kftrain.errors import redact_urls
@@ -34,9 +34,18 @@ class RetryPolicy:
     # Scale each wait by a random factor in [0.5, 1): spreads out clients that failed together.
     jitter: bool = False
 
+    def lasting(self, seconds: float) -> RetryPolicy:
+        """This policy with as many tries as it takes for its waits (without jitter or hints) to add up to at least
+        ``seconds``: for a caller that must ride over an outage of about that long, not over a count of failures."""
+        attempts, waited = 1, 0.0
+        while waited < seconds and self.delay(attempts - 1) > 0:
+            waited += min(self.initial_s * 2 ** min(attempts - 1, 64), self.max_s)
+            attempts += 1
+        return replace(self, attempts=max(self.attempts, attempts))
+
     def delay(self, retry: int, hint_s: float | None = None) -> float:
         """The wait before retry number ``retry`` (0 for the first), within the cap; a server hint raises it."""
-        delay = min(self.initial_s * 2**retry, self.max_s)
+        delay = min(self.initial_s * 2 ** min(retry, 64), self.max_s)  # past 2**64 every wait is the cap
         if self.jitter:
             delay *= 0.5 + random.random() / 2
         if hint_s is not None:

@@ -33,6 +33,7 @@ def fast_config(**overrides: Any) -> KubernetesConfig:
         log_drain_s=1.0,
         pending_timeout_s=0.5,
         retry=FAST_RETRY,
+        outage_s=0.0,  # the watches give up after FAST_RETRY's tries (a test of the outage sets its own)
         owner_pod_name="",
         owner_pod_uid="",
     )

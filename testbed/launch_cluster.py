@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +28,8 @@ from typing import Any
 import yaml
 from kubernetes import client
 
+import kftrain
+import kftrain_components
 from kftrain.job.kinds import KINDS
 from kftrain.kube_client import SERVICE_ACCOUNT_NAMESPACE
 from kftrain.launch.inputs import launch_inputs
@@ -254,3 +259,35 @@ def assert_no_secret_anywhere(kube: FakeKube, *outputs: str) -> None:
 
 
 LAUNCHES = _launches()
+
+
+STEP_SCRIPT = textwrap.dedent(
+    """
+    import importlib, json, sys
+    from types import SimpleNamespace
+
+    module, name, inputs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    component = getattr(importlib.import_module(module), name)
+    for artifact in ("model", "curves"):
+        inputs[artifact] = SimpleNamespace(uri=inputs[artifact], metadata={}, path="")
+    inputs["metrics"] = SimpleNamespace(uri=inputs["metrics"], metadata={}, log_metric=lambda name, value: None)
+    component.python_func(**inputs)
+    """
+)
+
+
+def start_step_process(launch: Launch, inputs: dict[str, Any], tmp_path: Path) -> subprocess.Popen[str]:
+    """The step's function in its own process (the launcher pod), with this process's environment."""
+    script = tmp_path / "step.py"
+    script.write_text(STEP_SCRIPT)
+    args = {k: (v.uri if isinstance(v, SimpleNamespace) else v) for k, v in inputs.items()}
+    imported_from = [str(Path(kftrain.__file__).parents[1]), str(Path(kftrain_components.__file__).parents[1])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*imported_from, os.environ.get("PYTHONPATH", "")])}
+    module = launch.component.python_func.__module__
+    return subprocess.Popen(
+        [sys.executable, str(script), module, launch.component.python_func.__name__, json.dumps(args)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )

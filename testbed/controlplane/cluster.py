@@ -16,6 +16,7 @@ are then created, and testbed/controlplane/node_agent.py plays the node that run
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import contextlib
 import ctypes
 import datetime
@@ -31,10 +32,11 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -91,6 +93,9 @@ _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 START_TIMEOUT_S = 120.0
 # kube-apiserver drains requests before it exits; past this it is killed.
 STOP_TIMEOUT_S = 20.0
+# The least time between two starts of one controller by the supervisor (the kubelet's back-off starts at 10 s and
+# doubles; the tests need the controller back sooner, and one start is all a lost lease needs).
+RESTART_BACKOFF_S = 1.0
 
 
 class ControlPlaneError(RuntimeError):
@@ -143,6 +148,16 @@ class ControlPlane:
     processes: dict[str, subprocess.Popen[bytes]] = field(repr=False)
     # The folder holding every process's log (<name>.log), removed on exit.
     root: Path = field(default=Path(), repr=False)
+    etcd_url: str = ""
+    # How each process was started, to start it again (:meth:`restart_apiserver`, :class:`_Supervisor`), and the
+    # stack that stops it.
+    specs: dict[str, _Spec] = field(default_factory=dict, repr=False)
+    stack: contextlib.ExitStack | None = field(default=None, repr=False)
+    # How many times each controller was started again after it exited, as its Deployment would.
+    restarts: dict[str, int] = field(default_factory=dict)
+    # The one thread that starts a process again: a child is killed when the thread that started it exits
+    # (:func:`_die_with_parent`), and this one outlives every process.
+    spawner: concurrent.futures.ThreadPoolExecutor | None = field(default=None, repr=False)
 
     def api_client(self) -> Any:
         """A new ``kubernetes.client.ApiClient`` for the admin, leaving the client's global default alone
@@ -163,6 +178,44 @@ class ControlPlane:
         """The last lines of process ``name``'s log (an assertion's message when an operator did not act)."""
         return _tail(self.root / f"{name}.log", lines)
 
+    def restart_apiserver(self, while_down: Callable[[], None] | None = None) -> float:
+        """Stop kube-apiserver (SIGTERM, as a rolling upgrade of the control plane does), run ``while_down``, start it
+        again with the same flags and wait until it is ready; the seconds it was unreachable. Its clients (the
+        operators, kube-controller-manager, the code under test) see refused connections meanwhile, and its watch
+        cache starts empty."""
+        assert self.stack is not None and self.spawner is not None, "restart needs the control plane's own stack"
+        name = "kube-apiserver"
+        began = time.monotonic()
+        _stop(self.processes[name])
+        if while_down is not None:
+            while_down()
+        self.spawner.submit(_spawn, self.stack, self.processes, name, self.specs[name], append=True).result()
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        _wait_until(
+            time.monotonic() + START_TIMEOUT_S,
+            lambda: _http_ok(f"{self.server}/readyz", expect="ok", token=self.token, context=context),
+            {name: self.processes[name]},  # a controller that lost its lease meanwhile is the supervisor's
+            name,
+            self.root,
+        )
+        return time.monotonic() - began
+
+    def etcd_revision(self) -> int:
+        """etcd's current revision (the resourceVersion of the newest write), read through its JSON gateway."""
+        answer = _etcd_post(self.etcd_url, "/v3/kv/range", {"key": base64.b64encode(b"/").decode()})
+        return int(answer["header"]["revision"])
+
+    def write_etcd(self, key: str, value: str) -> int:
+        """Put ``key`` (outside ``/registry``, which kube-apiserver keeps) straight into etcd; the revision it made."""
+        body = {"key": base64.b64encode(key.encode()).decode(), "value": base64.b64encode(value.encode()).decode()}
+        return int(_etcd_post(self.etcd_url, "/v3/kv/put", body)["header"]["revision"])
+
+    def compact_etcd(self, revision: int) -> None:
+        """Compact etcd's history up to ``revision``, as kube-apiserver does every 5 minutes
+        (kubernetes@v1.36.3:staging/src/k8s.io/apiserver/pkg/server/options/etcd.go, --etcd-compaction-interval): a
+        watch from an older resourceVersion that the watch cache does not hold is then answered 410 Gone."""
+        _etcd_post(self.etcd_url, "/v3/kv/compaction", {"revision": str(revision), "physical": True})
+
 
 @contextlib.contextmanager
 def control_plane(
@@ -171,11 +224,13 @@ def control_plane(
     crd_files: Sequence[Path] | None = None,
     start_timeout_s: float = START_TIMEOUT_S,
     operators: Sequence[str] = (),
+    apiserver_flags: Sequence[str] = (),
 ) -> Iterator[ControlPlane]:
     """etcd and kube-apiserver with ``crd_files`` (default: :func:`default_crd_files` of the reference CRDs, and the
     CRDs of ``operators`` the reference lacks) installed and Established; with ``operators`` (names of
     :data:`~testbed.controlplane.kubeflow_operators.OPERATORS`), kube-controller-manager and those operators too,
-    each ready (its webhooks served). Everything stopped, in reverse order, and its folder removed on exit."""
+    each ready (its webhooks served); ``apiserver_flags`` added to kube-apiserver's. Everything stopped, in reverse
+    order, and its folder removed on exit."""
     from testbed import reference
 
     binaries = binaries or bin_dir()
@@ -193,6 +248,8 @@ def control_plane(
     deadline = time.monotonic() + start_timeout_s
     began = time.monotonic()
     with contextlib.ExitStack() as stack:
+        spawner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="controlplane-spawner")
+        stack.callback(spawner.shutdown)  # first registered, last done: after every process has stopped
         root = Path(tempfile.mkdtemp(prefix="kftrain-controlplane-"))
         stack.callback(shutil.rmtree, root, ignore_errors=True)
         processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -210,7 +267,9 @@ def control_plane(
         tokens.chmod(0o600)
         port = _free_port()
         server = f"https://127.0.0.1:{port}"
-        _start_apiserver(stack, processes, binaries / "kube-apiserver", root, pki, tokens, etcd_url, port)
+        command = _apiserver_command(binaries / "kube-apiserver", root, pki, tokens, etcd_url, port, apiserver_flags)
+        apiserver = _Spec("kube-apiserver", command, root / "kube-apiserver.log")
+        _spawn(stack, processes, "kube-apiserver", apiserver)
         context = ssl.create_default_context(cafile=str(pki["ca.crt"]))
         _wait_until(
             deadline,
@@ -233,6 +292,10 @@ def control_plane(
             phases=phases,
             processes=processes,
             root=root,
+            etcd_url=etcd_url,
+            specs={"kube-apiserver": apiserver},
+            stack=stack,
+            spawner=spawner,
         )
         plane.resources = _install_crds(plane, crd_files, deadline)
         plane.started_in_s = phases["crds"] = time.monotonic() - began
@@ -241,6 +304,9 @@ def control_plane(
             phases["kube-controller-manager"] = time.monotonic() - began
             _start_operators(stack, plane, operators, operator_bins, deadline)
             plane.started_in_s = phases["operators"] = time.monotonic() - began
+            supervisor = _Supervisor(plane, ["kube-controller-manager", *operators])
+            supervisor.start()
+            stack.callback(supervisor.stop)  # before any controller is stopped: none is started again then
         yield plane
 
 
@@ -266,21 +332,20 @@ def _start_etcd(
         # embed/config.go, UnsafeNoFsync, "Disables fsync, unsafe, will cause data loss").
         "--unsafe-no-fsync=true",
     ]
-    _spawn(stack, processes, "etcd", command, data.parent / "etcd.log")
+    _spawn(stack, processes, "etcd", _Spec("etcd", command, data.parent / "etcd.log"))
     return client
 
 
-def _start_apiserver(
-    stack: contextlib.ExitStack,
-    processes: dict[str, subprocess.Popen[bytes]],
+def _apiserver_command(
     apiserver: Path,
     root: Path,
     pki: dict[str, Path],
     tokens: Path,
     etcd_url: str,
     port: int,
-) -> None:
-    command = [
+    extra: Sequence[str],
+) -> list[str]:
+    return [
         str(apiserver),
         f"--etcd-servers={etcd_url}",
         "--bind-address=127.0.0.1",
@@ -300,8 +365,8 @@ def _start_apiserver(
         f"--service-account-key-file={pki['sa.pub']}",
         f"--service-account-signing-key-file={pki['sa.key']}",
         "--profiling=false",
+        *extra,
     ]
-    _spawn(stack, processes, "kube-apiserver", command, root / "kube-apiserver.log")
 
 
 def _start_controller_manager(
@@ -320,7 +385,9 @@ def _start_controller_manager(
         f"--cert-dir={plane.root / 'kube-controller-manager'}",
         "--profiling=false",
     ]
-    _spawn(stack, plane.processes, "kube-controller-manager", command, plane.root / "kube-controller-manager.log")
+    spec = _Spec("kube-controller-manager", command, plane.root / "kube-controller-manager.log")
+    plane.specs[spec.name] = spec
+    _spawn(stack, plane.processes, spec.name, spec)
     unverified = ssl.create_default_context()
     unverified.check_hostname = False
     unverified.verify_mode = ssl.CERT_NONE
@@ -374,15 +441,15 @@ def _start_operators(
             launch = kubeflow_operators.launch(op, bins[op.name] / op.name, Path("/tmp"), ports)
             for file_name, content in launch.files.items():
                 (tmp / file_name).write_text(content)
-            _spawn(
-                stack,
-                plane.processes,
+            spec = _Spec(
                 op.name,
                 launch.command,
                 plane.root / f"{op.name}.log",
                 env=env,
                 before_exec=kubeflow_operators.private_tmp(tmp),
             )
+            plane.specs[op.name] = spec
+            _spawn(stack, plane.processes, op.name, spec)
             ready[op.name] = launch.ready_url
     for name, url in ready.items():
         _wait_until(deadline, lambda url=url: _http_ok(url, expect="ok"), plane.processes, name, plane.root)
@@ -418,38 +485,97 @@ def _operator_crds_not_in(crd_files: Sequence[Path], names: Sequence[str], bins:
     return extra
 
 
+@dataclass(frozen=True)
+class _Spec:
+    """How a process is started: its name, command, log, environment and what runs in the child first (an
+    operator's private /tmp)."""
+
+    name: str
+    command: list[str]
+    log: Path
+    env: Mapping[str, str] | None = None
+    before_exec: Any = None
+
+
 def _spawn(
     stack: contextlib.ExitStack,
     processes: dict[str, subprocess.Popen[bytes]],
     name: str,
-    command: list[str],
-    log: Path,
+    spec: _Spec,
     *,
-    env: Mapping[str, str] | None = None,
-    before_exec: Any = None,
+    append: bool = False,
 ) -> None:
-    """Start ``command`` logging to ``log``, stopped when ``stack`` unwinds; ``before_exec`` runs in the child first
-    (an operator's private /tmp)."""
-    out: IO[bytes] = stack.enter_context(log.open("wb"))
+    """Start ``spec`` as ``processes[name]``, logging to its log (after what it holds, with ``append``), stopped when
+    ``stack`` unwinds."""
+    out: IO[bytes] = stack.enter_context(spec.log.open("ab" if append else "wb"))
 
     def preexec() -> None:
         _die_with_parent()
-        if before_exec is not None:
-            before_exec()
+        if spec.before_exec is not None:
+            spec.before_exec()
 
     proc = subprocess.Popen(
-        command,
+        spec.command,
         stdin=subprocess.DEVNULL,
         stdout=out,
         stderr=subprocess.STDOUT,
-        cwd=log.parent,
-        env=None if env is None else dict(env),
+        cwd=spec.log.parent,
+        env=None if spec.env is None else dict(spec.env),
         preexec_fn=preexec if sys.platform == "linux" else None,
     )
     processes[name] = proc
     # Registered after the log, so it runs before the log is closed; the ExitStack unwinds in reverse, so
     # kube-apiserver stops before etcd, and the folder goes last.
     stack.callback(_stop, proc)
+
+
+class _Supervisor:
+    """Starts a controller again when it exits, as the Deployment (restartPolicy Always) that runs it on a cluster
+    would: an operator exits on purpose when it cannot renew its leader lease, e.g. while kube-apiserver restarts
+    (k8s.io/client-go@v0.36.3:tools/leaderelection/leaderelection.go, OnStoppedLeading; mpi-operator v0.8.2's
+    cmd/mpi-operator/app/server.go exits with klog.Fatalf "Leader election stopped"). Each restart is counted in
+    :attr:`ControlPlane.restarts`; a controller that keeps exiting is started at most every
+    :data:`RESTART_BACKOFF_S`."""
+
+    def __init__(self, plane: ControlPlane, names: Sequence[str]) -> None:
+        self._plane = plane
+        self._names = list(names)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="controlplane-supervisor", daemon=True)
+        # What it started, stopped by it: the plane's stack may be unwinding while it runs.
+        self._started = contextlib.ExitStack()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=STOP_TIMEOUT_S)
+        self._started.close()
+
+    def _loop(self) -> None:
+        plane = self._plane
+        last: dict[str, float] = {}
+        while not self._stop.wait(0.2):
+            for name in self._names:
+                if plane.processes[name].poll() is None or time.monotonic() - last.get(name, 0.0) < RESTART_BACKOFF_S:
+                    continue
+                if self._stop.is_set():
+                    return
+                last[name] = time.monotonic()
+                plane.restarts[name] = plane.restarts.get(name, 0) + 1
+                assert plane.spawner is not None
+                spec = plane.specs[name]
+                plane.spawner.submit(_spawn, self._started, plane.processes, name, spec, append=True).result()
+
+
+def _etcd_post(etcd_url: str, path: str, body: Mapping[str, Any]) -> Any:
+    """A call to etcd's gRPC gateway (JSON over HTTP, on its client URL)."""
+    request = urllib.request.Request(
+        etcd_url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())
 
 
 def _die_with_parent() -> None:
@@ -664,7 +790,7 @@ def _install_crds(plane: ControlPlane, crd_files: Sequence[Path], deadline: floa
     return resources
 
 
-def for_tests(operators: Sequence[str] = ()) -> Iterator[ControlPlane]:
+def for_tests(operators: Sequence[str] = (), apiserver_flags: Sequence[str] = ()) -> Iterator[ControlPlane]:
     """A test module's control plane: the reference CRDs required, a skip in one line saying how to build it when
     the binaries are absent (a test never builds), stopped when the module's tests are done with it. With
     ``operators``, those too (see :func:`control_plane`), or a skip in one line saying why they cannot run here."""
@@ -688,5 +814,5 @@ def for_tests(operators: Sequence[str] = ()) -> Iterator[ControlPlane]:
                 f"port {kubeflow_operators.MPI_OPERATOR_HEALTH_PORT} is in use: mpi-operator v0.8.2 serves its "
                 "health check there, whatever its flags say"
             )
-    with control_plane(operators=operators) as plane:
+    with control_plane(operators=operators, apiserver_flags=apiserver_flags) as plane:
         yield plane

@@ -100,7 +100,9 @@ class NodeAgent:
         self.plane = plane
         self.name = name
         self._default = outcome
-        self._decided: dict[tuple[str, str], Outcome] = {}
+        # By (namespace, pod name): the uid of the pod it was decided for (None: decided before the agent saw it) and
+        # the outcome. A pod made again with the name of one gone (a job of the same name) is a new pod: decided anew.
+        self._decided: dict[tuple[str, str], tuple[str | None, Outcome]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -113,7 +115,8 @@ class NodeAgent:
 
     def decide(self, namespace: str, pod: str, outcome: Outcome) -> None:
         with self._lock:
-            self._decided[(namespace, pod)] = outcome
+            uid = self._decided.get((namespace, pod), (None, RUN))[0]
+            self._decided[(namespace, pod)] = (uid, outcome)
 
     def __enter__(self) -> NodeAgent:
         self.start()
@@ -140,7 +143,7 @@ class NodeAgent:
     def log_lines(self, namespace: str, pod: str, container: str) -> list[str]:
         """What the pod's container printed: its outcome's lines for the main (first) container, nothing else."""
         with self._lock:
-            outcome = self._decided.get((namespace, pod))
+            outcome = self._decided.get((namespace, pod), (None, None))[1]
             first = self._first_container.get((namespace, pod))
         if outcome is None or container != first or outcome.action not in ("succeed", "fail"):
             return []
@@ -219,9 +222,12 @@ class NodeAgent:
         key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
         with self._lock:
             self._first_container[key] = pod["spec"]["containers"][0]["name"]
-            if key not in self._decided:
-                self._decided[key] = self._default(pod)
-            return self._decided[key]
+            uid = pod["metadata"]["uid"]
+            decided_for, outcome = self._decided.get(key, (uid, None))
+            if outcome is None or decided_for not in (None, uid):
+                outcome = self._default(pod)
+            self._decided[key] = (uid, outcome)
+            return outcome
 
     def _reconcile(self, pod: Pod) -> None:
         meta, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}

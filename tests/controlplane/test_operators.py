@@ -45,9 +45,9 @@ from kftrain.job.model import RestartPolicy, TrainingJob
 from kftrain.job.request import JobRequest
 from kftrain.job.topology import LOCAL_HOST, ReplicaId, Topology, all_replicas
 from kftrain.retry import RetryPolicy
-from testbed import reference
 from testbed.controlplane.cluster import ControlPlane, for_tests
 from testbed.controlplane.kubeflow_operators import OPERATORS
+from testbed.controlplane.namespaces import install_cluster_runtimes, ready_namespace
 from testbed.controlplane.node_agent import RUN, SUCCEED, NodeAgent, Outcome, fail, unschedulable
 
 pytestmark = [
@@ -110,19 +110,8 @@ def api(cluster: ControlPlane) -> Iterator[Any]:
     """The admin's ApiClient, with the namespace the jobs run in (its default ServiceAccount made) and Trainer's
     ClusterTrainingRuntimes installed."""
     with cluster.api_client() as api_client:
-        core = client.CoreV1Api(api_client)
-        core.create_namespace({"metadata": {"name": NAMESPACE}})
-        custom = client.CustomObjectsApi(api_client)
-        for path in sorted(reference.required(reference.RUNTIMES_DIR).glob("*.yaml")):
-            runtime = yaml.safe_load(path.read_text())
-            group, version = runtime["apiVersion"].split("/")
-            custom.create_cluster_custom_object(group, version, "clustertrainingruntimes", runtime)
-        # The ServiceAccount admission plugin refuses a pod whose account does not exist yet; kube-controller-manager's
-        # serviceaccount controller makes `default` soon after the namespace.
-        deadline = time.monotonic() + 30
-        while not core.list_namespaced_service_account(NAMESPACE).items:
-            assert time.monotonic() < deadline, "no default ServiceAccount"
-            time.sleep(0.1)
+        ready_namespace(api_client, NAMESPACE)
+        install_cluster_runtimes(api_client)
         yield api_client
 
 

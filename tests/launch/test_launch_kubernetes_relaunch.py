@@ -3,23 +3,17 @@ its job), or sent SIGTERM while it waits (it deletes its job), for each launch o
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType, SimpleNamespace
+from types import FrameType
 from typing import Any
 
 import pytest
 
-import kftrain
-import kftrain_components
 from kftrain.backends.base import load_identity
 from testbed.fake_k8s import FakeKube, JobSim, OperatorSim
 from testbed.launch_cluster import (
@@ -28,6 +22,7 @@ from testbed.launch_cluster import (
     assert_logs_kept,
     expected_namespace,
     start,
+    start_step_process,
     step_inputs,
     succeed,
     until_step_says,
@@ -49,38 +44,6 @@ def _owners(sim: JobSim) -> list[dict[str, Any]]:
     with sim.kube.cond:
         obj = sim.kube.jobs.get((sim.plural, sim.namespace, sim.name)) or {}
         return list((obj.get("metadata") or {}).get("ownerReferences") or [])
-
-
-STEP_SCRIPT = textwrap.dedent(
-    """
-    import importlib, json, sys
-    from types import SimpleNamespace
-
-    module, name, inputs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    component = getattr(importlib.import_module(module), name)
-    for artifact in ("model", "curves"):
-        inputs[artifact] = SimpleNamespace(uri=inputs[artifact], metadata={}, path="")
-    inputs["metrics"] = SimpleNamespace(uri=inputs["metrics"], metadata={}, log_metric=lambda name, value: None)
-    component.python_func(**inputs)
-    """
-)
-
-
-def start_step_process(launch: Launch, inputs: dict[str, Any], tmp_path: Path) -> subprocess.Popen[str]:
-    """The step's function in its own process (the launcher pod), with this process's environment."""
-    script = tmp_path / "step.py"
-    script.write_text(STEP_SCRIPT)
-    args = {k: (v.uri if isinstance(v, SimpleNamespace) else v) for k, v in inputs.items()}
-    imported_from = [str(Path(kftrain.__file__).parents[1]), str(Path(kftrain_components.__file__).parents[1])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*imported_from, os.environ.get("PYTHONPATH", "")])}
-    module = launch.component.python_func.__module__
-    return subprocess.Popen(
-        [sys.executable, str(script), module, launch.component.python_func.__name__, json.dumps(args)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
 
 
 @pytest.mark.parametrize("launch", LAUNCHES, ids=[launch.id for launch in LAUNCHES])

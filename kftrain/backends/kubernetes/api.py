@@ -293,6 +293,14 @@ class KubeApi:
         )
         return list(listed.items or [])
 
+    def warnings_with_reason(self, namespace: str, reason: str) -> list[client.CoreV1Event]:
+        """The Warning events of reason ``reason`` in ``namespace``, about any object (one request)."""
+        listed = self.call(
+            f"{reason} events",
+            lambda: self.core.list_namespaced_event(namespace, field_selector=f"type=Warning,reason={reason}"),
+        )
+        return list(listed.items or [])
+
     def pod_events_with_reason(self, namespace: str, reason: str) -> list[client.CoreV1Event]:
         """The events of reason ``reason`` about pods of ``namespace`` (one request, whatever the number of pods)."""
         listed = self.call(

@@ -42,8 +42,9 @@ from kftrain.backends.kubernetes.api import JobRef, KubeApi, api_message
 from kftrain.backends.kubernetes.config import KubernetesConfig
 from kftrain.backends.kubernetes.jobs import ClusterJobs
 from kftrain.backends.kubernetes.logs import LogFollower
-from kftrain.backends.kubernetes.pending import PendingTracker, SuspensionTracker
+from kftrain.backends.kubernetes.pending import PendingTracker, SuspensionTracker, suspension
 from kftrain.backends.kubernetes.pod_state import diagnose_failure
+from kftrain.backends.kubernetes.refused import RefusedPods
 from kftrain.backends.kubernetes.watch import JobWatches, ProgressRelay, StatusPrinter, result_of
 from kftrain.errors import JobSpecError, KftrainError
 from kftrain.job.kinds import KINDS, kind_of, without_mesh_sidecars
@@ -255,7 +256,8 @@ class KubernetesBackend(Backend):
         changes or a deadline comes."""
         cfg = self.config
         changed = threading.Event()  # set by either watch on every change
-        watches = JobWatches(self.api, self.console, job, retry=cfg.retry, window_s=cfg.watch_window_s, changed=changed)
+        retry = cfg.retry.lasting(cfg.outage_s)
+        watches = JobWatches(self.api, self.console, job, retry=retry, window_s=cfg.watch_window_s, changed=changed)
         jobs, pods = watches.job, watches.pods
         logs = LogFollower(self.api, self.console, job, tail_lines=cfg.log_tail_lines) if cfg.stream_logs else None
         if logs is not None:
@@ -273,6 +275,7 @@ class KubernetesBackend(Backend):
             printer=StatusPrinter(self.console, job.name),
             queue=SuspensionTracker(self.console, job.name, cfg.suspended_timeout_s),
             pending=PendingTracker(self.api, self.console, job, cfg.pending_timeout_s, recheck_s=cfg.poll_interval_s),
+            refused=RefusedPods(self.api, job, recheck_s=cfg.poll_interval_s),
         )
         watches.start()
         try:
@@ -368,6 +371,7 @@ class _Watching:
     printer: StatusPrinter
     queue: SuspensionTracker
     pending: PendingTracker
+    refused: RefusedPods
 
     def check(self, obj: dict[str, Any] | None, pods: dict[str, Any] | None, now: float) -> JobResult | None:
         """The failure to end a job still running with (it is then deleted), or None to go on waiting.
@@ -385,9 +389,16 @@ class _Watching:
                 reason="Timeout",
                 message=f"job did not end within {self.timeout:g}s" + (f"; it was still {waiting}" if waiting else ""),
             )
-        return self.pending.update(pods.values(), now) if pods is not None else None
+        if pods is None:
+            return None
+        if obj is not None and suspension(obj) is None:  # a suspended job has no pods on purpose
+            refused = self.refused.update(bool(pods), now)
+            if refused is not None:
+                return refused
+        return self.pending.update(pods.values(), now)
 
     def sleep_s(self, now: float) -> float | None:
         """How long nothing needs a look unless the job or a pod changes; None: until one does."""
-        wake = [t for t in (self.deadline, self.pending.next_check, self.queue.next_check) if t is not None]
+        checks = (self.deadline, self.pending.next_check, self.queue.next_check, self.refused.next_check)
+        wake = [t for t in checks if t is not None]
         return max(0.0, min(wake) - now) if wake else None

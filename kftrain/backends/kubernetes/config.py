@@ -37,6 +37,9 @@ class KubernetesConfig(BackendConfig):
     log_drain_s: float = 5.0
     propagation_policy: str = "Background"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # How long the wait's watches ride over an API server they cannot reach (refused connections, 5xx, 429: a
+    # control-plane upgrade restarts kube-apiserver) before the step gives up; the job runs on meanwhile.
+    outage_s: float = 300.0
     namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE
 
     REPLICA_LIMIT_WHY = (

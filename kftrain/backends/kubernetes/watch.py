@@ -8,9 +8,12 @@ returned it, and no pods yet, since every pod comes after the job; both watches 
 resourceVersion, and following a running job asks nothing more of the API server than its two watches,
 renewed every ``watch_window_s`` from the last version seen. A watch
 whose history was compacted (410 Gone) is answered by a fresh list; a stream that breaks is retried by
-:func:`kftrain.retry.call_with_retry` with the API's classifier, each try re-listing first since events may
-have been lost. Every change sets the ``changed`` event the backend's wait loop sleeps on, so the loop reacts
-to a change when it happens rather than at its next poll.
+:func:`kftrain.retry.call_with_retry` with the API's classifier. As client-go's reflector does, a watch refused a
+connection, throttled (429) or cut short resumes from the version it had seen, which loses nothing (every event sent
+was read); after any other error the next try lists afresh
+(k8s.io/client-go@v0.36.3:tools/cache/reflector.go, isWatchErrorRetriable and watchWithResync). Every change sets
+the ``changed`` event the backend's wait loop sleeps on, so the loop reacts to a change when it happens rather than at
+its next poll.
 
 The operators report a job's state as conditions (Created, Running, Restarting, Suspended, then Succeeded
 or Failed): :func:`result_of` maps the final one to a :class:`JobResult`, and :class:`StatusPrinter` prints
@@ -20,18 +23,20 @@ each one the job reaches once.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from kftrain.backends.base import JobPhase, JobResult
 from kftrain.backends.console import Console
 from kftrain.backends.kubernetes.api import JobRef, KubeApi, cut, describe, is_transient, read_json
-from kftrain.retry import RetryPolicy, call_with_retry
+from kftrain.retry import RetryPolicy, call_with_retry, exception_chain
 
 
 def conditions(obj: dict[str, Any]) -> list[dict[str, Any]]:
@@ -264,16 +269,17 @@ class Watcher:
                 self._list()
             self._window()
         except ApiException as exc:
-            if exc.status != 410:
+            if exc.status == 410:
+                # The history behind our resourceVersion was compacted: start again from a fresh list.
+                self._console.say(f"watch of {self._what} expired (410 Gone); re-listing")
                 self._relist = True
-                raise
-            # The history behind our resourceVersion was compacted: start again from a fresh list.
-            self._console.say(f"watch of {self._what} expired (410 Gone); re-listing")
-            self._relist = True
-        except Exception:
+                return
+            self._relist = self._relist or not _resumable(exc)
+            raise
+        except Exception as exc:
             if self._stopped.is_set():
                 return  # our own stop() cut the stream
-            self._relist = True
+            self._relist = self._relist or not _resumable(exc)
             raise
 
     def _list(self) -> None:
@@ -328,3 +334,24 @@ class Watcher:
         for listener in self._listeners:
             listener(items)
         self._changed.set()
+
+
+# A connection refused, or a stream that ended early (a server shutting down cuts its watches mid-chunk): client-go's
+# StreamWatcher ends such a watch as if it had closed normally (io.ErrUnexpectedEOF and net.IsProbableEOF:
+# k8s.io/apimachinery@v0.36.3:pkg/watch/streamwatcher.go, receive), and its reflector watches again from the version
+# it had seen.
+_RESUMABLE = (
+    ConnectionRefusedError,
+    ConnectionResetError,
+    BrokenPipeError,
+    http.client.IncompleteRead,
+    urllib3.exceptions.ProtocolError,
+)
+
+
+def _resumable(exc: BaseException) -> bool:
+    """Whether a watch that failed with ``exc`` may resume from the version it had seen: the API server refused the
+    connection, throttled the request or cut the stream, and every event it did send was read."""
+    if isinstance(exc, ApiException):
+        return exc.status == 429
+    return any(isinstance(e, _RESUMABLE) for e in exception_chain(exc))

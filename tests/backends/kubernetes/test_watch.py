@@ -1,5 +1,6 @@
 """What the Kubernetes backend asks of the API server while it waits: watches (never a periodic request), a broken
-watch retried from a fresh list, and the one retry policy of its calls."""
+watch resumed from the version it saw or listed afresh (as client-go decides), an outage ridden over, and the one retry
+policy of its calls."""
 
 from __future__ import annotations
 
@@ -16,19 +17,30 @@ def _job_lists(kube: FakeKube) -> list[str]:
     return [p for m, p in kube.requests if m == "GET" and "/pytorchjobs?" in p and "watch=" not in p]
 
 
-def _break_watches(kube: FakeKube, times: int) -> None:
-    """Reset the connection of the next ``times`` watch requests (the client's own pool retries some of them)."""
-    kube.faults.append(Fault(action="reset", path=r"/pytorchjobs$", method="GET", query="watch=", times=times))
+def _break_watches(kube: FakeKube, times: int, action: str = "reset") -> None:
+    """Answer the next ``times`` watch requests with ``action``: a reset drops the connection without answering (the
+    client's own pool retries some of them), a status is an HTTP error."""
+    kube.faults.append(Fault(action=action, path=r"/pytorchjobs$", method="GET", query="watch=", times=times))
 
 
-def test_broken_watch_streams_are_retried_from_a_fresh_list(kube: FakeKube, operator: OperatorSim) -> None:
+# What a broken watch does next, as client-go's reflector decides it (k8s.io/client-go@v0.36.3:tools/cache/
+# reflector.go, isWatchErrorRetriable and watchWithResync): a connection refused or dropped, or a 429, resumes from
+# the version seen; another error lists afresh first.
+BREAKS = [("reset", False), ("429", False), ("500", True), ("503", True)]
+
+
+@pytest.mark.parametrize(("action", "relists"), BREAKS)
+def test_a_broken_watch_resumes_from_the_version_it_saw_unless_the_server_answered_an_error(
+    action: str, relists: bool, kube: FakeKube, operator: OperatorSim
+) -> None:
     operator.scenario = s_success
-    _break_watches(kube, times=8)  # more than one try of the watch: the client retries a reset 3 times itself
+    _break_watches(kube, times=4, action=action)  # more than one try of the watch
     backend, out = make_backend(kube)
     result = backend.run(pytorch_job(), timeout=20)
     assert result.succeeded, (result.describe(), out.getvalue())
     assert "[master-0] hello from master-0" in out.getvalue()
-    assert len(_job_lists(kube)) >= 2  # one before each try after a broken stream (none before the first)
+    # The job created here is watched from its create: no list unless a try lists afresh.
+    assert bool(_job_lists(kube)) == relists, _job_lists(kube)
 
 
 def test_watch_broken_every_time_gives_up_after_the_retry_policy(kube: FakeKube, operator: OperatorSim) -> None:
@@ -37,9 +49,18 @@ def test_watch_broken_every_time_gives_up_after_the_retry_policy(kube: FakeKube,
     backend, _ = make_backend(kube)
     with pytest.raises(urllib3.exceptions.HTTPError):
         backend.run(pytorch_job(), timeout=20)
-    # One list before each of the retries (the job created here is watched from its create: no first list).
-    assert len(_job_lists(kube)) == FAST_RETRY.attempts - 1
+    assert _job_lists(kube) == []  # every try resumed: nothing was answered
     assert kube.jobs_of("pytorchjobs") == []  # Backend.run cancels the job it cannot follow
+
+
+def test_the_watches_ride_over_an_outage_of_outage_s(kube: FakeKube, operator: OperatorSim) -> None:
+    """More failed tries than the retry policy's attempts, within ``outage_s``: the wait goes on and the job's end is
+    reported (a step rides over a kube-apiserver restart: tests/controlplane/test_launch_life.py)."""
+    operator.scenario = s_success
+    _break_watches(kube, times=FAST_RETRY.attempts * 4)
+    backend, out = make_backend(kube, outage_s=10.0)
+    result = backend.run(pytorch_job(), timeout=30)
+    assert result.succeeded, (result.describe(), out.getvalue())
 
 
 def s_long(sim: JobSim) -> None:
@@ -102,3 +123,20 @@ def test_retry_helper_bounds() -> None:
     with pytest.raises(ConnectionResetError):
         call_with_retry(broken, policy=policy, is_transient=is_transient, what="broken", sleep=lambda s: None)
     assert len(calls) == 5
+
+
+@pytest.mark.parametrize(
+    ("policy", "seconds", "attempts"),
+    [
+        # 0.5 + 1 + 2 + 4 + 8 = 15.5 s of waits in 5 retries; then 10 s each: 29 more to reach 300 s.
+        (RetryPolicy(attempts=6, initial_s=0.5, max_s=10.0), 300.0, 35),
+        (RetryPolicy(attempts=6, initial_s=0.5, max_s=10.0), 10.0, 6),  # never fewer tries than the policy's
+        (RetryPolicy(attempts=6, initial_s=0.5, max_s=10.0), 0.0, 6),
+        (RetryPolicy(attempts=2, initial_s=0.0, max_s=0.0), 300.0, 2),  # no wait adds up to anything
+        (RetryPolicy(attempts=2, initial_s=1.0, max_s=1.0), 3.0, 4),
+    ],
+)
+def test_a_policy_lasting_seconds_has_the_tries_its_waits_need(
+    policy: RetryPolicy, seconds: float, attempts: int
+) -> None:
+    assert policy.lasting(seconds).attempts == attempts
