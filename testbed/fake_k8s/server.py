@@ -411,10 +411,14 @@ class FakeKube:
             self.record("pods", namespace, "DELETED", pod)
             return True
 
-    def expire_watches(self) -> None:
-        """Compact history and end every open watch with 410 Gone, as an etcd compaction does."""
+    def restart_with_compacted_history(self) -> None:
+        """Compact history and end every open watch, as a kube-apiserver restarted while etcd was compacted does: a
+        watch resumed from a version before the compaction is then answered 410 Gone. A compaction alone ends no open
+        watch (the watch cache serves it); a stopping kube-apiserver ends its streams (tests/controlplane/
+        test_launch_life.py shows both on the real one)."""
         with self.cond:
-            self.compacted_rv = self.rv
+            self.bump()  # what other clients wrote meanwhile: history the compaction removes
+            self.compacted_rv = int(self.bump())
             self.watch_generation += 1
             self.cond.notify_all()
 
@@ -757,8 +761,7 @@ class _Handler(BaseHTTPRequestHandler):
                         self._end_chunked()
                         return
                     if kube.watch_generation != generation:
-                        self._send_event("ERROR", status_body(410, "Expired", "watch expired: history compacted"))
-                        self._end_chunked()
+                        self._end_chunked()  # the server went away: the client resumes from what it saw
                         return
                     batch = kube.history_after(cursor)
                     if batch:

@@ -391,10 +391,10 @@ class _Watching:
             )
         if pods is None:
             return None
-        if obj is not None and suspension(obj) is None:  # a suspended job has no pods on purpose
-            refused = self.refused.update(bool(pods), now)
-            if refused is not None:
-                return refused
+        # A suspended job has no pods on purpose: only a job that runs waits for its first pod.
+        refused = self.refused.update(obj is not None and suspension(obj) is None and not pods, now)
+        if refused is not None:
+            return refused
         return self.pending.update(pods.values(), now)
 
     def sleep_s(self, now: float) -> float | None:

@@ -37,8 +37,8 @@ def is_the_jobs(involved_name: str, job_name: str) -> bool:
 
 
 class RefusedPods:
-    """While the job has no pod, reads the operators' create failures every ``recheck_s`` seconds (from
-    ``recheck_s`` after it was first seen with none: an operator creates pods a moment after the job)."""
+    """While the job runs and has no pod, reads the operators' create failures every ``recheck_s`` seconds (from
+    ``recheck_s`` after it was first seen so: an operator creates pods a moment after the job)."""
 
     def __init__(self, api: KubeApi, job: JobRef, *, recheck_s: float) -> None:
         self._api = api
@@ -54,9 +54,10 @@ class RefusedPods:
         first = self._no_pods_since + self._recheck_s
         return first if self._read_at is None else max(first, self._read_at + self._recheck_s)
 
-    def update(self, has_pods: bool, now: float) -> JobResult | None:
-        """A failed result once admission has refused a pod of the job for good; None while the wait goes on."""
-        if has_pods:
+    def update(self, waits_for_pods: bool, now: float) -> JobResult | None:
+        """A failed result once admission has refused a pod of the job for good; None while the wait goes on.
+        ``waits_for_pods``: the job runs (not suspended) and has no pod yet; the events are read only then."""
+        if not waits_for_pods:
             self._no_pods_since = self._read_at = None
             return None
         if self._no_pods_since is None:

@@ -115,9 +115,9 @@ def s_no_scheduler(sim: JobSim) -> None:
 def s_watch_expiry(sim: JobSim) -> None:
     running(sim)
     sim.sleep(0.2)
-    sim.kube.expire_watches()
+    sim.kube.restart_with_compacted_history()
     sim.sleep(0.2)
-    sim.kube.expire_watches()  # twice: the backend must recover every time, not only once
+    sim.kube.restart_with_compacted_history()  # twice: the backend must recover every time, not only once
     sim.sleep(0.2)
     succeed(sim)
 
