@@ -448,3 +448,52 @@ def test_in_a_namespace_enforcing_pod_security_the_step_runs_or_says_at_once_why
     assert f"namespace {namespace} enforces Pod Security Admission" in said, said
     assert time.monotonic() - began < 60, "the step waited for its pending timeout"
     assert get_job(api, launch, load_identity(identity).name, namespace) is None  # deleted by the step
+
+
+def test_a_suspended_trainjob_waits_and_runs_once_its_queue_sets_suspend_false(
+    api: Any,
+    node: NodeAgent,
+    kubeconfig: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A TrainJob created suspended (as Kueue's webhook leaves it until its queue admits it): Trainer makes its
+    JobSet suspended and no pod exists; the step waits, saying why. ``spec.suspend: false`` (what Kueue writes on
+    admission) lets JobSet create the Jobs and their pods; the step follows the job to its end
+    (kubeflow/trainer@v2.3.0:pkg/controller/trainjob_controller.go; pkg/apis/trainer/v1alpha1/trainjob_types.go,
+    TrainJobSuspended = "Suspended")."""
+    launch = next(t for t in TYPED if t.kind == "TrainJob")
+    manifest = yaml.safe_load(
+        next(m for m in LAUNCHES if m.kind == "TrainJob" and m.source == "manifest").inputs["manifest"]
+    )
+    manifest["spec"]["suspend"] = True
+    launcher_pod(api, "launch-step-a", monkeypatch)
+    inputs = {k: v for k, v in step_inputs(launch, tmp_path).items() if k not in launch.inputs}
+    inputs["manifest"] = yaml.safe_dump(manifest)
+    identity = Path(inputs["job"])
+    custom = client.CustomObjectsApi(api)
+    group, version = launch.api_version.split("/")
+
+    def admit_then_succeed() -> None:
+        until("the step wrote its job's identity", identity.exists)
+        name = load_identity(identity).name
+        until("the TrainJob suspended", lambda: _condition(get_job(api, launch, name) or {}, "Suspended") == "True")
+        assert job_pods(api, launch, name) == []
+        custom.patch_namespaced_custom_object(
+            group, version, NAMESPACE, launch.plural, name, {"spec": {"suspend": False}}
+        )
+        until(f"every pod of {name} running", lambda: all_running(api, launch, name))
+        succeed(api, node, launch, name)
+
+    run_step_beside(admit_then_succeed, launch, inputs)
+    out = capsys.readouterr().out
+    name = load_identity(identity).name
+    assert "Suspended" in out and f"{name} succeeded" in out, out
+
+
+def _condition(obj: dict[str, Any], kind: str) -> str | None:
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind:
+            return str(condition.get("status"))
+    return None
