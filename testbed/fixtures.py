@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import psutil
@@ -117,6 +119,20 @@ def virtual_clock(monkeypatch: pytest.MonkeyPatch) -> Any:
     clock = VirtualClock()
     monkeypatch.setattr(backend, "CLOCK", clock)
     return clock
+
+
+@pytest.fixture
+def sigterm_outside_the_step() -> Iterator[list[int]]:
+    """SIGTERM outside a launch step's wait is recorded instead of ending the test run (the step installs its own
+    handler for its wait, and puts this one back after)."""
+    received: list[int] = []
+
+    def record(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+
+    previous = signal.signal(signal.SIGTERM, record)
+    yield received
+    signal.signal(signal.SIGTERM, previous)
 
 
 @pytest.fixture

@@ -26,7 +26,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import pytest
@@ -101,17 +100,10 @@ def kubeconfig(cluster: ControlPlane, tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 @pytest.fixture(autouse=True)
-def sigterm_outside_the_step() -> Iterator[list[int]]:
-    """SIGTERM outside the step's wait is recorded instead of ending the test run (the step installs its own): the
-    one :func:`run_step_beside` sends when its action fails may come once the step has returned."""
-    received: list[int] = []
-
-    def record(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-
-    previous = signal.signal(signal.SIGTERM, record)
-    yield received
-    signal.signal(signal.SIGTERM, previous)
+def stray_sigterm_recorded(sigterm_outside_the_step: list[int]) -> list[int]:
+    """For every test: the SIGTERM :func:`run_step_beside` sends when its action fails may come once the step has
+    returned, and must not end the test run."""
+    return sigterm_outside_the_step
 
 
 # --- what the test reads and makes on the cluster ----------------------------------------------------------------

@@ -7,9 +7,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import pytest
@@ -82,19 +80,6 @@ def test_relaunched_step_reattaches_to_its_job(
     assert load_identity(second["job"]) == load_identity(first["job"])
     assert load_identity(second["job"]).name == job["metadata"]["name"]
     assert [o["uid"] for o in job["metadata"]["ownerReferences"]] == ["uid-a", "uid-b"]
-
-
-@pytest.fixture
-def sigterm_outside_the_step() -> Iterator[list[int]]:
-    """SIGTERM outside the step's wait is recorded instead of ending the test run (the step installs its own)."""
-    received: list[int] = []
-
-    def record(signum: int, frame: FrameType | None) -> None:
-        received.append(signum)
-
-    previous = signal.signal(signal.SIGTERM, record)
-    yield received
-    signal.signal(signal.SIGTERM, previous)
 
 
 @pytest.mark.parametrize("launch", LAUNCHES, ids=[launch.id for launch in LAUNCHES])
