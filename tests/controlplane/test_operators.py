@@ -439,6 +439,17 @@ ENDINGS = [
         says=TRACEBACK,
         exit_code=3,
     ),
+    # With backoffLimit 0 training-operator deletes the failed pod as it fails the job: the exit code is the one the
+    # backend's pod watch saw.
+    Ending(
+        "pytorchjob-master-fails-no-retries",
+        "PyTorchJob",
+        lambda: PyTorchJobOptions(workers=1),
+        {"master-0": fail(3, *TRACEBACK)},
+        JobPhase.FAILED,
+        exit_code=3,
+        backoff_limit=0,
+    ),
     # JobSet completes when its Jobs do, and Trainer the TrainJob when its JobSet does.
     Ending(
         "trainjob-succeeds",

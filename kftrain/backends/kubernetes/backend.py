@@ -43,7 +43,7 @@ from kftrain.backends.kubernetes.config import KubernetesConfig
 from kftrain.backends.kubernetes.jobs import ClusterJobs
 from kftrain.backends.kubernetes.logs import LogFollower
 from kftrain.backends.kubernetes.pending import PendingTracker, SuspensionTracker, suspension
-from kftrain.backends.kubernetes.pod_state import diagnose_failure
+from kftrain.backends.kubernetes.pod_state import FailureMemory, diagnose_failure
 from kftrain.backends.kubernetes.refused import RefusedPods
 from kftrain.backends.kubernetes.watch import JobWatches, ProgressRelay, StatusPrinter, result_of
 from kftrain.errors import JobSpecError, KftrainError
@@ -262,6 +262,8 @@ class KubernetesBackend(Backend):
         logs = LogFollower(self.api, self.console, job, tail_lines=cfg.log_tail_lines) if cfg.stream_logs else None
         if logs is not None:
             pods.add_listener(logs.update)
+        failures = FailureMemory()
+        pods.add_listener(failures.update)
         if cfg.progress_sinks:
             jobs.add_listener(ProgressRelay(job.name, KINDS.get(job.kind).reported_progress, cfg.progress_sinks).update)
         created = self._created.pop((job.namespace, job.name), None)
@@ -292,13 +294,13 @@ class KubernetesBackend(Backend):
                     if logs is not None:
                         logs.finish(cfg.log_drain_s, collect=True)  # every replica's log before the verdict
                     if not ended.succeeded:
-                        self._explain_failure(job, ended, logs)
+                        self._explain_failure(job, ended, logs, failures)
                     return ended
                 give_up = watching.check(obj, pods.items() if pods.listed else None, now)
                 if give_up is not None:
                     if give_up.failed_replica is None:
                         # A replica in a crash loop is the likely cause, whatever ended the wait: name it, its code.
-                        self._explain_failure(job, give_up, logs)
+                        self._explain_failure(job, give_up, logs, failures)
                     self._delete(job)
                     give_up.message += "; deleted the job"
                     return give_up
@@ -314,15 +316,22 @@ class KubernetesBackend(Backend):
             if logs is not None:
                 logs.finish(cfg.log_drain_s, collect=False)  # a no-op once finished
 
-    def _explain_failure(self, job: JobRef, result: JobResult, logs: LogFollower | None) -> None:
+    def _explain_failure(
+        self, job: JobRef, result: JobResult, logs: LogFollower | None, failures: FailureMemory
+    ) -> None:
         """Add to ``result`` which replica failed, its exit code, its last log lines and the recent events."""
         found = diagnose_failure(
             api=self.api, job=job, log_lines=self.config.log_tail_lines, event_lines=self.config.event_lines
         )
+        seen = failures.last()
         if found.replica is not None:
             result.failed_replica = found.replica
             result.exit_code = found.exit_code
             result.log_tail = found.log_tail or (logs.tail(found.replica) if logs is not None else [])
+        elif seen is not None:
+            # Its pod is gone (deleted by the operator as it failed the job): what the pod watch saw of it.
+            result.failed_replica, result.exit_code = seen
+            result.log_tail = logs.tail(seen[0]) if logs is not None else []
         elif logs is not None:
             # The operator may already have deleted the pods (cleanPodPolicy): use what was streamed.
             result.failed_replica, result.log_tail = logs.last_failed_tail()

@@ -185,3 +185,28 @@ def recent_events(api: KubeApi, namespace: str, names: Iterable[str], limit: int
             lines.append((stamp, f"{ev.type or ''} {ev.reason or ''} {obj.kind}/{obj.name}: {ev.message or ''}"))
     lines.sort(key=lambda x: x[0])
     return [text.strip() for _, text in lines[-limit:]]
+
+
+class FailureMemory:
+    """The replica container last seen ending non-zero, with its exit code, kept after its pod is gone: with
+    ``backoffLimit: 0`` training-operator deletes the failed pod as it fails the job (seen against
+    kubeflow/training-operator@v1.9.0 in tests/controlplane/test_operators.py), so the pods listed once the job
+    has failed no longer show the code. A listener of the pod watch (:meth:`update`)."""
+
+    def __init__(self) -> None:
+        self._last: tuple[str, str, int] | None = None  # (finishedAt, replica label, exit code)
+
+    def update(self, pods: Mapping[str, Pod]) -> None:
+        found = failing_pod(pods.values())
+        if found is None or found[1] is None:  # a Failed phase with no container that ended: nothing to keep
+            return
+        pod, container, exit_code, previous = found
+        status = next(cs for cs in container_statuses(pod) if cs.get("name") == container)
+        term = (status.get("lastState" if previous else "state") or {}).get("terminated") or {}
+        seen = (str(term.get("finishedAt") or ""), pod_label(pod), exit_code)
+        if self._last is None or seen[0] >= self._last[0]:
+            self._last = seen
+
+    def last(self) -> tuple[str, int] | None:
+        """(replica label, exit code) of the last container seen failing; None if none was."""
+        return None if self._last is None else (self._last[1], self._last[2])

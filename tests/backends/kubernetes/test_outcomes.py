@@ -32,6 +32,23 @@ from testbed.k8s_harness import (
 )
 
 
+def s_failed_pod_deleted(sim: JobSim) -> None:
+    """As training-operator v1.9.0 does with backoffLimit 0 (tests/controlplane/test_operators.py): the failed pod is
+    deleted as the job is marked Failed, so no pod listed after the end shows its exit code."""
+    running(sim)
+    sim.log("worker-0", "Traceback (most recent call last):", "RuntimeError: CUDA out of memory")
+    sim.sleep(0.1)
+    sim.exit("worker-0", 3)
+    sim.sleep(0.2)  # the step's pod watch sees the exit
+    sim.kube.delete_pod(sim.namespace, sim.pod_names["worker-0"])
+    sim.condition("Failed", reason="PyTorchJobFailed", message=f"PyTorchJob {sim.name} is failed.")
+
+
+def _check_deleted_pods_code(result: JobResult, out: str, kube: FakeKube) -> None:
+    assert (result.failed_replica, result.exit_code) == ("worker-0", 3), result.describe()
+    assert result.log_tail[-1] == "RuntimeError: CUDA out of memory"
+
+
 def s_replica_failure(sim: JobSim) -> None:
     running(sim)
     sim.log("worker-0", "step 1", "Traceback (most recent call last):", "RuntimeError: CUDA out of memory")
@@ -182,6 +199,13 @@ CASES = [
         ids=("run-1", "task-1"),
     ),
     Case("replica failure", s_replica_failure, JobPhase.FAILED, "PyTorchJobFailed", check=_check_failure),
+    Case(
+        "failed pod deleted by the operator",
+        s_failed_pod_deleted,
+        JobPhase.FAILED,
+        "PyTorchJobFailed",
+        check=_check_deleted_pods_code,
+    ),
     Case(
         "restarting then success",
         s_restarting,
