@@ -152,6 +152,14 @@ def all_running(api_client: Any, launch: Launch, name: str, namespace: str = NAM
     return pods if pods and all(p.status.phase == "Running" for p in pods) else []
 
 
+def running_job(api_client: Any, launch: Launch, identity: Path, namespace: str = NAMESPACE) -> str:
+    """The name of the job the step created (once it wrote the job's identity), once every pod of it runs."""
+    until("the step wrote its job's identity", identity.exists)
+    name = load_identity(identity).name
+    until(f"every pod of {name} running", lambda: all_running(api_client, launch, name, namespace))
+    return name
+
+
 def get_job(api_client: Any, launch: Launch, name: str, namespace: str = NAMESPACE) -> dict[str, Any] | None:
     group, version = launch.api_version.split("/")
     try:
@@ -267,9 +275,7 @@ def test_a_cancelled_step_deletes_its_job_and_the_collector_everything_it_made(
     identity = Path(inputs["job"])
 
     def cancel_once_running() -> None:
-        until("the step wrote its job's identity", identity.exists)
-        name = load_identity(identity).name
-        until(f"every pod of {name} running", lambda: all_running(api, launch, name))
+        running_job(api, launch, identity)
         os.kill(os.getpid(), signal.SIGTERM)
 
     with pytest.raises(SystemExit) as ended:
@@ -385,9 +391,7 @@ def test_the_step_rides_over_an_api_server_restart_and_relists_what_etcd_compact
         cluster.compact_etcd(cluster.write_etcd("/kftrain-test/b", "2"))
 
     def restart_then_succeed() -> None:
-        until("the step wrote its job's identity", identity.exists)
-        name = load_identity(identity).name
-        until(f"every pod of {name} running", lambda: all_running(api, launch, name))
+        name = running_job(api, launch, identity)
         down.append(cluster.restart_apiserver(while_down=compact_past_what_the_step_saw))
         succeed(api, node, launch, name)
 
@@ -425,9 +429,7 @@ def test_in_a_namespace_enforcing_pod_security_the_step_runs_or_says_at_once_why
     if level == "baseline":
 
         def run_then_succeed() -> None:
-            until("the step wrote its job's identity", identity.exists)
-            name = load_identity(identity).name
-            until(f"every pod of {name} running", lambda: all_running(api, launch, name, namespace))
+            name = running_job(api, launch, identity, namespace)
             succeed(api, node, launch, name, namespace)
 
         run_step_beside(run_then_succeed, launch, inputs)
