@@ -161,6 +161,13 @@ _WAIT_WORDS = {
 }
 
 
+def next_look(since: float, last_read: float | None, every_s: float) -> float:
+    """When events are next worth reading about something seen waiting from ``since``: ``every_s`` after it began
+    (an operator or a scheduler acts a moment later), then ``every_s`` after the last read."""
+    first = since + every_s
+    return first if last_read is None else max(first, last_read + every_s)
+
+
 class PendingTracker:
     """Applies :func:`classify` to the job's pods: fails the job at once, or once a bounded wait lasts
     ``limit_s`` seconds (None: never), and reports each kind of wait in the step's log when it begins.
@@ -243,8 +250,7 @@ class PendingTracker:
         """When the autoscaler's events are next worth reading; None while every pod has a node."""
         if not self._unscheduled_since:
             return None
-        first = min(self._unscheduled_since.values()) + self._recheck_s
-        return first if self._events_read_at is None else max(first, self._events_read_at + self._recheck_s)
+        return next_look(min(self._unscheduled_since.values()), self._events_read_at, self._recheck_s)
 
     def _events_due(self, now: float) -> bool:
         due = self._events_next()

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from kubernetes.client.exceptions import ApiException
 
 from kftrain.backends.base import JobPhase, JobResult
+from kftrain.backends.kubernetes.pending import next_look
 
 if TYPE_CHECKING:
     from kftrain.backends.kubernetes.api import JobRef, KubeApi
@@ -51,8 +52,7 @@ class RefusedPods:
     def next_check(self) -> float | None:
         if self._no_pods_since is None:
             return None
-        first = self._no_pods_since + self._recheck_s
-        return first if self._read_at is None else max(first, self._read_at + self._recheck_s)
+        return next_look(self._no_pods_since, self._read_at, self._recheck_s)
 
     def update(self, waits_for_pods: bool, now: float) -> JobResult | None:
         """A failed result once admission has refused a pod of the job for good; None while the wait goes on.
