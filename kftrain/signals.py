@@ -11,10 +11,15 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from types import FrameType
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+# The longest the main thread blocks in one go while it waits for an event: how late a signal that did not wake it
+# may be handled (see :func:`wait_for`).
+SIGNAL_LATENCY_S = 0.1
 
 
 class Terminated(BaseException):
@@ -61,3 +66,22 @@ def shielded() -> Iterator[list[int]]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
+
+
+def wait_for(event: threading.Event, seconds: float | None) -> bool:
+    """``event.wait(seconds)``, in slices of at most :data:`SIGNAL_LATENCY_S`, so that a signal is handled within
+    that long even when it does not wake the waiting thread.
+
+    A Python signal handler runs only in the main thread, between bytecodes: the C handler just marks the signal
+    (python/cpython@v3.11.7:Modules/signalmodule.c, trip_signal). A blocked lock wait returns early only when the
+    signal interrupts that very thread's system call, which it does not when the signal lands on another thread
+    (a ``kill`` sent from one), or on the main thread after its last check and before it blocks. A single hour-long
+    ``event.wait`` then keeps the handler pending for the hour: a cancelled step went on waiting.
+    """
+    end = None if seconds is None else time.monotonic() + seconds
+    while True:
+        left = SIGNAL_LATENCY_S if end is None else min(SIGNAL_LATENCY_S, end - time.monotonic())
+        if left <= 0:
+            return event.is_set()
+        if event.wait(left):
+            return True

@@ -499,6 +499,10 @@ class OperatorSim:
             pass
         except Exception:
             self.errors.append(traceback.format_exc())
+            # The step would otherwise wait on a job nobody moves until the test run's timeout: end it, so the
+            # test fails at once (the fixture reports the scenario's error).
+            with contextlib.suppress(Exception):
+                sim.condition("Failed", reason="ScenarioRaised", message="the simulated operator's scenario raised")
 
     def join(self, timeout: float = 5.0) -> None:
         end = time.monotonic() + timeout

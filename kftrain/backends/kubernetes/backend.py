@@ -53,6 +53,7 @@ from kftrain.job.manifest import render_manifest
 from kftrain.job.model import TrainingJob
 from kftrain.job.naming import RUN_ID_LABEL, TASK_ID_LABEL, run_identity
 from kftrain.job.validate import validate_job
+from kftrain.signals import wait_for
 
 __all__ = ["KubernetesBackend"]
 
@@ -68,8 +69,9 @@ class Clock:
         return time.monotonic()
 
     def wait(self, changed: threading.Event, seconds: float | None) -> None:
-        """Sleep until ``changed`` is set or ``seconds`` (from the last :meth:`now`) have passed; None: until set."""
-        changed.wait(seconds)
+        """Sleep until ``changed`` is set or ``seconds`` (from the last :meth:`now`) have passed; None: until set.
+        A SIGTERM ends the sleep within :data:`~kftrain.signals.SIGNAL_LATENCY_S` (see :func:`wait_for`)."""
+        wait_for(changed, seconds)
 
 
 # The clock of every wait, read when the wait begins. A module-level default rather than a config field: a caller

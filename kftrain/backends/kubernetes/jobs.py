@@ -26,6 +26,7 @@ from kftrain.backends.kubernetes.watch import JobWatches, result_of
 from kftrain.errors import KftrainError
 from kftrain.job.kinds import KINDS
 from kftrain.job.naming import MANAGED_BY, MANAGED_BY_LABEL, RUN_ID_LABEL, TASK_ID_LABEL, outputs_of
+from kftrain.signals import wait_for
 
 MANAGED = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 Line = tuple[str, str]  # (replica, one line of its log)
@@ -154,7 +155,7 @@ class ClusterJobs:
                     yield lines.get()
                 if ended:
                     return
-                changed.wait()
+                wait_for(changed, None)  # Ctrl-C is handled at once
         finally:
             watches.stop()
             follower.finish(0.0, collect=False)
