@@ -201,7 +201,9 @@ def marked_job(tmp_path: Path, mark: str, source: str, workers: int = 2, restart
         return r
 
     path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump(pytorchjob({"Master": spec(1), "Worker": spec(workers)}, name="hyg")))
+    # No Worker spec for none: training-operator's webhook refuses a replica spec of 0 pods.
+    replicas = {"Master": spec(1), **({"Worker": spec(workers)} if workers else {})}
+    path.write_text(yaml.safe_dump(pytorchjob(replicas, name="hyg")))
     return path
 
 

@@ -75,8 +75,10 @@ def _model_uri(job: Any) -> str:
 def cmd_validate(args: argparse.Namespace) -> int:
     from kftrain.job import kind_of, load_manifest_file, render_manifest
     from kftrain.job.manifest.schema import CRDSchemas
+    from kftrain.job.validate import validate_for_cluster
 
     job = load_manifest_file(args.file, runtimes=runtime_catalog(args))
+    validate_for_cluster(job)  # a manifest is validated for the cluster it is written for
     companions = kind_of(job).companions(job)
     if args.crd_dir:
         schemas = CRDSchemas.from_dir(args.crd_dir)

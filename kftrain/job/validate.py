@@ -54,6 +54,13 @@ def validate_job(job: TrainingJob) -> None:
             raise JobSpecError(count_field, f"must be >= {least}, got {rspec.count}")
         if rtype in kind.spec.singletons and rspec.count > 1:
             raise JobSpecError(count_field, f"a {rtype} must have exactly 1 replica, got {rspec.count}")
+        allowed = kind.spec.restart_policies
+        if rspec.restart_policy is not None and allowed is not None and rspec.restart_policy not in allowed:
+            raise JobSpecError(
+                f"{path}.restartPolicy",
+                f"{rspec.restart_policy.value!r} is not one {kind.spec.kind} {kind.spec.version} takes: "
+                f"{', '.join(p.value for p in allowed)}",
+            )
         _validate_containers(kind, job, rtype, path)
         _validate_pod(rspec.template.spec, f"{path}.template.spec")
         template_labels = (rspec.template.metadata or {}).get("labels")
@@ -70,8 +77,24 @@ def validate_job(job: TrainingJob) -> None:
                 f"{path}.restartPolicy is ExitCode, which restarts failed pods; set a backoffLimit "
                 "so a replica that keeps failing ends the job instead of restarting forever",
             )
-    _validate_run_policy(job, kind.spec.run_policy_field)
+    _validate_run_policy(job, kind)
     kind.validate(job)
+
+
+def validate_for_cluster(job: TrainingJob) -> None:
+    """What a cluster requires of a job beyond :func:`validate_job`: every container an image. Locally a replica is
+    a process of this machine and needs none (a function job has none)."""
+    kind = kind_of(job)
+    for rtype, rspec in job.replica_specs.items():
+        for i, container in enumerate(rspec.template.spec.containers):
+            if not container.image:
+                # A pod's container needs one (kubernetes@v1.36.3:pkg/apis/core/validation/validation.go,
+                # validateContainerCommon), and training-operator's webhooks refuse the job at once
+                # (training-operator@v1.9.0:pkg/webhooks/pytorch/pytorchjob_webhook.go, validatePyTorchReplicaSpecs).
+                raise JobSpecError(
+                    f"{kind.replicas_path()}.{rtype}.template.spec.containers[{i}].image",
+                    "missing: on a cluster every container runs from an image",
+                )
 
 
 def check_replica_count(job: TrainingJob, limit: int, why: str) -> None:
@@ -185,9 +208,11 @@ def _validate_env(env: list[EnvVar], path: str) -> None:
         first[var.name] = j
 
 
-def _validate_run_policy(job: TrainingJob, where: str) -> None:
-    """The run policy's numbers, named where ``where`` (the kind's :attr:`KindSpec.run_policy_field`) holds them."""
-    rp = job.run_policy
+def _validate_run_policy(job: TrainingJob, kind: Kind) -> None:
+    """The run policy's fields, named where the kind holds them (:attr:`KindSpec.run_policy_field`)."""
+    rp, where = job.run_policy, kind.spec.run_policy_field
+    if rp.managed_by is not None and kind.spec.managers and rp.managed_by not in kind.spec.managers:
+        raise JobSpecError(f"{where}.managedBy", f"{rp.managed_by!r} is not one of: {', '.join(kind.spec.managers)}")
     for attr, key in (
         ("backoff_limit", "backoffLimit"),
         ("active_deadline_seconds", "activeDeadlineSeconds"),

@@ -10,6 +10,7 @@ from kftrain.job import (
     load_manifest,
     load_manifest_file,
 )
+from kftrain.job.validate import validate_for_cluster
 from testbed.manifests import drop_path, mpijob_v1, mpijob_v2, pytorchjob, replica, set_path, tfjob
 
 PT = "spec.pytorchReplicaSpecs"
@@ -276,6 +277,49 @@ WEBHOOK_RULES = [
         "spec.elasticPolicy.nProcPerNode",
         "the PyTorchJob webhook forbids elasticPolicy.nProcPerNode together with nprocPerNode",
     ),
+    (
+        "pytorch-worker-zero",
+        pytorchjob({"Master": 1, "Worker": 0}),
+        f"{PT}.Worker.replicas",
+        "the PyTorchJob webhook forbids a replica spec of fewer than 1 pod",
+    ),
+    (
+        "managed-by-another",
+        tfjob({"Worker": 1}, runPolicy={"managedBy": "example.com/other"}),
+        "spec.runPolicy.managedBy",
+        "training-operator's webhooks take its own name and MultiKueue's",
+    ),
+    # mpi-operator v0.8.2 has no webhook: its controller refuses these and never runs the job.
+    (
+        "mpi-worker-zero-beside-a-launcher-as-worker",
+        mpijob_v2({"Launcher": 1, "Worker": 0}, runLauncherAsWorker=True),
+        f"{MPI}.Worker.replicas",
+        "a Worker spec must have >= 1 pod even when the Launcher is a worker",
+    ),
+    (
+        "mpi-restart-exit-code",
+        mpijob_v2({"Launcher": 1, "Worker": replica(1, "worker", restart_policy="ExitCode")}),
+        f"{MPI}.Worker.restartPolicy",
+        "mpi-operator takes Never and OnFailure only",
+    ),
+    (
+        "mpi-managed-by-training-operator",
+        mpijob_v2({"Launcher": 1, "Worker": 1}, runPolicy={"managedBy": "kubeflow.org/training-operator"}),
+        "spec.runPolicy.managedBy",
+        "mpi-operator's own name is kubeflow.org/mpi-operator",
+    ),
+    (
+        "mpi-name-too-long-for-its-workers",
+        mpijob_v2({"Launcher": 1, "Worker": 10}, name="m" * 55),
+        "metadata.name",
+        "the last Worker's host name, <name>-worker-9, is over 63 characters",
+    ),
+    (
+        "mpi-generate-name-too-long-for-its-workers",
+        set_path(mpijob_v2({"Launcher": 1, "Worker": 1}), "metadata", {"generateName": "m" * 50 + "-"}),
+        "metadata.generateName",
+        "the API server adds 5 characters to a generateName",
+    ),
 ]
 
 
@@ -287,3 +331,19 @@ def test_webhook_rules(data, field):
     with pytest.raises(JobSpecError) as exc:
         load_manifest(data)
     assert exc.value.field == field
+
+
+def test_a_container_without_an_image_runs_locally_and_is_refused_for_a_cluster():
+    """A replica here is a process of this machine (a function job has no image); a pod needs one."""
+    job = load_manifest(pytorchjob({"Master": replica(1, image=""), "Worker": 1}))
+    with pytest.raises(JobSpecError) as exc:
+        validate_for_cluster(job)
+    assert exc.value.field == f"{PT}.Master.template.spec.containers[0].image"
+    validate_for_cluster(load_manifest(pytorchjob({"Master": 1, "Worker": 1})))
+
+
+def test_mpi_operator_rules_are_not_training_operators():
+    """training-operator's v1 MPIJob has no webhook: ExitCode and its own managedBy are its to judge."""
+    worker = replica(1, "trainer", restart_policy="ExitCode")
+    load_manifest(mpijob_v1({"Launcher": 1, "Worker": worker}, runPolicy={"backoffLimit": 0}))
+    load_manifest(mpijob_v2({"Launcher": 1, "Worker": 1}, runPolicy={"managedBy": "kubeflow.org/mpi-operator"}))

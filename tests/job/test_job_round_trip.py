@@ -125,8 +125,8 @@ RUN_POLICY = {
             enableDynamicWorker=True,
         ),
         mpijob_v2(
-            {"Launcher": replica(1, "launcher"), "Worker": replica(0, "worker")},
-            runPolicy=RUN_POLICY,
+            {"Launcher": replica(1, "launcher"), "Worker": replica(1, "worker")},
+            runPolicy={**RUN_POLICY, "managedBy": "kubeflow.org/mpi-operator"},  # mpi-operator's own name
             slotsPerWorker=4,
             sshAuthMountPath="/home/mpiuser/.ssh",
             launcherCreationPolicy="WaitForWorkersReady",
@@ -178,7 +178,7 @@ def test_typed_policy_values():
         tfjob({"Worker": 1}, name="a" * 63),
         tfjob({"Worker": 1}, name="a-1"),
         pytorchjob({"Worker": 2}, elasticPolicy={"minReplicas": 1, "maxReplicas": 1}),
-        mpijob_v2({"Launcher": 1, "Worker": 0}, runLauncherAsWorker=True),
+        mpijob_v2({"Launcher": 1}, runLauncherAsWorker=True),  # mpi-operator refuses a Worker spec of 0 pods
         set_path(tfjob({"Worker": 1}), "metadata", {"generateName": "run-"}),
         pytorchjob({"Master": replica(1, restart_policy="ExitCode")}, runPolicy={"backoffLimit": 0}),
     ],

@@ -366,6 +366,7 @@ if os.environ["RANK"] == "0":
 def task_config_launch():
     """A launch task with its own settings, as a pipeline author writes them."""
     task = pytorchjob_launch_task_config(
+        image="example.com/train:1",  # a cluster runs every replica from an image
         command=["python", "-c", WRITE_MODEL],
         workers=1,
         storage_secret="mlpipeline-minio-artifact",  # the replicas' credentials for the store

@@ -52,7 +52,7 @@ from kftrain.job.kinds.base import ClusterObject
 from kftrain.job.manifest import render_manifest
 from kftrain.job.model import TrainingJob
 from kftrain.job.naming import RUN_ID_LABEL, TASK_ID_LABEL, run_identity
-from kftrain.job.validate import validate_job
+from kftrain.job.validate import validate_for_cluster, validate_job
 from kftrain.signals import wait_for
 
 __all__ = ["KubernetesBackend"]
@@ -104,6 +104,7 @@ class KubernetesBackend(Backend):
         """The job as it will be created: namespace, owner, the version the cluster serves (its name and labels are the
         job's)."""
         validate_job(job)
+        validate_for_cluster(job)
         self.config.check_replicas(job)
         out = copy.deepcopy(job)  # never change the caller's job
         if len(KINDS.versions(out.kind)) > 1:

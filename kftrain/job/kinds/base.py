@@ -23,6 +23,12 @@ from kftrain.job.model import Container, JobSpec, RestartPolicy, TrainingJob
 from kftrain.job.topology import ReplicaId, Topology, all_replicas
 
 GROUP = "kubeflow.org"
+# MultiKueue's controller name, which a job's managedBy may hand it to (kubeflow/training-operator@v1.9.0:
+# pkg/apis/kubeflow.org/v1/common_types.go, MultiKueueController; mpi-operator@v0.8.2: v2beta1/types.go).
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+# What training-operator v1.9.0's webhooks take for runPolicy.managedBy (pkg/common/util/webhooks.go,
+# ValidateRunPolicy; its own name: common_types.go, KubeflowJobsController).
+TRAINING_OPERATOR_MANAGERS = ("kubeflow.org/training-operator", MULTIKUEUE)
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,10 @@ class KindSpec:
     # Where the manifest holds the run policy's fields (backoffLimit, activeDeadlineSeconds...): the operators' jobs
     # in spec.runPolicy; a TrainJob has no runPolicy, its spec holds the few it has.
     run_policy_field: str = "spec.runPolicy"
+    # The controllers runPolicy.managedBy may name (the operator's own and MultiKueue's); empty: not checked here.
+    managers: tuple[str, ...] = ()
+    # The restart policies a replica spec may have; None: every one of :class:`RestartPolicy`.
+    restart_policies: tuple[RestartPolicy, ...] | None = None
 
     @property
     def version(self) -> str:

@@ -22,7 +22,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 
 from kftrain.errors import JobSpecError
-from kftrain.job.kinds.base import Kind, KindSpec, MountedFile
+from kftrain.job.kinds.base import MULTIKUEUE, Kind, KindSpec, MountedFile
 from kftrain.job.kinds.mpijob.options import V1, V2BETA1
 from kftrain.job.kinds.mpijob.spec import LauncherCreationPolicy, MPIImplementation, MPIJobSpec
 from kftrain.job.model import RestartPolicy, RunPolicy, TrainingJob
@@ -41,6 +41,7 @@ shift
 exec /bin/sh -c "$*"
 """
 LAUNCHER = ReplicaId("Launcher", 0)
+MAX_LABEL = 63  # a DNS-1035 label's length
 
 _COMMON_FIELDS = frozenset({"run_policy", "slots_per_worker"})
 _V2BETA1_FIELDS = {"ssh_auth_mount_path", "launcher_creation_policy", "run_launcher_as_worker", "mpi_implementation"}
@@ -59,6 +60,11 @@ SPEC_V2BETA1 = KindSpec(
     workers_run_program=False,
     # kubeflow/mpi-operator@v0.8.2:pkg/apis/kubeflow/v2beta1/constants.go, OperatorName
     operator_name="mpi-operator",
+    # What the controller's validation takes (mpi-operator@v0.8.2:pkg/apis/kubeflow/validation/validation.go,
+    # validManagedBy and validRestartPolicies); it refuses anything else with a ValidationError event, and never
+    # runs the job.
+    managers=("kubeflow.org/mpi-operator", MULTIKUEUE),
+    restart_policies=(RestartPolicy.NEVER, RestartPolicy.ON_FAILURE),
 )
 SPEC_V1 = dataclasses.replace(
     SPEC_V2BETA1,
@@ -68,7 +74,30 @@ SPEC_V1 = dataclasses.replace(
     spec_fields=_COMMON_FIELDS | {"main_container", "clean_pod_policy"},
     # kubeflow/training-operator@v1.9.0:pkg/controller.v1/mpi/mpijob_controller.go, controllerName
     operator_name="mpijob-controller",
+    # training-operator v1.9.0 has no MPIJob webhook (pkg/webhooks/), and mpi-operator's rules are not its own.
+    managers=(),
+    restart_policies=None,
 )
+
+
+def _validate_for_mpi_operator(job: TrainingJob, path: str) -> None:
+    """What mpi-operator v0.8.2's controller refuses beyond the rules of every MPIJob version
+    (pkg/apis/kubeflow/validation/validation.go, ValidateMPIJob): it records a ValidationError event and never runs
+    the job, so the step would wait out its pending timeout."""
+    if "Worker" in job.replica_specs and job.replicas_of("Worker") < 1:  # validateWorkerReplicaSpec
+        raise JobSpecError(
+            f"{path}.Worker.replicas", "must be >= 1 (leave Worker out for a job whose Launcher is its only worker)"
+        )
+    # validateMPIJobName: the last Worker's host name (its pod's and its Service's name) must be a DNS-1035 label.
+    name = job.metadata.name or f"{job.metadata.generate_name or ''}xxxxx"  # the API server adds 5 characters
+    host = f"{name}-worker-{max(job.replicas_of('Worker'), 1) - 1}"
+    if len(host) > MAX_LABEL:
+        field = "metadata.name" if job.metadata.name else "metadata.generateName"
+        raise JobSpecError(
+            field,
+            f"too long for the job's Workers: the last one's host name, {host!r}, would have {len(host)} "
+            f"characters, over {MAX_LABEL}",
+        )
 
 
 def spec(job: TrainingJob) -> MPIJobSpec:
@@ -156,6 +185,8 @@ class MPIJobV2Beta1Kind(Kind):
             raise JobSpecError("spec.slotsPerWorker", f"must be >= 1, got {slots}")
         if job.replicas_of("Worker") == 0 and not spec(job).run_launcher_as_worker:
             raise JobSpecError(f"{path}.Worker", "an MPIJob needs at least 1 Worker (or runLauncherAsWorker: true)")
+        if job.api_version == V2BETA1:
+            _validate_for_mpi_operator(job, path)
 
     def operator_env(self, job: TrainingJob, replica: ReplicaId, topology: Topology) -> list[tuple[str, str]]:
         env = [("K_MPI_JOB_ROLE", replica.type.lower())]

@@ -21,7 +21,7 @@ Worker (elastic: any).
 from __future__ import annotations
 
 from kftrain.errors import JobSpecError
-from kftrain.job.kinds.base import GROUP, Kind, KindSpec
+from kftrain.job.kinds.base import GROUP, TRAINING_OPERATOR_MANAGERS, Kind, KindSpec
 from kftrain.job.kinds.pytorchjob.spec import PyTorchJobSpec
 from kftrain.job.model import RestartPolicy, TrainingJob
 from kftrain.job.topology import ReplicaId, Topology, total_replicas
@@ -44,6 +44,7 @@ SPEC = KindSpec(
     fixed_replicas=("Master",),
     # kubeflow/training-operator@v1.9.0:pkg/controller.v1/pytorch/pytorchjob_controller.go, controllerName
     operator_name="pytorchjob-controller",
+    managers=TRAINING_OPERATOR_MANAGERS,
 )
 
 
@@ -67,6 +68,11 @@ def nproc_per_node(job: TrainingJob) -> int:
 
 
 class PyTorchJobKind(Kind):
+    def least_replicas(self, job: TrainingJob, replica_type: str) -> int:
+        # The webhook forbids a replica spec of fewer than 1 pod, whatever its type
+        # (training-operator@v1.9.0:pkg/webhooks/pytorch/pytorchjob_webhook.go, validatePyTorchReplicaSpecs).
+        return 1
+
     def validate(self, job: TrainingJob) -> None:
         path = self.replicas_path()
         elastic = spec(job).elastic_policy

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from kftrain.errors import JobSpecError
-from kftrain.job.kinds.base import GROUP, Kind, KindSpec
+from kftrain.job.kinds.base import GROUP, TRAINING_OPERATOR_MANAGERS, Kind, KindSpec
 from kftrain.job.kinds.tfjob.spec import TFJobSpec
 from kftrain.job.model import TrainingJob
 from kftrain.job.topology import ReplicaId, Topology, all_replicas, total_replicas
@@ -29,6 +29,7 @@ SPEC = KindSpec(
     spec_type=TFJobSpec,
     # kubeflow/training-operator@v1.9.0:pkg/controller.v1/tensorflow/tfjob_controller.go, controllerName
     operator_name="tfjob-controller",
+    managers=TRAINING_OPERATOR_MANAGERS,
 )
 
 
