@@ -15,7 +15,9 @@ backend before its code runs, at each supported release (bench/bench_launch_down
 testbed/kfp_backend: the launch step's dataset, evaluation's and export's model beside what the job left by it),
 P12 evaluation at scale (bench/bench_evaluation.py: evaluate_model beside the runtime's bare loop, peak RSS at 1x
 and 4x the split), P13 a Python function as a job (bench/bench_function_job.py: kftrain launch beside the Kubeflow
-SDK's local process backend, and on 2 nodes x 2 processes).
+SDK's local process backend, and on 2 nodes x 2 processes), P14 P9's launch steps on the real API server
+(bench/bench_launcher_controlplane.py: kube-apiserver and training-operator built from Go modules, requests from its
+audit log, its CPU, beside the fake API server's count).
 
 Each benchmark is bracketed by a load calibration (bench/load.py): its note says how busy the machine was
 before and after, and a row measured on a busy machine says so beside its verdict.
@@ -843,6 +845,56 @@ def _ratio_spread(values: list[float]) -> str:
     return f"{min(values):.3f} / {statistics.median(values):.3f} / {max(values):.3f}"
 
 
+# --- P14: P9 on the real API server ------------------------------------------------------------------
+
+
+def p14_launcher_real_apiserver(repeat: int, quick: bool) -> Result:
+    jobs, duration = (4, 8.0) if quick else (50, 60.0)
+    settle = 2 if quick else 10
+    res = Result(
+        "P14",
+        f"API requests per job, {jobs} launch steps on kube-apiserver 1.36.3 + training-operator ÷ the same on the "
+        "fake API server (P9's)",
+        at_most(1.10, "all end"),
+        unit="req/job",
+    )
+    sys.path.insert(0, str(ROOT))
+    from testbed.controlplane.cluster import missing_binaries
+    from testbed.controlplane.kubeflow_operators import missing_operators
+
+    missing = missing_binaries(with_controller_manager=True) + missing_operators(["training-operator"])
+    if missing:
+        res.skipped = f"the control plane is not built ({', '.join(missing)}): make controlplane"
+        return res
+    args = ["--jobs", str(jobs), "--duration", str(duration), "--settle", str(settle)]
+    with tempfile.TemporaryDirectory() as tmp:
+        real_json, fake_json = Path(tmp) / "real.json", Path(tmp) / "fake.json"
+        timed([PY, str(ROOT / "bench" / "bench_launcher_controlplane.py"), *args, "--json", str(real_json)])
+        timed([PY, str(ROOT / "bench" / "bench_launcher.py"), *args, "--only", "ours", "--json", str(fake_json)])
+        real, fake = json.loads(real_json.read_text()), json.loads(fake_json.read_text())["ours"]
+    res.ours, res.baseline = [real["requests_per_job"]], [fake["requests_per_job"]]
+    res.ratios = [real["requests_per_job"] / fake["requests_per_job"]]
+    res.also_missed = real["ok"] != jobs or fake["ok"] != jobs
+    verbs = ", ".join(f"{k} {v:.1f}" for k, v in real["requests_by_what_per_job"].items())
+    steady = real["steady_requests_per_job_minute"]
+    res.notes.append(
+        f"real: {real['ok']}/{jobs} jobs ended as they should; per job: {verbs}; steady state "
+        f"{steady if steady is None else f'{steady:.3f}'} requests per job-minute (fake: "
+        f"{fake['steady_requests_per_job_minute']:.3f}); {real['log_lines_per_step']:.0f} log lines followed per step "
+        f"through the API server; kube-apiserver CPU {real['apiserver_cpu_s']:.1f} s over the run, "
+        f"{real['apiserver_cpu_s_per_job_minute']:.2f} s per job-minute (its operator's, garbage collector's and the "
+        f"node agent's requests included: the agent lists every pod 10 times a second); launcher RSS median "
+        f"{real['rss_mb']['median']:.0f} MB, CPU {real['cpu_s_per_job_minute']:.2f} s per job-minute"
+    )
+    res.notes.append(
+        f"{jobs} PyTorchJobs (Master + 3 Workers, every pod running {duration:g} s, a log line per pod per second), "
+        "created and followed by the launch step's own function, one process each; the real side counts the launch "
+        "steps' requests in kube-apiserver's audit log (their own ServiceAccount), the fake side counts them on "
+        "testbed/fake_k8s (bench/bench_launcher.py)"
+    )
+    return res
+
+
 BENCHES: dict[str, Callable[[int, bool], Result | list[Result]]] = {
     "P1": p1_pipeline_overhead,
     "P2": p2_launch_latency,
@@ -857,6 +909,7 @@ BENCHES: dict[str, Callable[[int, bool], Result | list[Result]]] = {
     "P11": p11_launch_download,
     "P12": p12_evaluation,
     "P13": p13_function_job,
+    "P14": p14_launcher_real_apiserver,
 }
 
 

@@ -104,6 +104,8 @@ class NodeAgent:
         # the outcome. A pod made again with the name of one gone (a job of the same name) is a new pod: decided anew.
         self._decided: dict[tuple[str, str], tuple[str | None, Outcome]] = {}
         self._lock = threading.Lock()
+        self._log_changed = threading.Condition(self._lock)  # a line printed, an outcome decided, the agent stopped
+        self._printed: dict[tuple[str, str], list[str]] = {}  # what each pod's main container printed while running
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._ips = (f"10.244.{n // 250}.{n % 250 + 2}" for n in itertools.count())
@@ -117,6 +119,14 @@ class NodeAgent:
         with self._lock:
             uid = self._decided.get((namespace, pod), (None, RUN))[0]
             self._decided[(namespace, pod)] = (uid, outcome)
+            self._log_changed.notify_all()
+
+    def prints(self, namespace: str, pod: str, *lines: str) -> None:
+        """The pod's main container prints ``lines`` while it runs: a read of its log shows them, and a followed log
+        gets them as they come, as the kubelet streams a running container's log."""
+        with self._lock:
+            self._printed.setdefault((namespace, pod), []).extend(lines)
+            self._log_changed.notify_all()
 
     def __enter__(self) -> NodeAgent:
         self.start()
@@ -135,19 +145,37 @@ class NodeAgent:
 
     def stop(self) -> None:
         self._stop.set()
+        with self._lock:
+            self._log_changed.notify_all()  # a followed log ends
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._logs.close()
         self._api_client.close()
 
     def log_lines(self, namespace: str, pod: str, container: str) -> list[str]:
-        """What the pod's container printed: its outcome's lines for the main (first) container, nothing else."""
+        """What the pod's container printed: for the main (first) container, the lines it :meth:`prints` while it
+        runs and then its outcome's; nothing for another."""
         with self._lock:
-            outcome = self._decided.get((namespace, pod), (None, None))[1]
-            first = self._first_container.get((namespace, pod))
-        if outcome is None or container != first or outcome.action not in ("succeed", "fail"):
-            return []
-        return list(outcome.log)
+            return self._log(namespace, pod, container)[0]
+
+    def log_after(self, namespace: str, pod: str, container: str, seen: int, wait_s: float) -> tuple[list[str], bool]:
+        """The container's lines past the first ``seen``, waiting up to ``wait_s`` for one; and whether its log has
+        ended (the container has, or the agent stopped)."""
+        with self._lock:
+            self._log_changed.wait_for(
+                lambda: len(self._log(namespace, pod, container)[0]) > seen or self._log(namespace, pod, container)[1],
+                wait_s,
+            )
+            lines, ended = self._log(namespace, pod, container)
+            return lines[seen:], ended
+
+    def _log(self, namespace: str, pod: str, container: str) -> tuple[list[str], bool]:
+        outcome = self._decided.get((namespace, pod), (None, None))[1]
+        if outcome is None or container != self._first_container.get((namespace, pod)):
+            return [], self._stop.is_set()
+        ended = outcome.action in ("succeed", "fail")
+        lines = self._printed.get((namespace, pod), []) + (list(outcome.log) if ended else [])
+        return lines, ended or self._stop.is_set()
 
     # -- the node ---------------------------------------------------------------------------------------
 
@@ -296,16 +324,35 @@ class _LogServer:
                 if len(parts) != 4 or parts[0] != "containerLogs":
                     self.send_error(404)
                     return
+                query = urllib.parse.parse_qs(url.query)
                 lines = agent.log_lines(parts[1], parts[2], parts[3])
-                tail = urllib.parse.parse_qs(url.query).get("tailLines")
+                seen = len(lines)
+                tail = query.get("tailLines")
                 if tail:
                     lines = lines[-int(tail[0]) :] if int(tail[0]) > 0 else []
                 body = "".join(f"{line}\n" for line in lines).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", str(len(body)))
+                if query.get("follow") != ["true"]:
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                # Followed: the lines as the container prints them, until it ends; the body ends with the
+                # connection (HTTP/1.0), as the kubelet's stream ends when the container does.
                 self.end_headers()
                 self.wfile.write(body)
+                self.wfile.flush()
+                ended = False
+                while not ended:
+                    more, ended = agent.log_after(parts[1], parts[2], parts[3], seen, wait_s=1.0)
+                    seen += len(more)
+                    if more:
+                        try:
+                            self.wfile.write("".join(f"{line}\n" for line in more).encode())
+                            self.wfile.flush()
+                        except OSError:  # the API server closed the stream: its client stopped following
+                            return
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

@@ -163,6 +163,39 @@ def test_p9_counts_what_each_launcher_asks_of_the_api_server(tmp_path: Path) -> 
     assert ours["cpu_s_per_job_minute"] > 0
 
 
+@pytest.mark.slow
+@pytest.mark.controlplane
+@pytest.mark.xdist_group("controlplane")  # one control plane per worker at a time
+def test_p14_counts_on_the_real_api_server_what_p9_counts_on_the_fake(tmp_path: Path) -> None:
+    from testbed.controlplane.cluster import BUILD_HINT, missing_binaries
+    from testbed.controlplane.kubeflow_operators import missing_operators
+
+    missing = missing_binaries(with_controller_manager=True) + missing_operators(["training-operator"])
+    if missing:
+        pytest.skip(f"control plane not built ({', '.join(missing)}): run `{BUILD_HINT}`")
+    out = tmp_path / "real.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_launcher_controlplane.py"), "--jobs", "2", "--duration", "4",
+         "--settle", "1", "--json", str(out)],
+        check=True, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    data = json.loads(out.read_text())
+    assert data["ok"] == 2 and data["errors"] == [], data["failed_logs"]
+    # What P9's test asserts on the fake API server (one create, a watch of the job and one of its pods from the
+    # create's version, a log stream per replica, one list of the pods at the end), here from kube-apiserver's audit
+    # log: the fake's count is the real server's.
+    assert data["requests_by_what_per_job"] == {
+        "create pytorchjobs": 1.0,
+        "get pods/log": 4.0,
+        "list pods": 1.0,
+        "watch pods": 1.0,
+        "watch pytorchjobs": 1.0,
+    }
+    assert data["steady_requests_per_job_minute"] == 0 and data["steady_job_minutes"] > 0
+    assert data["log_lines_per_step"] >= 4  # the pods' lines, followed through the API server as they came
+    assert data["apiserver_cpu_s"] > 0
+
+
 def test_p10_checkpoint_stall_times_every_mode_and_publishes_the_checkpoints(tmp_path: Path, moto) -> None:
     """Tiny model, 2 interleaved rounds against the tests' S3 server: per-round ratios for async and sync, and
     every checkpointing run's checkpoints published complete (none for the baseline)."""
