@@ -4,9 +4,10 @@ The operators create a job's pods (the training-operator and mpi-operator its po
 TrainJob's and an MPIJob launcher's), so a refused create is seen only as the Warning event they record, never as a
 pod: the training-operator's ``FailedCreatePod`` on the job (kubeflow/training-operator@v1.9.0:
 pkg/controller.v1/control/pod_control.go, "Error creating: %v"), the Job controller's ``FailedCreate`` on a child Job
-(kubernetes@v1.36.3:pkg/controller/job/job_controller.go, FailedCreatePodReason). Child Jobs are named from the job
-(``<job>-launcher``, ``<jobset>-<replicatedJob>-<index>``), so an event about the job or an object named
-``<job>-...`` is the job's.
+(kubernetes@v1.36.3:pkg/controller/job/job_controller.go, FailedCreatePodReason), mpi-operator's ``MPIJobFailed``
+on an MPIJob; each kind names its own (:attr:`~kftrain.job.kinds.base.KindSpec.create_failed_reasons`). Child Jobs
+are named from the job (``<job>-launcher``, ``<jobset>-<replicatedJob>-<index>``), so an event about the job or an
+object named ``<job>-...`` is the job's.
 
 Pod Security Admission's refusal does not fix itself (someone must change the pods or the namespace's
 ``pod-security.kubernetes.io/enforce`` label), so a job none of whose pods exists yet fails as soon as one is seen,
@@ -22,14 +23,11 @@ from kubernetes.client.exceptions import ApiException
 
 from kftrain.backends.base import JobPhase, JobResult
 from kftrain.backends.kubernetes.pending import next_look
+from kftrain.job.kinds import kind_for
 
 if TYPE_CHECKING:
     from kftrain.backends.kubernetes.api import JobRef, KubeApi
 
-# mpi-operator records its own reason on the MPIJob for a worker pod (or the launcher's Job) it could not create
-# (kubeflow/mpi-operator@v0.8.2:pkg/controller/mpi_job_controller.go, "worker pod created failed: %v";
-# mpi_job_controller_status.go, mpiJobFailedReason = "MPIJobFailed").
-CREATE_FAILED_REASONS = ("FailedCreatePod", "FailedCreate", "MPIJobFailed")
 POD_SECURITY = "violates PodSecurity"
 
 
@@ -44,6 +42,8 @@ class RefusedPods:
     def __init__(self, api: KubeApi, job: JobRef, *, recheck_s: float) -> None:
         self._api = api
         self._job = job
+        # Only the reasons the job's kind's controllers record: one request each, at every look.
+        self._reasons = kind_for(job.kind, job.api_version).spec.create_failed_reasons
         self._recheck_s = recheck_s
         self._no_pods_since: float | None = None
         self._read_at: float | None = None
@@ -81,7 +81,7 @@ class RefusedPods:
         )
 
     def _pod_security_refusal(self) -> str | None:
-        for reason in CREATE_FAILED_REASONS:
+        for reason in self._reasons:
             try:
                 events = self._api.warnings_with_reason(self._job.namespace, reason)
             except ApiException:

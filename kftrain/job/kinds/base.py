@@ -70,6 +70,10 @@ class KindSpec:
     managers: tuple[str, ...] = ()
     # The restart policies a replica spec may have; None: every one of :class:`RestartPolicy`.
     restart_policies: tuple[RestartPolicy, ...] | None = None
+    # The reasons of the Warning events its controllers record when the API server refuses a pod of the job: the
+    # training-operator's on the job (kubeflow/training-operator@v1.9.0:pkg/controller.v1/control/pod_control.go,
+    # FailedCreatePodReason). What the launch step reads, each a request, while the job has no pod.
+    create_failed_reasons: tuple[str, ...] = ("FailedCreatePod",)
 
     @property
     def version(self) -> str:

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 import pytest
 
 from kftrain.backends.base import JobPhase
+from kftrain.job.model import TrainingJob
 from testbed.fake_k8s import FakeKube, JobSim, OperatorSim
-from testbed.k8s_harness import make_backend, pytorch_job, running, succeed
+from testbed.k8s_harness import make_backend, mpi_job, pytorch_job, running, succeed
 
 PSA = (
     'Error creating: pods "{pod}" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation '
@@ -32,17 +33,22 @@ class Refusal:
     reason: str
     message: str
     fails: bool
+    job: Callable[[], TrainingJob] = pytorch_job  # the job the step waits on
 
 
 REFUSALS = [
     # kubeflow/training-operator@v1.9.0:pkg/controller.v1/control/pod_control.go
     Refusal("training-operator", "PyTorchJob", lambda job: job, "FailedCreatePod", PSA, True),
     # kubeflow/mpi-operator@v0.8.2:pkg/controller/mpi_job_controller.go
-    Refusal("mpi-operator", "MPIJob", lambda job: job, "MPIJobFailed", "worker pod created failed: " + PSA, True),
-    # kubernetes@v1.36.3:pkg/controller/job/job_controller.go, on a child Job (a TrainJob's, an MPIJob's launcher)
-    Refusal("job-controller", "Job", lambda job: f"{job}-node-0", "FailedCreate", PSA, True),
+    Refusal(
+        "mpi-operator", "MPIJob", lambda job: job, "MPIJobFailed", "worker pod created failed: " + PSA, True, mpi_job
+    ),
+    # kubernetes@v1.36.3:pkg/controller/job/job_controller.go, on a child Job (an MPIJob's launcher, a TrainJob's)
+    Refusal("job-controller", "Job", lambda job: f"{job}-launcher", "FailedCreate", PSA, True, mpi_job),
     Refusal("quota", "PyTorchJob", lambda job: job, "FailedCreatePod", QUOTA, False),  # may clear: waited on
     Refusal("another-job", "PyTorchJob", lambda job: f"other{job}", "FailedCreatePod", PSA, False),
+    # A reason the kind's controllers never record is not read: training-operator has no launcher Job.
+    Refusal("not-the-kinds-reason", "Job", lambda job: f"{job}-launcher", "FailedCreate", PSA, False),
 ]
 
 
@@ -62,11 +68,11 @@ def test_a_pod_security_refusal_fails_the_job_at_once_and_nothing_else_does(
 
     operator.scenario = scenario
     backend, out = make_backend(kube, poll_interval_s=0.05, pending_timeout_s=None)
-    result = backend.run(pytorch_job(), timeout=20)
+    result = backend.run(refusal.job(), timeout=20)
     if refusal.fails:
         assert result.phase == JobPhase.FAILED and result.reason == "PodSecurity", result.describe()
         assert 'violates PodSecurity "restricted:latest"' in result.message
         assert "namespace default enforces Pod Security Admission" in result.message
-        assert kube.jobs_of("pytorchjobs") == []  # deleted by the step
+        assert kube.jobs_of("pytorchjobs") == kube.jobs_of("mpijobs") == []  # deleted by the step
     else:
         assert result.succeeded, (result.describe(), out.getvalue())

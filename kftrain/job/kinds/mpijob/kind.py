@@ -65,6 +65,10 @@ SPEC_V2BETA1 = KindSpec(
     # runs the job.
     managers=("kubeflow.org/mpi-operator", MULTIKUEUE),
     restart_policies=(RestartPolicy.NEVER, RestartPolicy.ON_FAILURE),
+    # mpi-operator's own on the MPIJob for a worker pod it could not create (pkg/controller/mpi_job_controller.go,
+    # "worker pod created failed"; mpi_job_controller_status.go, mpiJobFailedReason), and the Job controller's on
+    # the launcher's Job (kubernetes@v1.36.3:pkg/controller/job/job_controller.go, FailedCreatePodReason).
+    create_failed_reasons=("MPIJobFailed", "FailedCreate"),
 )
 SPEC_V1 = dataclasses.replace(
     SPEC_V2BETA1,
@@ -77,6 +81,7 @@ SPEC_V1 = dataclasses.replace(
     # training-operator v1.9.0 has no MPIJob webhook (pkg/webhooks/), and mpi-operator's rules are not its own.
     managers=(),
     restart_policies=None,
+    create_failed_reasons=("FailedCreatePod",),  # training-operator's, as for its other kinds
 )
 
 

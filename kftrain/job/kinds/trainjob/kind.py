@@ -89,6 +89,9 @@ SPEC = KindSpec(
     # Its spec holds suspend, managedBy and activeDeadlineSeconds itself
     # (kubeflow/trainer@v2.3.0:pkg/apis/trainer/v1alpha1/trainjob_types.go, TrainJobSpec).
     run_policy_field="spec",
+    # Its pods are its JobSet's Jobs': the Job controller's event on a child Job
+    # (kubernetes@v1.36.3:pkg/controller/job/job_controller.go, FailedCreatePodReason).
+    create_failed_reasons=("FailedCreate",),
 )
 
 
