@@ -94,7 +94,9 @@ class JobRequest:
     )
     args: Sequence[str] = launch_input([], "Arguments of the program; $(VAR) references are expanded.")
     env: Mapping[str, str] = launch_input({}, "Extra environment variables of every replica (literal values).")
-    restart_policy: str = launch_input("OnFailure", "Never, OnFailure, Always or ExitCode.", group=RUN_POLICY)
+    restart_policy: str = launch_input(
+        "OnFailure", "Never, OnFailure, Always or ExitCode (an MPIJob v2beta1: Never or OnFailure).", group=RUN_POLICY
+    )
     backoff_limit: int = launch_input(3, "Restarts allowed across the job before it fails.", group=RUN_POLICY)
     active_deadline_seconds: int = launch_input(
         0, "Fail the job after this many seconds (0: no limit).", group=RUN_POLICY
@@ -142,6 +144,7 @@ class JobRequest:
             return built
         kind = kind_for(self.kind, self.options.api_version).spec
         policy = RestartPolicy(self.restart_policy)
+        kind.check_restart_policy(policy, "restart_policy")
 
         def running(count: int) -> ReplicaInput:
             return ReplicaInput(count, command=workload.command, args=workload.args, restart_policy=policy)

@@ -54,13 +54,8 @@ def validate_job(job: TrainingJob) -> None:
             raise JobSpecError(count_field, f"must be >= {least}, got {rspec.count}")
         if rtype in kind.spec.singletons and rspec.count > 1:
             raise JobSpecError(count_field, f"a {rtype} must have exactly 1 replica, got {rspec.count}")
-        allowed = kind.spec.restart_policies
-        if rspec.restart_policy is not None and allowed is not None and rspec.restart_policy not in allowed:
-            raise JobSpecError(
-                f"{path}.restartPolicy",
-                f"{rspec.restart_policy.value!r} is not one {kind.spec.kind} {kind.spec.version} takes: "
-                f"{', '.join(p.value for p in allowed)}",
-            )
+        if rspec.restart_policy is not None:
+            kind.spec.check_restart_policy(rspec.restart_policy, f"{path}.restartPolicy")
         _validate_containers(kind, job, rtype, path)
         _validate_pod(rspec.template.spec, f"{path}.template.spec")
         template_labels = (rspec.template.metadata or {}).get("labels")

@@ -45,7 +45,7 @@ def test_v2beta1_only_fields(monkeypatch, tmp_path, crd_schemas):
         run_launcher_as_worker=True,
         ssh_auth_mount_path="/home/mpiuser/.ssh",
         mpi_implementation="Intel",
-        restart_policy="ExitCode",
+        restart_policy="Never",
         backoff_limit=2,
         active_deadline_seconds=600,
         clean_pod_policy="All",
@@ -59,7 +59,7 @@ def test_v2beta1_only_fields(monkeypatch, tmp_path, crd_schemas):
     assert spec["sshAuthMountPath"] == "/home/mpiuser/.ssh"
     assert spec["mpiImplementation"] == "Intel"
     assert spec["runPolicy"] == {"cleanPodPolicy": "All", "activeDeadlineSeconds": 600, "backoffLimit": 2}
-    assert spec["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] == "ExitCode"
+    assert spec["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] == "Never"
     assert _launcher(m)["resources"]["limits"]["nvidia.com/gpu"] == 1
 
 
@@ -88,6 +88,16 @@ def test_v2beta1_only_fields_are_refused_for_v1(monkeypatch, tmp_path, capsys, f
     with pytest.raises(SystemExit):
         render(monkeypatch, tmp_path, api_version="kubeflow.org/v1", **{field: value})
     assert field in capsys.readouterr().err
+
+
+def test_a_restart_policy_mpi_operator_refuses_names_the_input(monkeypatch, tmp_path, capsys, crd_schemas):
+    """mpi-operator v0.8.2 takes Never and OnFailure only (its controller refuses the rest and never runs the job);
+    training-operator's v1 MPIJob takes ExitCode."""
+    with pytest.raises(SystemExit):
+        render(monkeypatch, tmp_path, restart_policy="ExitCode")
+    assert "restart_policy: 'ExitCode' is not one MPIJob v2beta1 takes: Never, OnFailure" in capsys.readouterr().err
+    m = render(monkeypatch, tmp_path, api_version="kubeflow.org/v1", restart_policy="ExitCode", backoff_limit=1)
+    assert crd_schemas.errors(m) == []
 
 
 def test_unknown_api_version_is_refused(monkeypatch, tmp_path, capsys):

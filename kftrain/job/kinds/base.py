@@ -83,6 +83,12 @@ class KindSpec:
         """Whether this version has the spec field ``attribute`` of :attr:`spec_type`."""
         return self.spec_fields is None or attribute in self.spec_fields
 
+    def check_restart_policy(self, policy: RestartPolicy, field: str) -> None:
+        """Refuse ``policy`` (the value of ``field``) where this kind's operator does not take it."""
+        if self.restart_policies is not None and policy not in self.restart_policies:
+            allowed = ", ".join(p.value for p in self.restart_policies)
+            raise JobSpecError(field, f"{policy.value!r} is not one {self.kind} {self.version} takes: {allowed}")
+
 
 @dataclass(frozen=True)
 class MountedFile:
