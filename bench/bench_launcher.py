@@ -32,7 +32,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
@@ -155,6 +155,18 @@ def ensure_baseline() -> Path:
     return BASELINE_DIR
 
 
+def wait_all(procs: list[tuple[subprocess.Popen[bytes], IO[str]]]) -> tuple[list[int], list[tuple[float, float]]]:
+    """Each launcher's exit code, and its peak RSS (MB) and CPU seconds (from ``wait4``), its output file closed."""
+    codes, usage = [], []
+    for proc, out in procs:
+        _, status, rusage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.close()
+        codes.append(proc.returncode)
+        usage.append((rusage.ru_maxrss / 1024.0, rusage.ru_utime + rusage.ru_stime))
+    return codes, usage
+
+
 def run_side(side: str, jobs: int, duration_s: float, polling_s: int, settle_s: float, tmp: Path) -> dict[str, Any]:
     kube = FakeKube(CRD_DIR).start()
     timeline = Timeline()
@@ -176,14 +188,7 @@ def run_side(side: str, jobs: int, duration_s: float, polling_s: int, settle_s: 
             timeout = int(duration_s * 4 + 600)
             cmd = [sys.executable, "-c", BASELINE_WAIT, str(config), str(manifest), str(polling_s), str(timeout)]
         procs.append((subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT), out))
-    usage = []
-    codes = []
-    for proc, out in procs:
-        _, status, rusage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.close()
-        codes.append(proc.returncode)
-        usage.append((rusage.ru_maxrss / 1024.0, rusage.ru_utime + rusage.ru_stime))
+    codes, usage = wait_all(procs)
     wall = time.monotonic() - started
     operator.join(5.0)
     with kube.cond:

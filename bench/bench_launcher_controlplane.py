@@ -39,7 +39,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_launcher import LAUNCH_STEP  # noqa: E402
+from bench.bench_launcher import LAUNCH_STEP, wait_all  # noqa: E402
 from testbed.controlplane.cluster import control_plane, missing_binaries  # noqa: E402
 from testbed.controlplane.kubeflow_operators import missing_operators  # noqa: E402
 from testbed.controlplane.namespaces import ready_namespace  # noqa: E402
@@ -195,13 +195,7 @@ def run(jobs: int, duration_s: float, settle_s: float, tmp: Path) -> dict[str, A
                     out = open(tmp / f"step-{i}.log", "w")  # noqa: SIM115  # closed once the process ends
                     cmd = [sys.executable, "-c", LAUNCH_STEP, str(tmp), str(i)]
                     procs.append((subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT), out))
-                usage, codes = [], []
-                for proc, out in procs:
-                    _, status, rusage = os.wait4(proc.pid, 0)
-                    proc.returncode = os.waitstatus_to_exitcode(status)
-                    out.close()
-                    codes.append(proc.returncode)
-                    usage.append((rusage.ru_maxrss / 1024.0, rusage.ru_utime + rusage.ru_stime))
+                codes, usage = wait_all(procs)
             wall = time.monotonic() - started
             cpu_s = sum(apiserver.cpu_times()[:2]) - cpu_before
             pod_errors = pods.errors[:3] + agent.errors[:3]
