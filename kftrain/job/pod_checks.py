@@ -46,6 +46,8 @@ _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
 _ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 _CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 LABEL_MAX = 63
+# What the API server appends to a generateName (apiserver's names.SimpleNameGenerator: 5 random characters).
+GENERATED_NAME_SUFFIX = 5
 SUBDOMAIN_MAX = 253
 # quantity.go's grammar: <signedNumber><suffix>, a number being digits, digits.digits, digits. or .digits.
 _QUANTITY = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?")

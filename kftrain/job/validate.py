@@ -20,10 +20,10 @@ from kftrain.job.topology import total_replicas
 # RFC 1035 label, as the operators' webhooks require: pod and service names derive from it. Matched with
 # fullmatch: "$" would also match before a trailing newline, and let "job\n" through.
 _NAME_RE = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_MAX_NAME = 63
-# generateName is a prefix: the API server appends 5 random characters, so it may end in '-'.
+_MAX_NAME = check.LABEL_MAX
+# generateName is a prefix: the API server appends random characters, so it may end in '-'.
 _GENERATE_NAME_RE = re.compile(r"[a-z][-a-z0-9]*")
-_GENERATED_SUFFIX = 5
+_GENERATED_SUFFIX = check.GENERATED_NAME_SUFFIX
 
 
 def is_job_name(name: str) -> bool:

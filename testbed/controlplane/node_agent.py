@@ -161,11 +161,13 @@ class NodeAgent:
     def log_after(self, namespace: str, pod: str, container: str, seen: int, wait_s: float) -> tuple[list[str], bool]:
         """The container's lines past the first ``seen``, waiting up to ``wait_s`` for one; and whether its log has
         ended (the container has, or the agent stopped)."""
+
+        def more_or_ended() -> bool:
+            lines, ended = self._log(namespace, pod, container)
+            return len(lines) > seen or ended
+
         with self._lock:
-            self._log_changed.wait_for(
-                lambda: len(self._log(namespace, pod, container)[0]) > seen or self._log(namespace, pod, container)[1],
-                wait_s,
-            )
+            self._log_changed.wait_for(more_or_ended, wait_s)
             lines, ended = self._log(namespace, pod, container)
             return lines[seen:], ended
 

@@ -22,6 +22,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 
 from kftrain.errors import JobSpecError
+from kftrain.job import pod_checks as check
 from kftrain.job.kinds.base import MULTIKUEUE, Kind, KindSpec, MountedFile
 from kftrain.job.kinds.mpijob.options import V1, V2BETA1
 from kftrain.job.kinds.mpijob.spec import LauncherCreationPolicy, MPIImplementation, MPIJobSpec
@@ -41,7 +42,6 @@ shift
 exec /bin/sh -c "$*"
 """
 LAUNCHER = ReplicaId("Launcher", 0)
-MAX_LABEL = 63  # a DNS-1035 label's length
 
 _COMMON_FIELDS = frozenset({"run_policy", "slots_per_worker"})
 _V2BETA1_FIELDS = {"ssh_auth_mount_path", "launcher_creation_policy", "run_launcher_as_worker", "mpi_implementation"}
@@ -94,14 +94,14 @@ def _validate_for_mpi_operator(job: TrainingJob, path: str) -> None:
             f"{path}.Worker.replicas", "must be >= 1 (leave Worker out for a job whose Launcher is its only worker)"
         )
     # validateMPIJobName: the last Worker's host name (its pod's and its Service's name) must be a DNS-1035 label.
-    name = job.metadata.name or f"{job.metadata.generate_name or ''}xxxxx"  # the API server adds 5 characters
+    name = job.metadata.name or (job.metadata.generate_name or "") + "x" * check.GENERATED_NAME_SUFFIX
     host = f"{name}-worker-{max(job.replicas_of('Worker'), 1) - 1}"
-    if len(host) > MAX_LABEL:
+    if len(host) > check.LABEL_MAX:
         field = "metadata.name" if job.metadata.name else "metadata.generateName"
         raise JobSpecError(
             field,
             f"too long for the job's Workers: the last one's host name, {host!r}, would have {len(host)} "
-            f"characters, over {MAX_LABEL}",
+            f"characters, over {check.LABEL_MAX}",
         )
 
 
