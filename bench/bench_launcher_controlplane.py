@@ -51,7 +51,7 @@ USER = f"system:serviceaccount:{NAMESPACE}:{ACCOUNT}"
 JOB_LABEL = "training.kubeflow.org/job-name"
 REPLICAS = 4  # Master + 3 Workers (LAUNCH_STEP's workers=3)
 # What a launch step keeps open for the whole job: a watch of its job and one of its pods, a log stream per replica.
-KEPT_OPEN = {"watch": 2, "log": REPLICAS}
+KEPT_OPEN = {"watch ": 2, "get pods/log": REPLICAS}  # by the start of what read_audit names a request
 # Only the launch steps' requests, each once, as it arrives (kubernetes@v1.36.3:staging/src/k8s.io/apiserver/pkg/apis/
 # audit/v1/types.go: Policy, omitStages; stage RequestReceived is logged before the request is handled).
 AUDIT_POLICY = {
@@ -202,15 +202,13 @@ def run(jobs: int, duration_s: float, settle_s: float, tmp: Path) -> dict[str, A
         requests = read_audit(audit)
     logs = [(tmp / f"step-{i}.log").read_text() for i in range(jobs)]
     ok = [code == 0 and "succeeded in" in text for code, text in zip(codes, logs, strict=True)]
-    job_minutes = sum(pods.ended[j] - pods.running[j] for j in pods.ended) / 60 + 0.0
+    job_minutes = sum(pods.ended[j] - pods.running[j] for j in pods.ended) / 60
     by_what = Counter(what for _, what, _ in requests)
     steady_requests, steady_minutes = 0, 0.0
     for job, end in pods.ended.items():
         begin = pods.running[job] + settle_s + offset
-        for verb, kept in KEPT_OPEN.items():
-            opened = sorted(t for t, what, uri in requests if what.startswith(verb) and job in uri and "follow" in uri)
-            if verb == "watch":
-                opened = sorted(t for t, what, uri in requests if what.startswith("watch") and job in uri)
+        for request, kept in KEPT_OPEN.items():
+            opened = sorted(t for t, what, uri in requests if what.startswith(request) and job in uri)
             if len(opened) >= kept:
                 begin = max(begin, opened[kept - 1])
         end += offset
