@@ -360,8 +360,14 @@ def _apiserver_command(
         f"--token-auth-file={tokens}",
         "--authorization-mode=RBAC",
         # Service-account tokens: the issuer and a key are required flags
-        # (kubernetes@v1.36.3:pkg/kubeapiserver/options/authentication.go, "is a required flag").
-        "--service-account-issuer=https://kubernetes.default.svc",
+        # (kubernetes@v1.36.3:pkg/kubeapiserver/options/authentication.go, "is a required flag"). The issuer is this
+        # server's own URL, so that a verifier can fetch its OpenID discovery document and keys at
+        # <issuer>/.well-known/openid-configuration and the jwks_uri it names (what Trainer's status server does:
+        # kubeflow/trainer@v2.3.0:pkg/statusserver/auth.go, Init). The jwks_uri is named: its default is built from
+        # the external address (pkg/serviceaccount/openidmetadata.go, NewOpenIDMetadataProvider), the advertised one,
+        # which is not where this server listens.
+        f"--service-account-issuer=https://127.0.0.1:{port}",
+        f"--service-account-jwks-uri=https://127.0.0.1:{port}/openid/v1/jwks",
         f"--service-account-key-file={pki['sa.pub']}",
         f"--service-account-signing-key-file={pki['sa.key']}",
         "--profiling=false",
@@ -417,7 +423,7 @@ def _start_operators(
     # Each operator sees its own folder at /tmp and nothing of the fixture's: what it reads is there. Nothing of
     # this process's environment but where programs are.
     env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": "/tmp", "KUBECONFIG": "/tmp/kubeconfig"}
-    ready: dict[str, str] = {}
+    ready: dict[str, kubeflow_operators.Launch] = {}
     with plane.api_client() as api_client:
         core = client.CoreV1Api(api_client)
         admission = client.AdmissionregistrationV1Api(api_client)
@@ -427,7 +433,16 @@ def _start_operators(
             tmp.mkdir(parents=True)
             _write_kubeconfig(tmp / "kubeconfig", plane.server, plane.ca_file, plane.token, inline_ca=True)
             _create_namespace(core, op.namespace)
-            ports = kubeflow_operators.Ports(health=_free_port(), webhook=_free_port() if op.serves_webhooks else 0)
+            ports = kubeflow_operators.Ports(
+                health=_free_port(),
+                webhook=_free_port() if op.serves_webhooks else 0,
+                status=_free_port() if op.name == "trainer" else 0,
+            )
+            run = None
+            if op.service_account:
+                run = folder / "run"
+                token = _service_account_token(core, op.namespace, op.service_account)
+                kubeflow_operators.write_service_account(run, token, op.namespace, plane.ca_file.read_bytes())
             if op.serves_webhooks and pki is not None:
                 secret = {"metadata": {"name": op.secret}, "data": pki.secret_data()}
                 core.create_namespaced_secret(op.namespace, secret)
@@ -446,13 +461,33 @@ def _start_operators(
                 launch.command,
                 plane.root / f"{op.name}.log",
                 env=env,
-                before_exec=kubeflow_operators.private_tmp(tmp),
+                before_exec=kubeflow_operators.private_tmp(tmp, run),
             )
             plane.specs[op.name] = spec
             _spawn(stack, plane.processes, op.name, spec)
-            ready[op.name] = launch.ready_url
-    for name, url in ready.items():
-        _wait_until(deadline, lambda url=url: _http_ok(url, expect="ok"), plane.processes, name, plane.root)
+            ready[op.name] = launch
+    for name, launch in ready.items():
+        _wait_until(
+            deadline, lambda url=launch.ready_url: _http_ok(url, expect="ok"), plane.processes, name, plane.root
+        )
+        if launch.tls_port and pki is not None:
+            _wait_until(
+                deadline,
+                lambda port=launch.tls_port, server=OPERATORS[name].dns_name, ca=pki.ca_crt: (
+                    kubeflow_operators.serves_tls(port, server, ca)
+                ),
+                plane.processes,
+                name,
+                plane.root,
+            )
+
+
+def _service_account_token(core: Any, namespace: str, name: str) -> str:
+    """A token of ServiceAccount ``name`` (made here), as the kubelet requests one for a pod's volume: for the API
+    server's own audience (the issuer), valid for :data:`kubeflow_operators.TOKEN_SECONDS`."""
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
+    request = {"spec": {"expirationSeconds": kubeflow_operators.TOKEN_SECONDS}}
+    return str(core.create_namespaced_service_account_token(name, namespace, request).status.token)
 
 
 def _create_namespace(core: Any, name: str) -> None:

@@ -16,8 +16,14 @@ process on this machine, so :func:`start_operators` plays the parts a cluster wo
   kubeflow/trainer@v2.3.0:pkg/util/cert/cert.go, kubernetes-sigs/jobset@v0.12.0:pkg/util/cert/cert.go, certDir),
   and the fixture writes the certificate files there as the kubelet writes a mounted Secret; nothing is written to
   this machine's ``/tmp``, and two fixtures never share a folder;
+* an operator that reads its own ServiceAccount token (Trainer: its status server finds the cluster's token issuer
+  in it) finds one at ``/var/run/secrets/kubernetes.io/serviceaccount``, with the namespace and the cluster's CA, as
+  the kubelet mounts them: its mount namespace also has a folder of the fixture's at ``/run``;
 * leader election is off where the release lets it be, metrics are off (bind address ``0``), and the health and
-  webhook ports are free loopback ports.
+  webhook ports are free loopback ports;
+* Trainer runs with its ``TrainJobStatus`` feature gate on (alpha, off by default: kubeflow/trainer@v2.3.0:
+  pkg/features/features.go), as kftrain's local backend models it: every trainer node is told where to post its
+  progress, and the status server applies it to ``status.trainerStatus``.
 
 mpi-operator v0.8.2 cannot be configured so: it always runs leader election (a Lease in ``--lock-namespace``) and
 serves its health check on port 8080 of every interface (kubeflow/mpi-operator@v0.8.2:
@@ -30,6 +36,8 @@ import base64
 import copy
 import datetime
 import ipaddress
+import socket
+import ssl
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -81,6 +89,9 @@ class Operator:
     ca_name: str = ""
     # Operators that must run first (Trainer creates JobSets).
     needs: tuple[str, ...] = ()
+    # The ServiceAccount its release's Deployment runs as, where the operator reads that account's token ('': it
+    # does not, and none is mounted).
+    service_account: str = ""
 
     @property
     def serves_webhooks(self) -> bool:
@@ -172,6 +183,9 @@ OPERATORS: dict[str, Operator] = {
             service="kubeflow-trainer-controller-manager",
             ca_name="kubeflow-trainer-ca",
             needs=("jobset",),
+            # manifests/base/rbac/service_account.yaml; pkg/statusserver/auth.go getClusterOIDCIssuerURL reads its
+            # token's issuer from /var/run/secrets/kubernetes.io/serviceaccount/token.
+            service_account="kubeflow-trainer-controller-manager",
         ),
     )
 }
@@ -358,6 +372,7 @@ class Ports:
 
     health: int
     webhook: int = 0
+    status: int = 0  # Trainer's status server (it listens on every interface)
 
 
 @dataclass
@@ -367,6 +382,9 @@ class Launch:
     command: list[str]
     ready_url: str
     files: dict[str, str] = field(default_factory=dict)  # name -> content, written to its folder
+    # A TLS port it serves once started apart from its readiness (Trainer's status server, which first fetches the
+    # token issuer's keys and exits the manager if it cannot): 0, none.
+    tls_port: int = 0
 
 
 def launch(operator: Operator, binary: Path, folder: Path, ports: Ports) -> Launch:
@@ -423,27 +441,62 @@ def launch(operator: Operator, binary: Path, folder: Path, ports: Ports) -> Laun
             "webhook": {"port": ports.webhook, "host": "127.0.0.1"},
             "leaderElection": {"leaderElect": False},
             "certManagement": {"enable": True},
+            "featureGates": {"TrainJobStatus": True},
+            "statusServer": {"port": ports.status},
         }
         return Launch(
             [str(binary), f"--config={folder / 'config.yaml'}"],
             f"http://{health}/readyz",
             {"config.yaml": yaml.safe_dump(config)},
+            tls_port=ports.status,
         )
     raise ValueError(f"no launch for {operator.name}")
 
 
-def private_tmp(tmp: Path) -> Callable[[], None]:
+def private_tmp(tmp: Path, run: Path | None = None) -> Callable[[], None]:
     """A preexec function: the child enters a mount namespace of its own where ``tmp`` is seen at ``/tmp`` (the same
-    way kftrain's replicas get a private /workspace: kftrain.backends.local.mountns)."""
+    way kftrain's replicas get a private /workspace: kftrain.backends.local.mountns), and ``run``, if given, at
+    ``/run`` (``/var/run`` is a link to it), hiding this machine's."""
     from kftrain.backends.local import mountns
 
     def enter() -> None:
         libc = mountns._libc()
         mountns._enter_namespace(libc)
         mountns._mount(libc, None, "/", None, mountns.MS_REC | mountns.MS_PRIVATE)
+        if run is not None:  # first: the fixture's folders are under this machine's /tmp
+            mountns._mount(libc, str(run), "/run", None, mountns.MS_BIND)
         mountns._mount(libc, str(tmp), "/tmp", None, mountns.MS_BIND)
 
     return enter
+
+
+SERVICE_ACCOUNT_DIR = "secrets/kubernetes.io/serviceaccount"  # under /run: where the kubelet mounts a pod's token
+TOKEN_SECONDS = 24 * 3600  # longer than any test run; the operator reads the token once, at its start
+
+
+def write_service_account(run: Path, token: str, namespace: str, ca_crt: bytes) -> Path:
+    """Fill ``<run>/secrets/kubernetes.io/serviceaccount`` (the operator's /run) as the kubelet fills a pod's
+    service-account volume: ``token``, ``namespace`` and ``ca.crt`` (kubernetes@v1.36.3:
+    plugin/pkg/admission/serviceaccount/admission.go, TokenVolumeSource's three sources)."""
+    folder = run / SERVICE_ACCOUNT_DIR
+    folder.mkdir(parents=True)
+    (folder / "token").write_text(token)
+    (folder / "namespace").write_text(namespace)
+    (folder / "ca.crt").write_bytes(ca_crt)
+    return folder
+
+
+def serves_tls(port: int, server_name: str, ca_crt: bytes) -> bool:
+    """Whether a TLS server on 127.0.0.1:``port`` completes a handshake as ``server_name``, trusting ``ca_crt``."""
+    context = ssl.create_default_context(cadata=ca_crt.decode())
+    try:
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=5) as sock,
+            context.wrap_socket(sock, server_hostname=server_name),
+        ):
+            return True
+    except OSError:
+        return False
 
 
 def can_enter_private_tmp() -> str:

@@ -39,6 +39,7 @@ from testbed.controlplane.cluster import ControlPlane, for_tests
 from testbed.controlplane.kubeflow_operators import OPERATORS
 from testbed.controlplane.namespaces import install_cluster_runtimes, ready_namespace
 from testbed.controlplane.node_agent import RUN, SUCCEED, NodeAgent
+from testbed.controlplane.trainer_node import node_credentials, report
 from testbed.launch_cluster import LAUNCHES, Launch, start_step_process, step_inputs
 from testbed.launch_harness import SETTINGS
 
@@ -484,6 +485,52 @@ def test_a_suspended_trainjob_waits_and_runs_once_its_queue_sets_suspend_false(
     out = capsys.readouterr().out
     name = load_identity(identity).name
     assert "Suspended" in out and f"{name} succeeded" in out, out
+
+
+def test_a_trainjobs_progress_reaches_the_step_through_trainers_status_server(
+    api: Any,
+    node: NodeAgent,
+    kubeconfig: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A TrainJob's trainer node posts its progress twice to the endpoint Trainer gave it (its status server, which
+    authenticates the node's projected token through the API server's OpenID discovery and applies the report to
+    ``status.trainerStatus``); the step, watching the TrainJob, says each and puts the last into its Metrics output,
+    as it does with kftrain's local status server (tests/launch/test_trainjob_cluster.py on the fake cluster)."""
+    launch = next(t for t in TYPED if t.kind == "TrainJob")
+    launcher_pod(api, "launch-step-a", monkeypatch)
+    inputs = step_inputs(launch, tmp_path)
+    identity = Path(inputs["job"])
+
+    def report_then_succeed() -> None:
+        name = running_job(api, launch, identity)
+        (pod, *_) = job_pods(api, launch, name)
+        credentials = node_credentials(api, api.sanitize_for_serialization(pod))
+        for pct, loss in ((40, "0.5"), (100, "0.125")):
+            status = {
+                "progressPercentage": pct,
+                "estimatedRemainingSeconds": 100 - pct,
+                "metrics": [{"name": "loss", "value": loss}, {"name": "accuracy", "value": "0.9"}],
+                "lastUpdatedTime": "2026-11-28T03:00:00Z",
+            }
+            answer = report(credentials, status)
+            assert answer.code == 200, answer.body
+            until(f"{name}'s trainerStatus at {pct}%", lambda pct=pct: _progress(api, launch, name) == pct)
+        succeed(api, node, launch, name)
+
+    run_step_beside(report_then_succeed, launch, inputs)
+    out = capsys.readouterr().out
+    assert "progress: 40% loss 0.5 accuracy 0.9 | eta 1m00s (trainer status)" in out, out
+    assert "progress: 100% loss 0.125 accuracy 0.9 | eta 0s (trainer status)" in out, out
+    assert inputs["metrics"].metadata == {"loss": 0.125, "accuracy": 0.9, "progress_percentage": 100.0}
+
+
+def _progress(api: Any, launch: Launch, name: str) -> Any:
+    """The progress on the job's ``status.trainerStatus`` (None: none)."""
+    status = ((get_job(api, launch, name) or {}).get("status") or {}).get("trainerStatus") or {}
+    return status.get("progressPercentage")
 
 
 def _condition(obj: dict[str, Any], kind: str) -> str | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,12 +35,14 @@ from kftrain.backends.kubernetes.pod_state import pod_label
 from kftrain.backends.local.config import LocalConfig
 from kftrain.backends.local.one_machine import local_host_of
 from kftrain.backends.local.replica import expand_k8s_vars, image_env, prepare_replica
+from kftrain.backends.local.status_server import StatusServer
 from kftrain.job.kinds import KINDS, KindOptions, kind_of
 from kftrain.job.kinds.mpijob import hostfile as mpi_hostfile
 from kftrain.job.kinds.mpijob.options import MPIJobOptions
 from kftrain.job.kinds.pytorchjob.options import PyTorchJobOptions
 from kftrain.job.kinds.tfjob.options import TFJobOptions
 from kftrain.job.kinds.trainjob.options import TrainJobOptions
+from kftrain.job.kinds.trainjob.policies import STATUS_CA_CERT_ENV, STATUS_TOKEN_ENV, STATUS_URL_ENV
 from kftrain.job.manifest.load import render_manifest
 from kftrain.job.model import RestartPolicy, TrainingJob
 from kftrain.job.request import JobRequest
@@ -233,7 +236,15 @@ def local_replica(job: TrainingJob, rid: ReplicaId, pods: Mapping[ReplicaId, Pod
         ports[listener] = declared[0] if declared else 0
     topology = Topology(ports=ports, files_root=tmp, host_of=local_host_of(LOCAL_HOST))
     config = LocalConfig(clean_env=True, workdir=tmp)
-    return prepare_replica(job, rid, topology, config, tmp / "logs")
+    if not kind.reports_status(job):
+        return prepare_replica(job, rid, topology, config, tmp / "logs")
+    # As the local backend runs a TrainJob: its own status server, whose endpoint every trainer node is given.
+    server = StatusServer(NAMESPACE, job.name, tmp / "trainer-status", lambda status: None)
+    topology.status = server.start()
+    try:
+        return prepare_replica(job, rid, topology, config, tmp / "logs")
+    finally:
+        server.stop()
 
 
 def config_maps(api_client: Any) -> list[dict[str, Any]]:
@@ -279,6 +290,11 @@ def compare(job: TrainingJob, pods: Mapping[ReplicaId, Pod], svcs: list[dict[str
         for name in sorted(set(cluster_env) | set(local_env)):
             if cluster_env.get(name) != local_env.get(name):
                 found.append(Difference(where, f"env.{name}", cluster_env.get(name), local_env.get(name)))
+        # Where a node posts its progress: another server, but this job's path on it.
+        if STATUS_URL_ENV in raw_env or STATUS_URL_ENV in local.env:
+            paths = [urllib.parse.urlsplit(env.get(STATUS_URL_ENV, "")).path for env in (raw_env, local.env)]
+            if paths[0] != paths[1]:
+                found.append(Difference(where, "status endpoint path", *paths))
 
         # What runs: the kubelet expands $(VAR) in command and args from the container's env.
         argv = [
@@ -369,6 +385,13 @@ MUST_DIFFER: dict[tuple[str, str, str], str] = {
     ("MPIJob", "files", "file /etc/mpi/hostfile"): "the operator lists each Worker pod by its DNS name with its "
     "slots; locally every rank runs here, so one line, localhost with all the slots (kinds.mpijob.hostfile, "
     "merge_hosts); the test checks the operator's file is kftrain's model of it",
+    ("TrainJob", "*", f"env.{STATUS_URL_ENV}"): "where a node posts its progress: Trainer's status server behind "
+    "its Service on a cluster, kftrain's own on 127.0.0.1 locally (kftrain.backends.local.status_server); the path, "
+    "which names the job, is compared apart",
+    ("TrainJob", "*", f"env.{STATUS_CA_CERT_ENV}"): "a file of the projected volume Trainer mounts at "
+    "/var/run/secrets/kubeflow/trainer on a cluster; locally the local status server's CA, in the job's folder",
+    ("TrainJob", "*", f"env.{STATUS_TOKEN_ENV}"): "as the CA: a projected ServiceAccount token on a cluster, the local "
+    "server's own token locally",
     ("TrainJob", "*", "restartPolicy"): "JobSet's webhook defaults a replicated job's pod restartPolicy to OnFailure "
     "(kubernetes-sigs/jobset@v0.12.0:pkg/webhooks/jobset_webhook.go), so the kubelet restarts a failed node's "
     "container until its Job's backoffLimit; locally a TrainJob has no backoffLimit, so a failed node ends the job "

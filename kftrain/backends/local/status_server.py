@@ -20,7 +20,10 @@ console.
 
 What differs, on purpose: the token is a random one made for the job and compared exactly (the Trainer verifies a
 projected service-account token whose audience names the TrainJob: ``pkg/statusserver/auth.go:68-98``); the body is
-checked against the CRD's rules here, where on a cluster the API server checks it on apply.
+checked against the CRD's rules here, where on a cluster the API server checks it on apply; one job's path is served
+(another's is a 404, where the Trainer, serving every TrainJob's, refuses the token: 403); a chunked body is a 411.
+Every answer is compared with the Trainer's own server, on the real control plane, by
+tests/controlplane/test_trainer_status.py.
 """
 
 from __future__ import annotations
@@ -240,14 +243,33 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _plain(self, code: int, text: str) -> None:
+        data = text.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Connection", "close")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def _refuse(self, code: int, reason: str, message: str) -> None:
         # A metav1.Status, as badRequest writes it (pkg/statusserver/server.go:206-220).
         self._answer(code, {"status": "Failure", "message": message, "reason": reason, "code": code})
 
+    # The order of the checks is the Trainer's, each before the next: Go's net/http reads the request's
+    # Content-Length before any handler (400); the body size middleware wraps the router (server.go:89-94, chain
+    # in middleware.go: its first middleware is the outermost), so a large body is a 413 whatever the path or the
+    # token; then the router (404), then the handler's token check (403), then the body. Checked against Trainer's
+    # own server on the real control plane: tests/controlplane/test_trainer_status.py.
+
     def do_GET(self) -> None:
-        self._refuse(404, "NotFound", "Not found")  # server.go:201-204 handleDefault
+        if self._length() is not None:
+            self._refuse(404, "NotFound", "Not found")  # server.go:201-204 handleDefault
 
     def do_POST(self) -> None:
+        length = self._length()
+        if length is None:
+            return
         if self.path.split("?", 1)[0] != self.owner.path:
             self._refuse(404, "NotFound", "Not found")
             return
@@ -256,16 +278,6 @@ class _Handler(BaseHTTPRequestHandler):
         given = parts[1] if len(parts) == 2 and parts[0].lower() == "bearer" else ""
         if not hmac.compare_digest(given.encode(), self.owner.token.encode()):
             self._refuse(403, "Forbidden", "Forbidden")
-            return
-        length = self._length()
-        if length is None:
-            return
-        if length > MAX_BODY:  # middleware.go bodySizeLimitMiddleware: from the header alone, the body unread
-            # Answered at once, then the connection closed: what the client still sends is read (and dropped) only
-            # after the answer, within a bound (_close_write_and_wait), so a body that never comes delays nothing
-            # and a large one that does is not met with a reset before the client has the 413.
-            self.close_connection = True
-            self._refuse(413, "RequestEntityTooLarge", "Payload too large")
             return
         try:
             body = json.loads(self.rfile.read(length) or b"null")
@@ -285,10 +297,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _length(self) -> int | None:
         """The body's length from its Content-Length, or None once the request is refused: not a decimal number of
-        bytes, or two that differ, is a 400 as Go's net/http answers (transfer.go fixLength); without one (a chunked
-        body) a 411, since such a body is not read here."""
+        bytes, or two that differ, is a 400 as Go's net/http answers it, in plain text, before any handler runs
+        (transfer.go fixLength; server.go serve: "400 Bad Request" for an error that is not a statusError); one
+        over 64 KiB a 413; a chunked body a 411, since such a body is not read here. Neither a Content-Length nor a
+        chunked body: no body (RFC 9112 6.3)."""
         given = {value.strip() for value in self.headers.get_all("Content-Length") or []}
         if not given:
+            if "chunked" not in self.headers.get("Transfer-Encoding", "").lower():
+                return 0
             self.close_connection = True
             self._refuse(411, "BadRequest", "Length Required: the body must come with a Content-Length")
             return None
@@ -296,7 +312,14 @@ class _Handler(BaseHTTPRequestHandler):
         length = _content_length(value)
         if given or length is None:
             self.close_connection = True
-            self._refuse(400, "BadRequest", f"bad Content-Length {quoted(value)}")
+            self._plain(400, "400 Bad Request")
+            return None
+        if length > MAX_BODY:  # middleware.go bodySizeLimitMiddleware: from the header alone, the body unread
+            # Answered at once, then the connection closed: what the client still sends is read (and dropped) only
+            # after the answer, within a bound (_close_write_and_wait), so a body that never comes delays nothing
+            # and a large one that does is not met with a reset before the client has the 413.
+            self.close_connection = True
+            self._refuse(413, "RequestEntityTooLarge", "Payload too large")
             return None
         return length
 

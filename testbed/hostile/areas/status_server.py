@@ -101,8 +101,12 @@ def _raw(headers: bytes, body: bytes) -> Callable[[Sandbox], None]:
                 try:
                     response = http.client.HTTPResponse(tls)
                     response.begin()
-                    answer = json.loads(response.read())
-                    got = f"{response.status} {answer.get('reason')}: {answer.get('message')}"
+                    raw = response.read()
+                    if response.getheader("Content-Type", "").startswith("text/plain"):
+                        got = raw.decode(errors="replace")  # Go's net/http, before any handler: "400 Bad Request"
+                    else:
+                        answer = json.loads(raw)
+                        got = f"{response.status} {answer.get('reason')}: {answer.get('message')}"
                 except (OSError, http.client.HTTPException, ValueError) as exc:
                     got = f"the connection was closed on the unread body ({type(exc).__name__})"
             if tests._post(endpoint, tests.GOOD, timeout=10)[0] != 200 or len(seen) != 1:

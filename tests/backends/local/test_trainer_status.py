@@ -159,14 +159,16 @@ GOOD = json.dumps({"trainerStatus": {"lastUpdatedTime": NOW}}).encode()
 # (id, the request's headers after its request line and Authorization, its body, expected code, reason); none is
 # applied. As Go's net/http reads a request: a Content-Length that is not a decimal number of bytes, one over what an
 # int64 holds (strconv.ParseUint(cl, 10, 63): golang/go@go1.26.8:src/net/http/transfer.go parseContentLength, the Go
-# Trainer v2.3.0 builds with), or two that differ, is a 400; a body without a length (chunked) is not read here: 411.
+# Trainer v2.3.0 builds with), or two that differ, is a 400, in Go's plain text and before the token is looked at
+# (server.go serve); a request with neither a length nor a chunked body has none (RFC 9112 6.3), and an empty body is
+# not a report (422, as the Trainer's json.Decoder says EOF); a chunked body is not read here: 411.
 # One over 64 KiB is a 413 from the header alone, before the body is read (kubeflow/trainer@v2.3.0:
 # pkg/statusserver/middleware.go bodySizeLimitMiddleware): answered at once whether the body comes or not.
 LENGTHS = [
-    ("a negative Content-Length", b"Content-Length: -1\r\n", GOOD, 400, "BadRequest"),
-    ("a Content-Length of 30 digits", b"Content-Length: " + b"9" * 30 + b"\r\n", GOOD, 400, "BadRequest"),
-    ("a Content-Length one over an int64", f"Content-Length: {1 << 63}\r\n".encode(), GOOD, 400, "BadRequest"),
-    ("a Content-Length of 5,000 digits", b"Content-Length: " + b"9" * 5000 + b"\r\n", GOOD, 400, "BadRequest"),
+    ("a negative Content-Length", b"Content-Length: -1\r\n", GOOD, 400, ""),
+    ("a Content-Length of 30 digits", b"Content-Length: " + b"9" * 30 + b"\r\n", GOOD, 400, ""),
+    ("a Content-Length one over an int64", f"Content-Length: {1 << 63}\r\n".encode(), GOOD, 400, ""),
+    ("a Content-Length of 5,000 digits", b"Content-Length: " + b"9" * 5000 + b"\r\n", GOOD, 400, ""),
     ("a Content-Length over 64 KiB, a short body", b"Content-Length: 100000\r\n", GOOD, 413, "RequestEntityTooLarge"),
     (
         "a Content-Length of an int64, a short body",
@@ -184,11 +186,11 @@ LENGTHS = [
         413,
         "RequestEntityTooLarge",
     ),
-    ("a Content-Length that is no number", b"Content-Length: abc\r\n", GOOD, 400, "BadRequest"),
-    ("a Content-Length with a sign", b"Content-Length: +5\r\n", GOOD, 400, "BadRequest"),
-    ("a Content-Length with an underscore", b"Content-Length: 4_0\r\n", GOOD, 400, "BadRequest"),
-    ("two Content-Lengths that differ", b"Content-Length: 2\r\nContent-Length: 40\r\n", GOOD, 400, "BadRequest"),
-    ("no Content-Length", b"", GOOD, 411, "BadRequest"),
+    ("a Content-Length that is no number", b"Content-Length: abc\r\n", GOOD, 400, ""),
+    ("a Content-Length with a sign", b"Content-Length: +5\r\n", GOOD, 400, ""),
+    ("a Content-Length with an underscore", b"Content-Length: 4_0\r\n", GOOD, 400, ""),
+    ("two Content-Lengths that differ", b"Content-Length: 2\r\nContent-Length: 40\r\n", GOOD, 400, ""),
+    ("no Content-Length: no body", b"", GOOD, 422, "Invalid"),
     ("a chunked body", b"Transfer-Encoding: chunked\r\n", b"4\r\n{}  \r\n0\r\n\r\n", 411, "BadRequest"),
 ]
 
@@ -215,8 +217,12 @@ def test_a_request_whose_length_is_not_a_length_is_refused_quietly(
         tls.sendall(head.encode() + headers + b"\r\n" + body)
         response = http.client.HTTPResponse(tls)  # type: ignore[arg-type]
         response.begin()
-        answer = json.loads(response.read())
-    assert (response.status, answer["reason"], answer["code"]) == (code, reason, code)
+        raw = response.read()
+    if code == 400:  # Go's net/http, before any handler: no metav1.Status
+        assert (response.status, raw) == (400, b"400 Bad Request")
+    else:
+        answer = json.loads(raw)
+        assert (response.status, answer["reason"], answer["code"]) == (code, reason, code)
     assert seen == []
     assert "Traceback" not in capfd.readouterr().err  # nothing on the job's console
 
