@@ -72,6 +72,11 @@ CONTROLLERS = ("job", "garbagecollector", "serviceaccount", "namespace")
 # examples/manifests/mpijob.yaml is) is installed and this one is left out.
 MPIJOB_V1_CRD = "kubeflow.org_mpijobs.v1.9.0.yaml"
 
+# What the API server's Forbidden message says of a ServiceAccount (kubernetes@v1.36.3:staging/src/k8s.io/apiserver/
+# pkg/endpoints/handlers/responsewriters/errors.go, forbiddenMessage: `User %q cannot %s`), as an operator logs it:
+# in klog's text, or in a JSON line, its quotes escaped.
+FORBIDDEN_SERVICE_ACCOUNT = re.compile(r'is forbidden: User \\?"system:serviceaccount:')
+
 # The admin's identity: system:masters is allowed everything by the authorizer the API server puts before RBAC
 # (kubernetes@v1.36.3:pkg/kubeapiserver/authorizer/reload.go, authorizerfactory.NewPrivilegedGroups).
 ADMIN_USER = "kftrain-admin"
@@ -158,6 +163,9 @@ class ControlPlane:
     # The one thread that starts a process again: a child is killed when the thread that started it exits
     # (:func:`_die_with_parent`), and this one outlives every process.
     spawner: concurrent.futures.ThreadPoolExecutor | None = field(default=None, repr=False)
+    # By process, how much of its log :meth:`denied_operators` skips: what it logged before kube-apiserver was last
+    # ready again after a restart.
+    log_read_from: dict[str, int] = field(default_factory=dict, repr=False)
 
     def api_client(self) -> Any:
         """A new ``kubernetes.client.ApiClient`` for the admin, leaving the client's global default alone
@@ -177,6 +185,26 @@ class ControlPlane:
     def log_tail(self, name: str, lines: int = 30) -> str:
         """The last lines of process ``name``'s log (an assertion's message when an operator did not act)."""
         return _tail(self.root / f"{name}.log", lines)
+
+    def denied_operators(self) -> dict[str, list[str]]:
+        """By operator, the lines of its log where the API server refused it for want of a permission (client-go
+        and controller-runtime log the API's Forbidden message: '... is forbidden: User "system:serviceaccount:..."
+        cannot ...'): a rule its release's roles lack, for what the tests made it do. Not counted: what it was
+        refused while a restarted kube-apiserver was not ready yet, when its authorizer may not have read the roles
+        (readiness waits for its informers: kubernetes@v1.36.3:staging/src/k8s.io/apiserver/pkg/server/config.go,
+        NewInformerSyncHealthz)."""
+        denied = {}
+        for name in self.processes:
+            if name not in kubeflow_operators.OPERATORS:
+                continue
+            log, lines = self.root / f"{name}.log", []
+            with contextlib.suppress(FileNotFoundError), log.open("rb") as f:
+                f.seek(self.log_read_from.get(name, 0))
+                lines = f.read().decode(errors="replace").splitlines()
+            found = [line[:400] for line in lines if FORBIDDEN_SERVICE_ACCOUNT.search(line)]
+            if found:
+                denied[name] = found
+        return denied
 
     def restart_apiserver(self, while_down: Callable[[], None] | None = None) -> float:
         """Stop kube-apiserver (SIGTERM, as a rolling upgrade of the control plane does), run ``while_down``, start it
@@ -198,6 +226,9 @@ class ControlPlane:
             name,
             self.root,
         )
+        for other in self.processes:
+            log = self.root / f"{other}.log"
+            self.log_read_from[other] = log.stat().st_size if log.exists() else 0
         return time.monotonic() - began
 
     def etcd_revision(self) -> int:
@@ -427,27 +458,35 @@ def _start_operators(
     with plane.api_client() as api_client:
         core = client.CoreV1Api(api_client)
         admission = client.AdmissionregistrationV1Api(api_client)
+        rbac = client.RbacAuthorizationV1Api(api_client)
         for op in chosen:
             folder = plane.root / op.name
             tmp = folder / "tmp"
             tmp.mkdir(parents=True)
-            _write_kubeconfig(tmp / "kubeconfig", plane.server, plane.ca_file, plane.token, inline_ca=True)
             _create_namespace(core, op.namespace)
+            share = bins[op.name].parent / "share"
+            # As its release deploys it: its ServiceAccount, bound to the release's roles; its token in its
+            # kubeconfig and where the kubelet mounts it.
+            for role in kubeflow_operators.release_roles(share, op):
+                if role["kind"] == "ClusterRole":
+                    rbac.create_cluster_role(role)
+                    rbac.create_cluster_role_binding(kubeflow_operators.binding(role, op))
+                else:
+                    rbac.create_namespaced_role(op.namespace, role)
+                    rbac.create_namespaced_role_binding(op.namespace, kubeflow_operators.binding(role, op))
+            token = _service_account_token(core, op.namespace, op.service_account)
+            _write_kubeconfig(tmp / "kubeconfig", plane.server, plane.ca_file, token, inline_ca=True)
+            run = folder / "run"
+            kubeflow_operators.write_service_account(run, token, op.namespace, plane.ca_file.read_bytes())
             ports = kubeflow_operators.Ports(
                 health=_free_port(),
                 webhook=_free_port() if op.serves_webhooks else 0,
                 status=_free_port() if op.name == "trainer" else 0,
             )
-            run = None
-            if op.service_account:
-                run = folder / "run"
-                token = _service_account_token(core, op.namespace, op.service_account)
-                kubeflow_operators.write_service_account(run, token, op.namespace, plane.ca_file.read_bytes())
             if op.serves_webhooks and pki is not None:
                 secret = {"metadata": {"name": op.secret}, "data": pki.secret_data()}
                 core.create_namespaced_secret(op.namespace, secret)
                 kubeflow_operators.write_cert_dir(tmp, pki)
-                share = bins[op.name].parent / "share"
                 for configuration in kubeflow_operators.webhook_configurations(share, op, ports.webhook, pki.ca_crt):
                     if configuration["kind"] == "MutatingWebhookConfiguration":
                         admission.create_mutating_webhook_configuration(configuration)
@@ -825,10 +864,14 @@ def _install_crds(plane: ControlPlane, crd_files: Sequence[Path], deadline: floa
     return resources
 
 
-def for_tests(operators: Sequence[str] = (), apiserver_flags: Sequence[str] = ()) -> Iterator[ControlPlane]:
+def for_tests(
+    operators: Sequence[str] = (), apiserver_flags: Sequence[str] = (), *, denials_expected: bool = False
+) -> Iterator[ControlPlane]:
     """A test module's control plane: the reference CRDs required, a skip in one line saying how to build it when
     the binaries are absent (a test never builds), stopped when the module's tests are done with it. With
-    ``operators``, those too (see :func:`control_plane`), or a skip in one line saying why they cannot run here."""
+    ``operators``, those too (see :func:`control_plane`), or a skip in one line saying why they cannot run here; once
+    the module is done, an operator refused a permission fails it (:meth:`ControlPlane.denied_operators`), unless
+    ``denials_expected`` (a module that takes a permission away)."""
     import pytest
 
     from testbed import reference
@@ -851,3 +894,7 @@ def for_tests(operators: Sequence[str] = (), apiserver_flags: Sequence[str] = ()
             )
     with control_plane(operators=operators, apiserver_flags=apiserver_flags) as plane:
         yield plane
+        denied = {} if denials_expected else plane.denied_operators()
+        assert not denied, "an operator was refused what its release's roles should allow: " + "; ".join(
+            f"{name}: {lines[0]} ({len(lines)} lines)" for name, lines in denied.items()
+        )

@@ -16,9 +16,11 @@ process on this machine, so :func:`start_operators` plays the parts a cluster wo
   kubeflow/trainer@v2.3.0:pkg/util/cert/cert.go, kubernetes-sigs/jobset@v0.12.0:pkg/util/cert/cert.go, certDir),
   and the fixture writes the certificate files there as the kubelet writes a mounted Secret; nothing is written to
   this machine's ``/tmp``, and two fixtures never share a folder;
-* an operator that reads its own ServiceAccount token (Trainer: its status server finds the cluster's token issuer
-  in it) finds one at ``/var/run/secrets/kubernetes.io/serviceaccount``, with the namespace and the cluster's CA, as
-  the kubelet mounts them: its mount namespace also has a folder of the fixture's at ``/run``;
+* each operator runs as its release's ServiceAccount, bound to the roles its release binds it to (the release's own
+  ClusterRole and Role files, from ``share/``), not as the admin: a permission the release lacks fails here as on a
+  cluster. Its token is in its kubeconfig and, as the kubelet mounts it, at
+  ``/var/run/secrets/kubernetes.io/serviceaccount`` with the namespace and the cluster's CA (Trainer's status server
+  reads the cluster's token issuer there): its mount namespace also has a folder of the fixture's at ``/run``;
 * leader election is off where the release lets it be, metrics are off (bind address ``0``), and the health and
   webhook ports are free loopback ports;
 * Trainer runs with its ``TrainJobStatus`` feature gate on (alpha, off by default: kubeflow/trainer@v2.3.0:
@@ -74,6 +76,15 @@ class WebhookFile:
 
 
 @dataclass(frozen=True)
+class RoleFile:
+    """A ClusterRole or Role of the release that its ServiceAccount is bound to: the file under share/ and its name
+    there (before the release's kustomize namePrefix)."""
+
+    path: str
+    name: str
+
+
+@dataclass(frozen=True)
 class Operator:
     """One operator's release facts: where it keeps its webhook Secret, what it serves, what it needs."""
 
@@ -89,9 +100,10 @@ class Operator:
     ca_name: str = ""
     # Operators that must run first (Trainer creates JobSets).
     needs: tuple[str, ...] = ()
-    # The ServiceAccount its release's Deployment runs as, where the operator reads that account's token ('': it
-    # does not, and none is mounted).
+    # The ServiceAccount its release's Deployment runs as (with the release's namePrefix), and the roles the release
+    # binds it to.
     service_account: str = ""
+    roles: tuple[RoleFile, ...] = ()
 
     @property
     def serves_webhooks(self) -> bool:
@@ -123,6 +135,9 @@ OPERATORS: dict[str, Operator] = {
             secret="training-operator-webhook-cert",
             service="training-operator",
             ca_name="training-operator-ca",
+            # manifests/base/rbac/service-account.yaml, cluster-role-binding.yaml
+            service_account="training-operator",
+            roles=(RoleFile("manifests/base/rbac/role.yaml", "training-operator"),),
         ),
         Operator(
             name="mpi-operator",
@@ -130,6 +145,10 @@ OPERATORS: dict[str, Operator] = {
             # lock-namespace); it has no webhook.
             namespace="mpi-operator",
             crds=("manifests/base/kubeflow.org_mpijobs.yaml",),
+            # manifests/base/service-account.yaml, cluster-role-binding.yaml (the file's other two ClusterRoles are
+            # for users, aggregated into admin and edit)
+            service_account="mpi-operator",
+            roles=(RoleFile("manifests/base/cluster-role.yaml", "mpi-operator"),),
         ),
         Operator(
             name="jobset",
@@ -154,6 +173,14 @@ OPERATORS: dict[str, Operator] = {
             secret="jobset-webhook-server-cert",
             service="jobset-webhook-service",
             ca_name="jobset-ca",
+            # config/components/rbac/: service_account.yaml and the roles role_binding.yaml,
+            # leader_election_role_binding.yaml and manager_secrets_role_binding.yaml bind it to
+            service_account="jobset-controller-manager",
+            roles=(
+                RoleFile("config/components/rbac/role.yaml", "manager-role"),
+                RoleFile("config/components/rbac/leader_election_role.yaml", "leader-election-role"),
+                RoleFile("config/components/rbac/manager_secrets_role.yaml", "manager-secrets-role"),
+            ),
         ),
         Operator(
             name="trainer",
@@ -183,9 +210,9 @@ OPERATORS: dict[str, Operator] = {
             service="kubeflow-trainer-controller-manager",
             ca_name="kubeflow-trainer-ca",
             needs=("jobset",),
-            # manifests/base/rbac/service_account.yaml; pkg/statusserver/auth.go getClusterOIDCIssuerURL reads its
-            # token's issuer from /var/run/secrets/kubernetes.io/serviceaccount/token.
+            # manifests/base/rbac/service_account.yaml, role_binding.yaml (the public ConfigMap Role is for users)
             service_account="kubeflow-trainer-controller-manager",
+            roles=(RoleFile("manifests/base/rbac/role.yaml", "kubeflow-trainer-controller-manager"),),
         ),
     )
 }
@@ -472,6 +499,35 @@ def private_tmp(tmp: Path, run: Path | None = None) -> Callable[[], None]:
 
 SERVICE_ACCOUNT_DIR = "secrets/kubernetes.io/serviceaccount"  # under /run: where the kubelet mounts a pod's token
 TOKEN_SECONDS = 24 * 3600  # longer than any test run; the operator reads the token once, at its start
+
+
+def release_roles(share: Path, operator: Operator) -> list[dict[str, Any]]:
+    """The ClusterRoles and Roles the release binds ``operator``'s ServiceAccount to, each named
+    ``<operator>:<its name>`` (the releases' names collide: JobSet's is ``manager-role`` before its namePrefix), a Role
+    in the operator's namespace (the release's kustomize namespace)."""
+    found = []
+    for role in operator.roles:
+        docs = [d for d in yaml.safe_load_all((share / role.path).read_text()) if d]
+        (doc,) = [d for d in docs if d.get("kind") in ("ClusterRole", "Role") and d["metadata"]["name"] == role.name]
+        doc = copy.deepcopy(doc)
+        doc["metadata"] = {"name": f"{operator.name}:{role.name}"}
+        if doc["kind"] == "Role":
+            doc["metadata"]["namespace"] = operator.namespace
+        found.append(doc)
+    return found
+
+
+def binding(role: Mapping[str, Any], operator: Operator) -> dict[str, Any]:
+    """``role``'s binding to the operator's ServiceAccount (a RoleBinding in the Role's namespace)."""
+    kind = "ClusterRoleBinding" if role["kind"] == "ClusterRole" else "RoleBinding"
+    subject = {"kind": "ServiceAccount", "name": operator.service_account, "namespace": operator.namespace}
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": kind,
+        "metadata": dict(role["metadata"]),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role["kind"], "name": role["metadata"]["name"]},
+        "subjects": [subject],
+    }
 
 
 def write_service_account(run: Path, token: str, namespace: str, ca_crt: bytes) -> Path:

@@ -53,24 +53,28 @@ version_flags() {
 }
 
 # The files of each release the fixture needs beside the binary, from the module the build used (paths in the module):
-# its CRDs, and its webhook configurations with the kustomize patches that name them (testbed/controlplane/cluster.py
-# applies those). Copied into the cache folder's share/, never into the repository.
+# its CRDs, its webhook configurations with the kustomize patches that name them, and the roles its ServiceAccount is
+# bound to (testbed/controlplane/cluster.py applies those). Copied into the cache folder's share/, never into the
+# repository.
 release_files() {
     case "$1" in
         training-operator)
             echo manifests/base/crds/kubeflow.org_tfjobs.yaml manifests/base/crds/kubeflow.org_pytorchjobs.yaml
-            echo manifests/base/webhook/manifests.yaml manifests/base/webhook/patch.yaml ;;
-        mpi-operator) echo manifests/base/kubeflow.org_mpijobs.yaml ;;
+            echo manifests/base/webhook/manifests.yaml manifests/base/webhook/patch.yaml
+            echo manifests/base/rbac/role.yaml ;;
+        mpi-operator) echo manifests/base/kubeflow.org_mpijobs.yaml manifests/base/cluster-role.yaml ;;
         trainer)
             echo manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml
             echo manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml
             echo manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml
             echo manifests/base/webhook/manifests.yaml manifests/base/webhook/patch_validating.yaml
-            echo manifests/base/webhook/patch_mutating.yaml ;;
+            echo manifests/base/webhook/patch_mutating.yaml manifests/base/rbac/role.yaml ;;
         jobset)
             echo config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml config/components/webhook/manifests.yaml
             echo config/components/webhook/patches/mutating-patch.yaml
-            echo config/components/webhook/patches/validating-patch.yaml ;;
+            echo config/components/webhook/patches/validating-patch.yaml
+            echo config/components/rbac/role.yaml config/components/rbac/leader_election_role.yaml
+            echo config/components/rbac/manager_secrets_role.yaml ;;
         *) echo "" ;;
     esac
 }
