@@ -32,6 +32,10 @@ class VirtualClock(Clock):
         self._now = start
         self._read: dict[int, float] = {}  # thread -> the time it last read
         self._sleeping: dict[int, tuple[float, threading.Event]] = {}  # thread -> (the time it read, what wakes it)
+        # thread -> (the time it read, how many waits in a row it then asked to sleep until that very time): what
+        # settle() names when it gives up. On a real clock such a caller looks again a moment later, the time having
+        # moved; here the time stays until advance(), and a caller that does not act on its deadline spins.
+        self._zero_waits: dict[int, tuple[float, int]] = {}
 
     def now(self) -> float:
         with self._cond:
@@ -44,7 +48,11 @@ class VirtualClock(Clock):
             read = self._read.get(me, self._now)
             end = None if seconds is None else read + seconds
             if end is not None and self._now >= end:
+                if read >= self._now:  # not moved: the deadline it sleeps until is the time it read
+                    at, count = self._zero_waits.get(me, (read, 0))
+                    self._zero_waits[me] = (read, count + 1 if at == read else 1)
                 return  # the time moved past the deadline since the caller read it
+            self._zero_waits.pop(me, None)
             self._sleeping[me] = (read, changed)
             self._cond.notify_all()
         try:
@@ -75,7 +83,13 @@ class VirtualClock(Clock):
             while not any(read >= self._now for read, _ in self._sleeping.values()):
                 if unless():
                     return False
-                assert time.monotonic() < end, f"nothing waits on the clock at {self._now:g} after {timeout}s"
+                spins = [count for at, count in self._zero_waits.values() if at >= self._now]
+                assert time.monotonic() < end, f"nothing waits on the clock at {self._now:g} after {timeout}s" + (
+                    f" (a caller waited 0 s at this time {max(spins)} times in a row: a deadline it says has come and"
+                    " does not act on)"
+                    if spins
+                    else ""
+                )
                 self._cond.wait(0.02)  # a sleeper notifies; `unless` is looked at this often
             return True
 

@@ -242,9 +242,20 @@ class PendingTracker:
         return found
 
     def _overdue(self, pod: Pod, wait: PodWait, now: float) -> bool:
+        due = self._due(pod, wait)
+        return due is not None and now >= due
+
+    def _due(self, pod: Pod, wait: PodWait) -> float | None:
+        """When ``pod``'s bounded wait becomes too long; None when it is not bounded (or nothing bounds it).
+
+        The one sum both :meth:`_overdue` and :attr:`next_check` use: in floating point ``now - since >= limit`` is
+        not ``now >= since + limit`` (0.7 - 0.2 == 0.49999999999999994 < 0.5, while 0.2 + 0.5 == 0.7). A next check
+        that :meth:`update` does not act on has the backend's wait loop sleep 0 s and look again until its clock
+        moves past it: a moment later on time.monotonic(), never on a clock that moves only when told (a test's,
+        testbed/clock.py, on which the step went on looking at 0.7 until the test gave up)."""
         if wait.verdict != Verdict.BOUNDED or self._limit_s is None:
-            return False
-        return now - self._since[pod_uid(pod)] >= self._limit_s
+            return None
+        return self._since[pod_uid(pod)] + self._limit_s
 
     def _events_next(self) -> float | None:
         """When the autoscaler's events are next worth reading; None while every pod has a node."""
@@ -296,9 +307,7 @@ class PendingTracker:
         self._said = said
 
     def _schedule(self, waits: list[tuple[Pod, PodWait]]) -> None:
-        times = []
-        if self._limit_s is not None:
-            times += [self._since[pod_uid(p)] + self._limit_s for p, w in waits if w.verdict == Verdict.BOUNDED]
+        times = [due for pod, wait in waits if (due := self._due(pod, wait)) is not None]
         events_next = self._events_next()
         if events_next is not None:
             times.append(events_next)

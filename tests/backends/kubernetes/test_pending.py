@@ -5,7 +5,14 @@ The backend waits on a virtual clock (testbed/clock.py): a wait longer than a ti
 
 from __future__ import annotations
 
+import io
+import itertools
+
 from kftrain.backends.base import JobPhase
+from kftrain.backends.console import Console
+from kftrain.backends.kubernetes.api import JobRef
+from kftrain.backends.kubernetes.pending import PendingTracker
+from kftrain.backends.kubernetes.pod_state import REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
 from kftrain.job import PodSettings, apply_pod_settings
 from testbed.clock import VirtualClock
 from testbed.fake_k8s import FakeKube, JobSim, OperatorSim, kueue_webhook
@@ -117,3 +124,25 @@ def test_an_image_that_cannot_be_pulled_fails_at_once_naming_it(kube: FakeKube, 
     said = {"ErrImagePull": "failed to pull and unpack image", "ImagePullBackOff": "Back-off pulling image"}
     assert "image example.com/train:1" in result.message and said[result.reason] in result.message
     assert result.failed_replica == "worker-0" and kube.jobs_of("pytorchjobs") == []
+
+
+def test_the_pending_timeout_is_acted_on_at_the_time_the_tracker_names(kube: FakeKube) -> None:
+    """The backend's wait sleeps until the tracker's next_check and then updates it: a next check the update does
+    not give up at has the wait look again at once, and on the virtual clock, which stays there, for ever (the row
+    "no scheduler" of test_outcomes.py failed so whenever its pods were first seen at the second tick). The times are
+    the virtual clock's, ticks of 0.1 added up: the pod first seen at 0.2, its 0.5 s due at 0.2 + 0.5 == 0.7."""
+    ticks = list(itertools.accumulate([0.1] * 10))
+    seen, due = ticks[1], ticks[6]
+    assert seen + 0.5 == due and due - seen < 0.5  # what a difference of the two would get wrong
+    backend, _ = make_backend(kube)  # the API only to read the autoscaler's events: the fake cluster has none
+    job = JobRef.make("PyTorchJob", "kubeflow.org/v1", "digits", "default")
+    tracker = PendingTracker(backend.api, Console(io.StringIO()), job, 0.5, recheck_s=0.05)
+    labels = {REPLICA_TYPE_LABEL: "worker", REPLICA_INDEX_LABEL: "0"}
+    pod = {"metadata": {"name": "digits-worker-0", "uid": "u-1", "labels": labels}, "status": {"phase": "Pending"}}
+    for now in ticks[1:]:
+        result = tracker.update([pod], now)
+        if result is not None:
+            break
+        assert tracker.next_check is not None and tracker.next_check > now, (now, tracker.next_check)
+    assert result is not None and now == due, (now, result)
+    assert result.reason == "NotScheduled" and "stayed Pending" in result.message
