@@ -480,18 +480,18 @@ def launch(operator: Operator, binary: Path, folder: Path, ports: Ports) -> Laun
     raise ValueError(f"no launch for {operator.name}")
 
 
-def private_tmp(tmp: Path, run: Path | None = None) -> Callable[[], None]:
+def private_tmp(tmp: Path, run: Path) -> Callable[[], None]:
     """A preexec function: the child enters a mount namespace of its own where ``tmp`` is seen at ``/tmp`` (the same
-    way kftrain's replicas get a private /workspace: kftrain.backends.local.mountns), and ``run``, if given, at
-    ``/run`` (``/var/run`` is a link to it), hiding this machine's."""
+    way kftrain's replicas get a private /workspace: kftrain.backends.local.mountns), and ``run`` at ``/run``
+    (``/var/run`` is a link to it), hiding this machine's."""
     from kftrain.backends.local import mountns
 
     def enter() -> None:
         libc = mountns._libc()
         mountns._enter_namespace(libc)
         mountns._mount(libc, None, "/", None, mountns.MS_REC | mountns.MS_PRIVATE)
-        if run is not None:  # first: the fixture's folders are under this machine's /tmp
-            mountns._mount(libc, str(run), "/run", None, mountns.MS_BIND)
+        # First: the fixture's folders are under this machine's /tmp.
+        mountns._mount(libc, str(run), "/run", None, mountns.MS_BIND)
         mountns._mount(libc, str(tmp), "/tmp", None, mountns.MS_BIND)
 
     return enter
