@@ -18,6 +18,8 @@ same way on every backend:
   not inherit the container's environment, such as MPI ranks started over ssh, read it there): a credential
   never appears as a literal value;
 * ``pvc_mounts`` (mount path -> claim) on every replica's main container;
+* ``security_context`` on every container and init container of every replica's pod (what a namespace enforcing a
+  Pod Security Standard checks on each of them);
 * on the job: Kueue's ``kueue.x-k8s.io/queue-name`` label, the operator's ``runPolicy.schedulingPolicy``
   (Volcano's queue, minAvailable, priorityClass...) and ``runPolicy.ttlSecondsAfterFinished``.
 
@@ -80,6 +82,13 @@ class PodSettings:
         {}, "The operator's schedulingPolicy (Volcano: queue, minAvailable, priorityClass...)."
     )
     ttl_seconds_after_finished: int = launch_input(-1, "Delete the finished job after this long (-1: never).")
+    security_context: Mapping[str, Any] = launch_input(
+        {},
+        "securityContext of every container of every replica, where it sets none; a namespace enforcing the "
+        'restricted Pod Security Standard needs {"runAsNonRoot": true, "allowPrivilegeEscalation": false, '
+        '"capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}} and an image that runs '
+        "as a non-root user (or runAsUser).",
+    )
 
     def __post_init__(self) -> None:
         """Refuse a setting the API server would refuse, naming it (:mod:`.pod_checks` says whose rule each check
@@ -112,6 +121,7 @@ class PodSettings:
             check.secret_ref(f"secret_env.{env}", ref)
         object.__setattr__(self, "secret_env", secret_env)
         object.__setattr__(self, "pvc_mounts", self._checked_pvc_mounts())
+        object.__setattr__(self, "security_context", check.security_context("security_context", self.security_context))
         if not isinstance(self.scheduling, Mapping):
             raise JobSpecError("scheduling", f"expected a mapping, got {type(self.scheduling).__name__}")
         policy = self.scheduling_policy  # its fields, as the operator's schedulingPolicy
@@ -163,6 +173,7 @@ def apply_pod_settings(job: TrainingJob, settings: PodSettings) -> TrainingJob:
         trains = kind.hosts_training(out, rtype)
         pod = rspec.template.spec
         _apply_to_pod(pod, settings, shm=trains)
+        _apply_security_context(pod, settings.security_context)
         container = main_container(out, rtype)
         if container is None:
             continue
@@ -180,6 +191,20 @@ def apply_pod_settings(job: TrainingJob, settings: PodSettings) -> TrainingJob:
         ] or None
         _add_mounts(container, _mounts(settings, shm=trains))
     return out
+
+
+def _apply_security_context(pod: PodSpec, given: Mapping[str, Any]) -> None:
+    """``given`` as the securityContext of every container and init container that sets none, and its fields a
+    pod's securityContext also has on the pod, where it leaves them unset: a container an operator adds to the pod
+    (training-operator's ``init-pytorch``) then inherits them."""
+    if not given:
+        return
+    init_containers = [c for c in pod.extra.get("initContainers") or [] if isinstance(c, dict)]
+    for fields in [c.extra for c in pod.containers] + init_containers:
+        fields.setdefault("securityContext", copy.deepcopy(dict(given)))
+    shared = {k: copy.deepcopy(v) for k, v in given.items() if k in check.POD_SECURITY_CONTEXT_FIELDS}
+    if shared:
+        pod.extra["securityContext"] = {**shared, **(pod.extra.get("securityContext") or {})}
 
 
 def _apply_to_job(job: TrainingJob, settings: PodSettings) -> None:

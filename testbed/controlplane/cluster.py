@@ -596,6 +596,10 @@ def _spawn(
         cwd=spec.log.parent,
         env=None if spec.env is None else dict(spec.env),
         preexec_fn=preexec if sys.platform == "linux" else None,
+        # A session of its own: a signal to the test run's process group (Ctrl-C, timeout(1)'s SIGTERM) reaches
+        # only pytest, which stops the plane in order. Sharing the group, etcd died at once while the tests went
+        # on, and kube-apiserver answered 504 to everything (the step's delete, the tests' cleanup) until killed.
+        start_new_session=True,
     )
     processes[name] = proc
     # Registered after the log, so it runs before the log is closed; the ExitStack unwinds in reverse, so

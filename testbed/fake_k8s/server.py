@@ -423,10 +423,21 @@ class FakeKube:
             self.cond.notify_all()
 
     def add_event(
-        self, namespace: str, kind: str, name: str, reason: str, message: str, type_: str = "Warning"
+        self,
+        namespace: str,
+        kind: str,
+        name: str,
+        reason: str,
+        message: str,
+        type_: str = "Warning",
+        *,
+        uid: str | None = None,
+        stamp: str | None = None,
     ) -> None:
+        """Record an event about the object ``kind``/``name``: now, about the object of that name as it is, unless
+        ``stamp`` and ``uid`` say it was recorded earlier, about an earlier object of the name."""
         with self.cond:
-            stamp = now_iso()
+            stamp = stamp or now_iso()
             self.events.append(
                 {
                     "apiVersion": "v1",
@@ -437,7 +448,7 @@ class FakeKube:
                         "creationTimestamp": stamp,
                         "resourceVersion": self.bump(),
                     },
-                    "involvedObject": {"kind": kind, "name": name, "namespace": namespace},
+                    "involvedObject": self._reference(namespace, kind, name, uid),
                     "reason": reason,
                     "message": message,
                     "type": type_,
@@ -446,6 +457,24 @@ class FakeKube:
                     "lastTimestamp": stamp,
                 }
             )
+
+    def _reference(self, namespace: str, kind: str, name: str, uid: str | None) -> dict[str, Any]:
+        """An event's ``involvedObject``: with the uid of the object so named when it exists, as the recorder's
+        reference carries it (k8s.io/client-go@v0.36.3:tools/reference/ref.go, GetReference); an object that was
+        never created (a refused pod, a child Job this fake does not keep) has none here."""
+        ref = {"kind": kind, "name": name, "namespace": namespace}
+        if uid is not None:
+            return {**ref, "uid": uid}
+        if kind == "Pod":
+            found = self.pods.get((namespace, name))
+        else:
+            found = next(
+                (o for (_, ns, n), o in self.jobs.items() if ns == namespace and n == name and o.get("kind") == kind),
+                None,
+            )
+        if found is not None:
+            ref["uid"] = found["metadata"]["uid"]
+        return ref
 
     def jobs_of(self, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
         with self.cond:

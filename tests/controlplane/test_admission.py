@@ -14,8 +14,10 @@ only kftrain refuses, the row says why; where only the real system refuses, the 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from testbed import REPO_ROOT, reference
 from testbed.controlplane.cluster import ControlPlane, for_tests
 from testbed.controlplane.kubeflow_operators import OPERATORS
 from testbed.controlplane.namespaces import install_cluster_runtimes, ready_namespace
+from tests.launch.test_inputs_validation import RESTRICTED, SECURITY_CONTEXT_REFUSED
 
 pytestmark = [
     pytest.mark.slow,
@@ -153,6 +156,15 @@ def test_trainer_runtime_is_admitted(path: Path, cluster: ControlPlane, custom: 
     assert not answer.refused, answer.body.get("message")
     assert answer.warnings == []
     assert not_kept(manifest, answer.body) == []
+
+
+def test_no_process_of_the_plane_gets_the_signals_sent_to_the_test_run(cluster: ControlPlane) -> None:
+    """Each process leads a session of its own, out of the test run's process group: a Ctrl-C or a timeout's
+    SIGTERM to that group reaches pytest alone, which stops the plane in order (kube-apiserver before etcd); the
+    processes still die with the thread that started them if pytest is killed outright."""
+    for name, proc in cluster.processes.items():
+        assert os.getsid(proc.pid) == proc.pid, name
+        assert os.getpgid(proc.pid) != os.getpgrp(), name
 
 
 def test_serves_the_pinned_version(cluster: ControlPlane, record_property: Callable[[str, object], None]) -> None:
@@ -548,3 +560,42 @@ def test_bad_input_with_the_operators(
             f"expected {bad.operator_refuses or 'nothing'} to refuse it, but {verdict or 'nothing'} did: {said}"
         )
     assert_kftrain_refuses(bad, path, f"the operator's {verdict} ({said})" if verdict else "nothing real", capsys)
+
+
+def pod_with(security_context: Any) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "security-context"},
+        "spec": {"containers": [{"name": "c", "image": "example.com/train:1", "securityContext": security_context}]},
+    }
+
+
+@pytest.fixture(scope="module")
+def pods(custom: Any) -> Any:
+    """CoreV1Api, with the namespace's ``default`` ServiceAccount a pod is admitted with (the ServiceAccount
+    admission plugin looks it up; no controller here creates it)."""
+    core = client.CoreV1Api(custom.api_client)
+    with contextlib.suppress(ApiException):
+        core.create_namespaced_service_account(NAMESPACE, {"metadata": {"name": "default"}})
+    return core
+
+
+@pytest.mark.parametrize(
+    ("given", "field"), SECURITY_CONTEXT_REFUSED, ids=[f"{f}-{g}" for g, f in SECURITY_CONTEXT_REFUSED]
+)
+def test_a_security_context_the_launch_step_refuses_the_api_server_refuses_on_a_pod(
+    given: Any, field: str, pods: Any
+) -> None:
+    """The launch step's ``security_context`` rules (kftrain/job/pod_checks.py, security_context), judged on the
+    pod an operator would create with it (a dry run): the API server refuses each one kftrain refuses
+    (tests/launch/test_inputs_validation.py), and admits what the restricted level asks for. One refusal of
+    kftrain's is not the API server's: an unknown field, which the operator's CRD prunes from the job."""
+    with pytest.raises(ApiException) as refused:
+        pods.create_namespaced_pod(NAMESPACE, pod_with(given), dry_run="All")
+    # Where the API server says the fault is, the field kftrain names: a value of the wrong type fails the body's
+    # decoding (400, Go's path without indexes), an invalid one its validation (422, the field's path).
+    message = json.loads(refused.value.body)["message"]
+    path = "spec.containers.securityContext" if refused.value.status == 400 else "spec.containers[0].securityContext"
+    assert field.replace("security_context", path) in message, message
+    pods.create_namespaced_pod(NAMESPACE, pod_with(RESTRICTED), dry_run="All")

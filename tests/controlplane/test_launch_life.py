@@ -445,6 +445,64 @@ def test_in_a_namespace_enforcing_pod_security_the_step_runs_or_says_at_once_why
     assert get_job(api, launch, load_identity(identity).name, namespace) is None  # deleted by the step
 
 
+# What the restricted Pod Security Standard requires of every container (kubernetes@v1.36.3:staging/src/k8s.io/
+# pod-security-admission/policy: check_runAsNonRoot.go, check_seccompProfile_restricted.go,
+# check_allowPrivilegeEscalation.go, check_capabilities_restricted.go), with a user id for an image that has none.
+RESTRICTED = {
+    "runAsNonRoot": True,
+    "runAsUser": 1000,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+@pytest.mark.parametrize("launch", TYPED, ids=lambda launch: launch.kind)
+def test_with_the_security_context_input_every_kind_runs_in_a_restricted_namespace_but_a_pytorchjobs_workers(
+    launch: Launch,
+    cluster: ControlPlane,
+    api: Any,
+    node: NodeAgent,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The same typed inputs with ``security_context`` set to what ``restricted`` requires: the API server admits
+    every pod the operators create, and the job runs to its end; every container of every pod is checked, the
+    operators' own included.
+
+    But a PyTorchJob's Workers: training-operator v1.9.0 adds ``init-pytorch`` to each, with no securityContext
+    (pkg/controller.v1/pytorch/initcontainer.go). It inherits runAsNonRoot and the seccomp profile from the pod,
+    which the input sets; allowPrivilegeEscalation and the dropped capabilities are a container's alone. So the
+    Master is created and runs, every Worker is refused, and the job never gets a status: the step must fail
+    within seconds, naming the operator's container and how a cluster fixes it, and delete the job."""
+    namespace = ENFORCING["restricted"]
+    use_namespace(cluster, namespace, tmp_path, monkeypatch)
+    inputs = step_inputs(launch, tmp_path, security_context=RESTRICTED)
+    identity = Path(inputs["job"])
+    if launch.kind == "PyTorchJob":
+        began = time.monotonic()
+        with pytest.raises(SystemExit):
+            launch.component.python_func(**inputs)
+        said = "".join(capsys.readouterr())
+        assert 'container "init-pytorch" must set securityContext.allowPrivilegeEscalation=false' in said, said
+        assert "runAsNonRoot != true" not in said and "seccompProfile" not in said, said  # inherited from the pod
+        assert "container init-pytorch: training-operator adds it" in said, said
+        assert time.monotonic() - began < 60, "the step waited for its pending timeout"
+        assert get_job(api, launch, load_identity(identity).name, namespace) is None  # deleted by the step
+        return
+
+    def run_then_succeed() -> None:
+        name = running_job(api, launch, identity, namespace)
+        for pod in job_pods(api, launch, name, namespace):
+            assert pod.spec.security_context.run_as_non_root, pod.metadata.name
+            for c in [*pod.spec.containers, *(pod.spec.init_containers or [])]:
+                assert c.security_context.allow_privilege_escalation is False, (pod.metadata.name, c.name)
+        succeed(api, node, launch, name, namespace)
+
+    run_step_beside(run_then_succeed, launch, inputs)
+
+
 def test_a_suspended_trainjob_waits_and_runs_once_its_queue_sets_suspend_false(
     api: Any,
     node: NodeAgent,

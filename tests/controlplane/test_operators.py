@@ -413,6 +413,13 @@ def test_operator_pods_match_the_local_replicas(
     job = build(case)
     submit(api, job)
     pods = wait_for_pods(api, job, cluster, node)
+    # The count the launch step reads refusals below (kftrain/backends/kubernetes/refused.py), from the job as
+    # served: the pods the operator made (a TrainJob's runtime decides its own: not counted from the job).
+    spec = kind_of(job).spec
+    served = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        spec.group, spec.version, NAMESPACE, spec.plural, job.name
+    )
+    assert kind_of(job).expected_pods(served) == (None if job.kind == "TrainJob" else len(pods))
     differences = compare(job, pods, services(api), tmp_path) + compare_files(job, config_maps(api), tmp_path)
     if job.kind == "MPIJob":
         # The hostfile the operator writes is the one kftrain models (and the launcher's env names it).

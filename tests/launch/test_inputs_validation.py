@@ -7,17 +7,29 @@ The rules and where they come from: kftrain/job/pod_checks.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from kftrain.errors import JobSpecError
 from kftrain.job import apply_pod_settings, kind_for, render_manifest
+from kftrain.job.kinds.trainjob.catalog import RUNTIMES_ENV
 from kftrain.job.pod_settings import pvc_volume_name
 from kftrain.job.validate import validate_job
 from kftrain.launch.inputs import parse_launch_inputs
 
 PROGRAM = ["python", "-c", "print(1)"]
+# What the restricted Pod Security Standard asks of a container, and the part of it a pod's securityContext holds.
+RESTRICTED = {
+    "runAsNonRoot": True,
+    "runAsUser": 1000,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def build(kind: str = "PyTorchJob", **inputs: Any) -> dict[str, Any]:
@@ -29,6 +41,25 @@ def build(kind: str = "PyTorchJob", **inputs: Any) -> dict[str, Any]:
     validate_job(job)
     return render_manifest(job)
 
+
+# A ``security_context`` the API server refuses on a pod, and the field kftrain names.
+SECURITY_CONTEXT_REFUSED: list[tuple[Any, str]] = [
+    (["runAsNonRoot"], "security_context"),
+    ({"runAsUser": -1}, "security_context.runAsUser"),
+    ({"runAsGroup": 2**31}, "security_context.runAsGroup"),
+    ({"privileged": "yes"}, "security_context.privileged"),
+    ({"seccompProfile": {"type": "Default"}}, "security_context.seccompProfile.type"),
+    ({"seccompProfile": {"type": "Localhost"}}, "security_context.seccompProfile.localhostProfile"),
+    (
+        {"seccompProfile": {"type": "RuntimeDefault", "localhostProfile": "p.json"}},
+        "security_context.seccompProfile.localhostProfile",
+    ),
+    ({"appArmorProfile": {"type": "Localhost"}}, "security_context.appArmorProfile.localhostProfile"),
+    ({"capabilities": {"drop": "ALL"}}, "security_context.capabilities.drop"),
+    ({"procMount": "Masked"}, "security_context.procMount"),
+    ({"allowPrivilegeEscalation": False, "privileged": True}, "security_context"),
+    ({"allowPrivilegeEscalation": False, "capabilities": {"add": ["CAP_SYS_ADMIN"]}}, "security_context"),
+]
 
 REFUSED = [
     # node selector: label keys (IsQualifiedName) and values (IsValidLabelValue)
@@ -107,6 +138,10 @@ REFUSED = [
     ({"shm_size": "1Gi", "pvc_mounts": {"/dev/shm": "claim"}}, "pvc_mounts./dev/shm"),
     ({"pvc_mounts": {"/a": "c1", "/a/": "c2"}}, "pvc_mounts./a/"),
     ({"pvc_mounts": {"/a/../etc": "c"}}, "pvc_mounts./a/../etc"),
+    # a container's securityContext (ValidateSecurityContext): each also judged by the real API server on a pod,
+    # tests/controlplane/test_admission.py
+    *(({"security_context": given}, field) for given, field in SECURITY_CONTEXT_REFUSED),
+    ({"security_context": {"runAsNonroot": True}}, "security_context.runAsNonroot"),  # pruned by the CRD's schema
 ]
 
 
@@ -172,6 +207,16 @@ def _env_value(manifest: dict[str, Any], name: str) -> Any:
         ),
         ({"tolerations": [{"operator": "Exists"}]}, lambda m: _master(m)["tolerations"], [{"operator": "Exists"}]),
         ({"env": {"my.var-1": "v"}}, lambda m: _master(m)["containers"][0]["env"][0]["name"], "my.var-1"),
+        # on every container, and what a pod's securityContext shares with a container's on the pod too (a
+        # container the operator adds, such as init-pytorch, inherits those)
+        (
+            {"security_context": RESTRICTED},
+            lambda m: [
+                (p["securityContext"], [c["securityContext"] for c in p["containers"]])
+                for p in (r["template"]["spec"] for r in m["spec"]["pytorchReplicaSpecs"].values())
+            ],
+            [(RESTRICTED_POD, [RESTRICTED])] * 2,
+        ),
         (
             {"image": "registry.local:5000/team/train:v1.2"},
             lambda m: _master(m)["containers"][0]["image"],
@@ -227,3 +272,43 @@ def test_every_pvc_mount_is_kept_on_a_valid_volume_of_its_claim(pvc_mounts: dict
 
 def test_a_pvc_volume_keeps_its_plain_name_when_valid() -> None:
     assert pvc_volume_name("datasets") == "pvc-datasets"
+
+
+def test_a_trainjobs_init_containers_get_the_security_context_through_its_runtime_patch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A TrainJob's pods are its runtime's: the security context reaches each container and init container of the
+    trainer's job as ContainerPatches of one runtime patch, and the pod's share as its PodSpecPatch's
+    securityContext (kubeflow/trainer@v2.3.0:pkg/apis/trainer/v1alpha1/trainjob_types.go, PodSpecPatch:
+    initContainers and containers, each a ContainerPatch by name)."""
+    pod = {"initContainers": [{"name": "fetch", "image": "img"}], "containers": [{"name": "node", "image": "img"}]}
+    runtime = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": "with-init"},
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "torch": {}},
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                                "spec": {"template": {"spec": pod}},
+                            },
+                        }
+                    ]
+                }
+            },
+        },
+    }
+    (tmp_path / "runtime.yaml").write_text(yaml.safe_dump(runtime))
+    monkeypatch.setenv(RUNTIMES_ENV, str(tmp_path / "runtime.yaml"))
+    manifest = build("TrainJob", runtime="with-init", security_context=RESTRICTED)
+    (patch,) = manifest["spec"]["runtimePatches"]
+    (node,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    spec = node["template"]["spec"]["template"]["spec"]
+    assert spec["securityContext"] == RESTRICTED_POD
+    assert spec["initContainers"] == [{"name": "fetch", "securityContext": RESTRICTED}]
+    assert [c["securityContext"] for c in spec["containers"]] == [RESTRICTED]

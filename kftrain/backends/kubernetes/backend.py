@@ -297,13 +297,13 @@ class KubernetesBackend(Backend):
                     if logs is not None:
                         logs.finish(cfg.log_drain_s, collect=True)  # every replica's log before the verdict
                     if not ended.succeeded:
-                        self._explain_failure(job, ended, logs, failures)
+                        self._explain_failure(job, obj, ended, logs, failures)
                     return ended
                 give_up = watching.check(obj, pods.items() if pods.listed else None, now)
                 if give_up is not None:
                     if give_up.failed_replica is None:
                         # A replica in a crash loop is the likely cause, whatever ended the wait: name it, its code.
-                        self._explain_failure(job, give_up, logs, failures)
+                        self._explain_failure(job, obj, give_up, logs, failures)
                     self._delete(job)
                     give_up.message += "; deleted the job"
                     return give_up
@@ -320,11 +320,21 @@ class KubernetesBackend(Backend):
                 logs.finish(cfg.log_drain_s, collect=False)  # a no-op once finished
 
     def _explain_failure(
-        self, job: JobRef, result: JobResult, logs: LogFollower | None, failures: FailureMemory
+        self,
+        job: JobRef,
+        obj: dict[str, Any] | None,
+        result: JobResult,
+        logs: LogFollower | None,
+        failures: FailureMemory,
     ) -> None:
-        """Add to ``result`` which replica failed, its exit code, its last log lines and the recent events."""
+        """Add to ``result`` which replica failed, its exit code, its last log lines and the recent events of this
+        job (``obj``, as last seen), not of an earlier one of its name."""
         found = diagnose_failure(
-            api=self.api, job=job, log_lines=self.config.log_tail_lines, event_lines=self.config.event_lines
+            api=self.api,
+            job=job,
+            served=obj,
+            log_lines=self.config.log_tail_lines,
+            event_lines=self.config.event_lines,
         )
         seen = failures.last()
         if found.replica is not None:
@@ -403,8 +413,8 @@ class _Watching:
             )
         if pods is None:
             return None
-        # A suspended job has no pods on purpose: only a job that runs waits for its first pod.
-        refused = self.refused.update(obj is not None and suspension(obj) is None and not pods, now)
+        # A suspended job has no pods on purpose: only a job that runs waits for its pods.
+        refused = self.refused.update(obj if obj is not None and suspension(obj) is None else None, pods, now)
         if refused is not None:
             return refused
         return self.pending.update(pods.values(), now)

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.exceptions import ApiException
 
+from kftrain.backends.kubernetes.incarnation import Incarnation, event_time
+
 if TYPE_CHECKING:
     from kftrain.backends.kubernetes.api import JobRef, KubeApi
 
@@ -126,9 +128,12 @@ class Diagnosis:
     events: list[str] = field(default_factory=list)
 
 
-def diagnose_failure(api: KubeApi, job: JobRef, *, log_lines: int, event_lines: int) -> Diagnosis:
+def diagnose_failure(
+    api: KubeApi, job: JobRef, *, served: Mapping[str, Any] | None, log_lines: int, event_lines: int
+) -> Diagnosis:
     """The replica whose container failed last, its exit code and last ``log_lines`` lines, and the last
-    ``event_lines`` events of that pod and of the job. What cannot be read is left out."""
+    ``event_lines`` events of that pod and of the job (``served``: as the API server last served it; its events
+    only, not an earlier job's of its name). What cannot be read is left out."""
     try:
         pods = api.job_pods(job)
     except ApiException:
@@ -146,7 +151,7 @@ def diagnose_failure(api: KubeApi, job: JobRef, *, log_lines: int, event_lines: 
             diagnosis.log_tail = text.splitlines()[-log_lines:]
         except ApiException:
             pass
-    diagnosis.events = recent_events(api, job.namespace, involved, event_lines)
+    diagnosis.events = recent_events(api, job.namespace, involved, event_lines, Incarnation.of(served, pods))
     return diagnosis
 
 
@@ -170,8 +175,11 @@ def failing_pod(pods: Iterable[Pod]) -> tuple[Pod, str | None, int, bool] | None
     return best[1], best[2], best[3], best[4]
 
 
-def recent_events(api: KubeApi, namespace: str, names: Iterable[str], limit: int) -> list[str]:
-    """The last ``limit`` events about the objects ``names``, oldest first, one line each."""
+def recent_events(
+    api: KubeApi, namespace: str, names: Iterable[str], limit: int, incarnation: Incarnation
+) -> list[str]:
+    """The last ``limit`` events about the objects ``names`` in their ``incarnation``, oldest first, one line
+    each."""
     lines: list[tuple[str, str]] = []
     for name in names:
         try:
@@ -179,7 +187,9 @@ def recent_events(api: KubeApi, namespace: str, names: Iterable[str], limit: int
         except ApiException:
             continue
         for ev in events:
-            when = ev.last_timestamp or ev.event_time or ev.first_timestamp or ev.metadata.creation_timestamp
+            if not incarnation.owns(ev):
+                continue
+            when = event_time(ev)
             stamp = when.isoformat() if when is not None else ""
             obj = ev.involved_object
             lines.append((stamp, f"{ev.type or ''} {ev.reason or ''} {obj.kind}/{obj.name}: {ev.message or ''}"))

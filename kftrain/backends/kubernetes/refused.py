@@ -10,18 +10,28 @@ are named from the job (``<job>-launcher``, ``<jobset>-<replicatedJob>-<index>``
 object named ``<job>-...`` is the job's.
 
 Pod Security Admission's refusal does not fix itself (someone must change the pods or the namespace's
-``pod-security.kubernetes.io/enforce`` label), so a job none of whose pods exists yet fails as soon as one is seen,
-rather than waiting out its pending timeout; its message is the API server's, naming the level and each check
-failed (kubernetes@v1.36.3:staging/src/k8s.io/pod-security-admission/admission/admission.go, "violates PodSecurity").
+``pod-security.kubernetes.io/enforce`` label), so a job that has fewer pods than its replicas fails as soon as one
+is seen, rather than waiting out its pending timeout; the events are read only then. Fewer, not none: the
+training-operator creates a PyTorchJob's Master and fails only its Workers' creates when only the Workers carry a
+container that breaks the level (its ``init-pytorch``), and the Master then runs while the job never does. A kind
+that cannot count its pods from the job (a TrainJob: its runtime decides) is read while it has none.
+
+The message is the API server's, naming the level and each check failed
+(kubernetes@v1.36.3:staging/src/k8s.io/pod-security-admission/admission/admission.go, "violates PodSecurity"), and
+says how to give a container the operator added a securityContext
+(:attr:`~kftrain.job.kinds.base.KindSpec.operator_containers`): the job's own manifest cannot.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.exceptions import ApiException
 
 from kftrain.backends.base import JobPhase, JobResult
+from kftrain.backends.kubernetes.incarnation import Incarnation
 from kftrain.backends.kubernetes.pending import next_look
 from kftrain.job.kinds import kind_for
 
@@ -29,58 +39,82 @@ if TYPE_CHECKING:
     from kftrain.backends.kubernetes.api import JobRef, KubeApi
 
 POD_SECURITY = "violates PodSecurity"
+# How the message names each container that fails a check (pod-security-admission/policy/check_*.go:
+# `container "x" must ...`, `containers "x", "y" must ...`, `pod or container "x" must ...`).
+_NAMED_CONTAINERS = re.compile(r'containers? ((?:"[^"]+"(?:, )?)+)')
 
 
 def is_the_jobs(involved_name: str, job_name: str) -> bool:
     return involved_name == job_name or involved_name.startswith(job_name + "-")
 
 
+def refused_containers(message: str) -> list[str]:
+    """The containers a Pod Security refusal's ``message`` names, in its order, each once."""
+    names = (n for group in _NAMED_CONTAINERS.findall(message) for n in re.findall(r'"([^"]+)"', group))
+    return list(dict.fromkeys(names))
+
+
 class RefusedPods:
-    """While the job runs and has no pod, reads the operators' create failures every ``recheck_s`` seconds (from
-    ``recheck_s`` after it was first seen so: an operator creates pods a moment after the job)."""
+    """While the job runs with fewer pods than it asks for, reads the operators' create failures every
+    ``recheck_s`` seconds (from ``recheck_s`` after it was first seen so: an operator creates pods a moment after
+    the job)."""
 
     def __init__(self, api: KubeApi, job: JobRef, *, recheck_s: float) -> None:
         self._api = api
         self._job = job
         # Only the reasons the job's kind's controllers record: one request each, at every look.
-        self._reasons = kind_for(job.kind, job.api_version).spec.create_failed_reasons
+        self._kind = kind_for(job.kind, job.api_version)
+        self._reasons = self._kind.spec.create_failed_reasons
         self._recheck_s = recheck_s
-        self._no_pods_since: float | None = None
+        self._missing_since: float | None = None
         self._read_at: float | None = None
 
     @property
     def next_check(self) -> float | None:
-        if self._no_pods_since is None:
+        if self._missing_since is None:
             return None
-        return next_look(self._no_pods_since, self._read_at, self._recheck_s)
+        return next_look(self._missing_since, self._read_at, self._recheck_s)
 
-    def update(self, waits_for_pods: bool, now: float) -> JobResult | None:
+    def missing_pods(self, job: Mapping[str, Any], pods: int) -> bool:
+        """Whether the job ``job``, with ``pods`` pods, has fewer than its replicas (none, when it cannot say)."""
+        expected = self._kind.expected_pods(job)
+        return pods < (1 if expected is None else expected)
+
+    def update(self, job: Mapping[str, Any] | None, pods: Mapping[str, Any], now: float) -> JobResult | None:
         """A failed result once admission has refused a pod of the job for good; None while the wait goes on.
-        ``waits_for_pods``: the job runs (not suspended) and has no pod yet; the events are read only then."""
-        if not waits_for_pods:
-            self._no_pods_since = self._read_at = None
+        ``job``: the job as served while it runs (None: suspended, or not seen yet), ``pods`` its pods by name;
+        the events are read only while it lacks pods (:meth:`missing_pods`), and only this job's count
+        (:class:`~kftrain.backends.kubernetes.incarnation.Incarnation`: not an earlier job's of its name)."""
+        if job is None or not self.missing_pods(job, len(pods)):
+            self._missing_since = self._read_at = None
             return None
-        if self._no_pods_since is None:
-            self._no_pods_since = now
+        if self._missing_since is None:
+            self._missing_since = now
         due = self.next_check
         if due is None or now < due:
             return None
         self._read_at = now
-        refusal = self._pod_security_refusal()
+        refusal = self._pod_security_refusal(Incarnation.of(job, pods.values()))
         if refusal is None:
             return None
         return JobResult(
             JobPhase.FAILED,
             reason="PodSecurity",
-            message=(
-                f"the API server refused the job's pods: {refusal}; namespace {self._job.namespace} enforces Pod "
-                "Security Admission (its pod-security.kubernetes.io/enforce label): give the containers a "
-                "securityContext that meets that level (the job's manifest), or run in a namespace that allows them"
-            ),
+            message=self._explained(refusal),
             exit_code=1,
         )
 
-    def _pod_security_refusal(self) -> str | None:
+    def _explained(self, refusal: str) -> str:
+        added = self._kind.spec.operator_containers
+        theirs = [f"container {name}: {added[name]}" for name in refused_containers(refusal) if name in added]
+        return (
+            f"the API server refused the job's pods: {refusal}; namespace {self._job.namespace} enforces Pod "
+            "Security Admission (its pod-security.kubernetes.io/enforce label): give the containers a "
+            "securityContext that meets that level (the launch step's security_context input, or the job's "
+            "manifest), or run in a namespace that allows them" + "".join(f"; {t}" for t in theirs)
+        )
+
+    def _pod_security_refusal(self, incarnation: Incarnation) -> str | None:
         for reason in self._reasons:
             try:
                 events = self._api.warnings_with_reason(self._job.namespace, reason)
@@ -88,6 +122,10 @@ class RefusedPods:
                 continue  # unreadable (no grant on events): the pending timeout still bounds the wait
             for event in events:
                 message = event.message or ""
-                if POD_SECURITY in message and is_the_jobs(event.involved_object.name or "", self._job.name):
+                if (
+                    POD_SECURITY in message
+                    and is_the_jobs(event.involved_object.name or "", self._job.name)
+                    and incarnation.owns(event)
+                ):
                     return message
         return None

@@ -74,6 +74,13 @@ class KindSpec:
     # training-operator's on the job (kubeflow/training-operator@v1.9.0:pkg/controller.v1/control/pod_control.go,
     # FailedCreatePodReason). What the launch step reads, each a request, while the job has no pod.
     create_failed_reasons: tuple[str, ...] = ("FailedCreatePod",)
+    # The replicas of a type whose replica spec leaves them unset, as the operator's defaulting sets them; types
+    # not named default to 1 (kubeflow/training-operator@v1.9.0:pkg/apis/kubeflow.org/v1/defaulting_utils.go,
+    # setDefaultReplicas, called with 1 by every kind's defaults but MPIJob's Worker).
+    unset_replicas: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    # Containers the operator adds to the pods it creates, by name, with how a cluster gives one a securityContext:
+    # the job's manifest cannot, so the step names the fix when admission refuses one of them.
+    operator_containers: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def version(self) -> str:
@@ -399,6 +406,18 @@ class Kind:
         """Whether the controller serves the job's nodes an endpoint to post their progress to (a TrainJob's status
         server): the local backend then serves it too (:attr:`Topology.status`)."""
         return False
+
+    def expected_pods(self, obj: Mapping[str, Any]) -> int | None:
+        """How many pods the operator keeps for the job ``obj`` (as the API server holds it) while it runs: one
+        per replica of every replica spec; None where the job alone does not say."""
+        specs = (obj.get("spec") or {}).get(self.spec.replica_key)
+        if not isinstance(specs, Mapping):
+            return None
+        total = 0
+        for rtype, rspec in specs.items():
+            replicas = (rspec or {}).get("replicas") if isinstance(rspec, Mapping) else None
+            total += int(replicas) if isinstance(replicas, int) else self.spec.unset_replicas.get(rtype, 1)
+        return total
 
     def reported_progress(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """The progress the job's nodes reported, as the API server holds it in the job object ``obj`` (a

@@ -55,6 +55,10 @@ def s_replica_failure(sim: JobSim) -> None:
     sim.sleep(0.1)
     sim.exit("worker-0", 3)
     sim.kube.add_event(sim.namespace, "Pod", sim.pod_names["worker-0"], "OOMish", "container pytorch exited with 3")
+    # The pod of the same name of an earlier job of the same name (a retried task): not this job's event.
+    sim.kube.add_event(
+        sim.namespace, "Pod", sim.pod_names["worker-0"], "OOMish", "an earlier pod exited with 9", uid="earlier-pod"
+    )
     sim.condition(
         "Failed",
         reason="PyTorchJobFailed",
@@ -167,6 +171,7 @@ def _check_failure(result: JobResult, out: str, kube: FakeKube) -> None:
     assert result.log_tail[-1] == "RuntimeError: CUDA out of memory"
     assert "1 Worker replica(s) failed" in result.message
     assert "recent events" in result.message and "container pytorch exited with 3" in result.message
+    assert "an earlier pod" not in result.message
     assert "RuntimeError: CUDA out of memory" in result.describe()
 
 

@@ -76,3 +76,90 @@ def test_a_pod_security_refusal_fails_the_job_at_once_and_nothing_else_does(
         assert kube.jobs_of("pytorchjobs") == kube.jobs_of("mpijobs") == []  # deleted by the step
     else:
         assert result.succeeded, (result.describe(), out.getvalue())
+
+
+INIT_PYTORCH = (
+    'Error creating: pods "{pod}" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation '
+    '!= false (container "init-pytorch" must set securityContext.allowPrivilegeEscalation=false), unrestricted '
+    'capabilities (container "init-pytorch" must set securityContext.capabilities.drop=["ALL"])'
+)
+
+
+def test_a_job_whose_master_runs_while_its_workers_are_refused_fails_at_once_naming_the_operators_container(
+    kube: FakeKube, operator: OperatorSim
+) -> None:
+    """What the real training-operator does in a ``restricted`` namespace when only its ``init-pytorch`` breaks
+    the level (tests/controlplane/test_launch_life.py): the Master is created and runs, every Worker's create is
+    refused, and the job never gets a status. The step reads the events while the job has fewer pods than
+    replicas, and says how a cluster gives the operator's container a securityContext."""
+
+    def scenario(sim: JobSim) -> None:
+        sim.condition("Created")
+        sim.scale_up("Master")
+        sim.start()
+        pod = f"{sim.name}-worker-0"
+        sim.kube.add_event(sim.namespace, "PyTorchJob", sim.name, "FailedCreatePod", INIT_PYTORCH.format(pod=pod))
+        sim.sleep(5.0)  # far past the step's looks: it must have ended the job by then
+
+    operator.scenario = scenario
+    backend, out = make_backend(kube, poll_interval_s=0.05, pending_timeout_s=None)
+    result = backend.run(pytorch_job(workers=1), timeout=20)
+    assert result.phase == JobPhase.FAILED and result.reason == "PodSecurity", (result.describe(), out.getvalue())
+    assert "container init-pytorch: training-operator adds it" in result.message, result.message
+    assert "--pytorch-init-container-template-file" in result.message, result.message
+    assert kube.jobs_of("pytorchjobs") == []  # deleted by the step
+
+
+def test_once_every_replica_has_its_pod_the_events_are_not_read(kube: FakeKube, operator: OperatorSim) -> None:
+    """A refusal recorded once every pod exists (one about a Worker refused before the namespace's label was
+    relaxed) does not end the job: the events are read only while pods are missing."""
+
+    def scenario(sim: JobSim) -> None:
+        running(sim)
+        sim.kube.add_event(
+            sim.namespace, "PyTorchJob", sim.name, "FailedCreatePod", PSA.format(pod=f"{sim.name}-worker-0")
+        )
+        sim.sleep(0.5)  # several of the step's poll intervals with every pod there
+        succeed(sim)
+
+    operator.scenario = scenario
+    backend, out = make_backend(kube, poll_interval_s=0.05, pending_timeout_s=None)
+    result = backend.run(pytorch_job(workers=1), timeout=20)
+    assert result.succeeded, (result.describe(), out.getvalue())
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "earlier", "job"),
+    [
+        # about the job itself: an earlier job of its name had another uid
+        ("PyTorchJob", lambda job: job, {"uid": "uid-of-an-earlier-job"}, pytorch_job),
+        # about a child the step never sees (an MPIJob's launcher Job): recorded before this job was created
+        ("Job", lambda job: f"{job}-launcher", {"stamp": "2026-01-01T00:00:00Z"}, mpi_job),
+    ],
+    ids=["the-jobs-own-uid", "a-childs-time"],
+)
+def test_an_earlier_job_of_the_same_names_refusal_is_not_this_ones(
+    kind: str,
+    name: Callable[[str], str],
+    earlier: dict[str, str],
+    job: Callable[[], TrainingJob],
+    kube: FakeKube,
+    operator: OperatorSim,
+) -> None:
+    """A retried task creates its job under the same name (from its run and task), while the events of the one
+    deleted before it stay in the namespace for an hour: only this job's count
+    (kftrain/backends/kubernetes/incarnation.py), so the step waits on it, and its failure shows its own events."""
+
+    def scenario(sim: JobSim) -> None:
+        sim.condition("Created")
+        reason = "FailedCreatePod" if kind == "PyTorchJob" else "FailedCreate"
+        message = PSA.format(pod=f"{sim.name}-master-0")
+        sim.kube.add_event(sim.namespace, kind, name(sim.name), reason, message, **earlier)
+        sim.sleep(0.5)  # several of the step's looks at the events, with no pod
+        running(sim)
+        succeed(sim)
+
+    operator.scenario = scenario
+    backend, out = make_backend(kube, poll_interval_s=0.05, pending_timeout_s=None)
+    result = backend.run(job(), timeout=20)
+    assert result.succeeded, (result.describe(), out.getvalue())

@@ -69,6 +69,8 @@ SPEC_V2BETA1 = KindSpec(
     # "worker pod created failed"; mpi_job_controller_status.go, mpiJobFailedReason), and the Job controller's on
     # the launcher's Job (kubernetes@v1.36.3:pkg/controller/job/job_controller.go, FailedCreatePodReason).
     create_failed_reasons=("MPIJobFailed", "FailedCreate"),
+    # pkg/apis/kubeflow/v2beta1/default.go, setDefaultsTypeWorker (the Launcher's default is 1).
+    unset_replicas={"Worker": 0},
 )
 SPEC_V1 = dataclasses.replace(
     SPEC_V2BETA1,
@@ -82,6 +84,14 @@ SPEC_V1 = dataclasses.replace(
     managers=(),
     restart_policies=None,
     create_failed_reasons=("FailedCreatePod",),  # training-operator's, as for its other kinds
+    # kubeflow/training-operator@v1.9.0:pkg/apis/kubeflow.org/v1/mpi_defaults.go, SetDefaults_MPIJob.
+    unset_replicas={"Worker": 0},
+    # pkg/controller.v1/mpi/mpijob_controller.go, newLauncher: every launcher pod gets it, with no securityContext
+    # and no setting of the operator's to give it one.
+    operator_containers={
+        "kubectl-delivery": "training-operator v1.9 gives it no securityContext and has no setting for one: run the "
+        "job as an MPIJob v2beta1 (mpi-operator), which adds no container"
+    },
 )
 
 

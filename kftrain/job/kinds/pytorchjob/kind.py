@@ -45,6 +45,14 @@ SPEC = KindSpec(
     # kubeflow/training-operator@v1.9.0:pkg/controller.v1/pytorch/pytorchjob_controller.go, controllerName
     operator_name="pytorchjob-controller",
     managers=TRAINING_OPERATOR_MANAGERS,
+    # pkg/controller.v1/pytorch/initcontainer.go: added to every Worker of a job with a Master, from a template
+    # with no securityContext unless the operator reads its own (--pytorch-init-container-template-file,
+    # cmd/training-operator.v1/main.go).
+    operator_containers={
+        "init-pytorch": "training-operator adds it to each Worker of a PyTorchJob with a Master; its "
+        "securityContext comes from the template the operator is started with "
+        "(--pytorch-init-container-template-file): a cluster admin gives it one there"
+    },
 )
 
 

@@ -366,6 +366,11 @@ class TrainJobKind(Kind):
         # plugins/trainjobstatus/trainjobstatus.go:88-96: the trainer's job of every runtime gets the endpoint.
         return source(job).resolved.trainer_job is not None
 
+    def expected_pods(self, obj: Mapping[str, Any]) -> int | None:
+        # Its pods are its JobSet's: each replicated job's replicas x its Job's parallelism, from the runtime
+        # (pkg/runtime/framework/plugins/jobset/builder.go), which the TrainJob object does not hold.
+        return None
+
     def reported_progress(self, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
         # pkg/statusserver/server.go:166-168 applies what a node posts to status.trainerStatus.
         status = (obj.get("status") or {}).get("trainerStatus")

@@ -10,7 +10,7 @@ own spec. So, when the TrainJob is rendered, each change is written where the Tr
 * resources of the trainer's ``node`` container -> ``trainer.resourcesPerNode``;
 * what a ``PodSpecPatch`` holds (node selector, tolerations, affinity, service account, image pull secrets,
   volumes, security context, grace period, scheduling gates), the volume mounts and security context of each
-  container, and the pod template's labels and annotations -> one ``runtimePatches`` entry of
+  container and init container, and the pod template's labels and annotations -> one ``runtimePatches`` entry of
   :data:`MANAGER` per changed job;
 * the job's labels and annotations (Kueue's queue name) stay on the TrainJob's metadata.
 
@@ -42,6 +42,8 @@ POD_PATCH_FIELDS = (
     "volumes",
 )
 CONTAINER_PATCH_FIELDS = ("volumeMounts", "securityContext")
+# The pod's container lists a PodSpecPatch patches, each a list of ContainerPatch by name.
+CONTAINER_LISTS = ("containers", "initContainers")
 
 
 def carry_changes(job: TrainingJob, spec: dict[str, Any], resolved: Resolved) -> dict[str, Any]:
@@ -89,7 +91,7 @@ def _pod_patch(name: str, before: dict[str, Any], after: dict[str, Any]) -> dict
     pod_before, pod_after = before.get("spec") or {}, after.get("spec") or {}
     pod: dict[str, Any] = {}
     for key in sorted(set(pod_before) | set(pod_after)):
-        if pod_before.get(key) == pod_after.get(key) or key == "containers":
+        if pod_before.get(key) == pod_after.get(key) or key in CONTAINER_LISTS:
             continue
         if key not in POD_PATCH_FIELDS:
             raise JobSpecError(
@@ -98,18 +100,10 @@ def _pod_patch(name: str, before: dict[str, Any], after: dict[str, Any]) -> dict
                 "use a runtime that sets it",
             )
         pod[key] = copy.deepcopy(pod_after.get(key))
-    containers = []
-    old = {c.get("name"): c for c in pod_before.get("containers") or []}
-    for c in pod_after.get("containers") or []:
-        prior = old.get(c.get("name"), {})
-        changed = {k: copy.deepcopy(c[k]) for k in CONTAINER_PATCH_FIELDS if k in c and c.get(k) != prior.get(k)}
-        if changed:
-            containers.append({"name": c.get("name"), **changed})
-        for key in sorted(set(c) - {*CONTAINER_PATCH_FIELDS, "env", "resources"}):
-            if c.get(key) != prior.get(key) and not (c.get("name") == NODE and key in ("image", "command", "args")):
-                raise JobSpecError(f"runtimePatches.{name}.containers.{key}", "a TrainJob cannot change it")
-    if containers:
-        pod["containers"] = containers
+    for key in CONTAINER_LISTS:
+        containers = _container_patches(f"runtimePatches.{name}.{key}", pod_before.get(key), pod_after.get(key))
+        if containers:
+            pod[key] = containers
     template: dict[str, Any] = {"spec": pod} if pod else {}
     meta_before, meta_after = before.get("metadata") or {}, after.get("metadata") or {}
     if meta_after != meta_before:
@@ -117,3 +111,19 @@ def _pod_patch(name: str, before: dict[str, Any], after: dict[str, Any]) -> dict
     if not template:
         return None
     return {"name": name, "template": {"spec": {"template": template}}}
+
+
+def _container_patches(field: str, before: Any, after: Any) -> list[dict[str, Any]]:
+    """A ContainerPatch for each container of ``after`` whose patchable fields differ from ``before``'s; any other
+    change is refused, naming ``field``."""
+    old = {c.get("name"): c for c in before or []}
+    patches = []
+    for c in after or []:
+        prior = old.get(c.get("name"), {})
+        changed = {k: copy.deepcopy(c[k]) for k in CONTAINER_PATCH_FIELDS if k in c and c.get(k) != prior.get(k)}
+        if changed:
+            patches.append({"name": c.get("name"), **changed})
+        for key in sorted(set(c) - {*CONTAINER_PATCH_FIELDS, "env", "resources"}):
+            if c.get(key) != prior.get(key) and not (c.get("name") == NODE and key in ("image", "command", "args")):
+                raise JobSpecError(f"{field}.{key}", "a TrainJob cannot change it")
+    return patches

@@ -1,0 +1,64 @@
+"""Which events are about this life of a job's name, not an earlier job's of the same name.
+
+A job's name comes from its run and task (:mod:`kftrain.launch.identity`), so a task retried after its job was
+deleted creates a job of the same name, its pods of the same names; the events about the earlier one stay in the
+namespace for the API server's event TTL (an hour by default: kubernetes@v1.36.3:pkg/controlplane/apiserver/
+options/options.go, EventTTL). Every event names its object's uid (``involvedObject.uid``: the recorder's reference,
+k8s.io/client-go@v0.36.3:tools/reference/ref.go, GetReference), so one about the job itself or a pod the step has
+seen is this life's only when the uid is the current one. One about an object the step has not seen (a child
+Job the operator made, a pod that never existed because it was refused) is this life's when it was last recorded
+no earlier than the job was created; both times are whole seconds, so an event of an earlier job deleted within the
+second this one was created is taken as this one's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+def _time(value: Any) -> datetime | None:
+    """An API timestamp (a datetime from the client's models, or RFC 3339 text from JSON)."""
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and value:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return None
+
+
+def event_time(event: Any) -> datetime | None:
+    """When ``event`` (the client's CoreV1Event) was last recorded: its lastTimestamp, else its eventTime (the
+    events.k8s.io recorder's), else its firstTimestamp or its creation."""
+    return _time(event.last_timestamp or event.event_time or event.first_timestamp or event.metadata.creation_timestamp)
+
+
+@dataclass(frozen=True)
+class Incarnation:
+    """One life of a job: the uids of its objects the step knows, by (kind, name), and when the job was created."""
+
+    uids: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    created: datetime | None = None
+
+    @classmethod
+    def of(cls, job: Mapping[str, Any] | None, others: Iterable[Mapping[str, Any]] = ()) -> Incarnation:
+        """The life of ``job`` (the object as served; None: not known, every event is taken) and of ``others``
+        (its pods as served)."""
+        if job is None:
+            return cls()
+        uids = {}
+        for obj in (job, *others):
+            meta = obj.get("metadata") or {}
+            if meta.get("uid"):
+                uids[(str(obj.get("kind") or "Pod"), str(meta.get("name")))] = str(meta["uid"])
+        return cls(uids, _time((job.get("metadata") or {}).get("creationTimestamp")))
+
+    def owns(self, event: Any) -> bool:
+        """Whether ``event`` is about this life of the job or of one of its objects."""
+        involved = event.involved_object
+        known = self.uids.get((str(involved.kind), str(involved.name)))
+        if known is not None and involved.uid:
+            return bool(involved.uid == known)
+        when = event_time(event)
+        return self.created is None or when is None or when >= self.created
