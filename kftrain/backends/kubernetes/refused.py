@@ -54,10 +54,15 @@ def refused_containers(message: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+# The longest wait between two reads of the create failures of a job still lacking pods.
+LONGEST_RECHECK_S = 30.0
+
+
 class RefusedPods:
-    """While the job runs with fewer pods than it asks for, reads the operators' create failures every
-    ``recheck_s`` seconds (from ``recheck_s`` after it was first seen so: an operator creates pods a moment after
-    the job)."""
+    """While the job runs with fewer pods than it asks for, reads the operators' create failures: ``recheck_s``
+    seconds after it was first seen so (an operator creates pods a moment after the job), then at twice the last
+    wait, up to :data:`LONGEST_RECHECK_S`. An operator refused creates every pod it tries at once, so the first
+    read sees a refusal; a busy operator is slow to create them, and each read lists a namespace's events."""
 
     def __init__(self, api: KubeApi, job: JobRef, *, recheck_s: float) -> None:
         self._api = api
@@ -66,6 +71,7 @@ class RefusedPods:
         self._kind = kind_for(job.kind, job.api_version)
         self._reasons = self._kind.spec.create_failed_reasons
         self._recheck_s = recheck_s
+        self._every_s = recheck_s  # the wait before the next read
         self._missing_since: float | None = None
         self._read_at: float | None = None
 
@@ -73,7 +79,7 @@ class RefusedPods:
     def next_check(self) -> float | None:
         if self._missing_since is None:
             return None
-        return next_look(self._missing_since, self._read_at, self._recheck_s)
+        return next_look(self._missing_since, self._read_at, self._every_s)
 
     def missing_pods(self, job: Mapping[str, Any], pods: int) -> bool:
         """Whether the job ``job``, with ``pods`` pods, has fewer than its replicas (none, when it cannot say)."""
@@ -87,6 +93,7 @@ class RefusedPods:
         (:class:`~kftrain.backends.kubernetes.incarnation.Incarnation`: not an earlier job's of its name)."""
         if job is None or not self.missing_pods(job, len(pods)):
             self._missing_since = self._read_at = None
+            self._every_s = self._recheck_s
             return None
         if self._missing_since is None:
             self._missing_since = now
@@ -94,6 +101,7 @@ class RefusedPods:
         if due is None or now < due:
             return None
         self._read_at = now
+        self._every_s = min(2 * self._every_s, max(LONGEST_RECHECK_S, self._recheck_s))
         refusal = self._pod_security_refusal(Incarnation.of(job, pods.values()))
         if refusal is None:
             return None

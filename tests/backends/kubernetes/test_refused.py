@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 from kftrain.backends.base import JobPhase
+from kftrain.backends.kubernetes.api import JobRef
+from kftrain.backends.kubernetes.refused import RefusedPods
 from kftrain.job.model import TrainingJob
 from testbed.fake_k8s import FakeKube, JobSim, OperatorSim
 from testbed.k8s_harness import make_backend, mpi_job, pytorch_job, running, succeed
@@ -163,3 +166,35 @@ def test_an_earlier_job_of_the_same_names_refusal_is_not_this_ones(
     backend, out = make_backend(kube, poll_interval_s=0.05, pending_timeout_s=None)
     result = backend.run(job(), timeout=20)
     assert result.succeeded, (result.describe(), out.getvalue())
+
+
+class _Reads:
+    """A KubeApi's event reads, counted by when they were asked (no event found)."""
+
+    def __init__(self) -> None:
+        self.at: list[float] = []
+        self.now = 0.0
+
+    def warnings_with_reason(self, namespace: str, reason: str) -> list[Any]:
+        self.at.append(self.now)
+        return []
+
+
+def test_while_pods_are_missing_the_events_are_read_ever_less_often_and_again_soon_once_one_goes_missing() -> None:
+    """Each read lists a namespace's events: 2 s after the job first lacks pods, then at twice the last wait up to
+    30 s. A job whose pods are all there reads nothing; when one goes missing again the schedule starts over."""
+    api = _Reads()
+    refused = RefusedPods(api, JobRef.make("PyTorchJob", "kubeflow.org/v1", "j", "ns"), recheck_s=2.0)  # type: ignore[arg-type]
+    job = {"kind": "PyTorchJob", "metadata": {"name": "j", "uid": "u"}, "spec": {"pytorchReplicaSpecs": {"Master": {}}}}
+
+    def follow(until: float, pods: dict[str, Any]) -> None:
+        while api.now <= until:
+            assert refused.update(job, pods, api.now) is None
+            api.now = round(api.now + 0.5, 1)
+
+    follow(100.0, {})
+    assert api.at == [2.0, 6.0, 14.0, 30.0, 60.0, 90.0]
+    follow(200.0, {"j-master-0": {"metadata": {"name": "j-master-0"}}})
+    assert api.at[-1] == 90.0 and refused.next_check is None
+    follow(210.0, {})
+    assert api.at[6:] == [202.5, 206.5]
