@@ -325,6 +325,12 @@ def compare(job: TrainingJob, pods: Mapping[ReplicaId, Pod], svcs: list[dict[str
         if hostname != local.env.get("HOSTNAME"):
             found.append(Difference(where, "hostname", hostname, local.env.get("HOSTNAME")))
 
+        # Containers the operator runs before the replica's own (the job's template has none): locally none.
+        given = {c.get("name") for c in job.replica_specs[rid.type].template.spec.extra.get("initContainers") or []}
+        added = [c["name"] for c in pod["spec"].get("initContainers") or [] if c.get("name") not in given]
+        if added:
+            found.append(Difference(where, "initContainers", added, []))
+
         # Every name the pod's env reaches another replica by is served: a Service of that name, or a pod's hostname
         # under a headless Service named by its subdomain.
         for name in sorted(set(_names_in(raw_env.values(), hosts))):
@@ -392,6 +398,11 @@ MUST_DIFFER: dict[tuple[str, str, str], str] = {
     "/var/run/secrets/kubeflow/trainer on a cluster; locally the local status server's CA, in the job's folder",
     ("TrainJob", "*", f"env.{STATUS_TOKEN_ENV}"): "as the CA: a projected ServiceAccount token on a cluster, the local "
     "server's own token locally",
+    ("PyTorchJob", "*", "initContainers"): "training-operator adds init-pytorch to every Worker of a job with a "
+    "Master, which waits until the Master's Service name resolves (nslookup; pkg/controller.v1/pytorch/"
+    "initcontainer.go); locally the Master's host is 127.0.0.1 from the start, and torch's rendezvous waits for it "
+    "to listen. Its lack of a securityContext is why a PyTorchJob's Workers fail Pod Security restricted "
+    "(tests/controlplane/test_launch_life.py)",
     ("TrainJob", "*", "restartPolicy"): "JobSet's webhook defaults a replicated job's pod restartPolicy to OnFailure "
     "(kubernetes-sigs/jobset@v0.12.0:pkg/webhooks/jobset_webhook.go), so the kubelet restarts a failed node's "
     "container until its Job's backoffLimit; locally a TrainJob has no backoffLimit, so a failed node ends the job "
