@@ -152,8 +152,10 @@ def _validate_containers(kind: Kind, job: TrainingJob, rtype: str, path: str) ->
 def _validate_pod(pod: PodSpec, path: str) -> None:
     """What the API server checks when the operator creates the replica's pods (ValidatePodSpec; see
     :mod:`kftrain.job.pod_checks` and :mod:`kftrain.job.affinity_checks`): placement, identity, pull secrets,
-    volumes, resources. A custom resource's pod template is only checked against the CRD's schema when the job is
-    created, so a pod the API server refuses would otherwise leave the job waiting for pods that are never created."""
+    volumes, resources, each container's securityContext. A custom resource's pod template is only checked against
+    the CRD's schema when the job is created, so a pod the API server refuses would otherwise leave the job waiting
+    for pods that are never created (the launch step fails such a job once it sees the refusal:
+    :mod:`kftrain.backends.kubernetes.refused`)."""
     if pod.node_selector is not None:
         check.labels(f"{path}.nodeSelector", pod.node_selector)
     for i, toleration in enumerate(pod.tolerations or []):
@@ -168,8 +170,13 @@ def _validate_pod(pod: PodSpec, path: str) -> None:
     if pod.extra.get("affinity") is not None:
         affinity_checks.affinity(f"{path}.affinity", pod.extra["affinity"])
     check.volumes(f"{path}.volumes", pod.extra.get("volumes") or [])
+    for j, init in enumerate(pod.extra.get("initContainers") or []):
+        if isinstance(init, dict) and init.get("securityContext") is not None:
+            check.security_context(f"{path}.initContainers[{j}].securityContext", init["securityContext"])
     for j, container in enumerate(pod.containers):
         cpath = f"{path}.containers[{j}]"
+        if container.extra.get("securityContext") is not None:
+            check.security_context(f"{cpath}.securityContext", container.extra["securityContext"])
         if container.image:
             check.image(f"{cpath}.image", container.image)
         if container.resources is not None:

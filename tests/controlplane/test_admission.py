@@ -434,6 +434,16 @@ BAD = [
         "the API server then refuses: the job would never have a pod",
     ),
     Bad(
+        "pytorchjob-security-context-negative-user",
+        "pytorchjob",
+        at(*PT_CONTAINER, "securityContext", value={"runAsUser": -1}),
+        apiserver_refuses=False,
+        why="the CRD's schema takes any int64 and the webhook looks at no securityContext; the API server refuses "
+        "the pod the operator creates from it (kubernetes@v1.36.3:pkg/apis/core/validation/validation.go, "
+        "ValidateSecurityContext: a user id 0 to 2147483647), so the job would never have its Workers",
+        names="spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].securityContext.runAsUser",
+    ),
+    Bad(
         "mpijob-unknown-replica-type",
         "mpijob",
         at("spec", "mpiReplicaSpecs", "Chief", value={"replicas": 1, "template": {"spec": {"containers": [CHIEF]}}}),

@@ -596,3 +596,39 @@ def _condition(obj: dict[str, Any], kind: str) -> str | None:
         if condition.get("type") == kind:
             return str(condition.get("status"))
     return None
+
+
+def test_a_pod_the_api_server_finds_invalid_fails_the_step_at_once(
+    api: Any,
+    node: NodeAgent,
+    kubeconfig: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A manifest whose Worker template breaks a pod rule kftrain does not model (``dnsPolicy``: the CRD's schema
+    takes any string; ValidatePodSpec does not): the CRD admits the job, the training-operator creates the Master
+    and is refused every Worker (`Pod "..." is invalid`), and the job never gets a status. The step fails within
+    seconds with the API server's words and deletes the job, rather than waiting out its timeout."""
+    launch = next(t for t in TYPED if t.kind == "PyTorchJob")
+    manifest = yaml.safe_load(
+        next(m for m in LAUNCHES if m.kind == "PyTorchJob" and m.source == "manifest").inputs["manifest"]
+    )
+    manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["dnsPolicy"] = "Bogus"
+    launcher_pod(api, "launch-step-a", monkeypatch)
+    inputs = {k: v for k, v in step_inputs(launch, tmp_path).items() if k not in launch.inputs}
+    inputs["manifest"] = yaml.safe_dump(manifest)
+    identity = Path(inputs["job"])
+
+    def master_runs() -> None:
+        until("the step wrote its job's identity", identity.exists)
+        name = load_identity(identity).name
+        until(f"{name}'s master running", lambda: all_running(api, launch, name))
+
+    began = time.monotonic()
+    with pytest.raises(SystemExit):
+        run_step_beside(master_runs, launch, inputs)
+    said = "".join(capsys.readouterr())
+    assert "refused the job's pods as invalid" in said and 'spec.dnsPolicy: Unsupported value: "Bogus"' in said, said
+    assert time.monotonic() - began < 60, "the step waited for its timeout"
+    assert get_job(api, launch, load_identity(identity).name) is None  # deleted by the step

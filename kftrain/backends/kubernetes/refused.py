@@ -1,4 +1,4 @@
-"""Pods the API server refuses to create for a job: the step fails at once when admission forbids them for good.
+"""Pods the API server refuses to create for a job: the step fails at once when they are refused for good.
 
 The operators create a job's pods (the training-operator and mpi-operator its pods, JobSet and the Job controller a
 TrainJob's and an MPIJob launcher's), so a refused create is seen only as the Warning event they record, never as a
@@ -20,6 +20,11 @@ The message is the API server's, naming the level and each check failed
 (kubernetes@v1.36.3:staging/src/k8s.io/pod-security-admission/admission/admission.go, "violates PodSecurity"), and
 says how to give a container the operator added a securityContext
 (:attr:`~kftrain.job.kinds.base.KindSpec.operator_containers`): the job's own manifest cannot.
+
+A pod the API server finds invalid does not fix itself either: its template is the job's, and the job's spec is
+what it is. ``kftrain validate`` checks the pod rules it knows before the job is created; one it does not know
+still fails the step at once, with the API server's words (apimachinery@v0.36.3:pkg/api/errors/errors.go,
+NewInvalid: ``<Kind> "<name>" is invalid: <field>: <why>``).
 """
 
 from __future__ import annotations
@@ -39,6 +44,9 @@ if TYPE_CHECKING:
     from kftrain.backends.kubernetes.api import JobRef, KubeApi
 
 POD_SECURITY = "violates PodSecurity"
+# A create refused by validation: `Pod "<name>" is invalid[: <errors>]` (the operators' events quote the error
+# after "Error creating: ").
+INVALID_POD = re.compile(r'\bPod "[^"]+" is invalid\b')
 # How the message names each container that fails a check (pod-security-admission/policy/check_*.go:
 # `container "x" must ...`, `containers "x", "y" must ...`, `pod or container "x" must ...`).
 _NAMED_CONTAINERS = re.compile(r'containers? ((?:"[^"]+"(?:, )?)+)')
@@ -102,15 +110,18 @@ class RefusedPods:
             return None
         self._read_at = now
         self._every_s = min(2 * self._every_s, max(LONGEST_RECHECK_S, self._recheck_s))
-        refusal = self._pod_security_refusal(Incarnation.of(job, pods.values()))
-        if refusal is None:
+        found = self._refusal(Incarnation.of(job, pods.values()))
+        if found is None:
             return None
-        return JobResult(
-            JobPhase.FAILED,
-            reason="PodSecurity",
-            message=self._explained(refusal),
-            exit_code=1,
-        )
+        reason, refusal = found
+        if reason == "Invalid":
+            message = (
+                f"the API server refused the job's pods as invalid: {refusal}; fix the job's pod template (the "
+                "launch step's inputs, or the manifest's replica specs)"
+            )
+        else:
+            message = self._explained(refusal)
+        return JobResult(JobPhase.FAILED, reason=reason, message=message, exit_code=1)
 
     def _explained(self, refusal: str) -> str:
         added = self._kind.spec.operator_containers
@@ -122,7 +133,8 @@ class RefusedPods:
             "manifest), or run in a namespace that allows them" + "".join(f"; {t}" for t in theirs)
         )
 
-    def _pod_security_refusal(self, incarnation: Incarnation) -> str | None:
+    def _refusal(self, incarnation: Incarnation) -> tuple[str, str] | None:
+        """("PodSecurity" or "Invalid", the event's message) of the first refusal of this job's pods for good."""
         for reason in self._reasons:
             try:
                 events = self._api.warnings_with_reason(self._job.namespace, reason)
@@ -130,10 +142,10 @@ class RefusedPods:
                 continue  # unreadable (no grant on events): the pending timeout still bounds the wait
             for event in events:
                 message = event.message or ""
-                if (
-                    POD_SECURITY in message
-                    and is_the_jobs(event.involved_object.name or "", self._job.name)
-                    and incarnation.owns(event)
-                ):
-                    return message
+                if not is_the_jobs(event.involved_object.name or "", self._job.name) or not incarnation.owns(event):
+                    continue
+                if POD_SECURITY in message:
+                    return "PodSecurity", message
+                if INVALID_POD.search(message):
+                    return "Invalid", message
         return None

@@ -1,6 +1,7 @@
-"""Pods the API server refuses to create (kftrain/backends/kubernetes/refused.py): a job none of whose pods exists
-fails at once when an operator's create-failure event says Pod Security Admission forbade them, whichever operator
-recorded it and on which of the job's objects; any other refusal, or one about another job, is waited on.
+"""Pods the API server refuses to create (kftrain/backends/kubernetes/refused.py): a job lacking pods fails at once
+when an operator's create-failure event says Pod Security Admission forbade them or the API server found them
+invalid, whichever operator recorded it and on which of the job's objects; any other refusal (a quota may clear),
+or one about another job or an earlier job of the same name, is waited on.
 
 The real operators' events, in a namespace enforcing ``restricted``: tests/controlplane/test_launch_life.py."""
 
@@ -23,6 +24,7 @@ PSA = (
     'Error creating: pods "{pod}" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation '
     '!= false (container "pytorch" must set securityContext.allowPrivilegeEscalation=false)'
 )
+INVALID = 'Error creating: Pod "{pod}" is invalid: spec.dnsPolicy: Unsupported value: "Bogus"'
 QUOTA = (
     'Error creating: pods "{pod}" is forbidden: exceeded quota: compute, requested: cpu=2, used: cpu=8, limited: cpu=8'
 )
@@ -48,6 +50,8 @@ REFUSALS = [
     ),
     # kubernetes@v1.36.3:pkg/controller/job/job_controller.go, on a child Job (an MPIJob's launcher, a TrainJob's)
     Refusal("job-controller", "Job", lambda job: f"{job}-launcher", "FailedCreate", PSA, True, mpi_job),
+    # A pod the API server finds invalid: its template is the job's, so it never will be valid.
+    Refusal("invalid", "PyTorchJob", lambda job: job, "FailedCreatePod", INVALID, True),
     Refusal("quota", "PyTorchJob", lambda job: job, "FailedCreatePod", QUOTA, False),  # may clear: waited on
     Refusal("another-job", "PyTorchJob", lambda job: f"other{job}", "FailedCreatePod", PSA, False),
     # A reason the kind's controllers never record is not read: training-operator has no launcher Job.
@@ -72,7 +76,11 @@ def test_a_pod_security_refusal_fails_the_job_at_once_and_nothing_else_does(
     operator.scenario = scenario
     backend, out = make_backend(kube, poll_interval_s=0.05, pending_timeout_s=None)
     result = backend.run(refusal.job(), timeout=20)
-    if refusal.fails:
+    if refusal.fails and refusal.message == INVALID:
+        assert result.phase == JobPhase.FAILED and result.reason == "Invalid", result.describe()
+        assert "refused the job's pods as invalid" in result.message and "spec.dnsPolicy" in result.message
+        assert kube.jobs_of("pytorchjobs") == []  # deleted by the step
+    elif refusal.fails:
         assert result.phase == JobPhase.FAILED and result.reason == "PodSecurity", result.describe()
         assert 'violates PodSecurity "restricted:latest"' in result.message
         assert "namespace default enforces Pod Security Admission" in result.message
