@@ -37,7 +37,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -163,6 +163,8 @@ class ControlPlane:
     # The one thread that starts a process again: a child is killed when the thread that started it exits
     # (:func:`_die_with_parent`), and this one outlives every process.
     spawner: concurrent.futures.ThreadPoolExecutor | None = field(default=None, repr=False)
+    # By operator, the URL that answers "ok" once it is ready.
+    ready_urls: dict[str, str] = field(default_factory=dict, repr=False)
     # By process, how much of its log :meth:`denied_operators` skips: what it logged before kube-apiserver was last
     # ready again after a restart.
     log_read_from: dict[str, int] = field(default_factory=dict, repr=False)
@@ -230,6 +232,42 @@ class ControlPlane:
             log = self.root / f"{other}.log"
             self.log_read_from[other] = log.stat().st_size if log.exists() else 0
         return time.monotonic() - began
+
+    @contextlib.contextmanager
+    def operator_redeployed(self, name: str, flags: Sequence[str], files: Mapping[str, str]) -> Iterator[None]:
+        """Operator ``name`` run with ``flags`` added to its command line and ``files`` in its /tmp, as a cluster
+        admin deploys it with settings of their own; run as before again on exit. Each time its process is stopped
+        and the supervisor starts the new one (as a Deployment's rollout replaces its pod), waited for until
+        ready."""
+        original = self.specs[name]
+        tmp = self.root / name / "tmp"
+        for file_name, content in files.items():
+            (tmp / file_name).write_text(content)
+        self._roll_out(name, replace(original, command=[*original.command, *flags]))
+        try:
+            yield
+        finally:
+            self._roll_out(name, original)
+            for file_name in files:
+                (tmp / file_name).unlink(missing_ok=True)
+
+    def _roll_out(self, name: str, spec: _Spec) -> None:
+        """Stop operator ``name``; the supervisor starts ``spec`` in its place; wait until that one is ready."""
+        old = self.processes[name]
+        self.specs[name] = spec
+        _stop(old)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while self.processes[name] is old:
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(f"{name} was not started again after it was stopped")
+            time.sleep(0.05)
+        _wait_until(
+            deadline,
+            lambda: _http_ok(self.ready_urls[name], expect="ok"),
+            {name: self.processes[name]},
+            name,
+            self.root,
+        )
 
     def etcd_revision(self) -> int:
         """etcd's current revision (the resourceVersion of the newest write), read through its JSON gateway."""
@@ -503,6 +541,7 @@ def _start_operators(
                 before_exec=kubeflow_operators.private_tmp(tmp, run),
             )
             plane.specs[op.name] = spec
+            plane.ready_urls[op.name] = launch.ready_url
             _spawn(stack, plane.processes, op.name, spec)
             ready[op.name] = launch
     for name, launch in ready.items():

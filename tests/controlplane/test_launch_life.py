@@ -503,6 +503,68 @@ def test_with_the_security_context_input_every_kind_runs_in_a_restricted_namespa
     run_step_beside(run_then_succeed, launch, inputs)
 
 
+# What a cluster admin gives training-operator (--pytorch-init-container-template-file) so that a PyTorchJob's Workers
+# meet restricted: v1.9.0's own template (pkg/controller.v1/pytorch/initcontainer.go, initContainerTemplate) with the
+# two fields a container cannot inherit from its pod.
+INIT_PYTORCH_TEMPLATE = """
+- name: init-pytorch
+  image: {{.InitContainerImage}}
+  imagePullPolicy: IfNotPresent
+  resources:
+    limits:
+      cpu: 100m
+      memory: 20Mi
+    requests:
+      cpu: 50m
+      memory: 10Mi
+  securityContext:
+    allowPrivilegeEscalation: false
+    capabilities:
+      drop: ["ALL"]
+  command:
+  - sh
+  - -c
+  - >-
+    err=1;for i in $(seq {{.MaxTries}}); do if nslookup {{.MasterAddr}};
+    then err=0 && break; fi;echo waiting for master; sleep 2; done; exit $err
+"""
+
+
+def test_a_pytorchjob_runs_in_a_restricted_namespace_once_the_operators_init_container_template_is_secured(
+    cluster: ControlPlane,
+    api: Any,
+    node: NodeAgent,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fix the step names when a PyTorchJob's Workers are refused for ``init-pytorch``, done as an admin does
+    it: training-operator started with an init container template that sets allowPrivilegeEscalation and drops
+    every capability. With the ``security_context`` input (runAsNonRoot and the seccomp profile on the pod, which
+    init-pytorch inherits), every pod is admitted under restricted and the job runs to its end."""
+    launch = next(t for t in TYPED if t.kind == "PyTorchJob")
+    namespace = ENFORCING["restricted"]
+    use_namespace(cluster, namespace, tmp_path, monkeypatch)
+    inputs = step_inputs(launch, tmp_path, security_context=RESTRICTED)
+    identity = Path(inputs["job"])
+
+    def run_then_succeed() -> None:
+        name = running_job(api, launch, identity, namespace)
+        workers = [p for p in job_pods(api, launch, name, namespace) if "-worker-" in p.metadata.name]
+        assert workers, "no Worker was admitted"
+        for pod in workers:
+            (init,) = pod.spec.init_containers
+            assert init.name == "init-pytorch" and init.security_context.allow_privilege_escalation is False
+        succeed(api, node, launch, name, namespace)
+
+    template = "/tmp/init-pytorch.yaml"  # in the operator's own /tmp
+    with cluster.operator_redeployed(
+        "training-operator",
+        [f"--pytorch-init-container-template-file={template}"],
+        {"init-pytorch.yaml": INIT_PYTORCH_TEMPLATE},
+    ):
+        run_step_beside(run_then_succeed, launch, inputs)
+
+
 def test_a_suspended_trainjob_waits_and_runs_once_its_queue_sets_suspend_false(
     api: Any,
     node: NodeAgent,
