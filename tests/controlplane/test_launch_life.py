@@ -42,6 +42,7 @@ from testbed.controlplane.node_agent import RUN, SUCCEED, NodeAgent
 from testbed.controlplane.trainer_node import node_credentials, report
 from testbed.launch_cluster import LAUNCHES, Launch, start_step_process, step_inputs
 from testbed.launch_harness import SETTINGS
+from tests.launch.test_inputs_validation import RESTRICTED
 
 pytestmark = [
     pytest.mark.slow,
@@ -220,6 +221,25 @@ def run_step_beside(action: Callable[[], None], launch: Launch, inputs: dict[str
     thread.join(timeout=WAIT_S)
     if failed:
         raise failed[0]
+
+
+def fails_at_once(
+    run: Callable[[], None],
+    api_client: Any,
+    launch: Launch,
+    identity: Path,
+    capsys: pytest.CaptureFixture[str],
+    namespace: str = NAMESPACE,
+) -> str:
+    """What the step said when ``run`` (the step) ended within seconds, not after its pending timeout (600 s by
+    default) or its own, having deleted its job."""
+    began = time.monotonic()
+    with pytest.raises(SystemExit):
+        run()
+    said = "".join(capsys.readouterr())
+    assert time.monotonic() - began < 60, f"the step waited for a timeout: {said}"
+    assert get_job(api_client, launch, load_identity(identity).name, namespace) is None, "the step left its job"
+    return said
 
 
 def write_model(api_client: Any, launch: Launch, name: str, namespace: str = NAMESPACE) -> None:
@@ -435,26 +455,9 @@ def test_in_a_namespace_enforcing_pod_security_the_step_runs_or_says_at_once_why
 
         run_step_beside(run_then_succeed, launch, inputs)
         return
-    began = time.monotonic()
-    with pytest.raises(SystemExit):
-        launch.component.python_func(**inputs)
-    said = "".join(capsys.readouterr())
+    said = fails_at_once(lambda: launch.component.python_func(**inputs), api, launch, identity, capsys, namespace)
     assert "violates PodSecurity" in said and f'"{level}:latest"' in said, said
     assert f"namespace {namespace} enforces Pod Security Admission" in said, said
-    assert time.monotonic() - began < 60, "the step waited for its pending timeout"
-    assert get_job(api, launch, load_identity(identity).name, namespace) is None  # deleted by the step
-
-
-# What the restricted Pod Security Standard requires of every container (kubernetes@v1.36.3:staging/src/k8s.io/
-# pod-security-admission/policy: check_runAsNonRoot.go, check_seccompProfile_restricted.go,
-# check_allowPrivilegeEscalation.go, check_capabilities_restricted.go), with a user id for an image that has none.
-RESTRICTED = {
-    "runAsNonRoot": True,
-    "runAsUser": 1000,
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
 
 
 @pytest.mark.parametrize("launch", TYPED, ids=lambda launch: launch.kind)
@@ -481,15 +484,10 @@ def test_with_the_security_context_input_every_kind_runs_in_a_restricted_namespa
     inputs = step_inputs(launch, tmp_path, security_context=RESTRICTED)
     identity = Path(inputs["job"])
     if launch.kind == "PyTorchJob":
-        began = time.monotonic()
-        with pytest.raises(SystemExit):
-            launch.component.python_func(**inputs)
-        said = "".join(capsys.readouterr())
+        said = fails_at_once(lambda: launch.component.python_func(**inputs), api, launch, identity, capsys, namespace)
         assert 'container "init-pytorch" must set securityContext.allowPrivilegeEscalation=false' in said, said
         assert "runAsNonRoot != true" not in said and "seccompProfile" not in said, said  # inherited from the pod
         assert "container init-pytorch: training-operator adds it" in said, said
-        assert time.monotonic() - began < 60, "the step waited for its pending timeout"
-        assert get_job(api, launch, load_identity(identity).name, namespace) is None  # deleted by the step
         return
 
     def run_then_succeed() -> None:
@@ -687,10 +685,5 @@ def test_a_pod_the_api_server_finds_invalid_fails_the_step_at_once(
         name = load_identity(identity).name
         until(f"{name}'s master running", lambda: all_running(api, launch, name))
 
-    began = time.monotonic()
-    with pytest.raises(SystemExit):
-        run_step_beside(master_runs, launch, inputs)
-    said = "".join(capsys.readouterr())
+    said = fails_at_once(lambda: run_step_beside(master_runs, launch, inputs), api, launch, identity, capsys)
     assert "refused the job's pods as invalid" in said and 'spec.dnsPolicy: Unsupported value: "Bogus"' in said, said
-    assert time.monotonic() - began < 60, "the step waited for its timeout"
-    assert get_job(api, launch, load_identity(identity).name) is None  # deleted by the step

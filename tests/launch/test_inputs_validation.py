@@ -21,7 +21,10 @@ from kftrain.job.validate import validate_job
 from kftrain.launch.inputs import parse_launch_inputs
 
 PROGRAM = ["python", "-c", "print(1)"]
-# What the restricted Pod Security Standard asks of a container, and the part of it a pod's securityContext holds.
+# What the restricted Pod Security Standard asks of a container (kubernetes@v1.36.3:staging/src/k8s.io/
+# pod-security-admission/policy: check_runAsNonRoot.go, check_seccompProfile_restricted.go,
+# check_allowPrivilegeEscalation.go, check_capabilities_restricted.go), with a user id for an image that has none; and
+# the part of it a pod's securityContext holds. Used against the real API server too (tests/controlplane).
 RESTRICTED = {
     "runAsNonRoot": True,
     "runAsUser": 1000,
