@@ -407,14 +407,15 @@ class JobSim:
         self._change_pod(label, stuck)
         self.kube.add_event(self.namespace, "Pod", self.pod_names[label], "FailedScheduling", message)
 
-    def autoscaler(self, label: str, *, triggered: bool) -> None:
-        """The cluster autoscaler's verdict on the unschedulable pod, as an event (it does not change the pod)."""
+    def autoscaler(self, label: str, *, triggered: bool, uid: str | None = None) -> None:
+        """The cluster autoscaler's verdict on the unschedulable pod, as an event (it does not change the pod);
+        ``uid``: on an earlier pod of the same name instead."""
         if triggered:
             reason, message = "TriggeredScaleUp", "pod triggered scale-up: [{gpu-pool 0->1 (max: 4)}]"
         else:
             reason, message = "NotTriggerScaleUp", "pod didn't trigger scale-up: 1 max node group size reached"
         self.check()
-        self.kube.add_event(self.namespace, "Pod", self.pod_names[label], reason, message, type_="Normal")
+        self.kube.add_event(self.namespace, "Pod", self.pod_names[label], reason, message, type_="Normal", uid=uid)
 
     # -- queues ----------------------------------------------------------------------------------
 

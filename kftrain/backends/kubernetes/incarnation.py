@@ -43,16 +43,14 @@ class Incarnation:
 
     @classmethod
     def of(cls, job: Mapping[str, Any] | None, others: Iterable[Mapping[str, Any]] = ()) -> Incarnation:
-        """The life of ``job`` (the object as served; None: not known, every event is taken) and of ``others``
+        """The life of ``job`` (the object as served; None: not known, so no event is too old) and of ``others``
         (its pods as served)."""
-        if job is None:
-            return cls()
         uids = {}
-        for obj in (job, *others):
+        for obj in (*([job] if job is not None else []), *others):
             meta = obj.get("metadata") or {}
             if meta.get("uid"):
                 uids[(str(obj.get("kind") or "Pod"), str(meta.get("name")))] = str(meta["uid"])
-        return cls(uids, _time((job.get("metadata") or {}).get("creationTimestamp")))
+        return cls(uids, _time(((job or {}).get("metadata") or {}).get("creationTimestamp")))
 
     def owns(self, event: Any) -> bool:
         """Whether ``event`` is about this life of the job or of one of its objects."""

@@ -31,6 +31,7 @@ from kubernetes.client.exceptions import ApiException
 
 from kftrain.backends.base import JobPhase, JobResult
 from kftrain.backends.console import Console
+from kftrain.backends.kubernetes.incarnation import Incarnation, event_time
 from kftrain.backends.kubernetes.pod_state import (
     Pod,
     container_statuses,
@@ -210,10 +211,10 @@ class PendingTracker:
         }
         read_now = self._events_due(now)
         if read_now:
-            self._read_scale_ups(now)
+            self._read_scale_ups(now, pending)
         waits = self._classify(pending, now)
         if not read_now and any(self._overdue(pod, wait, now) for pod, wait in waits):
-            self._read_scale_ups(now)  # the autoscaler may have started a scale-up since the last look
+            self._read_scale_ups(now, pending)  # the autoscaler may have started a scale-up since the last look
             waits = self._classify(pending, now)
         self._report(waits)
         for pod, wait in waits:
@@ -267,8 +268,11 @@ class PendingTracker:
         due = self._events_next()
         return due is not None and now >= due
 
-    def _read_scale_ups(self, now: float) -> None:
-        """The latest cluster-autoscaler event about each pod of the namespace (two requests, whatever the pods)."""
+    def _read_scale_ups(self, now: float, pending: list[Pod]) -> None:
+        """The latest cluster-autoscaler event about each pod of the namespace (two requests, whatever the pods);
+        about a ``pending`` pod's name, only one about that pod, not an earlier one of its name (a retried task's
+        job makes its pods under the same names: :mod:`.incarnation`)."""
+        incarnation = Incarnation.of(None, pending)
         latest: dict[str, tuple[str, str, str]] = {}
         for reason in (SCALE_UP_TRIGGERED, SCALE_UP_DECLINED):
             try:
@@ -276,7 +280,9 @@ class PendingTracker:
             except ApiException:
                 continue  # unreadable: the pods stay as they are classified without it
             for ev in events:
-                when = ev.last_timestamp or ev.event_time or ev.first_timestamp or ev.metadata.creation_timestamp
+                if not incarnation.owns(ev):
+                    continue
+                when = event_time(ev)
                 stamp = when.isoformat() if when is not None else ""
                 name = ev.involved_object.name
                 if name not in latest or stamp >= latest[name][0]:

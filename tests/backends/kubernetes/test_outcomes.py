@@ -126,6 +126,15 @@ def s_scale_up_declined(sim: JobSim) -> None:
     sim.wait_deleted()
 
 
+def s_unschedulable_after_an_earlier_pods_scale_up(sim: JobSim) -> None:
+    """The autoscaler added a node for the pod of the same name of an earlier job of the same name (a retried
+    task): that is not this pod's scale-up, which is unschedulable with none."""
+    with sim.at_once():
+        unschedulable_worker_0(sim)
+        sim.autoscaler("worker-0", triggered=True, uid="uid-of-an-earlier-pod")
+    sim.wait_deleted()
+
+
 def s_no_scheduler(sim: JobSim) -> None:
     """The pods name a scheduler that is not running: nothing ever places them, nothing reports why."""
     sim.create_pods(scheduled=False)
@@ -247,6 +256,15 @@ CASES = [
     Case(
         "unschedulable",
         s_unschedulable,
+        JobPhase.FAILED,
+        "Unschedulable",
+        deleted_by_backend=True,
+        check=_check_pending,
+        elapse_from=lambda out, kube: "worker-0: Unschedulable" in out,
+    ),
+    Case(
+        "unschedulable, an earlier pod's scale-up",
+        s_unschedulable_after_an_earlier_pods_scale_up,
         JobPhase.FAILED,
         "Unschedulable",
         deleted_by_backend=True,
