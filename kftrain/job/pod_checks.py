@@ -300,23 +300,8 @@ def toleration(field: str, value: Any) -> dict[str, Any]:
 # A container's SecurityContext: its fields (kubernetes@v1.36.3:staging/src/k8s.io/api/core/v1/types.go,
 # SecurityContext), and the values pkg/apis/core/validation/validation.go takes (ValidateSecurityContext,
 # validateSeccompProfileField, ValidateAppArmorProfileField, ValidateProcMountType; apimachinery's IsValidUserID and
-# IsValidGroupID: 0 to 2147483647).
-SECURITY_CONTEXT_FIELDS = (
-    "allowPrivilegeEscalation",
-    "appArmorProfile",
-    "capabilities",
-    "privileged",
-    "procMount",
-    "readOnlyRootFilesystem",
-    "runAsGroup",
-    "runAsNonRoot",
-    "runAsUser",
-    "seLinuxOptions",
-    "seccompProfile",
-    "windowsOptions",
-)
-# The fields a pod's securityContext shares with a container's (types.go, PodSecurityContext): a container that sets
-# none of them takes the pod's.
+# IsValidGroupID: 0 to 2147483647). First the fields a pod's securityContext shares with a container's (types.go,
+# PodSecurityContext): a container that sets none of them takes the pod's.
 POD_SECURITY_CONTEXT_FIELDS = (
     "appArmorProfile",
     "runAsGroup",
@@ -326,8 +311,18 @@ POD_SECURITY_CONTEXT_FIELDS = (
     "seccompProfile",
     "windowsOptions",
 )
-PROFILE_TYPES = {"seccompProfile": ("RuntimeDefault", "Localhost", "Unconfined"),
-                 "appArmorProfile": ("RuntimeDefault", "Localhost", "Unconfined")}  # fmt: skip
+# Those a container's alone has.
+CONTAINER_ONLY_SECURITY_FIELDS = (
+    "allowPrivilegeEscalation",
+    "capabilities",
+    "privileged",
+    "procMount",
+    "readOnlyRootFilesystem",
+)
+SECURITY_CONTEXT_FIELDS = tuple(sorted((*POD_SECURITY_CONTEXT_FIELDS, *CONTAINER_ONLY_SECURITY_FIELDS)))
+# The profiles a securityContext may name, each of one of these types.
+PROFILES = ("seccompProfile", "appArmorProfile")
+PROFILE_TYPES = ("RuntimeDefault", "Localhost", "Unconfined")
 PROC_MOUNT_TYPES = ("Default", "Unmasked")
 
 
@@ -352,12 +347,12 @@ def security_context(field: str, value: Any) -> dict[str, Any]:
                 raise JobSpecError(f"{field}.capabilities.{key}", "unknown field (known: add, drop)")
             for i, cap in enumerate(list_of(f"{field}.capabilities.{key}", caps[key])):
                 text(f"{field}.capabilities.{key}[{i}]", cap)
-    for key, types in PROFILE_TYPES.items():
+    for key in PROFILES:
         if key in given:
             profile = mapping(f"{field}.{key}", given[key])
             kind = profile.get("type")
-            if kind not in types:
-                raise JobSpecError(f"{field}.{key}.type", f"{shown(kind)} must be one of {', '.join(types)}")
+            if kind not in PROFILE_TYPES:
+                raise JobSpecError(f"{field}.{key}.type", f"{shown(kind)} must be one of {', '.join(PROFILE_TYPES)}")
             if (kind == "Localhost") != bool(profile.get("localhostProfile")):
                 raise JobSpecError(
                     f"{field}.{key}.localhostProfile", "must be set when, and only when, type is Localhost"
