@@ -98,6 +98,48 @@ def trainjob(runtime: str = "torch-distributed", name: str = "tj", **spec: Any) 
     }
 
 
+# A runtime's default name here, and the label marking its trainer's replicated job
+# (kubeflow/trainer@v2.3.0:pkg/constants/constants.go, LabelTrainJobAncestor).
+RUNTIME = "my-runtime"
+TRAINER_ANCESTOR = {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+
+
+def replicated_job(
+    name: str,
+    container: str,
+    *,
+    trainer: bool = False,
+    depends_on: list[str] | None = None,
+    init_containers: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A runtime's replicated job ``name``: one container ``container`` (after ``init_containers``), the trainer's
+    with ``trainer``, started once each of ``depends_on`` has completed."""
+    pod: dict[str, Any] = {"containers": [{"name": container, "image": "img"}]}
+    if init_containers is not None:
+        pod = {"initContainers": copy.deepcopy(init_containers), **pod}
+    template: dict[str, Any] = {"spec": {"template": {"spec": pod}}}
+    if trainer:
+        template["metadata"] = {"labels": dict(TRAINER_ANCESTOR)}
+    rjob: dict[str, Any] = {"name": name, "template": template}
+    if depends_on is not None:
+        rjob["dependsOn"] = [{"name": dep, "status": "Complete"} for dep in depends_on]
+    return rjob
+
+
+def training_runtime(
+    *jobs: dict[str, Any], name: str = RUNTIME, kind: str = "ClusterTrainingRuntime"
+) -> dict[str, Any]:
+    """A torch runtime of the replicated ``jobs`` (by default a ``prep`` job, then the trainer's, which waits on
+    it)."""
+    jobs = jobs or (replicated_job("prep", "prep"), replicated_job("node", "node", trainer=True, depends_on=["prep"]))
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": list(jobs)}}},
+    }
+
+
 def as_yaml(m: Mapping[str, Any]) -> str:
     """``m`` as a user writes it: YAML text, keys in their order."""
     return yaml.safe_dump(dict(m), sort_keys=False)

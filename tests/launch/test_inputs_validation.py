@@ -19,6 +19,7 @@ from kftrain.job.kinds.trainjob.catalog import RUNTIMES_ENV
 from kftrain.job.pod_settings import pvc_volume_name
 from kftrain.job.validate import validate_job
 from kftrain.launch.inputs import parse_launch_inputs
+from testbed.manifests import replicated_job, training_runtime
 
 PROGRAM = ["python", "-c", "print(1)"]
 # What the restricted Pod Security Standard asks of a container (kubernetes@v1.36.3:staging/src/k8s.io/
@@ -284,28 +285,8 @@ def test_a_trainjobs_init_containers_get_the_security_context_through_its_runtim
     trainer's job as ContainerPatches of one runtime patch, and the pod's share as its PodSpecPatch's
     securityContext (kubeflow/trainer@v2.3.0:pkg/apis/trainer/v1alpha1/trainjob_types.go, PodSpecPatch:
     initContainers and containers, each a ContainerPatch by name)."""
-    pod = {"initContainers": [{"name": "fetch", "image": "img"}], "containers": [{"name": "node", "image": "img"}]}
-    runtime = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "ClusterTrainingRuntime",
-        "metadata": {"name": "with-init"},
-        "spec": {
-            "mlPolicy": {"numNodes": 1, "torch": {}},
-            "template": {
-                "spec": {
-                    "replicatedJobs": [
-                        {
-                            "name": "node",
-                            "template": {
-                                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                                "spec": {"template": {"spec": pod}},
-                            },
-                        }
-                    ]
-                }
-            },
-        },
-    }
+    init = [{"name": "fetch", "image": "img"}]
+    runtime = training_runtime(replicated_job("node", "node", trainer=True, init_containers=init), name="with-init")
     (tmp_path / "runtime.yaml").write_text(yaml.safe_dump(runtime))
     monkeypatch.setenv(RUNTIMES_ENV, str(tmp_path / "runtime.yaml"))
     manifest = build("TrainJob", runtime="with-init", security_context=RESTRICTED)

@@ -25,35 +25,10 @@ from kftrain.cli.app import main
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
 from kftrain.job.kinds.trainjob.runtime import parse_runtime
-from testbed.manifests import as_yaml, trainjob
+from testbed.manifests import RUNTIME, as_yaml, replicated_job, training_runtime, trainjob
 from testbed.named_pipes import within
 
-RUNTIME = "my-runtime"
-ANCESTOR = {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
-
-
-def _rjob(name: str, container: str, *, trainer: bool = False, depends_on: list[str] | None = None) -> dict[str, Any]:
-    template: dict[str, Any] = {"spec": {"template": {"spec": {"containers": [{"name": container, "image": "img"}]}}}}
-    if trainer:
-        template["metadata"] = {"labels": dict(ANCESTOR)}
-    rjob: dict[str, Any] = {"name": name, "template": template}
-    if depends_on is not None:
-        rjob["dependsOn"] = [{"name": dep, "status": "Complete"} for dep in depends_on]
-    return rjob
-
-
-def runtime(*jobs: dict[str, Any], name: str = RUNTIME, kind: str = "ClusterTrainingRuntime") -> dict[str, Any]:
-    """A runtime of the replicated ``jobs`` (by default a ``prep`` job, then the trainer's, which waits on it)."""
-    jobs = jobs or (_rjob("prep", "prep"), _rjob("node", "node", trainer=True, depends_on=["prep"]))
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": kind,
-        "metadata": {"name": name},
-        "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": list(jobs)}}},
-    }
-
-
-GOOD = as_yaml(runtime())
+GOOD = as_yaml(training_runtime())
 # The runtime's lines: its mlPolicy is line 6, at column 3 (as_yaml keeps the keys in their order).
 assert GOOD.splitlines()[5] == "  mlPolicy:", GOOD
 
@@ -97,7 +72,10 @@ def _dev_zero(folder: Path) -> Path:
 
 def _cycle() -> str:
     return as_yaml(
-        runtime(_rjob("prep", "prep", depends_on=["node"]), _rjob("node", "node", trainer=True, depends_on=["prep"]))
+        training_runtime(
+            replicated_job("prep", "prep", depends_on=["node"]),
+            replicated_job("node", "node", trainer=True, depends_on=["prep"]),
+        )
     )
 
 
@@ -124,7 +102,7 @@ CASES = [
     ),
     Case(
         "Bad_Name",
-        _write(as_yaml(runtime(name="Bad_Name"))),
+        _write(as_yaml(training_runtime(name="Bad_Name"))),
         "{path}#0: metadata.name: 'Bad_Name' is not a valid name: lower-case letters, digits, '-' and '.', starting "
         "and ending with a letter or digit, at most 253 characters",
     ),
@@ -137,7 +115,13 @@ CASES = [
     ),
     Case(
         "dependsOn-missing",
-        _write(as_yaml(runtime(_rjob("prep", "prep"), _rjob("node", "node", trainer=True, depends_on=["ghost"])))),
+        _write(
+            as_yaml(
+                training_runtime(
+                    replicated_job("prep", "prep"), replicated_job("node", "node", trainer=True, depends_on=["ghost"])
+                )
+            )
+        ),
         "{path}#0: spec.template.spec.replicatedJobs[1].dependsOn[0].name: ClusterTrainingRuntime 'my-runtime': "
         "replicatedJob 'node' depends on 'ghost', which is not one of its replicatedJobs (prep, node): it would never "
         "start",
@@ -221,7 +205,7 @@ def test_launch_starts_no_job_of_such_a_runtime(runtime_file, message: str, tmp_
 
 
 def _with(edit: Callable[[dict[str, Any]], Any], **kwargs: Any) -> dict[str, Any]:
-    manifest = copy.deepcopy(runtime(**kwargs))
+    manifest = copy.deepcopy(training_runtime(**kwargs))
     edit(manifest)
     return manifest
 
@@ -235,7 +219,7 @@ JOBS = "src: spec.template.spec.replicatedJobs"
 RULES = [
     (
         "name-too-long",  # apimachinery validation.go: IsDNS1123Subdomain, DNS1123SubdomainMaxLength 253
-        runtime(name="a" * 254),
+        training_runtime(name="a" * 254),
         f"src: metadata.name: {repr('a' * 254)[:77]}... is not a valid name: lower-case letters, digits, '-' and '.', "
         "starting and ending with a letter or digit, at most 253 characters",
     ),
@@ -297,13 +281,19 @@ RULES = [
     ),
     (
         "dependsOn-on-the-first-job",  # jobset_webhook.go: "DependsOn can't be set for the first ReplicatedJob"
-        runtime(_rjob("node", "node", trainer=True, depends_on=["prep"]), _rjob("prep", "prep")),
+        training_runtime(
+            replicated_job("node", "node", trainer=True, depends_on=["prep"]), replicated_job("prep", "prep")
+        ),
         f"{JOBS}[0].dependsOn: ClusterTrainingRuntime 'my-runtime': replicatedJob 'node': DependsOn can't be set for "
         "the first ReplicatedJob",
     ),
     (
         "dependsOn-a-later-job",  # jobset_webhook.go: "replicatedJob: %s cannot depend on replicatedJob: %s"
-        runtime(_rjob("a", "a"), _rjob("node", "node", trainer=True, depends_on=["prep"]), _rjob("prep", "prep")),
+        training_runtime(
+            replicated_job("a", "a"),
+            replicated_job("node", "node", trainer=True, depends_on=["prep"]),
+            replicated_job("prep", "prep"),
+        ),
         f"{JOBS}[1].dependsOn[0].name: ClusterTrainingRuntime 'my-runtime': replicatedJob: node cannot depend on "
         "replicatedJob: prep (listed after it; JobSet creates the jobs in their order)",
     ),
@@ -326,9 +316,13 @@ def test_each_rule_is_refused_naming_the_runtime_and_the_job(manifest: dict[str,
 
 def test_what_the_rules_allow_loads() -> None:
     """A job may wait on several earlier ones, with either status; a namespaced runtime may name its namespace."""
-    jobs = [_rjob("a", "a"), _rjob("b", "b", depends_on=["a"]), _rjob("node", "node", trainer=True)]
+    jobs = [
+        replicated_job("a", "a"),
+        replicated_job("b", "b", depends_on=["a"]),
+        replicated_job("node", "node", trainer=True),
+    ]
     jobs[2]["dependsOn"] = [{"name": "a", "status": "Ready"}, {"name": "b", "status": "Complete"}]
-    manifest = runtime(*jobs, name="team.runtime-1", kind="TrainingRuntime")
+    manifest = training_runtime(*jobs, name="team.runtime-1", kind="TrainingRuntime")
     manifest["metadata"]["namespace"] = "team-a"
     manifest["spec"]["template"]["spec"]["successPolicy"] = {"operator": "All", "targetReplicatedJobs": ["node"]}
     loaded = parse_runtime(manifest, "src")
@@ -339,7 +333,7 @@ def test_a_folder_skips_its_subfolders_as_kubectl_does(tmp_path: Path) -> None:
     """kubernetes/cli-runtime@v0.36.2:pkg/resource/visitor.go (ExpandPathsToFileVisitors): ``kubectl apply -f DIR``
     skips DIR's subfolders without -R, even one named like a manifest."""
     (tmp_path / "nested.yaml").mkdir()
-    (tmp_path / "nested.yaml" / "other.yaml").write_text(as_yaml(runtime(name="Not_Read")))
+    (tmp_path / "nested.yaml" / "other.yaml").write_text(as_yaml(training_runtime(name="Not_Read")))
     (tmp_path / "runtime.yaml").write_text(GOOD)
     assert RuntimeCatalog.from_paths([tmp_path], builtin=False).names() == [f"ClusterTrainingRuntime/{RUNTIME}"]
 
