@@ -19,7 +19,8 @@ same way on every backend:
   never appears as a literal value;
 * ``pvc_mounts`` (mount path -> claim) on every replica's main container;
 * ``security_context`` on every container and init container of every replica's pod (what a namespace enforcing a
-  Pod Security Standard checks on each of them);
+  Pod Security Standard checks on each of them), and the fields a pod's securityContext shares on the pod, which a
+  container an operator adds inherits;
 * on the job: Kueue's ``kueue.x-k8s.io/queue-name`` label, the operator's ``runPolicy.schedulingPolicy``
   (Volcano's queue, minAvailable, priorityClass...) and ``runPolicy.ttlSecondsAfterFinished``.
 
