@@ -2,8 +2,8 @@
 bomb, a FIFO, /dev/zero, duplicate keys, an 8 MiB file, a runtime named Bad_Name, a dependsOn cycle, a dependsOn on a
 missing job, each given every way a user gives one, and the same runtimes carried in the job's own file.
 
-The bad files are tests/job/kinds/trainjob/test_runtimes_files.py's ``CASES`` (its builders: ``runtime``, ``_rjob``,
-the alias bomb), taken by name when the case runs.
+The bad files are tests/job/kinds/trainjob/test_runtimes_files.py's ``CASES`` (built with testbed.manifests'
+``training_runtime`` and ``replicated_job``, and the alias bomb), taken by name when the case runs.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from testbed.hostile.case import CLEAR, FINE, WRONG, Case, Observed, Sandbox
+from testbed.manifests import RUNTIME
 
 AREA = "runtimes"
-RUNTIME = "my-runtime"
 # The bad files of test_runtimes_files.CASES, and what the error must name beside the file.
 BAD = {
     "alias-bomb": "aliases",
@@ -111,9 +111,9 @@ def _launch_runs_nothing(key: str) -> Callable[[Sandbox], int]:
 
 
 def _good(sb: Sandbox) -> int:
-    from testbed.manifests import as_yaml
+    from testbed.manifests import as_yaml, training_runtime
 
-    path = sb.write("runtime.yaml", as_yaml(_tests().runtime()))
+    path = sb.write("runtime.yaml", as_yaml(training_runtime()))
     return _validate_flag(sb, path)
 
 
