@@ -100,11 +100,12 @@ def pytorchjob(name: str) -> dict[str, Any]:
 
 
 class Timeline:
-    """When each job was created, started running and ended, from the simulated operator."""
+    """When each job was created, got its pods, started running and ended, from the simulated operator."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.created: dict[str, float] = {}
+        self.pods_created: dict[str, float] = {}
         self.running: dict[str, float] = {}
         self.ended: dict[str, float] = {}
         self.replicas: dict[str, int] = {}  # how many replica pods each job has
@@ -114,10 +115,34 @@ class Timeline:
             table[name] = time.monotonic()
 
 
-def scenario(timeline: Timeline, duration_s: float) -> Any:
+class OneWorker:
+    """An operator's one worker going through its queue in order, ``each_s`` seconds a job (a workqueue is first in,
+    first out: k8s.io/client-go's util/workqueue)."""
+
+    def __init__(self, each_s: float) -> None:
+        self.each_s = each_s
+        self._lock = threading.Lock()
+        self._free_at = 0.0
+
+    def turn(self) -> float:
+        """When the job that asks now has been done (monotonic time)."""
+        with self._lock:
+            self._free_at = max(time.monotonic(), self._free_at) + self.each_s
+            return self._free_at
+
+
+def scenario(timeline: Timeline, duration_s: float, reconcile_s: float = 0.0) -> Any:
+    """Each job: its pods, running ``duration_s`` seconds with a log line a second, then success. With
+    ``reconcile_s``, the operator creates one job's pods at a time, each taking that long, as training-operator's
+    one worker does (kubeflow/training-operator@v1.9.0:cmd/training-operator.v1/main.go, --controller-threads
+    default 1), so a burst of jobs waits its turn for pods; without, every job gets its pods at once."""
+    worker = OneWorker(reconcile_s)
+
     def play(sim: JobSim) -> None:
         timeline.mark(timeline.created, sim.name)
+        time.sleep(max(0.0, worker.turn() - time.monotonic()))
         timeline.replicas[sim.name] = len(sim.create_pods())
+        timeline.mark(timeline.pods_created, sim.name)
         sim.condition("Created")
         sim.start()
         sim.condition("Running")
@@ -167,10 +192,12 @@ def wait_all(procs: list[tuple[subprocess.Popen[bytes], IO[str]]]) -> tuple[list
     return codes, usage
 
 
-def run_side(side: str, jobs: int, duration_s: float, polling_s: int, settle_s: float, tmp: Path) -> dict[str, Any]:
+def run_side(
+    side: str, jobs: int, duration_s: float, polling_s: int, settle_s: float, tmp: Path, reconcile_s: float = 0.0
+) -> dict[str, Any]:
     kube = FakeKube(CRD_DIR).start()
     timeline = Timeline()
-    operator = OperatorSim(kube, scenario(timeline, duration_s))
+    operator = OperatorSim(kube, scenario(timeline, duration_s, reconcile_s))
     config = kube.write_kubeconfig(tmp / f"kubeconfig-{side}", NAMESPACE)
     env = {**os.environ, "KUBECONFIG": str(config), "KFP_POD_NAME": "", "KFP_POD_UID": ""}
     env.pop("KUBERNETES_SERVICE_HOST", None)
@@ -218,6 +245,7 @@ def run_side(side: str, jobs: int, duration_s: float, polling_s: int, settle_s: 
         steady_minutes += (end - begin) / 60
         steady_requests += sum(1 for t, _, path in stats_log if begin <= t < end and name in path)
     steady_rate = steady_requests / steady_minutes if steady_minutes else None
+    delays = [timeline.pods_created[n] - timeline.created[n] for n in timeline.pods_created]
     cpu_s = sum(cpu for _, cpu in usage)
     return {
         "side": side,
@@ -229,6 +257,8 @@ def run_side(side: str, jobs: int, duration_s: float, polling_s: int, settle_s: 
         "requests_per_job": sum(requests.values()) / jobs,
         "requests_per_job_minute": sum(requests.values()) / total_job_minutes if total_job_minutes else None,
         "steady_requests_per_job_minute": steady_rate,
+        # The operator's delay from a job's creation to its pods'.
+        "pods_created_after_s": {"median": statistics.median(delays), "max": max(delays)} if delays else None,
         "steady_job_minutes": steady_minutes,
         "peak_open": stats["peak"],
         "operator_errors": operator.errors[:3],
@@ -246,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--polling", type=int, default=15, help="the baseline's polling_interval (its default: 15)")
     parser.add_argument("--settle", type=float, default=10.0, help="seconds after a job runs before its steady state")
     parser.add_argument("--only", default="ours,baseline")
+    parser.add_argument(
+        "--reconcile", type=float, default=0.0, help="seconds the operator takes over a job's pods, one job at a time"
+    )
     parser.add_argument("--json", required=True)
     args = parser.parse_args(argv)
     if not CRD_DIR.is_dir():
@@ -253,7 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     with tempfile.TemporaryDirectory(prefix="kftrain-p9-") as tmp:
         for side in args.only.split(","):
-            results[side] = run_side(side, args.jobs, args.duration, args.polling, args.settle, Path(tmp))
+            results[side] = run_side(
+                side, args.jobs, args.duration, args.polling, args.settle, Path(tmp), args.reconcile
+            )
             print(json.dumps(results[side]), flush=True)
     Path(args.json).write_text(json.dumps({"jobs": args.jobs, "duration_s": args.duration, **results}, indent=2))
     return 0

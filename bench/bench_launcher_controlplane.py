@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_launcher import LAUNCH_STEP, wait_all  # noqa: E402
+from kftrain.backends.kubernetes.config import KubernetesConfig  # noqa: E402
 from testbed.controlplane.cluster import control_plane, missing_binaries  # noqa: E402
 from testbed.controlplane.kubeflow_operators import missing_operators  # noqa: E402
 from testbed.controlplane.namespaces import ready_namespace  # noqa: E402
@@ -66,8 +67,15 @@ class Pods:
     """Plays each job's pods on the node agent: a line a second from every running pod, and once all of a job's
     pods have run ``duration_s`` seconds, success. Records when each job ran and ended."""
 
-    def __init__(self, agent: NodeAgent, core: Any, duration_s: float) -> None:
-        self.agent, self.core, self.duration_s = agent, core, duration_s
+    def __init__(self, agent: NodeAgent, api_client: Any, duration_s: float) -> None:
+        from kubernetes import client
+
+        self.agent, self.duration_s = agent, duration_s
+        self.core, self.custom = client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
+        # The operator's delay, from the API server's creationTimestamps (whole seconds): job -> when it was
+        # created, and when the last of its pods was.
+        self.job_created: dict[str, float] = {}
+        self.pods_created: dict[str, float] = {}
         self.running: dict[str, float] = {}  # job -> when all its pods were first seen running
         self.ended: dict[str, float] = {}  # job -> when its pods were told to succeed
         self.errors: list[str] = []
@@ -92,6 +100,9 @@ class Pods:
 
     def _tick(self) -> None:
         now = time.monotonic()
+        for job in self.custom.list_namespaced_custom_object("kubeflow.org", "v1", NAMESPACE, "pytorchjobs")["items"]:
+            name = job["metadata"]["name"]
+            self.job_created.setdefault(name, _epoch(job["metadata"]["creationTimestamp"]))
         by_job: dict[str, list[Any]] = {}
         for pod in self.core.list_namespaced_pod(NAMESPACE).items:
             job = (pod.metadata.labels or {}).get(JOB_LABEL)
@@ -100,6 +111,8 @@ class Pods:
         self._step += 1
         for job, pods in by_job.items():
             running = [p for p in pods if p.status.phase == "Running"]
+            if len(pods) == REPLICAS and job not in self.pods_created:
+                self.pods_created[job] = max(p.metadata.creation_timestamp.timestamp() for p in pods)
             if job in self.ended:
                 continue
             for pod in running:
@@ -171,7 +184,6 @@ def _epoch(stamp: str) -> float:
 
 
 def run(jobs: int, duration_s: float, settle_s: float, tmp: Path) -> dict[str, Any]:
-    from kubernetes import client
 
     policy = tmp / "audit-policy.yaml"
     policy.write_text(yaml.safe_dump(AUDIT_POLICY))
@@ -189,7 +201,7 @@ def run(jobs: int, duration_s: float, settle_s: float, tmp: Path) -> dict[str, A
             offset = time.time() - time.monotonic()
             cpu_before = sum(apiserver.cpu_times()[:2])
             started = time.monotonic()
-            with Pods(agent, client.CoreV1Api(api_client), duration_s) as pods:
+            with Pods(agent, api_client, duration_s) as pods:
                 procs = []
                 for i in range(jobs):
                     out = open(tmp / f"step-{i}.log", "w")  # noqa: SIM115  # closed once the process ends
@@ -204,6 +216,7 @@ def run(jobs: int, duration_s: float, settle_s: float, tmp: Path) -> dict[str, A
     ok = [code == 0 and "succeeded in" in text for code, text in zip(codes, logs, strict=True)]
     job_minutes = sum(pods.ended[j] - pods.running[j] for j in pods.ended) / 60
     by_what = Counter(what for _, what, _ in requests)
+    delays = [pods.pods_created[j] - pods.job_created[j] for j in pods.pods_created if j in pods.job_created]
     steady_requests, steady_minutes = 0, 0.0
     for job, end in pods.ended.items():
         begin = pods.running[job] + settle_s + offset
@@ -229,6 +242,22 @@ def run(jobs: int, duration_s: float, settle_s: float, tmp: Path) -> dict[str, A
         "requests_per_job_minute": len(requests) / job_minutes if job_minutes else None,
         "steady_requests_per_job_minute": steady_requests / steady_minutes if steady_minutes else None,
         "steady_job_minutes": steady_minutes,
+        # The operator's delay from a job's creation to its last pod's (whole seconds): while a job lacks pods, the
+        # launch step reads the create failures (from KubernetesConfig.poll_interval_s after, then backing off).
+        "pods_created_after_s": {
+            "median": statistics.median(delays),
+            "max": max(delays),
+            "over_first_read": sum(d > KubernetesConfig.poll_interval_s for d in delays),
+            "jobs": len(delays),
+        }
+        if delays
+        else None,
+        # Its one worker's pace through the burst: seconds per job from the first job's pods to the last's (the
+        # fake side's operator is given it, so that both sides' steps meet the same wait for pods).
+        "operator_s_per_job": (max(pods.pods_created.values()) - min(pods.pods_created.values()))
+        / (len(pods.pods_created) - 1)
+        if len(pods.pods_created) > 1
+        else 0.0,
         "apiserver_cpu_s": cpu_s,
         "apiserver_cpu_s_per_job_minute": cpu_s / job_minutes if job_minutes else None,
         "rss_mb": {"median": statistics.median(u[0] for u in usage), "max": max(u[0] for u in usage)},

@@ -163,6 +163,25 @@ def test_p9_counts_what_each_launcher_asks_of_the_api_server(tmp_path: Path) -> 
     assert ours["cpu_s_per_job_minute"] > 0
 
 
+def test_p9_an_operator_slow_to_create_pods_makes_the_steps_read_create_failures(tmp_path: Path) -> None:
+    """P14's fake side: the operator creates one job's pods at a time, 5 s each. The second job lacks pods for about
+    10 s, past the step's reads at 2 s and 6 s after the job; the first for 5 s, past its read at 2 s (unless its
+    step starts its wait over 3 s late). So the two steps list the events at least twice beside their one list of
+    pods each; the jobs still end as they should."""
+    reference.required(reference.CRD_DIR)
+    out = tmp_path / "launcher.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_launcher.py"), "--jobs", "2", "--duration", "2",
+         "--settle", "1", "--only", "ours", "--reconcile", "5", "--json", str(out)],
+        check=True, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    ours = json.loads(out.read_text())["ours"]
+    assert ours["ok"] == 2 and ours["operator_errors"] == [], ours["failed_logs"]
+    per_job = ours["requests_by_verb_per_job"]
+    assert per_job["list"] >= 2.0, per_job
+    assert {k: v for k, v in per_job.items() if k != "list"} == {"create": 1.0, "log-follow": 4.0, "watch": 2.0}
+
+
 @pytest.mark.slow
 @pytest.mark.controlplane
 @pytest.mark.xdist_group("controlplane")  # one control plane per worker at a time
@@ -194,6 +213,9 @@ def test_p14_counts_on_the_real_api_server_what_p9_counts_on_the_fake(tmp_path: 
     assert data["steady_requests_per_job_minute"] == 0 and data["steady_job_minutes"] > 0
     assert data["log_lines_per_step"] >= 4  # the pods' lines, followed through the API server as they came
     assert data["apiserver_cpu_s"] > 0
+    # The operator's delay, read from the API server's creationTimestamps, for both jobs.
+    assert data["pods_created_after_s"]["jobs"] == 2 and data["pods_created_after_s"]["max"] >= 0
+    assert data["operator_s_per_job"] >= 0
 
 
 def test_p10_checkpoint_stall_times_every_mode_and_publishes_the_checkpoints(tmp_path: Path, moto) -> None:
