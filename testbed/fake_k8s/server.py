@@ -6,8 +6,11 @@ kind's group, plural and versions are its own facts, so a kind added there is se
 pods (list, get, watch, logs with follow) and events. It counts every request by verb, and the
 watches and log streams open now and at most (:class:`Stats`, ``FakeKube.stats``), for tests and the
 launcher-cost benchmark (P9, bench/bench_launcher.py); a log line wakes only the streams of its own pod,
-so a few hundred open streams stay cheap. Created custom resources are validated against
-the operators' real CRD schemas (422 when invalid), as the API server does. Faults (an HTTP
+so a few hundred open streams stay cheap. A custom resource created or patched is treated as kube-apiserver
+treats it (:mod:`testbed.fake_k8s.rules`): refused outside a namespace that exists (404), pruned of the fields its
+CRD does not know, defaulted, validated against the operators' real CRD schemas and its name (422 when invalid),
+its status left to the status subresource, its generation counted; a field selector on a field the API server
+cannot select on is refused (400). tests/controlplane/test_fake_api_server.py compares the two. Faults (an HTTP
 status or a connection reset on the Nth matching request) can be injected. A simulated
 operator (:mod:`testbed.fake_k8s.operator`) reacts to created jobs.
 """
@@ -38,6 +41,8 @@ import yaml
 
 from kftrain.job.kinds import KINDS, Kind
 from kftrain.job.kinds.trainjob.runtime import GROUP as RUNTIME_GROUP
+from kftrain.job.manifest.schema import defaulted
+from testbed.fake_k8s.rules import name_problem, prepared_for_create, prepared_for_update, unsupported_field
 from testbed.reference import schemas_in
 
 # The jobs served, by plural: every kind of the one list of kinds, with its kind name and API group.
@@ -249,6 +254,10 @@ class FakeKube:
             for doc in yaml.safe_load_all(path.read_text()):
                 if doc and doc.get("kind") == "ClusterTrainingRuntime":
                     self.runtimes[("clustertrainingruntimes", "", doc["metadata"]["name"])] = doc
+        # The namespaces that exist: a create elsewhere is refused, as the NamespaceLifecycle admission plugin
+        # refuses it (k8s.io/apiserver@v0.36.3:pkg/admission/plugin/namespace/lifecycle/admission.go). A
+        # kubeconfig written for a namespace adds it (write_kubeconfig); add_namespace adds another.
+        self.namespaces: set[str] = {"default", "kube-system", "kube-public"}
         self.stopping = False
         self.on_job_created: Callable[[str, dict[str, Any]], None] | None = None
         # Mutating admission webhooks: each may change a custom resource being created, before it is validated.
@@ -281,6 +290,7 @@ class FakeKube:
 
     def write_kubeconfig(self, path: Path, namespace: str = "default", user: str = "runner") -> Path:
         """A kubeconfig at ``path`` whose current context is this server (a token that is not a secret)."""
+        self.add_namespace(namespace)
         context = {"cluster": "fake", "user": user, "namespace": namespace}
         config = {
             "apiVersion": "v1",
@@ -304,6 +314,10 @@ class FakeKube:
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+
+    def add_namespace(self, name: str) -> None:
+        with self.cond:
+            self.namespaces.add(name)
 
     def add_configmap(self, namespace: str, name: str, data: dict[str, str]) -> None:
         meta = {"name": name, "namespace": namespace, "uid": str(uuid.uuid4())}
@@ -692,22 +706,27 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("apiVersion") != f"{group}/{version}" or body.get("kind") != KIND_NAMES[plural]:
             self._status(400, "BadRequest", f"expected {group}/{version} {KIND_NAMES[plural]}")
             return
+        meta = body.setdefault("metadata", {})
+        if meta.get("namespace", ns) != ns:
+            self._status(400, "BadRequest", "the namespace of the object does not match the namespace of the request")
+            return
+        with kube.cond:
+            known_namespace = ns in kube.namespaces
+        if not known_namespace:
+            self._status(404, "NotFound", f'namespaces "{ns}" not found')
+            return
+        # As the API server decodes it: its unknown fields pruned, then the CRD's defaults filled in.
+        crd = kube.schemas.get(body["apiVersion"], body["kind"])
+        if crd is not None:
+            body = defaulted(prepared_for_create(body, crd), crd.schema)
+            meta = body["metadata"]
         for webhook in kube.admission:
             webhook(plural, body)
-        errors = kube.schemas.errors(body)
-        if errors:
-            causes = [{"field": e.partition(": ")[0], "message": e.partition(": ")[2]} for e in errors]
-            status = status_body(422, "Invalid", f"{KIND_NAMES[plural]}.{group} is invalid: " + "; ".join(errors))
-            status["details"] = {"causes": causes}
-            self._send_json(422, status)
-            return
-        meta = body.setdefault("metadata", {})
         name = meta.get("name")
         if not name:
             self._status(422, "Invalid", "metadata.name: Required value")
             return
-        if meta.get("namespace", ns) != ns:
-            self._status(400, "BadRequest", "the namespace of the object does not match the namespace of the request")
+        if not self._valid(plural, body):
             return
         with kube.cond:
             if (plural, ns, name) in kube.jobs:
@@ -724,8 +743,39 @@ class _Handler(BaseHTTPRequestHandler):
             kube.on_job_created(plural, copy.deepcopy(out))
         self._send_json(201, out)
 
-    def _list(self, version: str, ns: str, plural: str, query: dict[str, str]) -> None:
+    def _valid(self, plural: str, body: dict[str, Any]) -> bool:
+        """Whether the job ``body`` passes the API server's validation (its name, its CRD's schema and rules);
+        answers 422 Invalid when it does not."""
+        name = body["metadata"]["name"]
+        why = name_problem(name)
+        errors = [f'metadata.name: Invalid value: "{name}": {why}'] if why else []
+        errors += self.kube.schemas.errors(body)
+        if not errors:
+            return True
+        causes = [{"field": e.partition(": ")[0], "message": e.partition(": ")[2]} for e in errors]
+        status = status_body(
+            422, "Invalid", f'{KIND_NAMES[plural]}.{group_of(plural)} "{name}" is invalid: ' + "; ".join(errors)
+        )
+        status["details"] = {"name": name, "group": group_of(plural), "kind": KIND_NAMES[plural], "causes": causes}
+        self._send_json(422, status)
+        return False
+
+    def _selected(self, plural: str, query: dict[str, str]) -> tuple[dict[str, str], dict[str, str]] | None:
+        """The label and field selectors of a list or watch; None (having answered 400) when a field cannot be
+        selected on."""
         labels, fields = parse_selector(query.get("labelSelector")), parse_selector(query.get("fieldSelector"))
+        bad = unsupported_field(plural, fields)
+        if bad is not None:
+            self._status(400, "BadRequest", f'Unable to find "{plural}" that match label selector "", field '
+                         f'selector "{query.get("fieldSelector")}": field label not supported: {bad}')  # fmt: skip
+            return None
+        return labels, fields
+
+    def _list(self, version: str, ns: str, plural: str, query: dict[str, str]) -> None:
+        selected = self._selected(plural, query)
+        if selected is None:
+            return
+        labels, fields = selected
         with self.kube.cond:
             items = [copy.deepcopy(o) for (p, n, _), o in self.kube.jobs.items() if p == plural and n == ns]
             rv = str(self.kube.rv)
@@ -742,7 +792,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _watch(self, version: str, ns: str, plural: str, query: dict[str, str]) -> None:
         kube = self.kube
-        labels, fields = parse_selector(query.get("labelSelector")), parse_selector(query.get("fieldSelector"))
+        selected = self._selected(plural, query)
+        if selected is None:
+            return
+        labels, fields = selected
         timeout = float(query.get("timeoutSeconds") or 1800)
         end = time.monotonic() + timeout
         start_rv = query.get("resourceVersion")
@@ -869,16 +922,22 @@ class _Handler(BaseHTTPRequestHandler):
             if "merge-patch" not in ctype:
                 self._status(415, "UnsupportedMediaType", f"unsupported patch type {ctype}")
                 return
-            result: list[dict[str, Any]] = []
-
-            def change(obj: dict[str, Any]) -> None:
-                obj.update(merge_patch(obj, body))
-                result.append(copy.deepcopy(obj))
-
-            if kube.modify_job(plural, ns, name, change):
-                self._send_json(200, result[0])
-            else:
-                self._status(404, "NotFound", f'{plural}.{group_of(plural)} "{name}" not found')
+            with kube.cond:
+                old = kube.jobs.get(key)
+                if old is None:
+                    self._status(404, "NotFound", f'{plural}.{group_of(plural)} "{name}" not found')
+                    return
+                patched = merge_patch(old, body)
+                crd = kube.schemas.get(old["apiVersion"], old["kind"])
+                if crd is not None:
+                    patched = defaulted(prepared_for_update(patched, old, crd), crd.schema)
+                if not self._valid(plural, patched):
+                    return
+                old.clear()
+                old.update(patched)
+                kube.record(plural, ns, "MODIFIED", old)
+                result = copy.deepcopy(old)
+            self._send_json(200, result)
         else:
             self._status(405, "MethodNotAllowed", method)
 
@@ -888,7 +947,10 @@ class _Handler(BaseHTTPRequestHandler):
         if query.get("watch", "").lower() in ("true", "1"):
             self._watch("v1", ns, "pods", query)
             return
-        labels, fields = parse_selector(query.get("labelSelector")), parse_selector(query.get("fieldSelector"))
+        selected = self._selected("pods", query)
+        if selected is None:
+            return
+        labels, fields = selected
         with self.kube.cond:
             items = [copy.deepcopy(p) for (n, _), p in self.kube.pods.items() if n == ns]
             rv = str(self.kube.rv)
@@ -975,7 +1037,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, obj)
 
     def events(self, method: str, query: dict[str, str], body: Any, ns: str) -> None:
-        fields = parse_selector(query.get("fieldSelector"))
+        selected = self._selected("events", query)
+        if selected is None:
+            return
+        _, fields = selected
         with self.kube.cond:
             items = [copy.deepcopy(e) for e in self.kube.events if e["metadata"]["namespace"] == ns]
             rv = str(self.kube.rv)

@@ -81,6 +81,8 @@ class CRDVersion:
     version: str
     schema: Mapping[str, Any]
     source: str = ""  # the CRD file, named when one of its rules is broken
+    # Whether the version has the /status subresource: a write to the object itself then leaves status alone.
+    status_subresource: bool = False
 
     @property
     def api_version(self) -> str:
@@ -457,6 +459,7 @@ def _served_versions(path: Path) -> list[CRDVersion]:
                     plural=spec["names"]["plural"],
                     version=v["name"],
                     schema=v["schema"]["openAPIV3Schema"],
+                    status_subresource="status" in (v.get("subresources") or {}),
                 )
             )
     return versions

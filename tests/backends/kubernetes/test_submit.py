@@ -134,12 +134,21 @@ def test_no_owner_reference_outside_kfp(kube: FakeKube, monkeypatch: pytest.Monk
 def test_namespace_from_service_account(kube: FakeKube, tmp_path: Path) -> None:
     ns_file = tmp_path / "namespace"
     ns_file.write_text("team-a\n")
+    kube.add_namespace("team-a")  # the step's pod runs there, so it exists
     backend, _ = make_backend(kube, namespace=None, namespace_file=ns_file)
     handle = backend.submit(pytorch_job())
     assert handle.namespace == "team-a"
     assert kube.jobs_of("pytorchjobs")[0]["metadata"]["namespace"] == "team-a"
     fallback, _ = make_backend(kube, namespace=None, namespace_file=tmp_path / "absent")
     assert fallback.resolve_namespace() == "default"
+
+
+def test_a_namespace_that_does_not_exist_is_named(kube: FakeKube) -> None:
+    """A mistyped namespace: the API server refuses the create (404), and the step's error names it."""
+    backend, _ = make_backend(kube, namespace="tema-a")
+    with pytest.raises(KftrainError, match='HTTP 404 namespaces "tema-a" not found'):
+        backend.submit(pytorch_job())
+    assert kube.jobs_of("pytorchjobs") == []
 
 
 def test_invalid_job_rejected_by_crd_schema(kube: FakeKube) -> None:
