@@ -10,7 +10,8 @@ so a few hundred open streams stay cheap. A custom resource created or patched i
 treats it (:mod:`testbed.fake_k8s.rules`): refused outside a namespace that exists (404), pruned of the fields its
 CRD does not know, defaulted, validated against the operators' real CRD schemas and its name (422 when invalid),
 its status left to the status subresource, its generation counted; a field selector on a field the API server
-cannot select on is refused (400). tests/controlplane/test_fake_api_server.py compares the two. Faults (an HTTP
+cannot select on is refused (400); a watch that allows bookmarks gets them when kube-apiserver's watch cache sends
+them. tests/controlplane/test_fake_api_server.py compares the two. Faults (an HTTP
 status or a connection reset on the Nth matching request) can be injected. A simulated
 operator (:mod:`testbed.fake_k8s.operator`) reacts to created jobs.
 """
@@ -242,6 +243,7 @@ class FakeKube:
         self.history: list[_History] = []
         self._history_rvs: list[int] = []  # the rv of each history entry, ascending: watches bisect it
         self.compacted_rv = 0
+        self.last_rv: dict[str, int] = {}  # by plural: the version of its last change (a watch's bookmarks carry it)
         self.watch_generation = 0
         self.faults: list[Fault] = []
         self.requests: list[tuple[str, str]] = []
@@ -351,6 +353,7 @@ class FakeKube:
     def record(self, plural: str, namespace: str, kind: str, obj: dict[str, Any]) -> None:
         """A change of a job (``plural``) or of a pod (``"pods"``), as watches see it."""
         obj["metadata"]["resourceVersion"] = self.bump()
+        self.last_rv[plural] = self.rv
         self.history.append(_History(self.rv, plural, namespace, kind, copy.deepcopy(obj)))
         self._history_rvs.append(self.rv)
         self.cond.notify_all()
@@ -803,7 +806,9 @@ class _Handler(BaseHTTPRequestHandler):
         with kube.cond:
             kube.stats.opened("watch")
         try:
-            self._watch_events(kube, ns, plural, labels, fields, start_rv, end)
+            bookmarks = query.get("allowWatchBookmarks", "").lower() == "true"
+            api_version = "v1" if plural == "pods" else f"{group_of(plural)}/{version}"
+            self._watch_events(kube, ns, plural, labels, fields, start_rv, end, bookmarks, api_version)
         finally:
             with kube.cond:
                 kube.stats.closed("watch")
@@ -817,7 +822,14 @@ class _Handler(BaseHTTPRequestHandler):
         fields: dict[str, str],
         start_rv: str | None,
         end: float,
+        bookmarks: bool = False,
+        api_version: str = "v1",
     ) -> None:
+        """Send the watch's events until ``end``. With ``bookmarks``, a BOOKMARK carrying the version of the last
+        change of ``plural`` (any object's, selected or not) 2 s before ``end`` and every minute, when it is newer
+        than the version the watch started from (k8s.io/apiserver@v0.36.3:pkg/storage/cacher/cache_watcher.go,
+        nextBookmarkTime and process: the cacher's bookmark carries its last processed version)."""
+        bookmark = _Bookmarks(end) if bookmarks else None
         with kube.cond:
             generation = kube.watch_generation
             if start_rv and start_rv != "0" and int(start_rv) < kube.compacted_rv:
@@ -834,11 +846,13 @@ class _Handler(BaseHTTPRequestHandler):
                 cursor = kube.rv
             else:
                 pending, cursor = [], int(start_rv)
+            started_at = cursor
         for kind, obj in pending:
             self._send_event(kind, obj)
         while True:
+            events: list[tuple[str, dict[str, Any]]] = []
             with kube.cond:
-                while True:
+                while not events:
                     if kube.stopping or time.monotonic() >= end:
                         self._end_chunked()
                         return
@@ -847,14 +861,21 @@ class _Handler(BaseHTTPRequestHandler):
                         return
                     batch = kube.history_after(cursor)
                     if batch:
+                        cursor = batch[-1].rv
+                        events = [
+                            (h.type, h.obj)
+                            for h in batch
+                            if h.plural == plural and h.namespace == ns and matches(h.obj, labels, fields)
+                        ]
+                        if not events:
+                            continue
                         break
+                    if bookmark is not None and bookmark.due(time.monotonic()):
+                        newest = kube.last_rv.get(plural, 0)
+                        if newest > started_at:
+                            events = [("BOOKMARK", _bookmark(plural, api_version, newest))]
+                            break
                     kube.cond.wait(min(0.1, max(0.0, end - time.monotonic())))
-                cursor = batch[-1].rv
-                events = [
-                    (h.type, h.obj)
-                    for h in batch
-                    if h.plural == plural and h.namespace == ns and matches(h.obj, labels, fields)
-                ]
             for kind, obj in events:
                 self._send_event(kind, obj)
 
@@ -1048,6 +1069,33 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(
             200, {"apiVersion": "v1", "kind": "EventList", "items": items, "metadata": {"resourceVersion": rv}}
         )
+
+
+def _bookmark(plural: str, api_version: str, rv: int) -> dict[str, Any]:
+    """A BOOKMARK's object: the kind, and only the version in its metadata."""
+    kind = "Pod" if plural == "pods" else KIND_NAMES[plural]
+    return {"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": str(rv)}}
+
+
+class _Bookmarks:
+    """When a watch ending at ``end`` sends its bookmarks: every minute, and 2 s before its end."""
+
+    EVERY_S = 60.0
+    BEFORE_END_S = 2.0
+
+    def __init__(self, end: float) -> None:
+        self.end = end
+        self.next: float | None = self._after(time.monotonic())
+
+    def _after(self, now: float) -> float | None:
+        at = min(now + self.EVERY_S, self.end - self.BEFORE_END_S)
+        return at if at > now else None
+
+    def due(self, now: float) -> bool:
+        if self.next is None or now < self.next:
+            return False
+        self.next = self._after(now)
+        return True
 
 
 def _main_status(pod: Mapping[str, Any]) -> dict[str, Any]:

@@ -33,6 +33,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.controlplane, pytest.mark.xdist_grou
 NAMESPACE = "kftrain-fake-check"
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "pytorchjobs"
 Outcome = Any
+QUIET_WINDOW_S = 5
 
 
 @dataclass
@@ -249,6 +250,37 @@ def first_events(list_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Outc
         stream.stop()
 
 
+def watched_quiet_window(side: Side, name: str) -> Outcome:
+    """One watch window of the step (allowWatchBookmarks, a server-side timeout) in which its job does not change
+    while another job of the namespace does: what comes, and whether its version is newer than the other job's
+    change (the step resumes its next window from it)."""
+    made = create(side, job(name))
+    other = threading.Timer(1.0, lambda: changed.append(create(side, job(name + "-other"))))
+    changed: list[dict[str, Any]] = []
+    other.start()
+    seen = []
+    try:
+        for event in watch.Watch().stream(
+            side.custom.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            NAMESPACE,
+            PLURAL,
+            field_selector=f"metadata.name={name}",
+            resource_version=made["metadata"]["resourceVersion"],
+            allow_watch_bookmarks=True,
+            timeout_seconds=QUIET_WINDOW_S,
+        ):
+            seen.append((event["type"], int(event["object"]["metadata"]["resourceVersion"])))
+    finally:
+        other.join()
+    newest = int(changed[0]["metadata"]["resourceVersion"])
+    # The kinds of event, each once: kube-apiserver sends its pre-timeout bookmark once or twice (its bookmark
+    # timer's buckets are whole seconds, k8s.io/apiserver@v0.36.3:pkg/storage/cacher/cacher.go, "if you set fire
+    # time at X, you can get the bookmark within (X-1,X+1) period").
+    return sorted({(kind, rv >= newest) for kind, rv in seen})
+
+
 def pods_by_label(side: Side, name: str) -> Outcome:
     listed = side.core.list_namespaced_pod(NAMESPACE, label_selector=f"training.kubeflow.org/job-name={name}")
     return {"items": listed.items, "rv": bool(listed.metadata.resource_version)}
@@ -324,6 +356,7 @@ ROWS: dict[str, Callable[[Side, str], Outcome]] = {
     "list jobs by name": listed_by_name,
     "watch a job from its create's version": watched_from_create,
     "watch a job with no version": watched_without_version,
+    "a watch window in which only another job changes": watched_quiet_window,
     "list a job's pods by label": pods_by_label,
     "log of a pod that does not exist": log_of_missing_pod,
     "events about an object": events_by("involvedObject.name={name}"),

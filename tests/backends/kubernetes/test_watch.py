@@ -4,6 +4,8 @@ policy of its calls."""
 
 from __future__ import annotations
 
+from urllib.parse import parse_qs, urlsplit
+
 import pytest
 import urllib3
 
@@ -140,3 +142,38 @@ def test_a_policy_lasting_seconds_has_the_tries_its_waits_need(
     policy: RetryPolicy, seconds: float, attempts: int
 ) -> None:
     assert policy.lasting(seconds).attempts == attempts
+
+
+def test_a_watch_window_in_which_the_job_does_not_change_resumes_from_its_bookmark(
+    kube: FakeKube, operator: OperatorSim
+) -> None:
+    """The watches ask for bookmarks. In a window in which the job does not change while another job of the namespace
+    does, the API server sends a BOOKMARK 2 s before the window ends (tests/controlplane/test_fake_api_server.py shows
+    kube-apiserver's), and the next window starts from its version rather than the job's older one: a long quiet job
+    then never resumes from a version etcd may have compacted."""
+    others: list[int] = []
+
+    def scenario(sim: JobSim) -> None:
+        others.append(_another_job_changes(kube))  # at once: well before the first window's bookmark, 2 s in
+        running(sim)
+        sim.sleep(4.5)  # past the first window (4 s)
+        succeed(sim)
+
+    operator.scenario = scenario
+    backend, out = make_backend(kube, watch_window_s=4)
+    result = backend.run(pytorch_job(), timeout=30)
+    assert result.succeeded, (result.describe(), out.getvalue())
+    windows = [p for m, p in kube.requests if m == "GET" and "/pytorchjobs?" in p and "watch=" in p]
+    assert len(windows) >= 2, windows
+    resumed = parse_qs(urlsplit(windows[1]).query)["resourceVersion"][0]
+    assert int(resumed) >= others[0], (windows, others)
+
+
+def _another_job_changes(kube: FakeKube) -> int:
+    """A job of the same namespace, not the step's, added to the store (no operator plays it); its version."""
+    with kube.cond:
+        other = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "other", "uid": "u"}}
+        other["metadata"]["namespace"] = "default"
+        kube.jobs[("pytorchjobs", "default", "other")] = other
+        kube.record("pytorchjobs", "default", "ADDED", other)
+        return int(other["metadata"]["resourceVersion"])
