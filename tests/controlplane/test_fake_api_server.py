@@ -206,37 +206,35 @@ def watched_from_create(side: Side, name: str) -> Outcome:
     side.custom.patch_namespaced_custom_object(
         GROUP, VERSION, NAMESPACE, PLURAL, name, {"metadata": {"labels": {"seen": "yes"}}}
     )
-    return first_events(
-        side.custom.list_namespaced_custom_object,
-        GROUP,
-        VERSION,
-        NAMESPACE,
-        PLURAL,
-        field_selector=f"metadata.name={name}",
-        resource_version=made["metadata"]["resourceVersion"],
-    )
+    return first_event(side, name, resource_version=made["metadata"]["resourceVersion"])
 
 
 def watched_without_version(side: Side, name: str) -> Outcome:
     """A watch with no version starts with the present state, as ADDED events."""
     create(side, job(name))
-    return first_events(
+    return first_event(side, name)
+
+
+def job_watch(stream: watch.Watch, side: Side, name: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
+    """The step's watch of its job (KubeApi.job_collection: the namespace's jobs of that name)."""
+    return stream.stream(
         side.custom.list_namespaced_custom_object,
         GROUP,
         VERSION,
         NAMESPACE,
         PLURAL,
         field_selector=f"metadata.name={name}",
+        **kwargs,
     )
 
 
-def first_events(list_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Outcome:
-    """The first watch event's type (and the object's labels), or how the watch was refused."""
+def first_event(side: Side, name: str, **kwargs: Any) -> Outcome:
+    """The first event of a watch of the job: its type (and the object's labels), or how the watch was refused."""
     stream = watch.Watch()
     done = threading.Timer(10.0, stream.stop)  # a watch that shows nothing ends the row, with nothing
     done.start()
     try:
-        for event in stream.stream(list_fn, *args, timeout_seconds=10, **kwargs):
+        for event in job_watch(stream, side, name, timeout_seconds=10, **kwargs):
             obj = event["object"]
             if event["type"] == "ERROR":
                 return ("ERROR", obj.get("code"), obj.get("reason"))
@@ -260,13 +258,10 @@ def watched_quiet_window(side: Side, name: str) -> Outcome:
     other.start()
     seen = []
     try:
-        for event in watch.Watch().stream(
-            side.custom.list_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            NAMESPACE,
-            PLURAL,
-            field_selector=f"metadata.name={name}",
+        for event in job_watch(
+            watch.Watch(),
+            side,
+            name,
             resource_version=made["metadata"]["resourceVersion"],
             allow_watch_bookmarks=True,
             timeout_seconds=QUIET_WINDOW_S,
