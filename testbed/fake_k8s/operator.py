@@ -206,6 +206,9 @@ class JobSim:
             if rtype != "Launcher":
                 labels["training.kubeflow.org/replica-index"] = str(index)
             pod_name = f"{self.name}-launcher-{uuid.uuid4().hex[:5]}" if rtype == "Launcher" else None
+            # mpi-operator v0.8.2 runs the launcher as a batch Job of that name (pkg/controller/
+            # mpi_job_controller.go, newLauncherJob), which owns its pod.
+            owner = self._child_job(f"{self.name}-launcher") if rtype == "Launcher" else None
         else:
             labels["training.kubeflow.org/replica-type"] = rtype.lower()
             labels["training.kubeflow.org/replica-index"] = str(index)
@@ -214,9 +217,10 @@ class JobSim:
             if rtype in self.kind.spec.singletons:
                 labels["training.kubeflow.org/job-role"] = "master"
             pod_name = None
+            owner = None
         label = f"{rtype.lower()}-{index}"
         self.pod_names[label] = pod_name or f"{self.name}-{label}"
-        self._new_pod(self.pod_names[label], labels, template.get("spec") or {})
+        self._new_pod(self.pod_names[label], labels, template.get("spec") or {}, owner)
         return label
 
     def _create_jobset_pods(self, scheduled: bool) -> list[str]:
@@ -224,6 +228,9 @@ class JobSim:
         each named ``<name>-node-0-<index>-<random>`` and labelled as JobSet and Indexed Jobs label them."""
         trainer = self.obj["spec"].get("trainer") or {}
         nodes = int(trainer.get("numNodes") or 1)
+        # JobSet's child Job <jobset>-<replicatedJob>-<index> owns the pods (jobset@v0.12.0: pkg/controllers/
+        # jobset_controller.go, placement.GenJobName).
+        node_job = self._child_job(f"{self.name}-node-0")
         labels_out = []
         for index in range(nodes):
             labels = {
@@ -235,12 +242,21 @@ class JobSim:
             self.pod_names[label] = f"{self.name}-node-0-{index}-{uuid.uuid4().hex[:5]}"
             labels_out.append(label)
             container = {"name": "node", "image": trainer.get("image")}
-            self._new_pod(self.pod_names[label], labels, {"containers": [container]})
+            self._new_pod(self.pod_names[label], labels, {"containers": [container]}, node_job)
         if scheduled:
             self.schedule(*labels_out)
         return labels_out
 
-    def _new_pod(self, pod_name: str, labels: dict[str, str], spec: dict[str, Any]) -> None:
+    def _child_job(self, name: str) -> dict[str, Any]:
+        """The ownerReference of a batch Job the operator made for this job (this fake keeps no Jobs)."""
+        return {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": str(uuid.uuid4())}
+
+    def _new_pod(
+        self, pod_name: str, labels: dict[str, str], spec: dict[str, Any], owner: dict[str, Any] | None = None
+    ) -> None:
+        """A Pending pod owned by ``owner`` (else the job), as a controller's pod is owned: controller and
+        blockOwnerDeletion set (k8s.io/apimachinery@v0.36.3:pkg/apis/meta/v1/controller_ref.go, NewControllerRef)."""
+        owner = owner or {"apiVersion": self.api_version, "kind": self.obj["kind"], "name": self.name, "uid": self.uid}
         containers = [{"name": c["name"], "image": c.get("image") or "busybox"} for c in spec.get("containers") or []]
         pod_spec = {"containers": containers, "restartPolicy": "Never"}
         if spec.get("schedulerName"):
@@ -254,9 +270,7 @@ class JobSim:
                 "uid": str(uuid.uuid4()),
                 "labels": labels,
                 "creationTimestamp": now_iso(),
-                "ownerReferences": [
-                    {"apiVersion": self.api_version, "kind": self.obj["kind"], "name": self.name, "uid": self.uid}
-                ],
+                "ownerReferences": [{**owner, "controller": True, "blockOwnerDeletion": True}],
             },
             "spec": pod_spec,
             "status": {"phase": "Pending", "qosClass": "BestEffort"},  # what a pod is before any scheduler sees it

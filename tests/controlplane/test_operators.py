@@ -547,3 +547,80 @@ def test_a_pod_no_node_fits_is_reported_unschedulable(cluster: ControlPlane, nod
     result = KubernetesBackend(config, api_client=api).run(job, timeout=PODS_WAIT_S)
     assert result.phase == JobPhase.FAILED
     assert message in result.message, result.message
+
+
+# --- the fast tier's simulated operator, beside the real ones --------------------------------------------------------
+
+
+def fake_operator_pods(job: TrainingJob) -> tuple[str, dict[str, Pod]]:
+    """The job's uid on testbed/fake_k8s, and the pods its simulated operator makes for the same rendered job, by
+    replica label."""
+    from testbed.fake_k8s import FakeKube, JobSim
+    from testbed.reference import CRD_DIR
+
+    spec = kind_of(job).spec
+    kube = FakeKube(CRD_DIR).start()
+    try:
+        kube.add_namespace(NAMESPACE)
+        with client.ApiClient(client.Configuration(host=kube.url)) as api_client:
+            created = client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+                spec.group, spec.version, NAMESPACE, spec.plural, render_manifest(job)
+            )
+        JobSim(kube, spec.plural, created).create_pods()
+        with kube.cond:
+            return created["metadata"]["uid"], {pod_label(p): p for p in kube.pods.values()}
+    finally:
+        kube.stop()
+
+
+def owner_of(pod: Pod, job_uid: str) -> list[dict[str, Any]]:
+    """The pod's ownerReferences, a uid shown as whether it is the job's."""
+    refs = pod["metadata"].get("ownerReferences") or []
+    return [{**ref, "uid": ref.get("uid") == job_uid} for ref in refs]
+
+
+# Labels of the real operators' pods that the simulated operator leaves out: none is read by the launch step (it
+# selects a job's pods by its job-name label and names a replica from its replica-type/index, job-role or JobSet's
+# completion index: kftrain/backends/kubernetes/pod_state.py).
+NOT_SIMULATED_LABELS = {
+    "batch.kubernetes.io/controller-uid",
+    "batch.kubernetes.io/job-name",
+    "controller-uid",
+    "job-name",
+    "jobset.sigs.k8s.io/global-replicas",
+    "jobset.sigs.k8s.io/job-global-index",
+    "jobset.sigs.k8s.io/job-index",
+    "jobset.sigs.k8s.io/job-key",
+    "jobset.sigs.k8s.io/replicatedjob-replicas",
+    "jobset.sigs.k8s.io/restart-attempt",
+    "trainer.kubeflow.org/trainjob-ancestor-step",
+    "jobset.sigs.k8s.io/group-name",
+    "jobset.sigs.k8s.io/group-replicas",
+    "jobset.sigs.k8s.io/job-group-index",
+    "jobset.sigs.k8s.io/jobset-uid",
+    "jobset.sigs.k8s.io/priority",
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.kind)
+def test_the_simulated_operator_labels_and_owns_pods_as_the_real_one(
+    case: Case, cluster: ControlPlane, node: NodeAgent, api: Any
+) -> None:
+    """The fast tier's operator (testbed/fake_k8s/operator.py) gives each replica's pod the labels the real operator
+    gives it (the values too), save those in :data:`NOT_SIMULATED_LABELS`, and no label of its own; the same
+    ownerReferences (the job, or a TrainJob's and an MPIJob launcher's child Job); the same replicas."""
+    job = build(Case(case.kind, case.options, case.name + "-sim"))
+    real_job = submit(api, job)
+    real = {pod_label(p): p for p in wait_for_pods(api, job, cluster, node).values()}
+    fake_uid, fake = fake_operator_pods(job)
+    assert sorted(fake) == sorted(real)
+    differences = []
+    for label, pod in sorted(real.items()):
+        real_labels = {k: v for k, v in pod["metadata"]["labels"].items() if k not in NOT_SIMULATED_LABELS}
+        fake_labels = fake[label]["metadata"]["labels"]
+        if real_labels != fake_labels:
+            differences.append(f"{label} labels: real {real_labels}, simulated {fake_labels}")
+        real_owner, fake_owner = owner_of(pod, real_job["metadata"]["uid"]), owner_of(fake[label], fake_uid)
+        if real_owner != fake_owner:
+            differences.append(f"{label} ownerReferences: real {real_owner}, simulated {fake_owner}")
+    assert not differences, "\n".join(differences)
