@@ -769,8 +769,9 @@ class _Handler(BaseHTTPRequestHandler):
         labels, fields = parse_selector(query.get("labelSelector")), parse_selector(query.get("fieldSelector"))
         bad = unsupported_field(plural, fields)
         if bad is not None:
-            self._status(400, "BadRequest", f'Unable to find "{plural}" that match label selector "", field '
-                         f'selector "{query.get("fieldSelector")}": field label not supported: {bad}')  # fmt: skip
+            self._status(400, "BadRequest", f'Unable to find "{plural}" that match label selector '
+                         f'"{query.get("labelSelector", "")}", field selector "{query.get("fieldSelector")}": field '
+                         f"label not supported: {bad}")  # fmt: skip
             return None
         return labels, fields
 
