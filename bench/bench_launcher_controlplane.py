@@ -100,9 +100,6 @@ class Pods:
 
     def _tick(self) -> None:
         now = time.monotonic()
-        for job in self.custom.list_namespaced_custom_object("kubeflow.org", "v1", NAMESPACE, "pytorchjobs")["items"]:
-            name = job["metadata"]["name"]
-            self.job_created.setdefault(name, _epoch(job["metadata"]["creationTimestamp"]))
         by_job: dict[str, list[Any]] = {}
         for pod in self.core.list_namespaced_pod(NAMESPACE).items:
             job = (pod.metadata.labels or {}).get(JOB_LABEL)
@@ -112,6 +109,9 @@ class Pods:
         for job, pods in by_job.items():
             running = [p for p in pods if p.status.phase == "Running"]
             if len(pods) == REPLICAS and job not in self.pods_created:
+                # Once per job, as soon as all its pods are there (the job is there too, then).
+                served = self.custom.get_namespaced_custom_object("kubeflow.org", "v1", NAMESPACE, "pytorchjobs", job)
+                self.job_created[job] = _epoch(served["metadata"]["creationTimestamp"])
                 self.pods_created[job] = max(p.metadata.creation_timestamp.timestamp() for p in pods)
             if job in self.ended:
                 continue
@@ -216,7 +216,7 @@ def run(jobs: int, duration_s: float, settle_s: float, tmp: Path) -> dict[str, A
     ok = [code == 0 and "succeeded in" in text for code, text in zip(codes, logs, strict=True)]
     job_minutes = sum(pods.ended[j] - pods.running[j] for j in pods.ended) / 60
     by_what = Counter(what for _, what, _ in requests)
-    delays = [pods.pods_created[j] - pods.job_created[j] for j in pods.pods_created if j in pods.job_created]
+    delays = [pods.pods_created[j] - pods.job_created[j] for j in pods.pods_created]
     steady_requests, steady_minutes = 0, 0.0
     for job, end in pods.ended.items():
         begin = pods.running[job] + settle_s + offset

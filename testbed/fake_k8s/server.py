@@ -735,7 +735,8 @@ class _Handler(BaseHTTPRequestHandler):
             if (plural, ns, name) in kube.jobs:
                 self._status(409, "AlreadyExists", f'{plural}.{group} "{name}" already exists')
                 return
-            meta.update(namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=now_iso(), generation=1)
+            # Its generation (1) is prepared_for_create's: a job no CRD serves was refused above.
+            meta.update(namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=now_iso())
             kube.jobs[(plural, ns, name)] = body
             kube.created.append(copy.deepcopy(body))
             kube.record(plural, ns, "ADDED", body)
@@ -808,8 +809,7 @@ class _Handler(BaseHTTPRequestHandler):
             kube.stats.opened("watch")
         try:
             bookmarks = query.get("allowWatchBookmarks", "").lower() == "true"
-            api_version = "v1" if plural == "pods" else f"{group_of(plural)}/{version}"
-            self._watch_events(kube, ns, plural, labels, fields, start_rv, end, bookmarks, api_version)
+            self._watch_events(kube, ns, plural, labels, fields, start_rv, end, bookmarks, version)
         finally:
             with kube.cond:
                 kube.stats.closed("watch")
@@ -824,7 +824,7 @@ class _Handler(BaseHTTPRequestHandler):
         start_rv: str | None,
         end: float,
         bookmarks: bool = False,
-        api_version: str = "v1",
+        version: str = "v1",
     ) -> None:
         """Send the watch's events until ``end``. With ``bookmarks``, a BOOKMARK carrying the version of the last
         change of ``plural`` (any object's, selected or not) 2 s before ``end`` and every minute, when it is newer
@@ -874,7 +874,7 @@ class _Handler(BaseHTTPRequestHandler):
                     if bookmark is not None and bookmark.due(time.monotonic()):
                         newest = kube.last_rv.get(plural, 0)
                         if newest > started_at:
-                            events = [("BOOKMARK", _bookmark(plural, api_version, newest))]
+                            events = [("BOOKMARK", _bookmark(plural, version, newest))]
                             break
                     kube.cond.wait(min(0.1, max(0.0, end - time.monotonic())))
             for kind, obj in events:
@@ -1072,9 +1072,9 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
 
-def _bookmark(plural: str, api_version: str, rv: int) -> dict[str, Any]:
-    """A BOOKMARK's object: the kind, and only the version in its metadata."""
-    kind = "Pod" if plural == "pods" else KIND_NAMES[plural]
+def _bookmark(plural: str, version: str, rv: int) -> dict[str, Any]:
+    """A BOOKMARK's object: the kind watched (pods, or a job at ``version``), and only ``rv`` in its metadata."""
+    kind, api_version = ("Pod", "v1") if plural == "pods" else (KIND_NAMES[plural], f"{group_of(plural)}/{version}")
     return {"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": str(rv)}}
 
 

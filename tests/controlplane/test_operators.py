@@ -556,13 +556,14 @@ def fake_operator_pods(job: TrainingJob) -> tuple[str, dict[str, Pod]]:
     """The job's uid on testbed/fake_k8s, and the pods its simulated operator makes for the same rendered job, by
     replica label."""
     from testbed.fake_k8s import FakeKube, JobSim
+    from testbed.k8s_harness import api_client as fake_client
     from testbed.reference import CRD_DIR
 
     spec = kind_of(job).spec
     kube = FakeKube(CRD_DIR).start()
     try:
         kube.add_namespace(NAMESPACE)
-        with client.ApiClient(client.Configuration(host=kube.url)) as api_client:
+        with fake_client(kube) as api_client:
             created = client.CustomObjectsApi(api_client).create_namespaced_custom_object(
                 spec.group, spec.version, NAMESPACE, spec.plural, render_manifest(job)
             )
