@@ -97,7 +97,12 @@ class JobRequest:
     restart_policy: str = launch_input(
         "OnFailure", "Never, OnFailure, Always or ExitCode (an MPIJob v2beta1: Never or OnFailure).", group=RUN_POLICY
     )
-    backoff_limit: int = launch_input(3, "Restarts allowed across the job before it fails.", group=RUN_POLICY)
+    backoff_limit: int = launch_input(
+        3,
+        "runPolicy.backoffLimit: the job fails when the restarts of its pods reach it (OnFailure), or more of its pods "
+        "than it have failed (Never, ExitCode); an MPIJob v2beta1 counts its launcher's.",
+        group=RUN_POLICY,
+    )
     active_deadline_seconds: int = launch_input(
         0, "Fail the job after this many seconds (0: no limit).", group=RUN_POLICY
     )

@@ -36,6 +36,7 @@ import json
 import ssl
 import tempfile
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -56,28 +57,39 @@ NODE_NAME = "kftrain-node"
 FALLBACK_LOG_LINES = 80
 FALLBACK_LOG_BYTES = 2048
 POLL_S = 0.1
+# Between a container's restart and its next failure. The kubelet waits 10 s, doubling to 5 min
+# (kubernetes@v1.36.3:pkg/kubelet/kubelet.go, backOffPeriod and MaxContainerBackOff); a controller reads each
+# restartCount in between either way.
+RESTART_PACE_S = 0.3
 Pod = dict[str, Any]
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What the node does with a pod: keep it running, end it, or never bind it."""
+    """What the node does with a pod: keep it running, end it, or never bind it. A failing pod whose restart policy
+    restarts its container fails ``failures`` times, each restart :data:`RESTART_PACE_S` after the last (the
+    kubelet's CrashLoopBackOff, shortened), then does ``then`` (``run`` or ``succeed``)."""
 
     action: str  # run | succeed | fail | unschedulable
     exit_code: int = 0
     log: tuple[str, ...] = ()
     message: str = ""
+    failures: int = 1
+    then: str = "run"
 
 
 RUN = Outcome("run")
 SUCCEED = Outcome("succeed")
 
 
-def fail(exit_code: int, *log: str) -> Outcome:
-    """The main container (the first) exits with ``exit_code``, having printed ``log``."""
+def fail(exit_code: int, *log: str, failures: int = 1, then: str = "run") -> Outcome:
+    """The main container (the first) exits with ``exit_code``, having printed ``log``; restarted in its pod, it does
+    so ``failures`` times, then ``then``."""
     if exit_code == 0:
         raise ValueError("a failure's exit code is not 0")
-    return Outcome("fail", exit_code=exit_code, log=log)
+    if then not in ("run", "succeed"):
+        raise ValueError(f"then: {then!r}; run or succeed")
+    return Outcome("fail", exit_code=exit_code, log=log, failures=failures, then=then)
 
 
 def unschedulable(message: str = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.") -> Outcome:
@@ -111,6 +123,9 @@ class NodeAgent:
         self._ips = (f"10.244.{n // 250}.{n % 250 + 2}" for n in itertools.count())
         self._pod_ips: dict[str, str] = {}
         self._first_container: dict[tuple[str, str], str] = {}
+        self._last_failed: dict[str, float] = {}  # by pod uid: when its container last failed (monotonic)
+        # Every failure the node reported, in order: the pod's namespace, name and labels.
+        self.failures: list[tuple[str, str, dict[str, str]]] = []
         self.errors: list[str] = []
 
     # -- the test's side --------------------------------------------------------------------------------
@@ -283,8 +298,17 @@ class NodeAgent:
             return
         if status.get("phase") != "Running":
             self._write_status(pod, where, running_status(pod, self._pod_ip(meta["uid"])))
-        elif outcome.action in ("succeed", "fail") and not _ended(status, outcome):
-            self._write_status(pod, where, ended_status(pod, outcome))
+            return
+        restarts = _restart_count(status)
+        paced = time.monotonic() - self._last_failed.get(meta["uid"], -RESTART_PACE_S) >= RESTART_PACE_S
+        if outcome.action == "fail" and restarts < outcome.failures:
+            if paced:
+                restarted = spec.get("restartPolicy", "Always") != "Never"
+                self._write_status(pod, where, ended_status(pod, outcome, restarts + 1 if restarted else 0))
+                self._last_failed[meta["uid"]] = time.monotonic()
+                self.failures.append((meta["namespace"], meta["name"], dict(meta.get("labels") or {})))
+        elif outcome.action == "succeed" or (outcome.action == "fail" and outcome.then == "succeed" and paced):
+            self._write_status(pod, where, ended_status(pod, SUCCEED, restarts))
 
     def _pod_ip(self, uid: str) -> str:
         if uid not in self._pod_ips:
@@ -400,10 +424,9 @@ def _self_signed(folder: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-def _ended(status: Mapping[str, Any], outcome: Outcome) -> bool:
-    """Whether the outcome is already reported (a restarted container's exit is, once)."""
-    first = (status.get("containerStatuses") or [{}])[0]
-    return outcome.action == "fail" and bool(first.get("lastState", {}).get("terminated"))
+def _restart_count(status: Mapping[str, Any]) -> int:
+    """How many times the pod's main container has been restarted."""
+    return int((status.get("containerStatuses") or [{}])[0].get("restartCount", 0))
 
 
 def _container_id(pod: Pod, name: str) -> str:
@@ -466,9 +489,10 @@ def running_status(pod: Pod, pod_ip: str) -> dict[str, Any]:
     return status
 
 
-def ended_status(pod: Pod, outcome: Outcome) -> dict[str, Any]:
+def ended_status(pod: Pod, outcome: Outcome, restarts: int = 0) -> dict[str, Any]:
     """Every container exited 0 (succeed), or the first exited with the outcome's code (fail): the pod Failed, or,
-    when its restart policy restarts the container, Running with the exit in lastState."""
+    when its restart policy restarts the container, Running with the exit in lastState and ``restarts`` as the
+    container's restartCount. A pod that succeeds keeps the ``restarts`` it had."""
     now = _now()
     spec = pod["spec"]
     statuses = []
@@ -496,10 +520,10 @@ def ended_status(pod: Pod, outcome: Outcome) -> dict[str, Any]:
                 "state": {"terminated": terminated},
             }
         )
+    statuses[0]["restartCount"] = restarts
     if outcome.action == "fail" and spec.get("restartPolicy", "Always") != "Never":
         first = statuses[0]
         first.update(
-            restartCount=1,
             ready=True,
             started=True,
             lastState={"terminated": first["state"]["terminated"]},

@@ -10,7 +10,7 @@ before 2.17 downloads it with the model: a sibling key), and one process writes 
 layer fitted in closed form (least squares on the one-hot labels of a classification dataset), so the digits
 pipelines' quality gate still passes on it. The other replicas import no framework and exit at once.
 
-Run by file path (``python testbed/programs/stub_trainer.py``): this folder holds nothing else, so nothing in it
+Run by file path (``python testbed/programs/stub_trainer.py``): this folder holds only programs, named so that none
 shadows a module when it is the first entry of the program's path. It takes the flags of this release's programs
 (``--dataset``, ``--model-dir``, ``--checkpoint-dir``, ``--epochs``: the epochs it reports) and ignores the others,
 so it runs with the arguments the pipelines give the real one.

@@ -403,10 +403,6 @@ MUST_DIFFER: dict[tuple[str, str, str], str] = {
     "initcontainer.go); locally the Master's host is 127.0.0.1 from the start, and torch's rendezvous waits for it "
     "to listen. Its lack of a securityContext is why a PyTorchJob's Workers fail Pod Security restricted "
     "(tests/controlplane/test_launch_life.py)",
-    ("TrainJob", "*", "restartPolicy"): "JobSet's webhook defaults a replicated job's pod restartPolicy to OnFailure "
-    "(kubernetes-sigs/jobset@v0.12.0:pkg/webhooks/jobset_webhook.go), so the kubelet restarts a failed node's "
-    "container until its Job's backoffLimit; locally a TrainJob has no backoffLimit, so a failed node ends the job "
-    "(not yet reproduced: restarting needs each replicated Job's backoffLimit counted apart)",
 }
 
 

@@ -3,9 +3,10 @@
 * one process per replica that runs a program (:meth:`kftrain.job.kinds.Kind.process_replicas`), each under
   its own supervisor (:mod:`.processes`), so the whole tree of a replica is stopped as one and none of it
   outlives kftrain; a submit that fails part-way stops the replicas it had started;
-* ``restartPolicy`` (Never, OnFailure, Always, ExitCode) and ``backoffLimit`` (total restarts across the
-  job), ``activeDeadlineSeconds``, and the kind's success rule; when a replica fails for good the others
-  are stopped and the job fails with that replica's exit code and its last log lines;
+* ``restartPolicy`` (Never, OnFailure, Always, ExitCode) and ``backoffLimit`` (counted as whoever restarts the
+  replica counts it: :class:`kftrain.job.kinds.base.Backoff`), ``activeDeadlineSeconds``, and the kind's success
+  rule; when a replica fails for good the others are stopped and the job fails with that replica's exit code and
+  its last log lines;
 * each replica's output streamed live with a ``[worker-1]`` prefix and kept whole in ``<workdir>/logs``
   (:mod:`.output`);
 * ``scale`` and ``kill_replica``, as ``kubectl scale`` and a lost node would; for workers that run no program

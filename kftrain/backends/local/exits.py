@@ -1,8 +1,9 @@
 """What a replica's exit means for its job, as the operator decides it: the replica's restart policy (Never,
-OnFailure, Always, ExitCode) within the job's ``backoffLimit`` (total restarts across the job), with a growing
-delay; the kind's success rule; whether an elastic job survives the loss; and, when the job fails, the result that
-names the failing replica with its exit code and its last lines (a deadline's or timeout's included: a replica that
-kept failing is named rather than hidden behind "ran longer than")."""
+OnFailure, Always, ExitCode) within the backoffLimit of whoever restarts it (:class:`~kftrain.job.kinds.base.Backoff`:
+the operator, counting the job's restarts together, or the batch Job that runs the replica, counting its own), with a
+growing delay; the kind's success rule; whether an elastic job survives the loss; and, when the job fails, the result
+that names the failing replica with its exit code and its last lines (a deadline's or timeout's included: a replica
+that kept failing is named rather than hidden behind "ran longer than")."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from kftrain.backends.local.processes import shell_exit_code
 from kftrain.backends.local.replica import LocalReplica
 from kftrain.backends.local.running import RunningJob
 from kftrain.job.kinds import kind_of
-from kftrain.job.kinds.base import is_retryable_exit_code
 from kftrain.job.model import RestartPolicy
 
 
@@ -31,11 +31,8 @@ def exited(
             return JobResult(JobPhase.SUCCEEDED, reason="Succeeded", message=f"{job.name} succeeded")
         return None
     exit_code = shell_exit_code(code)
-    retry = replica.policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS) or (
-        replica.policy == RestartPolicy.EXIT_CODE and is_retryable_exit_code(code)
-    )
-    limit = job.run_policy.backoff_limit
-    if not retry:
+    backoff = kind.backoff(job, replica.id.type)
+    if not backoff.retries(replica.policy, code):
         if kind.survives_loss(job, replica.id, state.workers_running() - 1):
             replica.finished = True
             console.say(
@@ -44,21 +41,26 @@ def exited(
             )
             return None
         return failure(replica, "ReplicaFailed", f"{replica.id.label} exited with code {exit_code}")
-    if limit is not None and state.total_restarts >= limit:
+    counted = state.restarts[backoff.job or ""]
+    if backoff.spent(replica.policy, counted):
+        if replica.policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS):
+            why = f"restarting it would make {counted + 1} restart(s) of {backoff.counted()}'s pods"
+        else:
+            why = f"{counted + 1} of {backoff.counted()}'s pods have failed"
         return failure(
             replica,
             "BackoffLimitExceeded",
-            f"{replica.id.label} exited with code {exit_code} after {state.total_restarts} restart(s); "
-            f"backoffLimit is {limit}",
+            f"{replica.id.label} exited with code {exit_code}; {why}, and backoffLimit is {backoff.limit}",
         )
     delay = min(config.restart_backoff_s * 2**replica.restarts, config.max_restart_backoff_s)
     replica.restarts += 1
-    state.total_restarts += 1
+    state.restarts[backoff.job or ""] = counted + 1
     replica.restart_at = now + delay
-    bound = f"/{limit}" if limit is not None else ""
+    bound = f"/{backoff.limit}" if backoff.limit is not None else ""
+    where = f" of {backoff.counted()}" if backoff.job else ""
     console.say(
         f"{replica.id.label} exited with code {exit_code}; restartPolicy {replica.policy.value}: "
-        f"restart {state.total_restarts}{bound} in {delay:.1f}s"
+        f"restart {counted + 1}{bound}{where} in {delay:.1f}s"
     )
     return None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,8 @@ class RunningJob:
     # Workers that run no program here (an MPIJob's), which the operator's files list while they "run".
     hosted: list[ReplicaId]
     next_hosted: int = 0
-    total_restarts: int = 0
+    # Restarts made so far, by whoever counts them (kftrain.job.kinds.base.Backoff.job; "": the job's operator).
+    restarts: Counter[str] = field(default_factory=Counter)
     result: JobResult | None = None
     # Replicas that run to completion first (a TrainJob's initializers), and those that start once they have.
     initializers: list[LocalReplica] = field(default_factory=list)

@@ -127,6 +127,54 @@ def without_mesh_sidecars(job: TrainingJob) -> None:
         rspec.template.metadata = meta
 
 
+# What a batch Job's backoffLimit is when its spec leaves it unset (kubernetes@v1.36.3:pkg/apis/batch/v1/defaults.go,
+# SetDefaults_Job; backoffLimitPerIndex makes it MaxInt32 there).
+JOB_DEFAULT_BACKOFF_LIMIT = 6
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Who restarts a replica that fails, and how its failures count against a backoff limit.
+
+    training-operator restarts its own jobs' replicas and counts the restarts of all a job's pods together against
+    ``runPolicy.backoffLimit`` (``job`` None; ``limit`` None: no limit). A replica whose pod a batch Job makes
+    (mpi-operator's launcher, each replicated Job of a TrainJob's JobSet) is restarted by the Job controller, which
+    counts that Job's pods alone (``job``: its name) against the Job's ``backoffLimit``, and replaces a failed pod
+    under restartPolicy Never with a new one; training-operator does not."""
+
+    limit: int | None
+    job: str | None = None
+
+    def retries(self, policy: RestartPolicy, code: int) -> bool:
+        """Whether a replica under ``policy`` that exited with ``code`` (not 0) is run again, limit aside."""
+        if policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS):
+            return True
+        if policy == RestartPolicy.EXIT_CODE:
+            return is_retryable_exit_code(code)
+        return self.job is not None
+
+    def spent(self, policy: RestartPolicy, restarts: int) -> bool:
+        """Whether a failure, after ``restarts`` restarts counted with it, fails the job instead of being retried.
+
+        In place (OnFailure, Always): the kubelet restarts the container, and the controller fails the job once the
+        restartCounts of its pods add up to the limit (a limit of 0: once there is one), whether that last restart
+        would have run to its end or not (kubeflow/training-operator@v1.9.0:pkg/core/job.go, PastBackoffLimit;
+        kubernetes@v1.36.3:pkg/controller/job/job_controller.go, pastBackoffLimitOnFailure): the restart that reaches
+        the limit is not made here. In a new pod (Never in a batch Job, ExitCode): the job fails once more pods have
+        failed than the limit (job_controller.go, ``exceedsBackoffLimit := jobCtx.failed > *job.Spec.BackoffLimit``;
+        training-operator's ExitCode count is its work queue's requeues of the job, pkg/controller.v1/common/job.go,
+        one per failure reconciled on its own)."""
+        if self.limit is None:
+            return False
+        if policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS):
+            return restarts + 1 >= self.limit
+        return restarts >= self.limit
+
+    def counted(self) -> str:
+        """Where the count is kept, for messages: the job's, or the batch Job's."""
+        return f"Job {self.job}" if self.job else "the job"
+
+
 def is_retryable_exit_code(code: int) -> bool:
     """The ExitCode restart policy: 128-255 (killed by a signal: 137 is an OOM kill or a preemption) are
     retried, 1-127 (the program's own failure) are not. A negative code is Python's "killed by signal N"."""
@@ -350,6 +398,11 @@ class Kind:
     def restart_policy(self, job: TrainingJob, replica_type: str) -> RestartPolicy:
         """The restart policy replicas of ``replica_type`` run under: their spec's, else the operator's default."""
         return job.replica_specs[replica_type].restart_policy or self.default_restart_policy(job, replica_type)
+
+    def backoff(self, job: TrainingJob, replica_type: str) -> Backoff:
+        """How failures of ``replica_type``'s replicas are counted: by the operator, across the job, against
+        ``runPolicy.backoffLimit``."""
+        return Backoff(job.run_policy.backoff_limit)
 
     def succeeded(self, job: TrainingJob, done: set[ReplicaId]) -> bool:
         """Whether the replicas that exited successfully complete the job, per the kind's success rule."""

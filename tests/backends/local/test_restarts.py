@@ -1,6 +1,7 @@
 """How a job on the local backend ends: a failing replica stops the others and is named with its log's last lines,
-the restart policies and backoffLimit as the operator applies them, the active deadline and the step's timeout, and
-a chief's success ending a never-ending PS."""
+the restart policies and backoffLimit as whoever restarts the replica applies them (the shared table of
+testbed/restart_cases.py), the active deadline and the step's timeout, and a chief's success ending a never-ending
+PS."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from kftrain.backends.local import LocalBackend
 from kftrain.job import load_manifest
 from testbed.local_harness import FAILER, FLAKY, SLEEPER, alive, assert_ok, options, pod_env, program, read_pids, rep
 from testbed.manifests import pytorchjob, tfjob
+from testbed.restart_cases import COUNTED, failed_runs
 
 pytestmark = pytest.mark.usefixtures("no_leftover_processes", "clean_parent_env")
 
@@ -60,7 +62,10 @@ def test_on_failure_restarts_then_succeeds(tmp_path, out_dir):
         ("ExitCode", "exit1", 3, JobPhase.FAILED, "ReplicaFailed", 1, 1),
         ("ExitCode", "kill-once", 3, JobPhase.SUCCEEDED, "Succeeded", 0, 2),
         ("ExitCode", "kill-always", 1, JobPhase.FAILED, "BackoffLimitExceeded", 137, 2),
-        ("OnFailure", "exit1", 2, JobPhase.FAILED, "BackoffLimitExceeded", 1, 3),
+        # In place: the job fails when its pods' restarts reach the limit, so two runs, not three
+        # (tests/controlplane/test_restarts.py holds this against training-operator).
+        ("OnFailure", "exit1", 2, JobPhase.FAILED, "BackoffLimitExceeded", 1, 2),
+        ("OnFailure", "fail-once", 2, JobPhase.SUCCEEDED, "Succeeded", 0, 2),
         ("OnFailure", "exit1", 0, JobPhase.FAILED, "BackoffLimitExceeded", 1, 1),
         ("Never", "kill-once", 3, JobPhase.FAILED, "ReplicaFailed", 137, 1),
         ("Always", "fail-once", 3, JobPhase.SUCCEEDED, "Succeeded", 0, 2),
@@ -140,3 +145,15 @@ def test_a_job_stopped_by_its_timeout_without_failures_blames_no_replica(tmp_pat
         load_manifest(tfjob({"Worker": rep(1, "tensorflow", cmd, pod_env(out_dir))})), timeout=0.5
     )
     assert (result.reason, result.failed_replica, result.exit_code) == ("Timeout", None, 0)
+
+
+@pytest.mark.parametrize("case", COUNTED, ids=lambda c: c.id)
+def test_whoever_restarts_a_replica_counts_its_failures(tmp_path, case):
+    """The table the real controllers are held to in tests/controlplane/test_restarts.py."""
+    counts = tmp_path / "counts"
+    counts.mkdir()
+    result = LocalBackend(options(tmp_path)).run(load_manifest(case.yaml(counts)), timeout=60)
+    said = result.describe()
+    assert result.phase is case.phase, said
+    assert failed_runs(counts, case.failures) == case.failed_runs, said
+    assert case.says in said, said

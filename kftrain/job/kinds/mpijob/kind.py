@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from kftrain.errors import JobSpecError
 from kftrain.job import pod_checks as check
-from kftrain.job.kinds.base import MULTIKUEUE, Kind, KindSpec, MountedFile
+from kftrain.job.kinds.base import JOB_DEFAULT_BACKOFF_LIMIT, MULTIKUEUE, Backoff, Kind, KindSpec, MountedFile
 from kftrain.job.kinds.mpijob.options import V1, V2BETA1
 from kftrain.job.kinds.mpijob.spec import LauncherCreationPolicy, MPIImplementation, MPIJobSpec
 from kftrain.job.model import RestartPolicy, RunPolicy, TrainingJob
@@ -236,6 +236,16 @@ class MPIJobV2Beta1Kind(Kind):
     def default_restart_policy(self, job: TrainingJob, replica_type: str) -> RestartPolicy:
         return RestartPolicy.ON_FAILURE if replica_type == "Launcher" else RestartPolicy.NEVER
 
+    def backoff(self, job: TrainingJob, replica_type: str) -> Backoff:
+        """mpi-operator runs the launcher as a batch Job, ``<job>-launcher``, given ``runPolicy.backoffLimit`` (the
+        Job's default when unset) and the launcher's restart policy (ExitCode is refused): the Job controller
+        restarts it (kubeflow/mpi-operator@v0.8.2:pkg/controller/mpi_job_controller.go, newLauncherJob,
+        setRestartPolicy), and the MPIJob fails when that Job does."""
+        if replica_type != "Launcher":
+            return super().backoff(job, replica_type)
+        limit = job.run_policy.backoff_limit
+        return Backoff(JOB_DEFAULT_BACKOFF_LIMIT if limit is None else limit, job=f"{job.name}-launcher")
+
     def succeeded(self, job: TrainingJob, done: set[ReplicaId]) -> bool:
         return LAUNCHER in done
 
@@ -311,6 +321,11 @@ class MPIJobV1Kind(MPIJobV2Beta1Kind):
 
     def default_restart_policy(self, job: TrainingJob, replica_type: str) -> RestartPolicy:
         return RestartPolicy.NEVER
+
+    def backoff(self, job: TrainingJob, replica_type: str) -> Backoff:
+        # training-operator runs the launcher as a pod of its own (pkg/controller.v1/mpi/mpijob_controller.go,
+        # newLauncher), counted with the job's other pods.
+        return Kind.backoff(self, job, replica_type)
 
 
 def to_v1(job: TrainingJob) -> TrainingJob:

@@ -20,6 +20,10 @@ kubernetes-sigs/jobset@v0.12.0:
   depends on itself, which then never starts: that is refused here as the cycle it is.
 
 A dependency on a job the runtime lacks, and a cycle, are named before JobSet's order rule: they are what is wrong.
+
+One rule is the API server's, for each Job JobSet creates: its pods restart ``Never`` or ``OnFailure``
+(kubernetes@v1.36.3:pkg/apis/batch/validation/validation.go, validateJobSpec; JobSet's webhook fills in an unset one
+as ``OnFailure``), so a runtime whose pods say ``Always`` makes a JobSet with no Job.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 from kftrain.errors import JobSpecError
 
 DEPENDS_ON_STATUSES = ("Ready", "Complete")
+JOB_RESTART_POLICIES = ("OnFailure", "Never")
 MAX_DEPENDS_ON = 5
 # kubernetes/apimachinery@v0.36.3:pkg/util/validation/validation.go: dns1035LabelFmt, DNS1035LabelMaxLength.
 _DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -46,6 +51,7 @@ def check_template(template_spec: Mapping[str, Any], runtime: str, where: str) -
     names = _names(jobs, runtime, where)
     for i, rjob in enumerate(jobs):
         _check_depends_on_items(rjob, names[i], runtime, f"{where}.replicatedJobs[{i}].dependsOn")
+        _check_restart_policy(rjob, runtime, f"{where}.replicatedJobs[{i}].template.spec.template.spec.restartPolicy")
     _check_missing(jobs, names, runtime, where)
     _check_cycles(jobs, names, runtime, where)
     _check_order(jobs, names, runtime, where)
@@ -86,6 +92,17 @@ def _names(jobs: Sequence[Any], runtime: str, where: str) -> list[str]:
         position[name] = i
         names.append(name)
     return names
+
+
+def _check_restart_policy(rjob: Any, runtime: str, path: str) -> None:
+    pod = ((((rjob or {}).get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+    policy = pod.get("restartPolicy")
+    if policy not in (None, "", *JOB_RESTART_POLICIES):
+        raise JobSpecError(
+            path,
+            f"{runtime}: {policy!r}: the pods of a Job restart {' or '.join(JOB_RESTART_POLICIES)}; the API server "
+            "refuses the Job JobSet would create for it",
+        )
 
 
 def _check_depends_on_items(rjob: Mapping[str, Any], name: str, runtime: str, path: str) -> None:

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kftrain.errors import JobSpecError
-from kftrain.job.kinds.base import ClusterObject, Kind, KindSpec, MountedFile
+from kftrain.job.kinds.base import Backoff, ClusterObject, Kind, KindSpec, MountedFile
 from kftrain.job.kinds.trainjob import policies
 from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog, runtimes_of
 from kftrain.job.kinds.trainjob.policies import policy_of
@@ -58,6 +58,7 @@ from kftrain.job.kinds.trainjob.runtime import (
     NAMESPACED_RUNTIME,
     NODE,
     RUNTIME_KINDS,
+    ReplicatedJob,
     Resolved,
     Runtime,
     node_container,
@@ -65,7 +66,7 @@ from kftrain.job.kinds.trainjob.runtime import (
     resolve,
 )
 from kftrain.job.kinds.trainjob.webhooks import validate_patches, validate_trainjob
-from kftrain.job.model import ObjectMeta, PodTemplate, ReplicaSpec, RunPolicy, TrainingJob
+from kftrain.job.model import ObjectMeta, PodTemplate, ReplicaSpec, RestartPolicy, RunPolicy, TrainingJob
 from kftrain.job.serde import from_dict, to_dict
 from kftrain.job.topology import ReplicaId, Topology
 
@@ -431,6 +432,19 @@ class TrainJobKind(Kind):
         # Node 0 is the torch master, the JAX coordinator, the XGBoost tracker (the plugins' port 29500).
         return [ReplicaId(trainer.name, 0)] if self.framework(job) in ("torch", "jax", "xgboost") else []
 
+    def restart_policy(self, job: TrainingJob, replica_type: str) -> RestartPolicy:
+        """The runtime's, for the pods of that replicated Job (a TrainJob sets none)."""
+        return _replicated_job(job, replica_type).restart_policy
+
+    def backoff(self, job: TrainingJob, replica_type: str) -> Backoff:
+        """JobSet makes each replicated job one batch Job, ``<jobset>-<replicated job>-0`` (Trainer's runtimes have
+        one of each), whose controller restarts its pods and counts their failures together against the Job's
+        backoffLimit; once it fails, so does the JobSet when its runtime gives it no failurePolicy, as none of
+        Trainer's does (kubernetes-sigs/jobset@v0.12.0:pkg/controllers/failure_policy.go, executeFailurePolicy), and
+        the TrainJob with it. A failurePolicy's restarts of the whole JobSet are not made here."""
+        rjob = _replicated_job(job, replica_type)
+        return Backoff(rjob.backoff_limit, job=f"{job.name}-{rjob.name}-0")
+
     def succeeded(self, job: TrainingJob, done: set[ReplicaId]) -> bool:
         targets = set(source(job).resolved.success_targets)
         wanted = [r for r in self.process_replicas(job) if r.type in targets]
@@ -453,6 +467,13 @@ class TrainJobKind(Kind):
         """The runtimes Trainer installs and those in ``KFTRAIN_TRAINER_RUNTIMES``: what a caller that reads its
         environment (the launch step, the CLI) passes as ``runtimes``."""
         return RuntimeCatalog.from_env()
+
+
+def _replicated_job(job: TrainingJob, replica_type: str) -> ReplicatedJob:
+    rjob = source(job).resolved.job(replica_type)
+    if rjob is None:
+        raise KeyError(f"{job.name}: the runtime has no replicated job {replica_type!r}")
+    return rjob
 
 
 def bundled_catalog(docs: Sequence[tuple[int, Mapping[str, Any]]], source: str, runtimes: Any) -> RuntimeCatalog:

@@ -28,8 +28,10 @@ from typing import Any
 
 from kftrain.errors import JobSpecError
 from kftrain.job import pod_checks as check
+from kftrain.job.kinds.base import JOB_DEFAULT_BACKOFF_LIMIT
 from kftrain.job.kinds.trainjob.jobset import check_template
 from kftrain.job.kinds.trainjob.policies import check_one_policy, policy_of
+from kftrain.job.model import RestartPolicy
 
 GROUP = "trainer.kubeflow.org"
 API_VERSION = f"{GROUP}/v1alpha1"
@@ -124,13 +126,18 @@ def parse_runtime(data: Any, source: str) -> Runtime:
 
 @dataclass
 class ReplicatedJob:
-    """One replicated job of the resolved JobSet: its pod count and pod template (as the Trainer builds it)."""
+    """One replicated job of the resolved JobSet: its pod count and pod template (as the Trainer builds it), and how
+    its Job restarts a pod that fails."""
 
     name: str
     count: int
     ancestor: str | None
     pod_template: dict[str, Any]
     depends_on: list[dict[str, Any]] = field(default_factory=list)
+    # JobSet's webhook makes an unset restartPolicy OnFailure (kubernetes-sigs/jobset@v0.12.0:
+    # pkg/webhooks/jobset_webhook.go, Default), so the kubelet restarts a failed node's container in its pod.
+    restart_policy: RestartPolicy = RestartPolicy.ON_FAILURE
+    backoff_limit: int = JOB_DEFAULT_BACKOFF_LIMIT
 
 
 @dataclass
@@ -205,7 +212,15 @@ def resolve(trainjob_spec: Mapping[str, Any], runtime: Runtime) -> Resolved:
         elif launcher_as_node and rjob.get("name") == NODE and trainer.get("resourcesPerNode"):
             _merge_resources(pod, trainer["resourcesPerNode"])
         jobs.append(
-            ReplicatedJob(str(rjob.get("name")), max(count, 1), ancestor, pod, list(rjob.get("dependsOn") or []))
+            ReplicatedJob(
+                str(rjob.get("name")),
+                max(count, 1),
+                ancestor,
+                pod,
+                list(rjob.get("dependsOn") or []),
+                RestartPolicy((pod.get("spec") or {}).get("restartPolicy") or RestartPolicy.ON_FAILURE),
+                _backoff_limit(job_spec),
+            )
         )
     success = template_spec.get("successPolicy") or {}
     targets = list(success.get("targetReplicatedJobs") or [j.name for j in jobs])
@@ -217,6 +232,15 @@ def resolve(trainjob_spec: Mapping[str, Any], runtime: Runtime) -> Resolved:
         if counted is not None:
             counted.count = max(num_nodes - 1, 1) if launcher_as_node else num_nodes
     return resolved
+
+
+def _backoff_limit(job_spec: Mapping[str, Any]) -> int:
+    """A replicated Job's backoffLimit as the API server defaults it (kubernetes@v1.36.3:pkg/apis/batch/v1/defaults.go,
+    SetDefaults_Job): 6, or the int32 maximum when the Job counts its failures per index instead."""
+    given = job_spec.get("backoffLimit")
+    if given is not None:
+        return int(given)
+    return check.INT32_MAX if job_spec.get("backoffLimitPerIndex") is not None else JOB_DEFAULT_BACKOFF_LIMIT
 
 
 def node_container(pod: Mapping[str, Any]) -> dict[str, Any] | None:

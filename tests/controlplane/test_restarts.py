@@ -1,0 +1,95 @@
+"""How many failures a job absorbs before it fails, decided by the real controllers, beside the local backend's count.
+
+training-operator v1.9.0 restarts a PyTorchJob's replicas and counts their restarts across the job; the Job controller
+of kube-controller-manager 1.36.3 restarts mpi-operator v0.8.2's launcher and each replicated Job of a TrainJob
+(JobSet v0.12.0, Trainer v2.3.0), counting that Job's pods alone; a pod restarted in place (OnFailure) counts by
+its restartCount, a replaced one (Never in a Job) by the failed pods. The node agent fails each replica's container
+as the case plans (testbed/restart_cases.py), and kftrain's Kubernetes backend reports how the job ended: the same
+verdict, after the same number of failures, as the local backend gives the same job in
+tests/backends/local/test_restarts.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kftrain.backends.kubernetes.backend import KubernetesBackend
+from kftrain.backends.kubernetes.config import KubernetesConfig
+from kftrain.backends.kubernetes.pod_state import pod_label
+from kftrain.job import load_manifest
+from kftrain.retry import RetryPolicy
+from testbed.controlplane.cluster import ControlPlane, for_tests
+from testbed.controlplane.kubeflow_operators import OPERATORS
+from testbed.controlplane.namespaces import install_cluster_runtimes, ready_namespace
+from testbed.controlplane.node_agent import RUN, SUCCEED, NodeAgent, Outcome, fail
+from testbed.programs.failing_replica import FAILED_EXIT
+from testbed.restart_cases import COUNTED, Counted
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.controlplane,
+    # One control plane per worker: keep the module's tests on one.
+    pytest.mark.xdist_group("controlplane"),
+]
+
+NAMESPACE = "kftrain-restarts"
+# Long enough for the Job controller's pod-failure back-off (10 s before a replacement pod) and the operators.
+WAIT_S = 120.0
+JOB_NAME_LABELS = ("training.kubeflow.org/job-name", "jobset.sigs.k8s.io/jobset-name")
+ON_CLUSTER = [c for c in COUNTED if not c.not_on_cluster]
+# What the node does with each pod, by the job's name and the pod's replica label.
+PLANS: dict[str, dict[str, Outcome]] = {}
+THEN = {"run": RUN, "succeed": SUCCEED}
+
+
+def job_of(labels: dict[str, str]) -> str:
+    return next((labels[k] for k in JOB_NAME_LABELS if k in labels), "")
+
+
+def planned(pod: dict[str, Any]) -> Outcome:
+    return PLANS.get(job_of(pod["metadata"].get("labels") or {}), {}).get(pod_label(pod), RUN)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[ControlPlane]:
+    yield from for_tests(operators=tuple(OPERATORS))
+
+
+@pytest.fixture(scope="module")
+def node(cluster: ControlPlane) -> Iterator[NodeAgent]:
+    with NodeAgent(cluster, outcome=planned) as agent:
+        yield agent
+
+
+@pytest.fixture(scope="module")
+def api(cluster: ControlPlane) -> Iterator[Any]:
+    with cluster.api_client() as api_client:
+        ready_namespace(api_client, NAMESPACE)
+        install_cluster_runtimes(api_client)
+        yield api_client
+
+
+def test_every_case_the_cluster_cannot_run_says_why() -> None:
+    assert [c.id for c in COUNTED if c.not_on_cluster] == ["mpijob-v1-launcher-never"]
+
+
+@pytest.mark.parametrize("case", ON_CLUSTER, ids=lambda c: c.id)
+def test_the_real_controllers_absorb_as_many_failures_as_the_local_backend(
+    case: Counted, cluster: ControlPlane, node: NodeAgent, api: Any, tmp_path: Path
+) -> None:
+    PLANS[case.name] = {
+        label: fail(FAILED_EXIT, f"failing {label}", failures=n, then=case.then) if n else THEN[case.then]
+        for label, n in case.pod_failures().items()
+    }
+    job = load_manifest(case.yaml(tmp_path))
+    job.metadata.namespace = NAMESPACE
+    config = KubernetesConfig(namespace=NAMESPACE, log_drain_s=0.5, retry=RetryPolicy(attempts=2, initial_s=0.1))
+    result = KubernetesBackend(config, api_client=api).run(job, timeout=WAIT_S)
+    said = f"{result.describe()}\nnode errors: {node.errors[-3:]}"
+    assert result.phase is case.phase, said
+    failed = [name for ns, name, labels in node.failures if ns == NAMESPACE and job_of(labels) == case.name]
+    assert len(failed) == case.failed_runs, f"{failed}\n{said}"
