@@ -234,16 +234,28 @@ def run_side(
     # the job whose name its path holds.
     steady_requests = 0
     steady_minutes = 0.0
+    steady_seen: list[
+        tuple[float, str, str]
+    ] = []  # a few of them, each as (seconds into its job's steady state, verb, path)
     for name, end in timeline.ended.items():
         begin = timeline.running[name] + settle_s
+        fixed: set[int] = set()  # the requests that open what is kept open, by their index in the log
         for verb, kept_open in (("watch", 2), ("log-follow", timeline.replicas[name])):
-            opened = [t for t, v, path in stats_log if v == verb and name in path]
-            if len(opened) >= kept_open:
-                begin = max(begin, opened[kept_open - 1])
+            opened = [i for i, (_, v, path) in enumerate(stats_log) if v == verb and name in path][:kept_open]
+            fixed.update(opened)
+            if len(opened) == kept_open:
+                begin = max(begin, stats_log[opened[-1]][0])
         if end <= begin:
             continue
         steady_minutes += (end - begin) / 60
-        steady_requests += sum(1 for t, _, path in stats_log if begin <= t < end and name in path)
+        # The last opening is at `begin` itself when the machine opened it late: a fixed cost, not the steady state's.
+        counted = [
+            (round(t - begin, 3), verb, path)
+            for i, (t, verb, path) in enumerate(stats_log)
+            if begin <= t < end and name in path and i not in fixed
+        ]
+        steady_requests += len(counted)
+        steady_seen.extend(counted[:5])
     steady_rate = steady_requests / steady_minutes if steady_minutes else None
     delays = [timeline.pods_created[n] - timeline.created[n] for n in timeline.pods_created]
     cpu_s = sum(cpu for _, cpu in usage)
@@ -257,6 +269,7 @@ def run_side(
         "requests_per_job": sum(requests.values()) / jobs,
         "requests_per_job_minute": sum(requests.values()) / total_job_minutes if total_job_minutes else None,
         "steady_requests_per_job_minute": steady_rate,
+        "steady_requests": steady_seen,
         # The operator's delay from a job's creation to its pods'.
         "pods_created_after_s": {"median": statistics.median(delays), "max": max(delays)} if delays else None,
         "steady_job_minutes": steady_minutes,

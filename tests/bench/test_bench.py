@@ -149,7 +149,7 @@ def test_p9_counts_what_each_launcher_asks_of_the_api_server(tmp_path: Path) -> 
     # Per job: one create; one watch each of the job and of its pods, from the create's version (no list first,
     # no renewal within the watch window); a log stream per replica; one list of the pods once the job ended.
     assert ours["requests_by_verb_per_job"] == {"create": 1.0, "list": 1.0, "log-follow": 4.0, "watch": 2.0}
-    assert ours["steady_requests_per_job_minute"] == 0
+    assert ours["steady_requests_per_job_minute"] == 0, ours["steady_requests"]
     assert ours["steady_job_minutes"] > 0  # the steady state was measured, not empty
     # The SDK creates the job, then reads it every second (polling 1 here) until it ends; it watches nothing.
     assert set(baseline["requests_by_verb_per_job"]) == {"create", "get"}
