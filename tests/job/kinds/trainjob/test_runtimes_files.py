@@ -298,6 +298,12 @@ RULES = [
         "replicatedJob: prep (listed after it; JobSet creates the jobs in their order)",
     ),
     (
+        "restartPolicy-always",  # batch validation.go: a Job's pods restart "OnFailure" or "Never"
+        _with(lambda m: _jobs(m)[1]["template"]["spec"]["template"]["spec"].update(restartPolicy="Always")),
+        f"{JOBS}[1].template.spec.template.spec.restartPolicy: ClusterTrainingRuntime 'my-runtime': 'Always': the "
+        "pods of a Job restart OnFailure or Never; the API server refuses the Job JobSet would create for it",
+    ),
+    (
         "successPolicy-target-missing",  # jobset_webhook.go: "... does not appear in .spec.ReplicatedJobs"
         _with(lambda m: m["spec"]["template"]["spec"].update(successPolicy={"targetReplicatedJobs": ["launcher"]})),
         "src: spec.template.spec.successPolicy.targetReplicatedJobs[0]: ClusterTrainingRuntime 'my-runtime': invalid "
