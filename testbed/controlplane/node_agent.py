@@ -50,6 +50,8 @@ from cryptography.x509.oid import NameOID
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from kftrain.backends.kubernetes.pod_state import pod_label
+from kftrain.job.kinds import KINDS
 from testbed.controlplane.cluster import ControlPlane
 
 NODE_NAME = "kftrain-node"
@@ -61,6 +63,8 @@ POLL_S = 0.1
 # (kubernetes@v1.36.3:pkg/kubelet/kubelet.go, backOffPeriod and MaxContainerBackOff); a controller reads each
 # restartCount in between either way.
 RESTART_PACE_S = 0.3
+# Where each kind's operator names a pod's job (KindSpec.pod_job_label).
+_JOB_NAME_LABELS = tuple(sorted({k.spec.pod_job_label for k in KINDS}))
 Pod = dict[str, Any]
 
 
@@ -96,6 +100,26 @@ def unschedulable(message: str = "0/1 nodes are available: 1 Insufficient nvidia
     return Outcome("unschedulable", message=message)
 
 
+class Plans:
+    """A test module's outcomes, by the name of a pod's job and the pod's replica label (``worker-1``): given to a
+    :class:`NodeAgent` as its ``outcome``; a pod of a job without a plan, or of a replica it leaves out, runs."""
+
+    def __init__(self) -> None:
+        self._by_job: dict[str, dict[str, Outcome]] = {}
+
+    def __setitem__(self, job: str, plan: Mapping[str, Outcome]) -> None:
+        self._by_job[job] = dict(plan)
+
+    def __call__(self, pod: Pod) -> Outcome:
+        return self._by_job.get(job_of(pod), {}).get(pod_label(pod), RUN)
+
+
+def job_of(pod: Pod) -> str:
+    """The name of the job whose pod ``pod`` is, from the label each kind's operator puts on its pods."""
+    labels = pod["metadata"].get("labels") or {}
+    return next((labels[k] for k in _JOB_NAME_LABELS if k in labels), "")
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -124,8 +148,7 @@ class NodeAgent:
         self._pod_ips: dict[str, str] = {}
         self._first_container: dict[tuple[str, str], str] = {}
         self._last_failed: dict[str, float] = {}  # by pod uid: when its container last failed (monotonic)
-        # Every failure the node reported, in order: the pod's namespace, name and labels.
-        self.failures: list[tuple[str, str, dict[str, str]]] = []
+        self.failures: list[Pod] = []  # every failure the node reported: the pod as it was just before
         self.errors: list[str] = []
 
     # -- the test's side --------------------------------------------------------------------------------
@@ -306,7 +329,7 @@ class NodeAgent:
                 restarted = spec.get("restartPolicy", "Always") != "Never"
                 self._write_status(pod, where, ended_status(pod, outcome, restarts + 1 if restarted else 0))
                 self._last_failed[meta["uid"]] = time.monotonic()
-                self.failures.append((meta["namespace"], meta["name"], dict(meta.get("labels") or {})))
+                self.failures.append(pod)
         elif outcome.action == "succeed" or (outcome.action == "fail" and outcome.then == "succeed" and paced):
             self._write_status(pod, where, ended_status(pod, SUCCEED, restarts))
 

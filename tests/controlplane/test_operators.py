@@ -51,7 +51,7 @@ from kftrain.retry import RetryPolicy
 from testbed.controlplane.cluster import ControlPlane, for_tests
 from testbed.controlplane.kubeflow_operators import OPERATORS
 from testbed.controlplane.namespaces import install_cluster_runtimes, ready_namespace
-from testbed.controlplane.node_agent import RUN, SUCCEED, NodeAgent, Outcome, fail, unschedulable
+from testbed.controlplane.node_agent import SUCCEED, NodeAgent, Outcome, Plans, fail, unschedulable
 
 pytestmark = [
     pytest.mark.slow,
@@ -92,19 +92,12 @@ def cluster() -> Iterator[ControlPlane]:
 
 # What the node does with each pod of a job, by the job's name and the pod's replica label (worker-1); a pod of a job
 # without a plan runs until the module ends.
-PLANS: dict[str, dict[str, Outcome]] = {}
-JOB_NAME_LABELS = ("training.kubeflow.org/job-name", "jobset.sigs.k8s.io/jobset-name")
-
-
-def planned(pod: Pod) -> Outcome:
-    labels = pod["metadata"].get("labels") or {}
-    job = next((labels[k] for k in JOB_NAME_LABELS if k in labels), "")
-    return PLANS.get(job, {}).get(pod_label(pod), RUN)
+PLANS = Plans()
 
 
 @pytest.fixture(scope="module")
 def node(cluster: ControlPlane) -> Iterator[NodeAgent]:
-    with NodeAgent(cluster, outcome=planned) as agent:
+    with NodeAgent(cluster, outcome=PLANS) as agent:
         yield agent
 
 

@@ -19,13 +19,12 @@ import pytest
 
 from kftrain.backends.kubernetes.backend import KubernetesBackend
 from kftrain.backends.kubernetes.config import KubernetesConfig
-from kftrain.backends.kubernetes.pod_state import pod_label
 from kftrain.job import load_manifest
 from kftrain.retry import RetryPolicy
 from testbed.controlplane.cluster import ControlPlane, for_tests
 from testbed.controlplane.kubeflow_operators import OPERATORS
 from testbed.controlplane.namespaces import install_cluster_runtimes, ready_namespace
-from testbed.controlplane.node_agent import RUN, SUCCEED, NodeAgent, Outcome, fail
+from testbed.controlplane.node_agent import RUN, SUCCEED, NodeAgent, Plans, fail, job_of
 from testbed.programs.failing_replica import FAILED_EXIT
 from testbed.restart_cases import COUNTED, Counted
 
@@ -39,19 +38,9 @@ pytestmark = [
 NAMESPACE = "kftrain-restarts"
 # Long enough for the Job controller's pod-failure back-off (10 s before a replacement pod) and the operators.
 WAIT_S = 120.0
-JOB_NAME_LABELS = ("training.kubeflow.org/job-name", "jobset.sigs.k8s.io/jobset-name")
 ON_CLUSTER = [c for c in COUNTED if not c.not_on_cluster]
-# What the node does with each pod, by the job's name and the pod's replica label.
-PLANS: dict[str, dict[str, Outcome]] = {}
+PLANS = Plans()
 THEN = {"run": RUN, "succeed": SUCCEED}
-
-
-def job_of(labels: dict[str, str]) -> str:
-    return next((labels[k] for k in JOB_NAME_LABELS if k in labels), "")
-
-
-def planned(pod: dict[str, Any]) -> Outcome:
-    return PLANS.get(job_of(pod["metadata"].get("labels") or {}), {}).get(pod_label(pod), RUN)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +50,7 @@ def cluster() -> Iterator[ControlPlane]:
 
 @pytest.fixture(scope="module")
 def node(cluster: ControlPlane) -> Iterator[NodeAgent]:
-    with NodeAgent(cluster, outcome=planned) as agent:
+    with NodeAgent(cluster, outcome=PLANS) as agent:
         yield agent
 
 
@@ -91,5 +80,5 @@ def test_the_real_controllers_absorb_as_many_failures_as_the_local_backend(
     result = KubernetesBackend(config, api_client=api).run(job, timeout=WAIT_S)
     said = f"{result.describe()}\nnode errors: {node.errors[-3:]}"
     assert result.phase is case.phase, said
-    failed = [name for ns, name, labels in node.failures if ns == NAMESPACE and job_of(labels) == case.name]
+    failed = [pod["metadata"]["name"] for pod in node.failures if job_of(pod) == case.name]
     assert len(failed) == case.failed_runs, f"{failed}\n{said}"
