@@ -539,6 +539,7 @@ def _start_operators(
                 plane.root / f"{op.name}.log",
                 env=env,
                 before_exec=kubeflow_operators.private_tmp(tmp, run),
+                stop_wait_s=STOP_TIMEOUT_S if op.stop_wait_s is None else op.stop_wait_s,
             )
             plane.specs[op.name] = spec
             plane.ready_urls[op.name] = launch.ready_url
@@ -608,6 +609,7 @@ class _Spec:
     log: Path
     env: Mapping[str, str] | None = None
     before_exec: Any = None
+    stop_wait_s: float = STOP_TIMEOUT_S  # after SIGTERM, before SIGKILL
 
 
 def _spawn(
@@ -643,7 +645,7 @@ def _spawn(
     processes[name] = proc
     # Registered after the log, so it runs before the log is closed; the ExitStack unwinds in reverse, so
     # kube-apiserver stops before etcd, and the folder goes last.
-    stack.callback(_stop, proc)
+    stack.callback(_stop, proc, spec.stop_wait_s)
 
 
 class _Supervisor:
@@ -703,11 +705,11 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def _stop(proc: subprocess.Popen[bytes], wait_s: float = STOP_TIMEOUT_S) -> None:
     if proc.poll() is None:
         proc.terminate()
         try:
-            proc.wait(timeout=STOP_TIMEOUT_S)
+            proc.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

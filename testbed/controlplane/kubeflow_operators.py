@@ -104,6 +104,8 @@ class Operator:
     # binds it to.
     service_account: str = ""
     roles: tuple[RoleFile, ...] = ()
+    # How long to wait for it to exit after SIGTERM before SIGKILL; None: the control plane's default.
+    stop_wait_s: float | None = None
 
     @property
     def serves_webhooks(self) -> bool:
@@ -213,6 +215,11 @@ OPERATORS: dict[str, Operator] = {
             # manifests/base/rbac/service_account.yaml, role_binding.yaml (the public ConfigMap Role is for users)
             service_account="kubeflow-trainer-controller-manager",
             roles=(RoleFile("manifests/base/rbac/role.yaml", "kubeflow-trainer-controller-manager"),),
+            # SIGTERM never ends it sooner than the manager's 30 s grace period (controller-runtime's default, which
+            # Trainer's config cannot set): its status server's Start waits on a channel nothing closes
+            # (pkg/statusserver/server.go, ``<-serverShutdown``). It holds nothing a test reads once it is stopped;
+            # waiting cost each module's control plane 20 s of its teardown.
+            stop_wait_s=2.0,
         ),
     )
 }
