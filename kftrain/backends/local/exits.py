@@ -14,7 +14,6 @@ from kftrain.backends.local.processes import shell_exit_code
 from kftrain.backends.local.replica import LocalReplica
 from kftrain.backends.local.running import RunningJob
 from kftrain.job.kinds import kind_of
-from kftrain.job.model import RestartPolicy
 
 
 def exited(
@@ -43,7 +42,7 @@ def exited(
         return failure(replica, "ReplicaFailed", f"{replica.id.label} exited with code {exit_code}")
     counted = state.restarts[backoff.job or ""]
     if backoff.spent(replica.policy, counted):
-        if replica.policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS):
+        if backoff.in_place(replica.policy):
             why = f"restarting it would make {counted + 1} restart(s) of {backoff.counted()}'s pods"
         else:
             why = f"{counted + 1} of {backoff.counted()}'s pods have failed"

@@ -145,9 +145,14 @@ class Backoff:
     limit: int | None
     job: str | None = None
 
+    @staticmethod
+    def in_place(policy: RestartPolicy) -> bool:
+        """Whether the kubelet restarts a failed replica's container in its pod (else a new pod, or none, runs it)."""
+        return policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS)
+
     def retries(self, policy: RestartPolicy, code: int) -> bool:
         """Whether a replica under ``policy`` that exited with ``code`` (not 0) is run again, limit aside."""
-        if policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS):
+        if self.in_place(policy):
             return True
         if policy == RestartPolicy.EXIT_CODE:
             return is_retryable_exit_code(code)
@@ -166,7 +171,7 @@ class Backoff:
         one per failure reconciled on its own)."""
         if self.limit is None:
             return False
-        if policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS):
+        if self.in_place(policy):
             return restarts + 1 >= self.limit
         return restarts >= self.limit
 
