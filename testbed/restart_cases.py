@@ -27,6 +27,7 @@ from testbed.manifests import (
     training_runtime,
     trainjob,
 )
+from testbed.programs.failing_replica import FAILED_EXIT
 
 FAILING_REPLICA = Path(__file__).parent / "programs" / "failing_replica.py"
 UNSET = "UNSET"  # a variable no replica has: failing_replica.py names the replica 0
@@ -35,8 +36,8 @@ UNSET = "UNSET"  # a variable no replica has: failing_replica.py names the repli
 @dataclass(frozen=True)
 class Counted:
     """A job named ``name`` whose replicas fail ``failures`` times each (by the value of ``id_var`` in the replica:
-    its pod is ``<replica>-<value>``), then do ``then`` (``succeed`` or ``run``); how it ends, how many failing runs
-    it took, all replicas together, and what its message says."""
+    its pod is ``<replica>-<value>``) with ``exit_code``, then do ``then`` (``succeed`` or ``run``); how it ends, how
+    many failing runs it took, all replicas together, and what its message says."""
 
     id: str
     name: str
@@ -48,13 +49,22 @@ class Counted:
     phase: JobPhase
     failed_runs: int
     says: str = ""
+    exit_code: int = FAILED_EXIT
     # Why the real controllers cannot run it here; empty: they do (tests/controlplane/test_restarts.py).
     not_on_cluster: str = ""
 
     def command(self, counts: Path) -> list[str]:
         """The replicas' program, counting its runs in ``counts``."""
         plan = ",".join(f"{k}={v}" for k, v in self.failures.items())
-        return [sys.executable, str(FAILING_REPLICA), str(counts), self.id_var or UNSET, plan, self.then]
+        return [
+            sys.executable,
+            str(FAILING_REPLICA),
+            str(counts),
+            self.id_var or UNSET,
+            plan,
+            self.then,
+            str(self.exit_code),
+        ]
 
     def yaml(self, counts: Path) -> str:
         return self.manifest(self.name, self.command(counts))
@@ -87,6 +97,22 @@ def _never_runtime() -> dict[str, Any]:
     return runtime
 
 
+def _restarting_runtime(name: str, failure_policy: dict[str, Any]) -> dict[str, Any]:
+    """A runtime whose node Job fails at its first failed pod (restartPolicy Never, backoffLimit 0), and whose JobSet
+    then does as ``failure_policy`` says."""
+    runtime = training_runtime(replicated_job("node", "node", trainer=True), name=name, kind="TrainingRuntime")
+    spec = runtime["spec"]["template"]["spec"]
+    spec["failurePolicy"] = failure_policy
+    job = spec["replicatedJobs"][0]["template"]["spec"]
+    job["backoffLimit"] = 0
+    job["template"]["spec"]["restartPolicy"] = "Never"
+    return runtime
+
+
+def _jobset_restarts(runtime: str, failure_policy: dict[str, Any]) -> Callable[[str, list[str]], str]:
+    return lambda name, command: _trainjob(name, command, _restarting_runtime(runtime, failure_policy))
+
+
 def _launcher(name: str, command: list[str], policy: str, backoff: int | None, api: str = "v2beta1") -> str:
     run_policy = {} if backoff is None else {"runPolicy": {"backoffLimit": backoff}}
     replicas = {"Launcher": rep(1, "mpi", command, [], restart_policy=policy), "Worker": rep(1, "mpi", None, [])}
@@ -94,9 +120,15 @@ def _launcher(name: str, command: list[str], policy: str, backoff: int | None, a
     return as_yaml(make(replicas, name=name, **run_policy))
 
 
-def _master(name: str, command: list[str]) -> str:
-    master = rep(1, "pytorch", command, [], restart_policy="OnFailure")
-    return as_yaml(pytorchjob({"Master": master}, name=name, runPolicy={"backoffLimit": 2}))
+def _master(name: str, command: list[str], policy: str = "OnFailure", backoff: int = 2) -> str:
+    master = rep(1, "pytorch", command, [], restart_policy=policy)
+    run_policy: dict[str, Any] = {"backoffLimit": backoff}
+    if policy == "ExitCode":
+        run_policy["activeDeadlineSeconds"] = 600  # kftrain refuses ExitCode without a deadline (kftrain.job.validate)
+    return as_yaml(pytorchjob({"Master": master}, name=name, runPolicy=run_policy))
+
+
+KILLED = 137  # how a kill by the kernel (out of memory) or a preemption ends a container
 
 
 COUNTED = [
@@ -191,5 +223,116 @@ COUNTED = [
         JobPhase.FAILED,
         2,
         "restarting it would make 2 restart(s) of the job's pods, and backoffLimit is 2",
+    ),
+    # ExitCode: training-operator replaces a pod killed by a signal (128-255) with a new one; backoffLimit counts none
+    # of them unless it is 0 (its requeue count is always 0), so only the job's deadline ends the restarts.
+    Counted(
+        "pytorchjob-exitcode-kills-uncounted",
+        "pt-kills",
+        lambda name, command: _master(name, command, "ExitCode", 1),
+        "master",
+        "RANK",
+        {"0": 3},
+        "succeed",
+        JobPhase.SUCCEEDED,
+        3,
+        exit_code=KILLED,
+    ),
+    Counted(
+        "pytorchjob-exitcode-limit-zero",
+        "pt-kill-zero",
+        lambda name, command: _master(name, command, "ExitCode", 0),
+        "master",
+        "RANK",
+        {"0": 1},
+        "succeed",
+        JobPhase.FAILED,
+        1,
+        "backoffLimit is 0",
+        exit_code=KILLED,
+    ),
+    # The program's own failure (1-127) is not retried under ExitCode, whatever the limit.
+    Counted(
+        "pytorchjob-exitcode-own-failure",
+        "pt-own",
+        lambda name, command: _master(name, command, "ExitCode", 3),
+        "master",
+        "RANK",
+        {"0": 1},
+        "succeed",
+        JobPhase.FAILED,
+        1,
+        "master-0 exited with code 3",
+    ),
+    # A runtime's JobSet failurePolicy: when a Job fails, JobSet recreates every Job (the whole TrainJob) or fails.
+    Counted(
+        "trainjob-jobset-restarts-once",
+        "tj-restart",
+        _jobset_restarts("restart-once", {"maxRestarts": 1}),
+        "node",
+        "PET_NODE_RANK",
+        {"0": 1, "1": 0},
+        "succeed",
+        JobPhase.SUCCEEDED,
+        1,
+    ),
+    Counted(
+        "trainjob-jobset-max-restarts",
+        "tj-max",
+        _jobset_restarts("max-restarts", {"maxRestarts": 1}),
+        "node",
+        "PET_NODE_RANK",
+        {"0": 9},
+        "run",
+        JobPhase.FAILED,
+        2,
+        "failurePolicy (RestartJobSet: no rule matched): 1 of maxRestarts 1 made",
+    ),
+    Counted(
+        "trainjob-jobset-fail-rule",
+        "tj-fail-rule",
+        _jobset_restarts(
+            "fail-rule",
+            {
+                "maxRestarts": 3,
+                "rules": [
+                    {
+                        "name": "failOnBackoff",
+                        "action": "FailJobSet",
+                        "onJobFailureReasons": ["BackoffLimitExceeded"],
+                        "targetReplicatedJobs": ["node"],
+                    }
+                ],
+            },
+        ),
+        "node",
+        "PET_NODE_RANK",
+        {"0": 9},
+        "run",
+        JobPhase.FAILED,
+        1,
+        "failurePolicy rule 'failOnBackoff' (FailJobSet)",
+    ),
+    Counted(
+        "trainjob-jobset-uncounted-restarts",
+        "tj-uncounted",
+        _jobset_restarts(
+            "uncounted",
+            {
+                "rules": [
+                    {
+                        "name": "again",
+                        "action": "RestartJobSetAndIgnoreMaxRestarts",
+                        "onJobFailureMessagePatterns": ["backoff limit"],
+                    }
+                ]
+            },
+        ),
+        "node",
+        "PET_NODE_RANK",
+        {"0": 2, "1": 0},
+        "succeed",
+        JobPhase.SUCCEEDED,
+        2,
     ),
 ]

@@ -21,7 +21,7 @@ from kftrain.job import pod_checks as check
 from kftrain.job.build import ReplicaInput, build_job
 from kftrain.job.kinds import KindOptions, Workload, kind_for, launch_input
 from kftrain.job.model import CleanPodPolicy, EnvVar, RestartPolicy, RunPolicy, TrainingJob
-from kftrain.job.validate import validate_job
+from kftrain.job.validate import check_exit_code_ends, validate_job
 
 _WHOLE_FLOAT = re.compile(r"^-?\d+\.0$")
 RUN_POLICY = "run policy"  # the group of the inputs that shape a job built from inputs' run policy
@@ -99,8 +99,9 @@ class JobRequest:
     )
     backoff_limit: int = launch_input(
         3,
-        "runPolicy.backoffLimit: the job fails when the restarts of its pods reach it (OnFailure), or more of its pods "
-        "than it have failed (Never, ExitCode); an MPIJob v2beta1 counts its launcher's.",
+        "runPolicy.backoffLimit: the job fails when the restarts of its pods reach it (OnFailure, Always); an MPIJob "
+        "v2beta1 counts its launcher's, which under Never fails once more launcher pods than it have failed. Under "
+        "ExitCode it counts nothing unless it is 0 (fail at the first failure): set active_deadline_seconds.",
         group=RUN_POLICY,
     )
     active_deadline_seconds: int = launch_input(
@@ -158,12 +159,20 @@ class JobRequest:
         for rtype, count in self.options.replica_counts().items():
             hosted = rtype == "Worker" and not kind.workers_run_program  # Workers that only host ranks
             replicas[rtype] = ReplicaInput(count, restart_policy=policy) if hosted else running(count)
-        spec = self.options.spec() or kind.spec_type()
-        spec.run_policy = RunPolicy(
+        run_policy = RunPolicy(
             clean_pod_policy=CleanPodPolicy(self.clean_pod_policy),
             backoff_limit=self.backoff_limit,
             active_deadline_seconds=workload.active_deadline_seconds,
         )
+        check_exit_code_ends(
+            policy,
+            run_policy,
+            policy_field="restart_policy",
+            limit_field="backoff_limit",
+            deadline_field="active_deadline_seconds",
+        )
+        spec = self.options.spec() or kind.spec_type()
+        spec.run_policy = run_policy
         return build_job(
             self.kind, name, replicas, image=self.image, env=workload.env, spec=spec, api_version=kind.api_version
         )

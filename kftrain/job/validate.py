@@ -14,7 +14,7 @@ from kftrain.errors import JobSpecError, quoted
 from kftrain.job import affinity_checks
 from kftrain.job import pod_checks as check
 from kftrain.job.kinds import Kind, kind_of
-from kftrain.job.model import EnvVar, PodSpec, RestartPolicy, TrainingJob
+from kftrain.job.model import EnvVar, PodSpec, RestartPolicy, RunPolicy, TrainingJob
 from kftrain.job.topology import total_replicas
 
 # RFC 1035 label, as the operators' webhooks require: pod and service names derive from it. Matched with
@@ -66,14 +66,31 @@ def validate_job(job: TrainingJob) -> None:
             raise JobSpecError(
                 f"{path}.template.spec.terminationGracePeriodSeconds", f"expected whole seconds >= 0, got {grace!r}"
             )
-        if rspec.restart_policy == RestartPolicy.EXIT_CODE and job.run_policy.backoff_limit is None:
-            raise JobSpecError(
-                f"{kind.spec.run_policy_field}.backoffLimit",
-                f"{path}.restartPolicy is ExitCode, which restarts failed pods; set a backoffLimit "
-                "so a replica that keeps failing ends the job instead of restarting forever",
-            )
+        check_exit_code_ends(
+            rspec.restart_policy,
+            job.run_policy,
+            policy_field=f"{path}.restartPolicy",
+            limit_field=f"{kind.spec.run_policy_field}.backoffLimit",
+            deadline_field=f"{kind.spec.run_policy_field}.activeDeadlineSeconds",
+        )
     _validate_run_policy(job, kind)
     kind.validate(job)
+
+
+def check_exit_code_ends(
+    policy: RestartPolicy | None, run_policy: RunPolicy, *, policy_field: str, limit_field: str, deadline_field: str
+) -> None:
+    """A job under ExitCode must have a deadline (or a backoffLimit of 0): training-operator replaces a replica killed
+    by a signal without counting it against any other limit (:meth:`~kftrain.job.kinds.base.Backoff.counts`), so a
+    replica killed every time (out of memory) would be replaced for ever."""
+    if policy != RestartPolicy.EXIT_CODE or run_policy.backoff_limit == 0 or run_policy.active_deadline_seconds:
+        return
+    raise JobSpecError(
+        deadline_field,
+        f"{policy_field} is ExitCode: training-operator replaces a replica killed by a signal (exit code 128-255; "
+        f"137: out of memory) without counting it against {limit_field} unless that is 0, so only a deadline ends a "
+        f"replica that is killed every time; set one (or {limit_field} 0, to replace none)",
+    )
 
 
 def validate_for_cluster(job: TrainingJob) -> None:

@@ -38,6 +38,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,9 +71,10 @@ Pod = dict[str, Any]
 
 @dataclass(frozen=True)
 class Outcome:
-    """What the node does with a pod: keep it running, end it, or never bind it. A failing pod whose restart policy
-    restarts its container fails ``failures`` times, each restart :data:`RESTART_PACE_S` after the last (the
-    kubelet's CrashLoopBackOff, shortened), then does ``then`` (``run`` or ``succeed``)."""
+    """What the node does with a pod: keep it running, end it, or never bind it. A failing replica fails
+    ``failures`` times, then does ``then`` (``run`` or ``succeed``): restarted in its pod, each restart
+    :data:`RESTART_PACE_S` after the last (the kubelet's CrashLoopBackOff, shortened); under restartPolicy Never, once
+    in each pod that replaces the last (counted by job and replica label)."""
 
     action: str  # run | succeed | fail | unschedulable
     exit_code: int = 0
@@ -149,6 +151,8 @@ class NodeAgent:
         self._first_container: dict[tuple[str, str], str] = {}
         self._last_failed: dict[str, float] = {}  # by pod uid: when its container last failed (monotonic)
         self.failures: list[Pod] = []  # every failure the node reported: the pod as it was just before
+        # By (namespace, job, replica label): the failed pods of that replica that were not restarted in place.
+        self._replaced: Counter[tuple[str, str, str]] = Counter()
         self.errors: list[str] = []
 
     # -- the test's side --------------------------------------------------------------------------------
@@ -323,12 +327,14 @@ class NodeAgent:
             self._write_status(pod, where, running_status(pod, self._pod_ip(meta["uid"])))
             return
         restarts = _restart_count(status)
+        replica = (meta["namespace"], job_of(pod), pod_label(pod))
         paced = time.monotonic() - self._last_failed.get(meta["uid"], -RESTART_PACE_S) >= RESTART_PACE_S
-        if outcome.action == "fail" and restarts < outcome.failures:
+        if outcome.action == "fail" and restarts + self._replaced[replica] < outcome.failures:
             if paced:
                 restarted = spec.get("restartPolicy", "Always") != "Never"
                 self._write_status(pod, where, ended_status(pod, outcome, restarts + 1 if restarted else 0))
                 self._last_failed[meta["uid"]] = time.monotonic()
+                self._replaced[replica] += not restarted
                 self.failures.append(pod)
         elif outcome.action == "succeed" or (outcome.action == "fail" and outcome.then == "succeed" and paced):
             self._write_status(pod, where, ended_status(pod, SUCCEED, restarts))

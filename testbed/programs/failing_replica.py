@@ -2,15 +2,17 @@
 hold the local backend's restarts to the real operators' (tests/backends/local/test_restarts.py,
 tests/controlplane/test_restarts.py).
 
-``python failing_replica.py COUNT_DIR ID_VAR PLAN THEN``
+``python failing_replica.py COUNT_DIR ID_VAR PLAN THEN [EXIT]``
 
 * ``COUNT_DIR``: the folder where each run of replica ``<id>`` adds a line to ``runs-<id>`` as it starts (the
   replicas share it, and it outlives their restarts);
 * ``ID_VAR``: the variable whose value names the replica (``PET_NODE_RANK``, ``RANK``); unset: ``0``;
 * ``PLAN``: ``<id>=<failures>`` items joined by ``,``: how many of its runs fail first (none for a replica not named);
-* ``THEN``: what the run after those does: ``succeed`` (exit 0) or ``run`` (sleep until stopped).
+* ``THEN``: what the run after those does: ``succeed`` (exit 0) or ``run`` (sleep until stopped);
+* ``EXIT``: the failing runs' exit code (default 3, the program's own failure; 137 is how a kill by the kernel or a
+  preemption ends).
 
-A failing run prints ``run N of <id>: failing`` and exits with code 3.
+A failing run prints ``run N of <id>: failing`` and exits with code ``EXIT``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time
 FAILED_EXIT = 3
 
 
-def main(count_dir: str, id_var: str, plan: str, then: str) -> int:
+def main(count_dir: str, id_var: str, plan: str, then: str, exit_code: str = str(FAILED_EXIT)) -> int:
     me = os.environ.get(id_var, "0")
     failures = dict(item.split("=") for item in plan.split(",") if item)
     path = os.path.join(count_dir, f"runs-{me}")
@@ -32,7 +34,7 @@ def main(count_dir: str, id_var: str, plan: str, then: str) -> int:
         run = len(runs.readlines())
     if run <= int(failures.get(me, 0)):
         print(f"run {run} of {me}: failing", flush=True)
-        return FAILED_EXIT
+        return int(exit_code)
     print(f"run {run} of {me}: {then}", flush=True)
     while then == "run":
         time.sleep(1)
@@ -40,4 +42,4 @@ def main(count_dir: str, id_var: str, plan: str, then: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:5]))
+    sys.exit(main(*sys.argv[1:6]))

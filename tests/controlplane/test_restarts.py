@@ -3,10 +3,10 @@
 training-operator v1.9.0 restarts a PyTorchJob's replicas and counts their restarts across the job; the Job controller
 of kube-controller-manager 1.36.3 restarts mpi-operator v0.8.2's launcher and each replicated Job of a TrainJob
 (JobSet v0.12.0, Trainer v2.3.0), counting that Job's pods alone; a pod restarted in place (OnFailure) counts by
-its restartCount, a replaced one (Never in a Job) by the failed pods. The node agent fails each replica's container
-as the case plans (testbed/restart_cases.py), and kftrain's Kubernetes backend reports how the job ended: the same
-verdict, after the same number of failures, as the local backend gives the same job in
-tests/backends/local/test_restarts.py.
+its restartCount, a replaced one (Never in a Job) by the failed pods; training-operator replaces a pod killed by a
+signal under ExitCode without counting it. The node agent fails each replica's container as the case plans
+(testbed/restart_cases.py), and kftrain's Kubernetes backend reports how the job ended: the same verdict, after the
+same number of failures, as the local backend gives the same job in tests/backends/local/test_restarts.py.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from testbed.controlplane.cluster import ControlPlane, for_tests
 from testbed.controlplane.kubeflow_operators import OPERATORS
 from testbed.controlplane.namespaces import install_cluster_runtimes, ready_namespace
 from testbed.controlplane.node_agent import RUN, SUCCEED, NodeAgent, Plans, fail, job_of
-from testbed.programs.failing_replica import FAILED_EXIT
 from testbed.restart_cases import COUNTED, Counted
 
 pytestmark = [
@@ -71,7 +70,7 @@ def test_the_real_controllers_absorb_as_many_failures_as_the_local_backend(
     case: Counted, cluster: ControlPlane, node: NodeAgent, api: Any, tmp_path: Path
 ) -> None:
     PLANS[case.name] = {
-        label: fail(FAILED_EXIT, f"failing {label}", failures=n, then=case.then) if n else THEN[case.then]
+        label: fail(case.exit_code, f"failing {label}", failures=n, then=case.then) if n else THEN[case.then]
         for label, n in case.pod_failures().items()
     }
     job = load_manifest(case.yaml(tmp_path))

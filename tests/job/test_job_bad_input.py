@@ -115,11 +115,18 @@ BAD_INPUT = [
     ("mpi-two-launchers", mpijob_v2({"Launcher": 2, "Worker": 1}), f"{MPI}.Launcher.replicas", "exactly 1"),
     ("mpi-no-workers", mpijob_v2({"Launcher": 1, "Worker": 0}), f"{MPI}.Worker", "runLauncherAsWorker"),
     ("mpi-slots", mpijob_v2({"Launcher": 1, "Worker": 1}, slotsPerWorker=0), "spec.slotsPerWorker", ">= 1"),
+    # ExitCode's replacements count against no backoffLimit but 0 (kftrain.job.kinds.base.Backoff.counts).
     (
-        "exitcode-without-backoff",
+        "exitcode-without-deadline",
         pytorchjob({"Master": replica(1, restart_policy="ExitCode")}),
-        "spec.runPolicy.backoffLimit",
-        "ExitCode",
+        "spec.runPolicy.activeDeadlineSeconds",
+        "spec.pytorchReplicaSpecs.Master.restartPolicy is ExitCode",
+    ),
+    (
+        "exitcode-with-a-limit-only",
+        pytorchjob({"Master": replica(1, restart_policy="ExitCode")}, runPolicy={"backoffLimit": 3}),
+        "spec.runPolicy.activeDeadlineSeconds",
+        "without counting it against spec.runPolicy.backoffLimit",
     ),
     ("negative-backoff", tfjob({"Worker": 1}, runPolicy={"backoffLimit": -1}), "spec.runPolicy.backoffLimit", ">= 0"),
     (

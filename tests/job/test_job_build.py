@@ -41,7 +41,7 @@ def test_build_job_exact_manifest(crd_schemas):
         labels={"team": "vision"},
         annotations={"note": "x"},
         spec=PyTorchJobSpec(
-            run_policy=RunPolicy(backoff_limit=3, clean_pod_policy=CleanPodPolicy.ALL),
+            run_policy=RunPolicy(backoff_limit=3, active_deadline_seconds=3600, clean_pod_policy=CleanPodPolicy.ALL),
             nproc_per_node="2",
         ),
     )
@@ -91,7 +91,7 @@ def test_build_job_exact_manifest(crd_schemas):
                     },
                 },
             },
-            "runPolicy": {"cleanPodPolicy": "All", "backoffLimit": 3},
+            "runPolicy": {"cleanPodPolicy": "All", "activeDeadlineSeconds": 3600, "backoffLimit": 3},
             "nprocPerNode": "2",
         },
     }

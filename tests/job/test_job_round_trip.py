@@ -103,7 +103,7 @@ RUN_POLICY = {
         pytorchjob({"Master": 1, "Worker": 2}, runPolicy=RUN_POLICY, nprocPerNode="auto"),
         pytorchjob(
             {"Worker": replica(3, restart_policy="ExitCode")},
-            runPolicy={"backoffLimit": 2},
+            runPolicy={"backoffLimit": 2, "activeDeadlineSeconds": 3600},
             nprocPerNode="4",
             elasticPolicy={
                 "minReplicas": 1,
@@ -181,6 +181,7 @@ def test_typed_policy_values():
         mpijob_v2({"Launcher": 1}, runLauncherAsWorker=True),  # mpi-operator refuses a Worker spec of 0 pods
         set_path(tfjob({"Worker": 1}), "metadata", {"generateName": "run-"}),
         pytorchjob({"Master": replica(1, restart_policy="ExitCode")}, runPolicy={"backoffLimit": 0}),
+        pytorchjob({"Master": replica(1, restart_policy="ExitCode")}, runPolicy={"activeDeadlineSeconds": 600}),
     ],
 )
 def test_valid_edge_cases_accepted(crd_schemas, m):

@@ -156,6 +156,23 @@ def test_an_input_kubernetes_would_refuse_is_refused_naming_it(inputs: dict[str,
     assert exc.value.field == field, exc.value
 
 
+@pytest.mark.parametrize("kind", ["PyTorchJob", "TFJob"])
+def test_exit_code_needs_a_deadline(kind: str) -> None:
+    """training-operator replaces a replica killed by a signal under ExitCode without counting it against
+    backoff_limit (kftrain.job.kinds.base.Backoff.counts; tests/controlplane/test_restarts.py): only a deadline, or a
+    backoff_limit of 0, ends a replica killed every time."""
+    with pytest.raises(JobSpecError) as exc:
+        build(kind, restart_policy="ExitCode", backoff_limit=3)
+    assert exc.value.field == "active_deadline_seconds"
+    assert "restart_policy is ExitCode" in str(exc.value)
+    assert build(kind, restart_policy="ExitCode", active_deadline_seconds=600)["spec"]["runPolicy"] == {
+        "backoffLimit": 3,
+        "activeDeadlineSeconds": 600,
+        "cleanPodPolicy": "Running",
+    }
+    assert build(kind, restart_policy="ExitCode", backoff_limit=0)["spec"]["runPolicy"]["backoffLimit"] == 0
+
+
 @pytest.mark.parametrize(
     ("kind", "inputs", "field"),
     [

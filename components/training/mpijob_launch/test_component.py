@@ -96,7 +96,7 @@ def test_a_restart_policy_mpi_operator_refuses_names_the_input(monkeypatch, tmp_
     with pytest.raises(SystemExit):
         render(monkeypatch, tmp_path, restart_policy="ExitCode")
     assert "restart_policy: 'ExitCode' is not one MPIJob v2beta1 takes: Never, OnFailure" in capsys.readouterr().err
-    m = render(monkeypatch, tmp_path, api_version="kubeflow.org/v1", restart_policy="ExitCode", backoff_limit=1)
+    m = render(monkeypatch, tmp_path, api_version="kubeflow.org/v1", restart_policy="ExitCode", backoff_limit=0)
     assert crd_schemas.errors(m) == []
 
 

@@ -6,7 +6,8 @@
 * ``restartPolicy`` (Never, OnFailure, Always, ExitCode) and ``backoffLimit`` (counted as whoever restarts the
   replica counts it: :class:`kftrain.job.kinds.base.Backoff`), ``activeDeadlineSeconds``, and the kind's success
   rule; when a replica fails for good the others are stopped and the job fails with that replica's exit code and
-  its last log lines;
+  its last log lines, unless its kind restarts the whole job then (a TrainJob's JobSet failurePolicy:
+  :meth:`kftrain.job.kinds.base.Kind.after_job_failure`);
 * each replica's output streamed live with a ``[worker-1]`` prefix and kept whole in ``<workdir>/logs``
   (:mod:`.output`);
 * ``scale`` and ``kill_replica``, as ``kubectl scale`` and a lost node would; for workers that run no program
@@ -47,7 +48,7 @@ from kftrain.backends.console import Console
 from kftrain.backends.local import jobs as local_jobs
 from kftrain.backends.local import state as job_state
 from kftrain.backends.local.config import LocalConfig
-from kftrain.backends.local.exits import blame_crash_loop, exited
+from kftrain.backends.local.exits import RestartAll, blame_crash_loop, exited
 from kftrain.backends.local.hosted import lose_hosted, scale_hosted, write_mounted
 from kftrain.backends.local.one_machine import local_host_of
 from kftrain.backends.local.output import open_logs_folder, open_replica_log, pump
@@ -287,6 +288,9 @@ class LocalBackend(Backend):
             self._drain(replica)
             replica.proc = None
             result = exited(state, replica, code, now, self.config, self.console)
+            if isinstance(result, RestartAll):
+                self._restart_all(state, result)
+                return None
             if result is not None:
                 return result
         if state.waiting and all(r.succeeded for r in state.initializers):
@@ -301,6 +305,26 @@ class LocalBackend(Backend):
                 message="every replica exited but the job's success rule was not met",
             )
         return None
+
+    def _restart_all(self, state: RunningJob, why: RestartAll) -> None:
+        """Stop every replica and start them all anew, as JobSet does when its failurePolicy restarts it: it deletes
+        every Job (their pods with them) and creates them again, new Jobs with their own backoff counts, the
+        initializers first when the nodes depend on them (kubernetes-sigs/jobset@v0.12.0:
+        pkg/controllers/failure_policy.go, failurePolicyRecreateAll; jobset_controller.go, deleteJobs)."""
+        state.whole_restarts += 1
+        state.whole_restarts_counted += why.counted
+        self.console.say(f"{why.message}: restarting the whole job (restart {state.whole_restarts})")
+        for replica in state.replicas:
+            replica.restart_at = None
+        self._stop(state.replicas)
+        state.restarts.clear()
+        for replica in state.replicas:
+            replica.restarts = 0
+            replica.succeeded = replica.finished = False
+        first = state.initializers or state.replicas
+        state.waiting = [r for r in state.replicas if r not in state.initializers] if state.initializers else []
+        for replica in first:
+            self._start(replica, state)
 
     # -- elastic scaling and fault injection -------------------------------------------------------
 

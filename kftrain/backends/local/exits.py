@@ -1,11 +1,14 @@
 """What a replica's exit means for its job, as the operator decides it: the replica's restart policy (Never,
 OnFailure, Always, ExitCode) within the backoffLimit of whoever restarts it (:class:`~kftrain.job.kinds.base.Backoff`:
 the operator, counting the job's restarts together, or the batch Job that runs the replica, counting its own), with a
-growing delay; the kind's success rule; whether an elastic job survives the loss; and, when the job fails, the result
+growing delay; what the owner of a batch Job that failed does (a TrainJob's JobSet may restart the whole job); the
+kind's success rule; whether an elastic job survives the loss; and, when the job fails, the result
 that names the failing replica with its exit code and its last lines (a deadline's or timeout's included: a replica
 that kept failing is named rather than hidden behind "ran longer than")."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from kftrain.backends.base import JobPhase, JobResult
 from kftrain.backends.console import Console
@@ -16,11 +19,21 @@ from kftrain.backends.local.running import RunningJob
 from kftrain.job.kinds import kind_of
 
 
+@dataclass(frozen=True)
+class RestartAll:
+    """The whole job is to be restarted, every replica anew (a TrainJob's JobSet recreating its Jobs), ``counted``
+    towards its limit or not; ``message`` says why."""
+
+    counted: bool
+    message: str
+
+
 def exited(
     state: RunningJob, replica: LocalReplica, code: int, now: float, config: LocalConfig, console: Console
-) -> JobResult | None:
+) -> JobResult | RestartAll | None:
     """``replica`` (its process reaped) exited with ``code`` at ``now``: it is done, lost, or due for a restart (its
-    ``restart_at``); the job's result when that ends the job."""
+    ``restart_at``); the job's result when that ends the job, or :class:`RestartAll` when its failure restarts the
+    whole job (:meth:`~kftrain.job.kinds.base.Kind.after_job_failure`)."""
     job, kind = state.job, kind_of(state.job)
     replica.last_exit = code
     if code == 0:
@@ -46,16 +59,18 @@ def exited(
             why = f"restarting it would make {counted + 1} restart(s) of {backoff.counted()}'s pods"
         else:
             why = f"{counted + 1} of {backoff.counted()}'s pods have failed"
-        return failure(
-            replica,
-            "BackoffLimitExceeded",
-            f"{replica.id.label} exited with code {exit_code}; {why}, and backoffLimit is {backoff.limit}",
-        )
+        message = f"{replica.id.label} exited with code {exit_code}; {why}, and backoffLimit is {backoff.limit}"
+        after = kind.after_job_failure(job, replica.id.type, state.whole_restarts_counted) if backoff.job else None
+        if after is None:
+            return failure(replica, "BackoffLimitExceeded", message)
+        if not after.restart:
+            return failure(replica, after.reason, f"{message}; {after.why}")
+        return RestartAll(counted=after.counted, message=f"{message}; {after.why}")
     delay = min(config.restart_backoff_s * 2**replica.restarts, config.max_restart_backoff_s)
     replica.restarts += 1
     state.restarts[backoff.job or ""] = counted + 1
     replica.restart_at = now + delay
-    bound = f"/{backoff.limit}" if backoff.limit is not None else ""
+    bound = f"/{backoff.limit}" if backoff.limit is not None and backoff.counts(replica.policy) else ""
     where = f" of {backoff.counted()}" if backoff.job else ""
     console.say(
         f"{replica.id.label} exited with code {exit_code}; restartPolicy {replica.policy.value}: "

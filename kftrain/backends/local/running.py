@@ -43,6 +43,9 @@ class RunningJob:
     next_hosted: int = 0
     # Restarts made so far, by whoever counts them (kftrain.job.kinds.base.Backoff.job; "": the job's operator).
     restarts: Counter[str] = field(default_factory=Counter)
+    # Restarts of the whole job (a TrainJob's JobSet recreating its Jobs), and those that count towards its limit.
+    whole_restarts: int = 0
+    whole_restarts_counted: int = 0
     result: JobResult | None = None
     # Replicas that run to completion first (a TrainJob's initializers), and those that start once they have.
     initializers: list[LocalReplica] = field(default_factory=list)

@@ -165,19 +165,44 @@ class Backoff:
         restartCounts of its pods add up to the limit (a limit of 0: once there is one), whether that last restart
         would have run to its end or not (kubeflow/training-operator@v1.9.0:pkg/core/job.go, PastBackoffLimit;
         kubernetes@v1.36.3:pkg/controller/job/job_controller.go, pastBackoffLimitOnFailure): the restart that reaches
-        the limit is not made here. In a new pod (Never in a batch Job, ExitCode): the job fails once more pods have
-        failed than the limit (job_controller.go, ``exceedsBackoffLimit := jobCtx.failed > *job.Spec.BackoffLimit``;
-        training-operator's ExitCode count is its work queue's requeues of the job, pkg/controller.v1/common/job.go,
-        one per failure reconciled on its own)."""
+        the limit is not made here. In a new pod (Never in a batch Job): the job fails once more pods have failed
+        than the limit (job_controller.go, ``exceedsBackoffLimit := jobCtx.failed > *job.Spec.BackoffLimit``).
+        training-operator's ExitCode reaches no limit but 0 (:meth:`counts`)."""
         if self.limit is None:
             return False
+        if not self.counts(policy):
+            return self.limit == 0
         if self.in_place(policy):
             return restarts + 1 >= self.limit
         return restarts >= self.limit
 
+    def counts(self, policy: RestartPolicy) -> bool:
+        """Whether the restarts under ``policy`` count against the limit. training-operator's do not under ExitCode:
+        it counts a replaced pod by its work queue's requeues of the job, ``previousRetry+1 > backoffLimit``
+        (kubeflow/training-operator@v1.9.0:pkg/controller.v1/common/job.go, ReconcileJobs), and every controller of
+        it is given a ``util.FakeWorkQueue``, whose ``NumRequeues`` is always 0 (pkg/controller.v1/pytorch/
+        pytorchjob_controller.go, NewReconciler; pkg/common/util/fake_workqueue.go); its other count, PastBackoffLimit
+        (pkg/core/job.go), adds up restartCounts, which stay 0 in the pods ExitCode makes ``restartPolicy: Never``
+        (pkg/core/pod.go, SetRestartPolicy). So a limit of 0 fails the job at its first failure, and
+        any other lets a replica killed by a signal be replaced without end: only activeDeadlineSeconds ends that
+        (tests/controlplane/test_restarts.py holds this against the operator)."""
+        return not (policy == RestartPolicy.EXIT_CODE and self.job is None)
+
     def counted(self) -> str:
         """Where the count is kept, for messages: the job's, or the batch Job's."""
         return f"Job {self.job}" if self.job else "the job"
+
+
+@dataclass(frozen=True)
+class AfterJobFailure:
+    """What the owner of a batch Job that failed (a TrainJob's JobSet) does next: ``restart`` the whole job, every
+    replica in new Jobs (``counted`` towards its limit of such restarts, or not), or fail it with ``reason``; ``why``
+    says what decided, for messages."""
+
+    restart: bool
+    counted: bool
+    reason: str
+    why: str
 
 
 def is_retryable_exit_code(code: int) -> bool:
@@ -408,6 +433,12 @@ class Kind:
         """How failures of ``replica_type``'s replicas are counted: by the operator, across the job, against
         ``runPolicy.backoffLimit``."""
         return Backoff(job.run_policy.backoff_limit)
+
+    def after_job_failure(self, job: TrainingJob, replica_type: str, counted_restarts: int) -> AfterJobFailure | None:
+        """What follows when the batch Job that runs ``replica_type``'s replicas (:meth:`backoff`'s ``job``) fails,
+        the whole job having been restarted ``counted_restarts`` times that count towards a limit; None: the job
+        fails with it (mpi-operator's launcher Job; a TrainJob whose runtime has no failurePolicy)."""
+        return None
 
     def succeeded(self, job: TrainingJob, done: set[ReplicaId]) -> bool:
         """Whether the replicas that exited successfully complete the job, per the kind's success rule."""

@@ -131,6 +131,35 @@ def test_the_dataset_initializer_runs_first_and_every_node_reads_workspace_datas
     assert (tmp_path / "work" / "workspace" / "dataset" / "part" / "test.jsonl").is_file()
 
 
+def test_a_failure_policy_restart_runs_the_initializer_again(s3_env, tmp_path):
+    """JobSet's RestartJobSet recreates every Job, the initializer's too, and the nodes wait for it again
+    (kftrain.backends.local.backend.LocalBackend._restart_all)."""
+    bucket = s3_env.removeprefix("s3://")
+    client = boto3_client(os.environ["AWS_ENDPOINT_URL"])
+    client.put_object(Bucket=bucket, Key="alpaca/train.jsonl", Body=b"{}\n")
+    runtime, job = yaml.safe_load_all((EXAMPLES / "05-multi-step.yaml").read_text().replace("BUCKET", bucket))
+    template = runtime["spec"]["template"]["spec"]
+    template["failurePolicy"] = {"maxRestarts": 1}
+    node = template["replicatedJobs"][1]["template"]["spec"]
+    node["backoffLimit"] = 0
+    node["template"]["spec"]["restartPolicy"] = "Never"
+    marker = tmp_path / "failed-once"
+    job["spec"]["trainer"]["command"] = [
+        sys.executable,
+        "-c",
+        f"import os, sys\nif os.environ['PET_NODE_RANK'] == '0' and not os.path.exists({str(marker)!r}):\n"
+        f"    open({str(marker)!r}, 'w').close(); print('node 0 fails'); sys.exit(3)\n"
+        "print('ready', sorted(os.listdir('/workspace/dataset')))",
+    ]
+    path = tmp_path / "05-restarting.yaml"
+    path.write_text(yaml.safe_dump_all([runtime, job]))
+    out = _launch(path, tmp_path)
+    assert out.count("dataset initializer: 1 file(s)") == 2, out
+    assert "failurePolicy (RestartJobSet: no rule matched): restarting the whole job (restart 1)" in out
+    assert out.index("restarting the whole job") < out.rindex("starting the job's nodes")
+    assert "ready ['train.jsonl']" in out
+
+
 def test_hf_storage_uri_says_there_is_no_network(tmp_path, monkeypatch):
     from kftrain.programs.initializer import InitializerError, initialize
 

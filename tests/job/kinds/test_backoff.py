@@ -87,8 +87,11 @@ RULES = [
     (RestartPolicy.NEVER, 1, "j", 1, 0, True, False),
     (RestartPolicy.NEVER, 1, "j", 1, 1, True, True),
     (RestartPolicy.NEVER, 0, "j", 1, 0, True, True),
+    # ExitCode under training-operator: replaced without being counted, unless the limit is 0.
     (RestartPolicy.EXIT_CODE, 1, None, 137, 0, True, False),
-    (RestartPolicy.EXIT_CODE, 1, None, 137, 1, True, True),
+    (RestartPolicy.EXIT_CODE, 1, None, 137, 1, True, False),
+    (RestartPolicy.EXIT_CODE, 1, None, 137, 99, True, False),
+    (RestartPolicy.EXIT_CODE, 0, None, 137, 0, True, True),
     # Not retried at all: Never under training-operator; ExitCode's 1-127, the program's own failure.
     (RestartPolicy.NEVER, 5, None, 1, 0, False, False),
     (RestartPolicy.EXIT_CODE, 5, None, 1, 0, False, False),

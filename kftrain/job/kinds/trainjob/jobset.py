@@ -1,5 +1,5 @@
-"""What JobSet refuses in a runtime's JobSet template: its replicated jobs' names, their ``dependsOn`` order and the
-success policy's targets, checked when the runtime is read.
+"""What JobSet refuses in a runtime's JobSet template: its replicated jobs' names, their ``dependsOn`` order, the
+success policy's targets and the failure policy (:mod:`.failure_policy`), checked when the runtime is read.
 
 Trainer builds each TrainJob's JobSet from its runtime's template (a TrainJob's ``runtimePatches`` cannot touch these
 fields: kubeflow/trainer@v2.3.0:pkg/apis/trainer/v1alpha1/trainjob_types.go, ReplicatedJobPatch has a name and a
@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kftrain.errors import JobSpecError
+from kftrain.job.kinds.trainjob import failure_policy
 
 DEPENDS_ON_STATUSES = ("Ready", "Complete")
 JOB_RESTART_POLICIES = ("OnFailure", "Never")
@@ -52,6 +53,7 @@ def check_template(template_spec: Mapping[str, Any], runtime: str, where: str) -
     for i, rjob in enumerate(jobs):
         _check_depends_on_items(rjob, names[i], runtime, f"{where}.replicatedJobs[{i}].dependsOn")
         _check_restart_policy(rjob, runtime, f"{where}.replicatedJobs[{i}].template.spec.template.spec.restartPolicy")
+    failure_policy.parse(template_spec, names, runtime, where)
     _check_missing(jobs, names, runtime, where)
     _check_cycles(jobs, names, runtime, where)
     _check_order(jobs, names, runtime, where)

@@ -46,9 +46,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kftrain.errors import JobSpecError
-from kftrain.job.kinds.base import Backoff, ClusterObject, Kind, KindSpec, MountedFile
+from kftrain.job.kinds.base import AfterJobFailure, Backoff, ClusterObject, Kind, KindSpec, MountedFile
 from kftrain.job.kinds.trainjob import policies
 from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog, runtimes_of
+from kftrain.job.kinds.trainjob.failure_policy import BACKOFF_LIMIT_EXCEEDED, BACKOFF_LIMIT_MESSAGE
 from kftrain.job.kinds.trainjob.policies import policy_of
 from kftrain.job.kinds.trainjob.runtime import (
     API_VERSION,
@@ -439,11 +440,20 @@ class TrainJobKind(Kind):
     def backoff(self, job: TrainingJob, replica_type: str) -> Backoff:
         """JobSet makes each replicated job one batch Job, ``<jobset>-<replicated job>-0`` (Trainer's runtimes have
         one of each), whose controller restarts its pods and counts their failures together against the Job's
-        backoffLimit; once it fails, so does the JobSet when its runtime gives it no failurePolicy, as none of
-        Trainer's does (kubernetes-sigs/jobset@v0.12.0:pkg/controllers/failure_policy.go, executeFailurePolicy), and
-        the TrainJob with it. A failurePolicy's restarts of the whole JobSet are not made here."""
+        backoffLimit; what follows when it fails is the JobSet's (:meth:`after_job_failure`)."""
         rjob = _replicated_job(job, replica_type)
         return Backoff(rjob.backoff_limit, job=f"{job.name}-{rjob.name}-0")
+
+    def after_job_failure(self, job: TrainingJob, replica_type: str, counted_restarts: int) -> AfterJobFailure | None:
+        """The runtime's JobSet failurePolicy decides (:mod:`.failure_policy`): fail the TrainJob, or recreate every
+        Job of it; without one, as in Trainer's own runtimes, the JobSet fails with the Job, and the TrainJob with it
+        (kubernetes-sigs/jobset@v0.12.0:pkg/controllers/failure_policy.go, executeFailurePolicy). Locally a Job fails
+        only by reaching its backoffLimit."""
+        policy = source(job).resolved.failure_policy
+        if policy is None:
+            return None
+        rjob = _replicated_job(job, replica_type)
+        return policy.after(rjob.name, BACKOFF_LIMIT_EXCEEDED, BACKOFF_LIMIT_MESSAGE, counted_restarts)
 
     def succeeded(self, job: TrainingJob, done: set[ReplicaId]) -> bool:
         targets = set(source(job).resolved.success_targets)

@@ -29,6 +29,8 @@ from typing import Any
 from kftrain.errors import JobSpecError
 from kftrain.job import pod_checks as check
 from kftrain.job.kinds.base import JOB_DEFAULT_BACKOFF_LIMIT
+from kftrain.job.kinds.trainjob.failure_policy import FailurePolicy
+from kftrain.job.kinds.trainjob.failure_policy import parse as parse_failure_policy
 from kftrain.job.kinds.trainjob.jobset import check_template
 from kftrain.job.kinds.trainjob.policies import check_one_policy, policy_of
 from kftrain.job.model import RestartPolicy
@@ -148,6 +150,7 @@ class Resolved:
     jobs: list[ReplicatedJob]
     ml_policy: dict[str, Any]
     success_targets: list[str]
+    failure_policy: FailurePolicy | None = None
 
     def job(self, name: str) -> ReplicatedJob | None:
         return next((j for j in self.jobs if j.name == name), None)
@@ -224,7 +227,9 @@ def resolve(trainjob_spec: Mapping[str, Any], runtime: Runtime) -> Resolved:
         )
     success = template_spec.get("successPolicy") or {}
     targets = list(success.get("targetReplicatedJobs") or [j.name for j in jobs])
-    resolved = Resolved(runtime, jobs, ml_policy, targets)
+    # (Read again from the template, which check_template admitted when the runtime was read.)
+    failure = parse_failure_policy(template_spec, [j.name for j in jobs], runtime.name, "spec.template.spec")
+    resolved = Resolved(runtime, jobs, ml_policy, targets, failure)
     num_nodes = trainer.get("numNodes")
     if num_nodes is not None:
         ml_policy["numNodes"] = num_nodes

@@ -215,7 +215,12 @@ def _jobs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     return jobs
 
 
+def _failure(manifest: dict[str, Any], **policy: Any) -> None:
+    manifest["spec"]["template"]["spec"]["failurePolicy"] = policy
+
+
 JOBS = "src: spec.template.spec.replicatedJobs"
+POLICY = "src: spec.template.spec.failurePolicy"
 RULES = [
     (
         "name-too-long",  # apimachinery validation.go: IsDNS1123Subdomain, DNS1123SubdomainMaxLength 253
@@ -310,6 +315,59 @@ RULES = [
         "replicatedJob name 'launcher' does not appear in .spec.ReplicatedJobs (its replicatedJobs: prep, node); the "
         "job could never succeed",
     ),
+    # The failurePolicy (kftrain/job/kinds/trainjob/failure_policy.py: jobset_webhook.go, validateFailurePolicy).
+    (
+        "failurePolicy-restartJob-gated",  # features.go: RestartJob, Alpha, off by default
+        _with(lambda m: _failure(m, rules=[{"name": "one", "action": "RestartJob"}])),
+        f"{POLICY}.rules[0].action: ClusterTrainingRuntime 'my-runtime': RestartJob is not allowed when JobSet's "
+        "RestartJob feature gate is disabled (it is by default in JobSet v0.12.0): JobSet would refuse the "
+        "TrainJob's JobSet",
+    ),
+    (
+        "failurePolicy-inPlaceRestart-gated",  # features.go: InPlaceRestart, Alpha, off by default
+        _with(lambda m: _failure(m, restartStrategy="InPlaceRestart")),
+        f"{POLICY}.restartStrategy: ClusterTrainingRuntime 'my-runtime': InPlaceRestart restart strategy cannot be "
+        "set when InPlaceRestart feature gate is disabled (it is by default in JobSet v0.12.0): JobSet would refuse "
+        "the TrainJob's JobSet",
+    ),
+    (
+        "failurePolicy-rule-name-missing",  # the TrainingRuntime CRD: required [action, name]
+        _with(lambda m: _failure(m, rules=[{"action": "FailJobSet"}])),
+        f"{POLICY}.rules[0].name: ClusterTrainingRuntime 'my-runtime': missing: each rule has a name (the runtime's "
+        "CRD requires it)",
+    ),
+    (
+        "failurePolicy-rule-name-dash",  # jobset_webhook.go: ruleNameFmt
+        _with(lambda m: _failure(m, rules=[{"name": "fail-fast", "action": "FailJobSet"}])),
+        f"{POLICY}.rules[0].name: ClusterTrainingRuntime 'my-runtime': invalid failure policy rule name 'fail-fast': "
+        "a letter, then letters, digits and '_,:', ending with a letter, a digit or '_', at most 128 characters",
+    ),
+    (
+        "failurePolicy-rule-names-twice",  # jobset_webhook.go: "rule names are not unique"
+        _with(lambda m: _failure(m, rules=[{"name": "a", "action": "FailJobSet"}] * 2)),
+        f"{POLICY}.rules[1].name: ClusterTrainingRuntime 'my-runtime': rule names are not unique: 'a' is already "
+        "rules[0]'s",
+    ),
+    (
+        "failurePolicy-target-missing",  # jobset_webhook.go: "... in failure policy does not appear in ..."
+        _with(lambda m: _failure(m, rules=[{"name": "a", "action": "FailJobSet", "targetReplicatedJobs": ["x"]}])),
+        f"{POLICY}.rules[0].targetReplicatedJobs[0]: ClusterTrainingRuntime 'my-runtime': invalid replicatedJob name "
+        "'x' in failure policy does not appear in .spec.ReplicatedJobs (prep, node)",
+    ),
+    (
+        "failurePolicy-reason-unknown",  # jobset_webhook.go: validOnJobFailureReasons
+        _with(lambda m: _failure(m, rules=[{"name": "a", "action": "FailJobSet", "onJobFailureReasons": ["OOM"]}])),
+        f"{POLICY}.rules[0].onJobFailureReasons[0]: ClusterTrainingRuntime 'my-runtime': 'OOM' is not a Job's failure "
+        "reason: BackoffLimitExceeded, DeadlineExceeded, FailedIndexes, MaxFailedIndexesExceeded, PodFailurePolicy",
+    ),
+    (
+        "failurePolicy-pattern-broken",  # failure_policy.go: anyMatchFound skips it, so the rule never applies
+        _with(
+            lambda m: _failure(m, rules=[{"name": "a", "action": "FailJobSet", "onJobFailureMessagePatterns": ["("]}])
+        ),
+        f"{POLICY}.rules[0].onJobFailureMessagePatterns[0]: ClusterTrainingRuntime 'my-runtime': '(' is not a regular "
+        "expression: missing ), unterminated subpattern at position 0",
+    ),
 ]
 
 
@@ -331,6 +389,16 @@ def test_what_the_rules_allow_loads() -> None:
     manifest = training_runtime(*jobs, name="team.runtime-1", kind="TrainingRuntime")
     manifest["metadata"]["namespace"] = "team-a"
     manifest["spec"]["template"]["spec"]["successPolicy"] = {"operator": "All", "targetReplicatedJobs": ["node"]}
+    rules = [
+        {
+            "name": "a",
+            "action": "FailJobSet",
+            "onJobFailureReasons": ["DeadlineExceeded"],
+            "targetReplicatedJobs": ["a"],
+        },
+        {"name": "B_2:x,y_", "action": "RestartJobSetAndIgnoreMaxRestarts", "onJobFailureMessagePatterns": ["^Job"]},
+    ]
+    _failure(manifest, maxRestarts=2, restartStrategy="BlockingRecreate", rules=rules)
     loaded = parse_runtime(manifest, "src")
     assert (loaded.name, loaded.namespace) == ("team.runtime-1", "team-a")
 
