@@ -24,7 +24,9 @@ examples/elastic/ddp_global_batch.py a whole script)::
     order = GlobalOrder(num_rows, global_batch, seed)
     for epoch in range(pos.epoch, epochs):
         for b in range(pos.batches_done if epoch == pos.epoch else 0, order.steps_per_epoch):
+            seeds = order.micro_batch_seeds(epoch, b, plan, rank)
             for i, rows in enumerate(order.micro_batches(epoch, b, plan, rank)):
+                torch.manual_seed(seeds[i])  # the same dropout masks at every world size
                 ...  # forward, loss / plan.accumulation, backward (DDP: no_sync() for all but the last)
             optimizer.step(); optimizer.zero_grad()
             pos = SamplerPosition(epoch, b + 1)                        # save with the checkpoint
@@ -155,6 +157,18 @@ class GlobalOrder:
         """Process ``rank``'s part of global batch ``batch``, as ``plan.accumulation`` micro-batches."""
         rows = self.process_rows(epoch, batch, rank, plan.world_size)
         return [rows[i * plan.micro_batch : (i + 1) * plan.micro_batch] for i in range(plan.accumulation)]
+
+    def micro_batch_seeds(self, epoch: int, batch: int, plan: BatchPlan, rank: int) -> list[int]:
+        """A seed for each of :meth:`micro_batches`, from the seed, the step and where the micro-batch's rows begin
+        in the global batch: the same micro-batch (the same rows, as when the micro-batch size does not change)
+        gets the same seed at any world size, and after a resume. Seeding the framework's random numbers with it
+        before each micro-batch makes its dropout masks the same too, so what is trained does not change with a
+        resize (each process's own stream would otherwise draw them by how many micro-batches it had done)."""
+        first = rank * plan.per_process
+        return [
+            int(np.random.SeedSequence([self.seed, epoch, batch, first + i * plan.micro_batch]).generate_state(1)[0])
+            for i in range(plan.accumulation)
+        ]
 
     def normalize(self, position: SamplerPosition) -> SamplerPosition:
         """``position`` with a finished epoch written as the start of the next one."""

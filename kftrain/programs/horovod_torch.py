@@ -104,7 +104,14 @@ def train(args: argparse.Namespace) -> dict[str, float]:
                 if elastic():
                     state.check_host_updates()
                 opt.zero_grad()
-                total += torch_common.accumulate(model, loss_fn, xt, yt, order.micro_batches(epoch, b, plan, rank))
+                total += torch_common.accumulate(
+                    model,
+                    loss_fn,
+                    xt,
+                    yt,
+                    order.micro_batches(epoch, b, plan, rank),
+                    seeds=order.micro_batch_seeds(epoch, b, plan, rank),
+                )
                 _allreduce_gradients(hvd, model, compression)
                 opt.step()
                 state.step += 1

@@ -68,12 +68,17 @@ def accumulate(
     y: torch.Tensor,
     micro_batches: Sequence[np.ndarray],
     no_sync: Callable[[], AbstractContextManager[Any]] | None = None,
+    seeds: Sequence[int] | None = None,
 ) -> float:
     """Forward and backward over ``micro_batches``, gradients summed into ``.grad`` as the mean over all their
-    rows; returns that mean loss. ``no_sync`` (DDP's) defers the gradient allreduce to the last micro-batch."""
+    rows; returns that mean loss. ``no_sync`` (DDP's) defers the gradient allreduce to the last micro-batch.
+    ``seeds`` (:meth:`GlobalOrder.micro_batch_seeds`) seed torch's random numbers before each micro-batch, so its
+    dropout masks do not depend on the world size or on a resume."""
     total = 0.0
     for i, rows in enumerate(micro_batches):
         last = i == len(micro_batches) - 1
+        if seeds is not None:
+            torch.manual_seed(seeds[i])
         with nullcontext() if last or no_sync is None else no_sync():
             index = torch.from_numpy(rows)
             loss = loss_fn(model(x[index]), y[index]) / len(micro_batches)

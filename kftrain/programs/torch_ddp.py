@@ -130,7 +130,13 @@ def train(args: argparse.Namespace) -> dict[str, float]:
                 faults.hold(step, ctx.rank)
                 opt.zero_grad()
                 total += torch_common.accumulate(
-                    forward, loss_fn, xt, yt, order.micro_batches(epoch, b, plan, ctx.rank), no_sync
+                    forward,
+                    loss_fn,
+                    xt,
+                    yt,
+                    order.micro_batches(epoch, b, plan, ctx.rank),
+                    no_sync,
+                    seeds=order.micro_batch_seeds(epoch, b, plan, ctx.rank),
                 )
                 opt.step()
                 step += 1

@@ -63,6 +63,26 @@ def test_the_rows_of_a_step_do_not_depend_on_the_world_size():
     assert np.array_equal(GlobalOrder(100, 12, seed=5).permutation(3), order.permutation(3))
 
 
+def test_each_micro_batch_has_its_seed_whatever_the_world_size():
+    """The dropout masks of a micro-batch come from its seed: the same rows, the same seed, at any world size."""
+    order = GlobalOrder(100, 12, seed=5)
+    every: dict[tuple[int, ...], int] = {}
+    for world in (1, 2, 3, 6):
+        plan = plan_batch(12, world, 2)
+        for rank in range(world):
+            rows = order.micro_batches(2, 4, plan, rank)
+            seeds = order.micro_batch_seeds(2, 4, plan, rank)
+            assert len(seeds) == len(rows) == plan.accumulation
+            for micro, seed in zip(rows, seeds, strict=True):
+                assert every.setdefault(tuple(micro.tolist()), seed) == seed, (world, rank)
+    assert len(every) == 6 and len(set(every.values())) == 6  # six micro-batches of 2 rows, six seeds
+    plan = plan_batch(12, 2, 2)
+    assert order.micro_batch_seeds(2, 5, plan, 0) != order.micro_batch_seeds(2, 4, plan, 0)  # another step
+    assert order.micro_batch_seeds(3, 4, plan, 0) != order.micro_batch_seeds(2, 4, plan, 0)  # another epoch
+    assert GlobalOrder(100, 12, seed=6).micro_batch_seeds(2, 4, plan, 0) != order.micro_batch_seeds(2, 4, plan, 0)
+    assert all(0 <= s < 2**32 for s in order.micro_batch_seeds(2, 4, plan, 1))  # torch.manual_seed takes it
+
+
 def test_a_position_resumes_at_the_next_global_batch():
     order = GlobalOrder(100, 12, seed=5)
     assert order.normalize(SamplerPosition(2, 8)) == SamplerPosition(3, 0)

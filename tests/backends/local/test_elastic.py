@@ -3,8 +3,9 @@
 A PyTorchJob under torchrun shrinks 3 -> 2 (a worker lost: ``LocalBackend.kill_replica``) and grows 2 -> 3
 (``LocalBackend.scale``); the trainer's own log shows the same global batch and learning rate at every size,
 the rows of every step identical to an uninterrupted run's (so none skipped or repeated within an epoch), and
-the final accuracy within a point of that run's. Every resize happens at a known step: the trainers hold
-before a step while ``KFTRAIN_HOLD_FILE`` says so, and each wait below waits for a line the job logs.
+the final model that run's, up to the order of float sums (its log loss within 0.1%). Every resize happens at a
+known step: the trainers hold before a step while ``KFTRAIN_HOLD_FILE`` says so, and each wait below waits for a
+line the job logs.
 """
 
 from __future__ import annotations
@@ -36,9 +37,8 @@ pytestmark = [
     pytest.mark.skipif(not Path(sys.executable).with_name("torchrun").exists(), reason="torchrun not installed"),
 ]
 
-# 16 epochs: both runs end converged. After 8, the models (same rows per step, float sums in another order at
-# another world size) were still moving, and their accuracies 1.4 points apart on one data split.
-GLOBAL_BATCH, MICRO_BATCH, EPOCHS, LR = 48, 8, 16, 0.1
+# 8 epochs of 26 steps: the resizes at steps 60 and 120 are inside the third and fifth.
+GLOBAL_BATCH, MICRO_BATCH, EPOCHS, LR = 48, 8, 8, 0.1
 
 
 @pytest.fixture(scope="module")
@@ -207,9 +207,13 @@ def test_elastic_pytorchjob_shrinks_and_grows_with_the_same_global_batch(dataset
     interrupted = elastic[61][0]  # the epoch the loss happened in, resumed in the middle
     assert elastic[60][0] == interrupted, "step 60 should be inside an epoch"
 
-    accuracy = evaluate_model(str(out / "model"), dataset).metrics["accuracy"]
-    expected = evaluate_model(str(baseline_out / "model"), dataset).metrics["accuracy"]
-    assert abs(accuracy - expected) <= 0.01, (accuracy, expected)
+    # The same model, up to the order of float sums: each micro-batch draws the same dropout masks at any size
+    # (GlobalOrder.micro_batch_seeds). Without that, the runs trained with other noise after the resize, and
+    # their accuracies were 2 points apart on one machine.
+    got = evaluate_model(str(out / "model"), dataset).metrics
+    expected = evaluate_model(str(baseline_out / "model"), dataset).metrics
+    assert abs(got["log_loss"] - expected["log_loss"]) <= 1e-3 * expected["log_loss"], (got, expected)
+    assert abs(got["accuracy"] - expected["accuracy"]) <= 0.01, (got, expected)
 
 
 def test_the_launch_component_runs_an_elastic_job_under_torchrun_one_process_per_worker(dataset, tmp_path, capfd):
