@@ -110,7 +110,13 @@ def _restarting_runtime(name: str, failure_policy: dict[str, Any]) -> dict[str, 
 
 
 def _jobset_restarts(runtime: str, failure_policy: dict[str, Any]) -> Callable[[str, list[str]], str]:
-    return lambda name, command: _trainjob(name, command, _restarting_runtime(runtime, failure_policy))
+    return lambda name, command: on_restarting_runtime(name, command, runtime, failure_policy)
+
+
+def on_restarting_runtime(name: str, command: list[str], runtime: str, failure_policy: dict[str, Any]) -> str:
+    """A TrainJob ``name`` of 2 nodes running ``command`` on the runtime ``runtime`` (in the same YAML), whose node
+    Job fails at its first failed pod and whose JobSet then does as ``failure_policy`` says."""
+    return _trainjob(name, command, _restarting_runtime(runtime, failure_policy))
 
 
 def _launcher(name: str, command: list[str], policy: str, backoff: int | None, api: str = "v2beta1") -> str:

@@ -11,21 +11,25 @@ same number of failures, as the local backend gives the same job in tests/backen
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from kubernetes import client
 
 from kftrain.backends.kubernetes.backend import KubernetesBackend
 from kftrain.backends.kubernetes.config import KubernetesConfig
+from kftrain.errors import JobSpecError
 from kftrain.job import load_manifest
 from kftrain.retry import RetryPolicy
 from testbed.controlplane.cluster import ControlPlane, for_tests
 from testbed.controlplane.kubeflow_operators import OPERATORS
 from testbed.controlplane.namespaces import install_cluster_runtimes, ready_namespace
 from testbed.controlplane.node_agent import RUN, SUCCEED, NodeAgent, Plans, fail, job_of
-from testbed.restart_cases import COUNTED, Counted
+from testbed.restart_cases import COUNTED, Counted, on_restarting_runtime
 
 pytestmark = [
     pytest.mark.slow,
@@ -81,3 +85,49 @@ def test_the_real_controllers_absorb_as_many_failures_as_the_local_backend(
     assert result.phase is case.phase, said
     failed = [pod["metadata"]["name"] for pod in node.failures if job_of(pod) == case.name]
     assert len(failed) == case.failed_runs, f"{failed}\n{said}"
+
+
+# A failurePolicy JobSet v0.12.0's webhook refuses while the feature gates it needs are off (their default): the
+# runtime is admitted (its CRD's enums hold them), but Trainer cannot create the TrainJob's JobSet, and says so in an
+# event (kubeflow/trainer@v2.3.0:pkg/controller/trainjob_controller.go, TrainJobResourcesCreationFailed).
+GATED = [
+    (
+        "tj-gated-action",
+        {"rules": [{"name": "again", "action": "RestartJob"}]},
+        "RestartJob and RestartJobAndIgnoreMaxRestarts failure policy actions are not allowed when RestartJob feature "
+        "gate is disabled",
+        "failurePolicy.rules[0].action",
+    ),
+    (
+        "tj-gated-strategy",
+        {"restartStrategy": "InPlaceRestart"},
+        "InPlaceRestart restart strategy cannot be set when InPlaceRestart feature gate is disabled",
+        "failurePolicy.restartStrategy",
+    ),
+]
+EVENT_WAIT_S = 60.0
+
+
+@pytest.mark.parametrize(("name", "policy", "denial", "field"), GATED, ids=[g[0] for g in GATED])
+def test_a_failure_policy_jobset_refuses_kftrain_refuses(
+    name: str, policy: dict[str, Any], denial: str, field: str, api: Any
+) -> None:
+    runtime, trainjob = yaml.safe_load_all(on_restarting_runtime(name, ["true"], f"{name}-runtime", policy))
+    with pytest.raises(JobSpecError) as refused:
+        load_manifest(yaml.safe_dump_all([runtime, trainjob]))
+    assert field in refused.value.field, refused.value
+    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    group, version = trainjob["apiVersion"].split("/")
+    custom.create_namespaced_custom_object(group, version, NAMESPACE, "trainingruntimes", runtime)
+    custom.create_namespaced_custom_object(group, version, NAMESPACE, "trainjobs", trainjob)
+    deadline = time.monotonic() + EVENT_WAIT_S
+    said: list[str] = []
+    while time.monotonic() < deadline and not any(denial in m for m in said):
+        events = core.list_namespaced_event(
+            NAMESPACE, field_selector=f"involvedObject.name={name},reason=TrainJobResourcesCreationFailed"
+        ).items
+        said = [str(e.message) for e in events]
+        time.sleep(0.2)
+    assert any(denial in m and "denied the request" in m for m in said), said
+    jobsets = custom.list_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", NAMESPACE, "jobsets")["items"]
+    assert name not in [js["metadata"]["name"] for js in jobsets]
