@@ -11,7 +11,6 @@ same number of failures, as the local backend gives the same job in tests/backen
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from testbed.controlplane.cluster import ControlPlane, for_tests
 from testbed.controlplane.kubeflow_operators import OPERATORS
 from testbed.controlplane.namespaces import install_cluster_runtimes, ready_namespace
 from testbed.controlplane.node_agent import RUN, SUCCEED, NodeAgent, Plans, fail, job_of
+from testbed.polling import wait_until
 from testbed.restart_cases import COUNTED, Counted, on_restarting_runtime
 
 pytestmark = [
@@ -120,14 +120,16 @@ def test_a_failure_policy_jobset_refuses_kftrain_refuses(
     group, version = trainjob["apiVersion"].split("/")
     custom.create_namespaced_custom_object(group, version, NAMESPACE, "trainingruntimes", runtime)
     custom.create_namespaced_custom_object(group, version, NAMESPACE, "trainjobs", trainjob)
-    deadline = time.monotonic() + EVENT_WAIT_S
     said: list[str] = []
-    while time.monotonic() < deadline and not any(denial in m for m in said):
+
+    def denied() -> bool:
         events = core.list_namespaced_event(
             NAMESPACE, field_selector=f"involvedObject.name={name},reason=TrainJobResourcesCreationFailed"
         ).items
-        said = [str(e.message) for e in events]
-        time.sleep(0.2)
+        said[:] = [str(e.message) for e in events]
+        return any(denial in m for m in said)
+
+    wait_until(denied, EVENT_WAIT_S, f"Trainer's TrainJobResourcesCreationFailed event for {name}")
     assert any(denial in m and "denied the request" in m for m in said), said
     jobsets = custom.list_namespaced_custom_object("jobset.x-k8s.io", "v1alpha2", NAMESPACE, "jobsets")["items"]
     assert name not in [js["metadata"]["name"] for js in jobsets]

@@ -314,9 +314,7 @@ class LocalBackend(Backend):
         state.whole_restarts += 1
         state.whole_restarts_counted += why.counted
         self.console.say(f"{why.message}: restarting the whole job (restart {state.whole_restarts})")
-        for replica in state.replicas:
-            replica.restart_at = None
-        self._stop(state.replicas)
+        self._stop_all(state)
         state.restarts.clear()
         for replica in state.replicas:
             replica.restarts = 0
