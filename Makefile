@@ -52,7 +52,7 @@ test: install lint check-compiled ## before a change (minutes): lint, compiled Y
 test-all: install lint check-compiled controlplane ## everything, the slow tiers too (what CI runs)
 	$(PY) -m pytest $(PARALLEL) $(DURATIONS) $(PYTEST_ARGS)
 
-controlplane: ## build etcd, kube-apiserver, kube-controller-manager and the Kubeflow operators from Go modules (cached; ~18 min cold, instant warm)
+controlplane: ## build etcd, kube-apiserver, kube-controller-manager and the Kubeflow operators from Go modules (cached; ~11 min cold, instant warm)
 	@if command -v go >/dev/null 2>&1; then bash testbed/controlplane/build.sh && bash testbed/controlplane/operators/build.sh; \
 	else echo "controlplane: no Go here; the real-control-plane tests will skip (install Go, then make controlplane)"; fi
 

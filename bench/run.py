@@ -17,7 +17,8 @@ P12 evaluation at scale (bench/bench_evaluation.py: evaluate_model beside the ru
 and 4x the split), P13 a Python function as a job (bench/bench_function_job.py: kftrain launch beside the Kubeflow
 SDK's local process backend, and on 2 nodes x 2 processes), P14 P9's launch steps on the real API server
 (bench/bench_launcher_controlplane.py: kube-apiserver and training-operator built from Go modules, requests from its
-audit log, its CPU, beside the fake API server's count).
+audit log, its CPU, beside the fake API server's count), P15 the real control plane itself
+(bench/bench_controlplane.py: its warm and cold builds, the tests' fixture's start, memory, idle CPU and stop).
 
 Each benchmark is bracketed by a load calibration (bench/load.py): its note says how busy the machine was
 before and after, and a row measured on a busy machine says so beside its verdict.
@@ -31,6 +32,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -919,6 +921,91 @@ def p14_launcher_real_apiserver(repeat: int, quick: bool) -> Result:
     return res
 
 
+# --- P15: the real control plane itself ----------------------------------------------------------------------
+
+P15_START_S, P15_RSS_GIB, P15_STOP_S = 30.0, 1.5, 10.0  # what two test workers can each pay per module, on 2 cores
+
+
+def p15_controlplane(repeat: int, quick: bool) -> Result:
+    res = Result(
+        "P15",
+        "warm start of the controlplane tests' fixture: etcd, kube-apiserver 1.36.3, kube-controller-manager and the "
+        "four operators, each ready ÷ etcd and kube-apiserver with the CRDs alone (the same starts' phases)",
+        Goal(
+            f"report; start ≤ {P15_START_S:g} s, RSS ≤ {P15_RSS_GIB:g} GiB, stop ≤ {P15_STOP_S:g} s, "
+            "a warm build builds nothing",
+            lambda r: True,
+        ),
+    )
+    sys.path.insert(0, str(ROOT))
+    from testbed.controlplane.cluster import missing_binaries
+    from testbed.controlplane.kubeflow_operators import OPERATORS, missing_operators
+
+    missing = missing_binaries(with_controller_manager=True) + missing_operators(list(OPERATORS))
+    if missing and shutil.which("go") is None:
+        res.skipped = f"the control plane is not built ({', '.join(missing)}), and there is no Go here to build it"
+        return res
+    idle = 3.0 if quick else 10.0
+    args = ["--repeat", str(repeat), "--idle", str(idle), *([] if quick else ["--cold"])]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "p15.json"
+        timed([PY, str(ROOT / "bench" / "bench_controlplane.py"), *args, "--json", str(out)])
+        data = json.loads(out.read_text())
+    starts = data["starts"]
+    res.ours = [s["start_s"] for s in starts]
+    res.baseline = [s["phases_s"]["crds"] for s in starts]
+    res.ratios = [s["start_s"] / s["phases_s"]["crds"] for s in starts]
+    rss_gib = data["rss_total_bytes_median"] / 2**30
+    res.also_missed = (
+        data["start_s_median"] > P15_START_S
+        or rss_gib > P15_RSS_GIB
+        or data["stop_s_median"] > P15_STOP_S
+        or not data["warm_build"]["built_nothing"]
+        or any(s["left_running"] for s in starts)
+    )
+    phases = ", ".join(
+        f"{name} {statistics.median(s['phases_s'][name] for s in starts):.1f} s" for name in starts[0]["phases_s"]
+    )
+    res.notes.append(f"start, each phase done after (median): {phases}; the whole start {data['start_s_median']:.1f} s")
+    rss = ", ".join(
+        f"{name} {statistics.median(s['rss_bytes'][name] for s in starts) / 2**20:.0f}"
+        for name in starts[0]["rss_bytes"]
+    )
+    cpu = ", ".join(
+        f"{name} {statistics.median(s['idle_cpu_s'][name] for s in starts) * 60 / data['idle_s']:.2f}"
+        for name in starts[0]["idle_cpu_s"]
+    )
+    res.notes.append(
+        f"memory after {data['idle_s']:g} s idle: {rss_gib * 1024:.0f} MiB in all (MiB: {rss}); CPU seconds per "
+        f"idle minute: {data['idle_cpu_s_per_min_median']:.2f} in all ({cpu}); stop {data['stop_s_median']:.1f} s "
+        f"(median), processes left running: {sum(len(s['left_running']) for s in starts)}"
+    )
+    warm = data["warm_build"]
+    res.notes.append(
+        f"warm build (both scripts, caches filled, as make controlplane runs on every test run): {warm['s']:.2f} s, "
+        + ("nothing built" if warm["built_nothing"] else f"**built** {', '.join(warm['built'])}")
+        + (f"; this run first built what was missing: {_built(data['first_build'])}" if "first_build" in data else "")
+    )
+    if "cold_build" in data:
+        cold = data["cold_build"]
+        sizes = ", ".join(f"{k} {v / 2**20:.0f} MiB" for k, v in cold["bytes"].items())
+        res.notes.append(
+            f"cold build (empty Go module, build and binary caches; modules from the Go module proxy): "
+            f"{_built(cold)}; caches filled: {sizes}"
+        )
+    res.notes.append(
+        f"{len(starts)} start(s) of testbed.controlplane.cluster.control_plane with operators "
+        f"{', '.join(data['operators'])} (bench/bench_controlplane.py); the ratio is what kube-controller-manager "
+        "and the operators add to the API server's own start"
+    )
+    return res
+
+
+def _built(build: dict[str, Any]) -> str:
+    parts = ", ".join(f"{name} {s} s" for name, s in build["built"].items())
+    return f"{build['s'] / 60:.1f} min in all ({parts})"
+
+
 BENCHES: dict[str, Callable[[int, bool], Result | list[Result]]] = {
     "P1": p1_pipeline_overhead,
     "P2": p2_launch_latency,
@@ -934,6 +1021,7 @@ BENCHES: dict[str, Callable[[int, bool], Result | list[Result]]] = {
     "P12": p12_evaluation,
     "P13": p13_function_job,
     "P14": p14_launcher_real_apiserver,
+    "P15": p15_controlplane,
 }
 
 

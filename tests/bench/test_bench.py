@@ -218,6 +218,35 @@ def test_p14_counts_on_the_real_api_server_what_p9_counts_on_the_fake(tmp_path: 
     assert data["operator_s_per_job"] >= 0
 
 
+@pytest.mark.slow
+@pytest.mark.controlplane
+@pytest.mark.xdist_group("controlplane")  # one control plane per worker at a time
+def test_p15_times_the_fixtures_start_and_reads_each_process(tmp_path: Path) -> None:
+    from testbed.controlplane.cluster import BUILD_HINT, missing_binaries
+    from testbed.controlplane.kubeflow_operators import missing_operators
+
+    missing = missing_binaries(with_controller_manager=True) + missing_operators(["training-operator"])
+    if missing:
+        pytest.skip(f"control plane not built ({', '.join(missing)}): run `{BUILD_HINT}`")
+    out = tmp_path / "p15.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_controlplane.py"), "--repeat", "1", "--idle", "1",
+         "--operators", "training-operator", "--json", str(out)],
+        check=True, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    data = json.loads(out.read_text())
+    # The scripts found everything built, as make controlplane left it, and said they built nothing.
+    assert data["warm_build"]["built_nothing"] and data["warm_build"]["built"] == {}, data["warm_build"]
+    (start,) = data["starts"]
+    phases = start["phases_s"]
+    assert list(phases) == ["etcd", "kube-apiserver", "crds", "kube-controller-manager", "operators"]
+    assert 0 < phases["etcd"] < phases["kube-apiserver"] < phases["crds"] <= phases["operators"] <= start["start_s"]
+    processes = ["etcd", "kube-apiserver", "kube-controller-manager", "training-operator"]
+    assert sorted(start["rss_bytes"]) == sorted(start["idle_cpu_s"]) == sorted(processes)
+    assert all(rss > 0 for rss in start["rss_bytes"].values())
+    assert start["left_running"] == [] and start["stop_s"] > 0
+
+
 def test_p10_checkpoint_stall_times_every_mode_and_publishes_the_checkpoints(tmp_path: Path, moto) -> None:
     """Tiny model, 2 interleaved rounds against the tests' S3 server: per-round ratios for async and sync, and
     every checkpointing run's checkpoints published complete (none for the baseline)."""

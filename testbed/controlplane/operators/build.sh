@@ -140,6 +140,7 @@ build_one() {
     mv "$staging" "$out"
     trap - EXIT
     exec 9>&-
+    echo "build.sh: built $name $version in $((SECONDS - began)) s" >&2
     echo "$name $out/bin"
 }
 
