@@ -62,6 +62,19 @@ def set_dotted(obj: dict[str, Any], path: str, value: Any) -> None:
     obj[last] = value
 
 
+def _waiting(container: dict[str, Any], reason: str) -> dict[str, Any]:
+    """A container's status before it runs, as the kubelet reports it."""
+    return {
+        "name": container["name"],
+        "image": container["image"],
+        "imageID": "",
+        "ready": False,
+        "restartCount": 0,
+        "started": False,
+        "state": {"waiting": {"reason": reason}},
+    }
+
+
 class JobGone(Exception):
     """The job was deleted: the scenario ends."""
 
@@ -220,8 +233,36 @@ class JobSim:
             owner = None
         label = f"{rtype.lower()}-{index}"
         self.pod_names[label] = pod_name or f"{self.name}-{label}"
-        self._new_pod(self.pod_names[label], labels, template.get("spec") or {}, owner)
+        spec = dict(template.get("spec") or {})
+        spec["initContainers"] = [*(spec.get("initContainers") or []), *self._operator_init_containers(rtype)]
+        self._new_pod(self.pod_names[label], labels, spec, owner)
         return label
+
+    def _operator_init_containers(self, rtype: str) -> list[dict[str, Any]]:
+        """What training-operator v1.9.0 adds before a replica's own containers: ``init-pytorch`` on each Worker of a
+        PyTorchJob with a Master, which waits until the Master's Service name resolves, from its default template
+        and flags (pkg/controller.v1/pytorch/initcontainer.go, setInitContainer; pkg/config/config.go)."""
+        if self.obj["kind"] != "PyTorchJob" or rtype != "Worker" or "Master" not in self._replica_specs:
+            return []
+        master = f"{self.name}-master-0"
+        tries = 100  # PyTorchInitContainerMaxTriesDefault
+        wait = (
+            f"err=1;for i in $(seq {tries}); do if nslookup {master}; then err=0 && break; fi;"
+            "echo waiting for master; sleep 2; done; exit $err"
+        )
+        image = self.kind.spec.operator_containers["init-pytorch"].default_image
+        return [
+            {
+                "name": "init-pytorch",
+                "image": image,
+                "imagePullPolicy": "IfNotPresent",
+                "resources": {
+                    "limits": {"cpu": "100m", "memory": "20Mi"},
+                    "requests": {"cpu": "50m", "memory": "10Mi"},
+                },
+                "command": ["sh", "-c", wait],
+            }
+        ]
 
     def _create_jobset_pods(self, scheduled: bool) -> list[str]:
         """A TrainJob on a torch runtime: the JobSet's ``node`` job, ``numNodes`` pods (1 unless the trainer says),
@@ -258,7 +299,9 @@ class JobSim:
         blockOwnerDeletion set (k8s.io/apimachinery@v0.36.3:pkg/apis/meta/v1/controller_ref.go, NewControllerRef)."""
         owner = owner or {"apiVersion": self.api_version, "kind": self.obj["kind"], "name": self.name, "uid": self.uid}
         containers = [{"name": c["name"], "image": c.get("image") or "busybox"} for c in spec.get("containers") or []]
-        pod_spec = {"containers": containers, "restartPolicy": "Never"}
+        pod_spec: dict[str, Any] = {"containers": containers, "restartPolicy": "Never"}
+        if spec.get("initContainers"):
+            pod_spec["initContainers"] = [{**c, "image": c.get("image") or "busybox"} for c in spec["initContainers"]]
         if spec.get("schedulerName"):
             pod_spec["schedulerName"] = spec["schedulerName"]
         pod = {
@@ -286,18 +329,12 @@ class JobSim:
                 pod["status"]["conditions"] = [
                     {"type": "PodScheduled", "status": "True", "lastTransitionTime": now_iso()}
                 ]
-                pod["status"]["containerStatuses"] = [
-                    {
-                        "name": c["name"],
-                        "image": c["image"],
-                        "imageID": "",
-                        "ready": False,
-                        "restartCount": 0,
-                        "started": False,
-                        "state": {"waiting": {"reason": "ContainerCreating"}},
-                    }
-                    for c in pod["spec"]["containers"]
-                ]
+                # Behind init containers, the kubelet reports every container waiting for them.
+                init = pod["spec"].get("initContainers") or []
+                reason = "PodInitializing" if init else "ContainerCreating"
+                pod["status"]["containerStatuses"] = [_waiting(c, reason) for c in pod["spec"]["containers"]]
+                if init:
+                    pod["status"]["initContainerStatuses"] = [_waiting(c, "PodInitializing") for c in init]
 
             self._change_pod(label, bind)
 
@@ -331,6 +368,9 @@ class JobSim:
 
             def run(pod: dict[str, Any]) -> None:
                 pod["status"]["phase"] = "Running"
+                for cs in pod["status"].get("initContainerStatuses") or []:
+                    done = {"exitCode": 0, "reason": "Completed", "finishedAt": now_iso()}
+                    cs.update(ready=True, state={"terminated": done})
                 for cs in pod["status"]["containerStatuses"]:
                     cs.update(ready=True, state={"running": {"startedAt": now_iso()}})
 
@@ -383,18 +423,24 @@ class JobSim:
         self._change_pod(label, stuck)
         self.kube.add_event(self.namespace, "Pod", self.pod_names[label], "Failed", f"Error: {message}")
 
-    def image_pull_backoff(self, label: str) -> None:
-        """The kubelet cannot pull the pod's image: ErrImagePull, then ImagePullBackOff, as it reports them."""
+    def image_pull_backoff(self, label: str, container: str | None = None) -> None:
+        """The kubelet cannot pull the image of the pod's ``container`` (default: its first), an init container's
+        too: ErrImagePull, then ImagePullBackOff, as it reports them."""
         name = self.pod_names[label]
-        image = self.kube.pods[(self.namespace, name)]["spec"]["containers"][0]["image"]
+        spec = self.kube.pods[(self.namespace, name)]["spec"]
+        every = [*(spec.get("initContainers") or []), *spec["containers"]]
+        container = container or spec["containers"][0]["name"]
+        image = next(c["image"] for c in every if c["name"] == container)
         for reason, message in (
             ("ErrImagePull", f'failed to pull and unpack image "{image}": not found'),
             ("ImagePullBackOff", f'Back-off pulling image "{image}"'),
         ):
 
             def stuck(pod: dict[str, Any], reason: str = reason, message: str = message) -> None:
-                for cs in pod["status"]["containerStatuses"]:
-                    cs["state"] = {"waiting": {"reason": reason, "message": message}}
+                status = pod["status"]
+                for cs in [*(status.get("initContainerStatuses") or []), *status["containerStatuses"]]:
+                    if cs["name"] == container:
+                        cs["state"] = {"waiting": {"reason": reason, "message": message}}
 
             self._change_pod(label, stuck)
         self.kube.add_event(self.namespace, "Pod", name, "Failed", f'Failed to pull image "{image}": not found')

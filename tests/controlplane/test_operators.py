@@ -598,7 +598,8 @@ def test_the_simulated_operator_labels_and_owns_pods_as_the_real_one(
 ) -> None:
     """The fast tier's operator (testbed/fake_k8s/operator.py) gives each replica's pod the labels the real operator
     gives it (the values too), save those in :data:`NOT_SIMULATED_LABELS`, and no label of its own; the same
-    ownerReferences (the job, or a TrainJob's and an MPIJob launcher's child Job); the same replicas."""
+    ownerReferences (the job, or a TrainJob's and an MPIJob launcher's child Job); the same replicas; the same init
+    containers the operator adds (a PyTorchJob Worker's ``init-pytorch``: image, command, resources)."""
     job = build(Case(case.kind, case.options, case.name + "-sim"))
     real_job = submit(api, job)
     real = {pod_label(p): p for p in wait_for_pods(api, job, cluster, node).values()}
@@ -613,4 +614,14 @@ def test_the_simulated_operator_labels_and_owns_pods_as_the_real_one(
         real_owner, fake_owner = owner_of(pod, real_job["metadata"]["uid"]), owner_of(fake[label], fake_uid)
         if real_owner != fake_owner:
             differences.append(f"{label} ownerReferences: real {real_owner}, simulated {fake_owner}")
+        real_init, fake_init = _init_containers(pod), _init_containers(fake[label])
+        if real_init != fake_init:
+            differences.append(f"{label} initContainers: real {real_init}, simulated {fake_init}")
     assert not differences, "\n".join(differences)
+
+
+def _init_containers(pod: Pod) -> list[dict[str, Any]]:
+    """What an operator writes of each init container: the API server's defaults (terminationMessagePath, ...) and
+    the kubelet's fields left out."""
+    kept = ("name", "image", "command", "args", "resources", "imagePullPolicy")
+    return [{k: c[k] for k in kept if k in c} for c in pod["spec"].get("initContainers") or []]

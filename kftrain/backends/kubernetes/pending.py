@@ -4,7 +4,9 @@ A pod that is Pending falls in one of three groups (:func:`classify`):
 
 * **fails now**: a container waiting on ImagePullBackOff, ErrImagePull, InvalidImageName, ErrImageNeverPull
   or CreateContainerConfigError. These do not fix themselves (someone must fix the image, the pull secret
-  or the config), so the step fails at once with the reason and the kubelet's message.
+  or the config), so the step fails at once with the reason and the kubelet's message; where the container is
+  one the operator added (a PyTorchJob Worker's ``init-pytorch``), with where the operator takes its image from,
+  which only the cluster can change.
 * **waits**, bounded only by the step's overall timeout: a member of a Volcano gang that is still gathering
   (Volcano writes ``pod group is not ready, ...`` on the members' PodScheduled condition, or reason
   ``Schedulable`` on one it could place once the gang is complete), and a pod whose latest
@@ -42,15 +44,15 @@ from kftrain.backends.kubernetes.pod_state import (
     pod_uid,
 )
 from kftrain.backends.kubernetes.watch import true_condition
+from kftrain.job.kinds import kind_for
 from kftrain.job.pod_settings import QUEUE_NAME_LABEL
 
 if TYPE_CHECKING:
     from kftrain.backends.kubernetes.api import JobRef, KubeApi
 
 # Waiting reasons of containers that will not start without someone fixing something.
-FAIL_NOW_REASONS = frozenset(
-    {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull", "CreateContainerConfigError"}
-)
+IMAGE_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull"})
+FAIL_NOW_REASONS = IMAGE_REASONS | {"CreateContainerConfigError"}
 # Volcano's PodGroupNotReady: how its scheduler's message on a gang member it cannot place yet begins.
 VOLCANO_GANG_NOT_READY = "pod group is not ready"
 # Volcano's reason for a member it could place once the whole gang can be (kube-scheduler never writes it).
@@ -73,6 +75,7 @@ class PodWait:
     verdict: Verdict
     reason: str
     detail: str
+    container: str | None = None  # the container that cannot start, where one is to blame
 
 
 def classify(pod: Pod, scale_up: tuple[str, str] | None = None) -> PodWait | None:
@@ -87,7 +90,8 @@ def classify(pod: Pod, scale_up: tuple[str, str] | None = None) -> PodWait | Non
         if waiting.get("reason") in FAIL_NOW_REASONS:
             where = f"container {cs.get('name')}, image {cs.get('image')}"
             message = waiting.get("message")
-            return PodWait(Verdict.FAIL, waiting["reason"], f"{where}: {message}" if message else where)
+            detail = f"{where}: {message}" if message else where
+            return PodWait(Verdict.FAIL, waiting["reason"], detail, container=cs.get("name"))
     scheduled = pod_condition(pod, "PodScheduled")
     if (pod.get("spec") or {}).get("nodeName") or (scheduled or {}).get("status") == "True":
         return None  # on a node: starting (pulling, creating containers)
@@ -183,6 +187,7 @@ class PendingTracker:
         self._api = api
         self._console = console
         self._job = job
+        self._operator_containers = kind_for(job.kind, job.api_version).spec.operator_containers
         self._limit_s = limit_s
         self._recheck_s = recheck_s
         self._since: dict[str, float] = {}  # pod uid -> when its bounded wait began
@@ -219,7 +224,7 @@ class PendingTracker:
         self._report(waits)
         for pod, wait in waits:
             if wait.verdict == Verdict.FAIL:
-                return self._failed(pod, wait, f"cannot start: {wait.reason}: {wait.detail}")
+                return self._failed(pod, wait, f"cannot start: {wait.reason}: {wait.detail}{self._whose(wait)}")
             if self._overdue(pod, wait, now):
                 waited = now - self._since[pod_uid(pod)]
                 return self._failed(
@@ -318,6 +323,14 @@ class PendingTracker:
         if events_next is not None:
             times.append(events_next)
         self._next_check = min(times) if times else None
+
+    def _whose(self, wait: PodWait) -> str:
+        """Where the operator takes the image of a container it added, when that image is what cannot start: the
+        job's manifest cannot change it."""
+        added = self._operator_containers.get(wait.container or "")
+        if added is None or wait.reason not in IMAGE_REASONS:
+            return ""
+        return f"; container {wait.container}: {added.image}"
 
     def _failed(self, pod: Pod, wait: PodWait, what: str) -> JobResult:
         label = pod_label(pod)

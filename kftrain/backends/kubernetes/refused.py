@@ -125,7 +125,7 @@ class RefusedPods:
 
     def _explained(self, refusal: str) -> str:
         added = self._kind.spec.operator_containers
-        theirs = [f"container {name}: {added[name]}" for name in refused_containers(refusal) if name in added]
+        theirs = [f"container {n}: {added[n].security_context}" for n in refused_containers(refusal) if n in added]
         return (
             f"the API server refused the job's pods: {refusal}; namespace {self._job.namespace} enforces Pod "
             "Security Admission (its pod-security.kubernetes.io/enforce label): give the containers a "

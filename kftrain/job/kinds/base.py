@@ -32,6 +32,18 @@ TRAINING_OPERATOR_MANAGERS = ("kubeflow.org/training-operator", MULTIKUEUE)
 
 
 @dataclass(frozen=True)
+class OperatorContainer:
+    """A container the operator adds to a replica's pod, and what a cluster does where it cannot run as it comes."""
+
+    # The image the operator gives it unless its own settings name another.
+    default_image: str
+    # Where its securityContext comes from: how a cluster gives it one (Pod Security ``restricted``).
+    security_context: str
+    # Where its image comes from: how a cluster that cannot pull it (no access to that registry) names another.
+    image: str
+
+
+@dataclass(frozen=True)
 class KindSpec:
     """The static facts of one kind at one API version, as the CRD and the operator define them."""
 
@@ -78,9 +90,9 @@ class KindSpec:
     # not named default to 1 (kubeflow/training-operator@v1.9.0:pkg/apis/kubeflow.org/v1/defaulting_utils.go,
     # setDefaultReplicas, called with 1 by every kind's defaults but MPIJob's Worker).
     unset_replicas: Mapping[str, int] = dataclasses.field(default_factory=dict)
-    # Containers the operator adds to the pods it creates, by name, with how a cluster gives one a securityContext:
-    # the job's manifest cannot, so the step names the fix when admission refuses one of them.
-    operator_containers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Containers the operator adds to the pods it creates, by name: the job's manifest cannot change them, so the step
+    # names the cluster's fix when admission refuses one of them or its image cannot be pulled.
+    operator_containers: Mapping[str, OperatorContainer] = dataclasses.field(default_factory=dict)
 
     @property
     def version(self) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import itertools
+from typing import Any
 
 from kftrain.backends.base import JobPhase
 from kftrain.backends.console import Console
@@ -123,7 +124,31 @@ def test_an_image_that_cannot_be_pulled_fails_at_once_naming_it(kube: FakeKube, 
     assert result.phase == JobPhase.FAILED and result.reason in ("ErrImagePull", "ImagePullBackOff")
     said = {"ErrImagePull": "failed to pull and unpack image", "ImagePullBackOff": "Back-off pulling image"}
     assert "image example.com/train:1" in result.message and said[result.reason] in result.message
+    assert "training-operator adds" not in result.message  # the job's own container: its manifest is the fix
     assert result.failed_replica == "worker-0" and kube.jobs_of("pytorchjobs") == []
+
+
+def test_an_operator_added_image_that_cannot_be_pulled_names_the_operators_setting(
+    kube: FakeKube, operator: OperatorSim
+) -> None:
+    """A cluster that cannot reach Docker Hub cannot pull ``alpine:3.10``, the image training-operator v1.9.0 gives
+    the ``init-pytorch`` it adds to each Worker of a PyTorchJob with a Master. The job's manifest cannot change it:
+    the step fails at once naming the container, its image and the operator's flag that sets it."""
+
+    def init_image_pull(sim: JobSim) -> None:
+        sim.create_pods()
+        sim.condition("Created")
+        sim.image_pull_backoff("worker-0", container="init-pytorch")
+        sim.wait_deleted()
+
+    operator.scenario = init_image_pull
+    backend, _ = make_backend(kube, pending_timeout_s=None)
+    result = backend.run(pytorch_job(), timeout=None)
+    assert result.phase == JobPhase.FAILED and result.reason in ("ErrImagePull", "ImagePullBackOff"), result
+    assert result.failed_replica == "worker-0"
+    assert "cannot start: " in result.message and "container init-pytorch, image alpine:3.10" in result.message
+    assert "container init-pytorch: training-operator adds it" in result.message, result.message
+    assert "--pytorch-init-container-image (default alpine:3.10" in result.message, result.message
 
 
 def test_the_pending_timeout_is_acted_on_at_the_time_the_tracker_names(kube: FakeKube) -> None:
@@ -134,11 +159,11 @@ def test_the_pending_timeout_is_acted_on_at_the_time_the_tracker_names(kube: Fak
     ticks = list(itertools.accumulate([0.1] * 10))
     seen, due = ticks[1], ticks[6]
     assert seen + 0.5 == due and due - seen < 0.5  # what a difference of the two would get wrong
-    backend, _ = make_backend(kube)  # the API only to read the autoscaler's events: the fake cluster has none
+    backend, _ = make_backend(kube)  # the API to read the pods and the autoscaler's events again when overdue
     job = JobRef.make("PyTorchJob", "kubeflow.org/v1", "digits", "default")
     tracker = PendingTracker(backend.api, Console(io.StringIO()), job, 0.5, recheck_s=0.05)
-    labels = {REPLICA_TYPE_LABEL: "worker", REPLICA_INDEX_LABEL: "0"}
-    pod = {"metadata": {"name": "digits-worker-0", "uid": "u-1", "labels": labels}, "status": {"phase": "Pending"}}
+    pod = _pending_pod(job)
+    kube.add_pod(pod)
     for now in ticks[1:]:
         result = tracker.update([pod], now)
         if result is not None:
@@ -146,3 +171,11 @@ def test_the_pending_timeout_is_acted_on_at_the_time_the_tracker_names(kube: Fak
         assert tracker.next_check is not None and tracker.next_check > now, (now, tracker.next_check)
     assert result is not None and now == due, (now, result)
     assert result.reason == "NotScheduled" and "stayed Pending" in result.message
+
+
+def _pending_pod(job: JobRef, conditions: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """A Worker pod of ``job`` no scheduler has looked at yet (no PodScheduled condition), or with ``conditions``."""
+    labels = {job.pod_label: job.name, REPLICA_TYPE_LABEL: "worker", REPLICA_INDEX_LABEL: "0"}
+    meta = {"name": f"{job.name}-worker-0", "namespace": job.namespace, "uid": "u-1", "labels": labels}
+    return {"metadata": meta, "spec": {}, "status": {"phase": "Pending", "conditions": conditions or []}}
+

@@ -23,7 +23,15 @@ from collections.abc import Callable, Iterable, Sequence
 
 from kftrain.errors import JobSpecError
 from kftrain.job import pod_checks as check
-from kftrain.job.kinds.base import JOB_DEFAULT_BACKOFF_LIMIT, MULTIKUEUE, Backoff, Kind, KindSpec, MountedFile
+from kftrain.job.kinds.base import (
+    JOB_DEFAULT_BACKOFF_LIMIT,
+    MULTIKUEUE,
+    Backoff,
+    Kind,
+    KindSpec,
+    MountedFile,
+    OperatorContainer,
+)
 from kftrain.job.kinds.mpijob.options import V1, V2BETA1
 from kftrain.job.kinds.mpijob.spec import LauncherCreationPolicy, MPIImplementation, MPIJobSpec
 from kftrain.job.model import RestartPolicy, RunPolicy, TrainingJob
@@ -87,10 +95,18 @@ SPEC_V1 = dataclasses.replace(
     # kubeflow/training-operator@v1.9.0:pkg/apis/kubeflow.org/v1/mpi_defaults.go, SetDefaults_MPIJob.
     unset_replicas={"Worker": 0},
     # pkg/controller.v1/mpi/mpijob_controller.go, newLauncher: every launcher pod gets it, with no securityContext
-    # and no setting of the operator's to give it one.
+    # and no setting of the operator's to give it one; its image is --mpi-kubectl-delivery-image
+    # (cmd/training-operator.v1/main.go; default: pkg/config/config.go).
     operator_containers={
-        "kubectl-delivery": "training-operator v1.9 gives it no securityContext and has no setting for one: run the "
-        "job as an MPIJob v2beta1 (mpi-operator), which adds no container"
+        "kubectl-delivery": OperatorContainer(
+            default_image="kubeflow/kubectl-delivery:latest",
+            security_context="training-operator v1.9 gives it no securityContext and has no setting for one: run "
+            "the job as an MPIJob v2beta1 (mpi-operator), which adds no container",
+            image="training-operator adds it to the launcher of an MPIJob v1, with the image of its "
+            "--mpi-kubectl-delivery-image (default kubeflow/kubectl-delivery:latest, from Docker Hub): a cluster that "
+            "cannot pull that one starts the operator with an image it can, or runs the job as an MPIJob v2beta1 "
+            "(mpi-operator), which adds no container",
+        )
     },
 )
 

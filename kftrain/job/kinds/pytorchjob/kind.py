@@ -21,7 +21,7 @@ Worker (elastic: any).
 from __future__ import annotations
 
 from kftrain.errors import JobSpecError
-from kftrain.job.kinds.base import GROUP, TRAINING_OPERATOR_MANAGERS, Kind, KindSpec
+from kftrain.job.kinds.base import GROUP, TRAINING_OPERATOR_MANAGERS, Kind, KindSpec, OperatorContainer
 from kftrain.job.kinds.pytorchjob.spec import PyTorchJobSpec
 from kftrain.job.model import RestartPolicy, TrainingJob
 from kftrain.job.topology import ReplicaId, Topology, total_replicas
@@ -46,12 +46,18 @@ SPEC = KindSpec(
     operator_name="pytorchjob-controller",
     managers=TRAINING_OPERATOR_MANAGERS,
     # pkg/controller.v1/pytorch/initcontainer.go: added to every Worker of a job with a Master, from a template
-    # with no securityContext unless the operator reads its own (--pytorch-init-container-template-file,
-    # cmd/training-operator.v1/main.go).
+    # with no securityContext unless the operator reads its own (--pytorch-init-container-template-file), its image
+    # --pytorch-init-container-image (cmd/training-operator.v1/main.go; default: pkg/config/config.go).
     operator_containers={
-        "init-pytorch": "training-operator adds it to each Worker of a PyTorchJob with a Master; its "
-        "securityContext comes from the template the operator is started with "
-        "(--pytorch-init-container-template-file): a cluster admin gives it one there"
+        "init-pytorch": OperatorContainer(
+            default_image="alpine:3.10",
+            security_context="training-operator adds it to each Worker of a PyTorchJob with a Master; its "
+            "securityContext comes from the template the operator is started with "
+            "(--pytorch-init-container-template-file): a cluster admin gives it one there",
+            image="training-operator adds it to each Worker of a PyTorchJob with a Master, with the image of its "
+            "--pytorch-init-container-image (default alpine:3.10, from Docker Hub): a cluster that cannot pull that "
+            "one starts the operator with an image it can (any with sh and nslookup)",
+        )
     },
 )
 
