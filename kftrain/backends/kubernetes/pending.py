@@ -180,7 +180,7 @@ class PendingTracker:
     The autoscaler's events are not part of the pod, so no watch of the pod shows them: they are read every
     ``recheck_s`` seconds while a pod is unscheduled, from ``recheck_s`` after it was first seen so (a pod
     waits a moment for the scheduler whenever it is created: no event is asked for then), and again before a
-    bounded wait is declared too long.
+    bounded wait is declared too long, together with the job's pods as the API server has them then.
     """
 
     def __init__(self, api: KubeApi, console: Console, job: JobRef, limit_s: float | None, *, recheck_s: float):
@@ -218,8 +218,13 @@ class PendingTracker:
         if read_now:
             self._read_scale_ups(now, pending)
         waits = self._classify(pending, now)
-        if not read_now and any(self._overdue(pod, wait, now) for pod, wait in waits):
-            self._read_scale_ups(now, pending)  # the autoscaler may have started a scale-up since the last look
+        if any(self._overdue(pod, wait, now) for pod, wait in waits):
+            # About to give up on the job and delete it: first the pods as the API server has them now, not as the
+            # watch last delivered them (a watch lags its server, most when the server is busiest; the scheduler's
+            # verdict on a pod just created may still be on its way), and the autoscaler may have started a scale-up
+            # since the last look.
+            pending = self._pending_now(pending)
+            self._read_scale_ups(now, pending)
             waits = self._classify(pending, now)
         self._report(waits)
         for pod, wait in waits:
@@ -262,6 +267,13 @@ class PendingTracker:
         if wait.verdict != Verdict.BOUNDED or self._limit_s is None:
             return None
         return self._since[pod_uid(pod)] + self._limit_s
+
+    def _pending_now(self, seen: list[Pod]) -> list[Pod]:
+        """The job's pending pods as the API server lists them now (one request); ``seen`` when it cannot say."""
+        try:
+            return [p for p in self._api.job_pods(self._job) if pod_phase(p) == "Pending"]
+        except ApiException:
+            return seen
 
     def _events_next(self) -> float | None:
         """When the autoscaler's events are next worth reading; None while every pod has a node."""

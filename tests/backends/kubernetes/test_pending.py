@@ -179,3 +179,31 @@ def _pending_pod(job: JobRef, conditions: list[dict[str, str]] | None = None) ->
     meta = {"name": f"{job.name}-worker-0", "namespace": job.namespace, "uid": "u-1", "labels": labels}
     return {"metadata": meta, "spec": {}, "status": {"phase": "Pending", "conditions": conditions or []}}
 
+
+def test_a_pending_wait_is_judged_on_the_pods_as_the_api_server_has_them_before_the_job_is_given_up(
+    kube: FakeKube,
+) -> None:
+    """The step's pod watch still shows a pod as created (no scheduler has looked at it), while the API server
+    already has kube-scheduler's verdict (Unschedulable) and the autoscaler a scale-up for it: the wait is overdue on
+    the watch's view, but before giving up the tracker reads the pods again, and waits on for the new node. On the
+    watch's view alone it deleted a job a node was being added for (a scenario's clock moved past the pending timeout
+    before a loaded machine's watch delivered the pods' next state)."""
+    backend, _ = make_backend(kube)
+    job = JobRef.make("PyTorchJob", "kubeflow.org/v1", "digits", "default")
+    out = io.StringIO()
+    tracker = PendingTracker(backend.api, Console(out), job, 0.5, recheck_s=10.0)
+    as_watched = _pending_pod(job)
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes"}
+    kube.add_pod(_pending_pod(job, [unschedulable]))
+    kube.add_event("default", "Pod", "digits-worker-0", "TriggeredScaleUp", "pod triggered scale-up", type_="Normal")
+    assert tracker.update([as_watched], 0.0) is None
+    assert tracker.update([as_watched], 0.5) is None, "gave up on a pod a node is being added for"
+    assert "waiting for the cluster autoscaler to add a node: pod triggered scale-up" in out.getvalue()
+    # And with no scale-up, on the API server's view too: the pending timeout holds, with the scheduler's words.
+    kube.delete_pod("default", "digits-worker-0")
+    kube.add_pod(_pending_pod(job, [unschedulable]))
+    late = PendingTracker(backend.api, Console(io.StringIO()), job, 0.5, recheck_s=10.0)
+    kube.events.clear()
+    assert late.update([as_watched], 1.0) is None
+    result = late.update([as_watched], 1.5)
+    assert result is not None and result.reason == "Unschedulable" and "0/3 nodes" in result.message, result
