@@ -182,23 +182,28 @@ def test_p9_an_operator_slow_to_create_pods_makes_the_steps_read_create_failures
     assert {k: v for k, v in per_job.items() if k != "list"} == {"create": 1.0, "log-follow": 4.0, "watch": 2.0}
 
 
+def _on_the_control_plane(tmp_path: Path, script: str, operators: list[str], *args: str) -> dict:
+    """bench/``script`` run with ``args``, its JSON; skipped where the control plane or ``operators`` are not built."""
+    from testbed.controlplane.cluster import BUILD_HINT, missing_binaries
+    from testbed.controlplane.kubeflow_operators import missing_operators
+
+    missing = missing_binaries(with_controller_manager=True) + missing_operators(operators)
+    if missing:
+        pytest.skip(f"control plane not built ({', '.join(missing)}): run `{BUILD_HINT}`")
+    out = tmp_path / "result.json"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args, "--json", str(out)],
+        check=True, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    return json.loads(out.read_text())
+
+
 @pytest.mark.slow
 @pytest.mark.controlplane
 @pytest.mark.xdist_group("controlplane")  # one control plane per worker at a time
 def test_p14_counts_on_the_real_api_server_what_p9_counts_on_the_fake(tmp_path: Path) -> None:
-    from testbed.controlplane.cluster import BUILD_HINT, missing_binaries
-    from testbed.controlplane.kubeflow_operators import missing_operators
-
-    missing = missing_binaries(with_controller_manager=True) + missing_operators(["training-operator"])
-    if missing:
-        pytest.skip(f"control plane not built ({', '.join(missing)}): run `{BUILD_HINT}`")
-    out = tmp_path / "real.json"
-    subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "bench_launcher_controlplane.py"), "--jobs", "2", "--duration", "4",
-         "--settle", "1", "--json", str(out)],
-        check=True, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    data = json.loads(out.read_text())
+    args = ["--jobs", "2", "--duration", "4", "--settle", "1"]
+    data = _on_the_control_plane(tmp_path, "bench_launcher_controlplane.py", ["training-operator"], *args)
     assert data["ok"] == 2 and data["errors"] == [], data["failed_logs"]
     # What P9's test asserts on the fake API server (one create, a watch of the job and one of its pods from the
     # create's version, a log stream per replica, one list of the pods at the end), here from kube-apiserver's audit
@@ -222,19 +227,11 @@ def test_p14_counts_on_the_real_api_server_what_p9_counts_on_the_fake(tmp_path: 
 @pytest.mark.controlplane
 @pytest.mark.xdist_group("controlplane")  # one control plane per worker at a time
 def test_p15_times_the_fixtures_start_and_reads_each_process(tmp_path: Path) -> None:
-    from testbed.controlplane.cluster import BUILD_HINT, missing_binaries
-    from testbed.controlplane.kubeflow_operators import missing_operators
+    from testbed.controlplane.kubeflow_operators import OPERATORS
 
-    missing = missing_binaries(with_controller_manager=True) + missing_operators(["training-operator"])
-    if missing:
-        pytest.skip(f"control plane not built ({', '.join(missing)}): run `{BUILD_HINT}`")
-    out = tmp_path / "p15.json"
-    subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "bench_controlplane.py"), "--repeat", "1", "--idle", "1",
-         "--operators", "training-operator", "--json", str(out)],
-        check=True, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    data = json.loads(out.read_text())
+    # Every operator built: the script's warm build runs both build scripts whole, which would build what is missing.
+    args = ["--repeat", "1", "--idle", "1", "--operators", "training-operator"]
+    data = _on_the_control_plane(tmp_path, "bench_controlplane.py", list(OPERATORS), *args)
     # The scripts found everything built, as make controlplane left it, and said they built nothing.
     assert data["warm_build"]["built_nothing"] and data["warm_build"]["built"] == {}, data["warm_build"]
     (start,) = data["starts"]
