@@ -224,7 +224,8 @@ class PendingTracker:
             # verdict on a pod just created may still be on its way), and the autoscaler may have started a scale-up
             # since the last look.
             pending = self._pending_now(pending)
-            self._read_scale_ups(now, pending)
+            if not read_now:
+                self._read_scale_ups(now, pending)
             waits = self._classify(pending, now)
         self._report(waits)
         for pod, wait in waits:

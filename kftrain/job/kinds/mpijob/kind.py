@@ -80,6 +80,10 @@ SPEC_V2BETA1 = KindSpec(
     # pkg/apis/kubeflow/v2beta1/default.go, setDefaultsTypeWorker (the Launcher's default is 1).
     unset_replicas={"Worker": 0},
 )
+# training-operator v1.9.0's --mpi-kubectl-delivery-image unless set (pkg/config/config.go,
+# MPIKubectlDeliveryImageDefault).
+KUBECTL_DELIVERY_IMAGE = "kubeflow/kubectl-delivery:latest"
+
 SPEC_V1 = dataclasses.replace(
     SPEC_V2BETA1,
     api_version=V1,
@@ -99,11 +103,11 @@ SPEC_V1 = dataclasses.replace(
     # (cmd/training-operator.v1/main.go; default: pkg/config/config.go).
     operator_containers={
         "kubectl-delivery": OperatorContainer(
-            default_image="kubeflow/kubectl-delivery:latest",
+            default_image=KUBECTL_DELIVERY_IMAGE,
             security_context="training-operator v1.9 gives it no securityContext and has no setting for one: run "
             "the job as an MPIJob v2beta1 (mpi-operator), which adds no container",
             image="training-operator adds it to the launcher of an MPIJob v1, with the image of its "
-            "--mpi-kubectl-delivery-image (default kubeflow/kubectl-delivery:latest, from Docker Hub): a cluster that "
+            f"--mpi-kubectl-delivery-image (default {KUBECTL_DELIVERY_IMAGE}, from Docker Hub): a cluster that "
             "cannot pull that one starts the operator with an image it can, or runs the job as an MPIJob v2beta1 "
             "(mpi-operator), which adds no container",
         )

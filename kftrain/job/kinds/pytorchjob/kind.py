@@ -30,6 +30,8 @@ MASTER = ReplicaId("Master", 0)
 FIRST_WORKER = ReplicaId("Worker", 0)
 _NPROC_WORDS = {"auto", "cpu", "gpu"}
 DEFAULT_NPROC_PER_NODE = "auto"
+# training-operator v1.9.0's --pytorch-init-container-image unless set (pkg/config/config.go).
+INIT_PYTORCH_IMAGE = "alpine:3.10"
 
 SPEC = KindSpec(
     kind="PyTorchJob",
@@ -50,13 +52,13 @@ SPEC = KindSpec(
     # --pytorch-init-container-image (cmd/training-operator.v1/main.go; default: pkg/config/config.go).
     operator_containers={
         "init-pytorch": OperatorContainer(
-            default_image="alpine:3.10",
+            default_image=INIT_PYTORCH_IMAGE,
             security_context="training-operator adds it to each Worker of a PyTorchJob with a Master; its "
             "securityContext comes from the template the operator is started with "
             "(--pytorch-init-container-template-file): a cluster admin gives it one there",
             image="training-operator adds it to each Worker of a PyTorchJob with a Master, with the image of its "
-            "--pytorch-init-container-image (default alpine:3.10, from Docker Hub): a cluster that cannot pull that "
-            "one starts the operator with an image it can (any with sh and nslookup)",
+            f"--pytorch-init-container-image (default {INIT_PYTORCH_IMAGE}, from Docker Hub): a cluster that cannot "
+            "pull that one starts the operator with an image it can (any with sh and nslookup)",
         )
     },
 )
