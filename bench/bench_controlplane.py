@@ -105,7 +105,6 @@ def one_start(operators: list[str], idle_s: float) -> dict[str, Any]:
     left = [p.pid for p in popens if p.poll() is None]
     return {
         "start_s": started,
-        "fixture_start_s": plane.started_in_s,
         "phases_s": phases,
         "rss_bytes": rss,
         "idle_cpu_s": cpu,
