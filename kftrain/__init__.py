@@ -1,12 +1,8 @@
 """kftrain: the runtime package behind the Kubeflow training pipeline components.
 
-Everything a pipeline step does inside its container lives here: the typed job
-model with one package per kind (``job``: TFJob, PyTorchJob, MPIJob, TrainJob), the
-backends that run a job (``backends``: local processes or the Kubernetes API), the
-launch step (``launch``), the other steps (``steps``: data prep, evaluation,
-export), storage by URI (``storage``), the model contract (``models``), the
-metrics contract (``metrics``), this release's reference training programs
-(``programs``) and the command line (``cli``).
+Everything a step does in its container: the job model (``job``, one package per kind), the backends that run a job
+(``backends``), the launch step (``launch``), the other steps (``steps``), storage by URI (``storage``), the model
+and metrics contracts (``models``, ``metrics``), the reference programs (``programs``) and the command (``cli``).
 """
 
 __version__ = "0.1.0"

@@ -1,24 +1,11 @@
 """Container images, pinned to this package's version (never ``:latest``), and which one each step runs in.
 
-Each step runs in the smallest image that holds what it imports (docs/install.md, "Images", has the matrix and sizes):
-
-- ``python-launch``: the launch steps and ``trainer_args``; kftrain with ``[s3]``, no ML framework;
-- ``python-data``: data prep; kftrain with ``[data,s3]`` (pyarrow, numpy), the ``builtin:`` samples baked as
-  Parquet at build time (no scikit-learn);
-- ``python-pytorch-{cpu,cuda}``, ``python-tensorflow-{cpu,cuda}``: the programs, and evaluation and export of
-  the models they train (a model is loaded by its own framework);
-- ``python-horovod-pytorch-cpu``, ``python-horovod-tensorflow-cpu``: MPIJobs, Horovod built with that one
-  framework (a Horovod PyTorch job never pulls TensorFlow, nor the reverse).
-
-Every framework image ships its environment slimmed (``containers/slim_site_packages.py``), as the launch and
-data images do.
-
-A framework image comes in variants, and a caller names the one it wants: the CPU build of a framework is
-a fraction of the CUDA build's size, and which one a job gets must never depend on how an image happened to
-be built. The registry is ``KFTRAIN_IMAGE_REGISTRY`` (read when a pipeline is compiled, or when a step falls
-back to a default image at run time). Standard library only: components import this.
-
-``python -m kftrain.images`` prints the build matrix (folder, build variant, image), one line each.
+Each step runs in the smallest image holding what it imports (matrix and sizes: docs/install.md, "Images"):
+``python-launch`` (launch steps, ``trainer_args``), ``python-data`` (prep; samples baked as Parquet),
+``python-{pytorch,tensorflow}-{cpu,cuda}`` (programs, evaluation, export) and ``python-horovod-{pytorch,tensorflow}-
+cpu``, each slimmed by containers/slim_site_packages.py. A caller names the variant it wants: CPU or CUDA never
+depends on how an image was built. Registry: ``KFTRAIN_IMAGE_REGISTRY``. Standard library only (components import
+it); ``python -m kftrain.images`` prints the build matrix.
 """
 
 from __future__ import annotations

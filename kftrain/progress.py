@@ -1,16 +1,8 @@
-"""A small rate-limited progress reporter for long loops (uploads, shards, epochs).
+"""A rate-limited progress reporter for long loops (uploads, shards, epochs); standard library only.
 
-    progress = Progress(total=1000, label="shards")
-    for shard in shards:
-        ...
-        progress.update(1)
-    progress.close()
-
-prints at most one line per ``every_seconds`` (and one when the total is reached, or at ``close()``)::
-
-    shards: 40% (400/1000) 123.4/s eta 5s
-
-With ``total=None`` (unknown) the line is ``shards: 400 123.4/s``. Standard library only.
+``Progress(total=1000, label="shards")``, ``update(n)`` per item, ``close()``: at most one line per ``every_seconds``
+(and at the total or ``close``), ``shards: 40% (400/1000) 123.4/s eta 5s``; ``total=None`` gives
+``shards: 400 123.4/s``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""What every component's body runs through (prep, launch, evaluate, export): one artifact protocol, the step's
-logging, its outputs on object storage, and one way it ends on an error or a cancel.
+"""What every component's body runs through: one artifact protocol, logging, outputs, and one way to end.
 
-``with component_step(*outputs):`` around a body: log lines at INFO; each output artifact's URI moved under
-``KFTRAIN_ARTIFACT_ROOT`` when that is set (:func:`kftrain.storage.output_uri`); SIGTERM and SIGHUP (a cancelled
-run, an evicted pod) raise :class:`~kftrain.signals.Terminated` inside the body, so whatever it started is stopped
-and whatever it staged is removed on the way out; a :class:`~kftrain.errors.KftrainError` ends the step with its
-one-line message and exit code 2 (or the error's own), a cancel with the signal's code (143 for SIGTERM).
+``with component_step(*outputs):`` logs at INFO, moves each output under ``KFTRAIN_ARTIFACT_ROOT`` when set
+(:func:`kftrain.storage.output_uri`), turns SIGTERM and SIGHUP (a cancelled run, an evicted pod) into
+:class:`~kftrain.signals.Terminated` inside the body so what it started stops and what it staged goes, and ends a
+:class:`~kftrain.errors.KftrainError` with its one-line message and exit code 2 (or its own), a cancel with 143.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """The documentation's tables of parameters, held to the code that declares them.
 
-``train-evaluate-export`` is the pipeline users run with their own image, command and data; its parameters (name,
-type, default, description) are declared once, in the pipeline's signature. docs/pipelines.md (:data:`PARAMETERS_DOC`)
-shows them as a table between two markers; ``kftrain compile`` rewrites that table with the compiled files, and
-``kftrain compile --check`` names the page when the table is stale (and, like the compiled files, regenerating it is
-refused when ``CI`` is set).
-
-The hand-written table of the platform parameters in docs/cluster.md (:data:`PLATFORM_DOC`, after
-:data:`PLATFORM_TABLE`: the launch components' own inputs, which every shipped pipeline exposes under the same names)
-says each one's default in words; :func:`platform_defaults` reads them and :func:`documented_default` says how the
-code's default reads, so a test holds every row to the components' and the pipelines' defaults.
+``train-evaluate-export``'s parameters, declared once in its signature, are a generated table in docs/pipelines.md
+(:data:`PARAMETERS_DOC`): ``kftrain compile`` rewrites it, ``--check`` names it when stale. docs/cluster.md's
+hand-written platform table (:data:`PLATFORM_DOC`) says each default in words; :func:`platform_defaults` and
+:func:`documented_default` let a test hold each row to the components' and pipelines' defaults.
 """
 
 from __future__ import annotations

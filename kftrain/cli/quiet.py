@@ -1,24 +1,10 @@
 """``kftrain run``'s output: one line per step and the training's progress, instead of KFP's dumps.
 
-KFP's local runner prints every step's ``executor_input`` JSON, its whole log and its outputs' reprs (several
-hundred lines for one pipeline). :func:`quiet_output` routes this process's standard output and error (file
-descriptors 1 and 2, so the steps' subprocesses too) through :class:`QuietFilter`, which writes::
-
-    [kftrain] prepare-dataset: started
-    [kftrain] prepare-dataset: finished in 6.4s (dataset)
-    [kftrain] pytorchjob-launch: started
-    [kftrain]   progress: epoch 6/20 loss 0.1537 val_accuracy 0.9721 | 6.4 epoch/s eta 2s (master-0)
-    [kftrain] pytorchjob-launch: finished in 16.5s (model, job, curves, metrics: val_accuracy=0.9888 loss=0.0355)
-
-A warning a step logs (``WARNING ...``: the model does not follow the model contract, a setting ignored) is shown
-as it comes, under its step: a quiet run hides noise, never a warning. A step that fails shows its own error first:
-from its last ``ERROR`` line (a kftrain step ends with ``ERROR: <why>``, :func:`kftrain.errors.fail_step`, and a
-failed job's message carries the failed replica's last lines) to its end; a step without one, its last lines. KFP's
-``executor_input`` dump is never among them. A step that ran a job names how to read its replicas' logs
-(``kftrain jobs logs NAME``). ``kftrain run --verbose`` shows everything (``show_all``).
-
-Either way, a path inside the run's temporary folder (``gone``: removed when ``kftrain run`` returns, as a task pod's
-``/tmp`` goes with the pod) is not printed as if it stayed: it is replaced by :data:`GONE`.
+:func:`quiet_output` routes file descriptors 1 and 2 (the steps' subprocesses too) through :class:`QuietFilter`:
+``[kftrain] <step>: started``, ``finished in 6.4s (outputs)``, the progress lines. A step's warnings show as they
+come; a failed step shows its own error, from its last ``ERROR`` line (:func:`kftrain.errors.fail_step`) or its last
+lines, never KFP's ``executor_input`` dump, and how to read its job's logs. ``--verbose`` shows everything. A path in
+the run's temporary folder, removed on return, is printed as :data:`GONE`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """``kftrain run``: run a pipeline on this machine with KFP's local runner.
 
-Each step runs as a subprocess of this Python (no containers, no pip install at run time); the
-launch step then runs the training job's replicas through the local backend. With ``--storage s3``
-the artifacts go to a throw-away local S3 server (:mod:`kftrain.cli.local_s3`) instead of the disk.
-
-The pipeline (:mod:`kftrain.cli.reference`: shipped, a compiled file, or ``MODULE:FUNCTION``) is loaded and its
-parameters checked before anything is created. Everything temporary of a run lives in one folder of its own,
-removed when it returns, whatever happened: KFP's workspace and the steps' temporary files. A failed pipeline is its
-failed step's own error (:mod:`kftrain.cli.quiet`) and one line naming the failed task, exit code 1; no traceback.
+Each step is a subprocess of this Python; the launch step runs the job's replicas on the local backend; ``--storage
+s3`` puts the artifacts on a throw-away S3 server (:mod:`kftrain.cli.local_s3`). The pipeline and its parameters are
+checked first; everything temporary lives in one folder, removed on return. A failure is the failed step's own error
+(:mod:`kftrain.cli.quiet`) and one line naming the task, exit code 1.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""Importing the module of a ``MODULE:FUNCTION`` pipeline reference: a module name found from the current folder
-(``my_pipeline``, ``pkg.module``) or a Python file (``path/to/file.py``).
+"""Importing the module of a ``MODULE:FUNCTION`` pipeline reference: a module name or a ``path/to/file.py``.
 
-The module's folder (the current folder, or the file's) goes on ``sys.path`` right after the standard library, not
-first as ``python -m`` would put it: a file of the user's named like a standard module (``token.py`` beside the
-pipeline) must not replace that module in kftrain, as it would break kftrain itself. (The steps of a local run are
-kept from it too: :func:`kftrain.cli.run.steps_without_cwd_on_path`.)
-
-Whatever goes wrong while the module is imported is one line naming the file and line, never a traceback: a syntax
-error, a failed import, a pipeline body that raises (KFP runs the body when ``@dsl.pipeline`` decorates it, so at
-import), and a ``sys.exit()`` at import, which would otherwise end kftrain silently with its code.
+Its folder goes on ``sys.path`` after the standard library, not first: a user's ``token.py`` must not replace a
+standard module inside kftrain (local steps too: :func:`kftrain.cli.run.steps_without_cwd_on_path`). Whatever fails
+at import (a syntax error, an import, a pipeline body that raises, ``sys.exit()``) is one line naming file and line.
 """
 
 from __future__ import annotations

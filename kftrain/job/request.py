@@ -1,11 +1,9 @@
 """A job described by a launch component's typed inputs, checked before anything is created.
 
-A :class:`JobRequest` holds what every kind takes — the program (image, command, args, env) and the run policy
-— each field a launch input (declared once here with its default and description), and the kind's own options
-(:class:`~kftrain.job.kinds.KindOptions`, declared in the kind's package). :meth:`JobRequest.to_job` lays the
-replicas out as the kind declares (the fixed single replicas, whether Workers run the program), as the options
-adjust it (an elastic PyTorchJob has Workers only), and builds a validated job; a kind with a shape of its own
-(a TrainJob) builds it itself.
+:class:`JobRequest` holds what every kind takes (program and run policy, each a launch input declared once here)
+and the kind's own :class:`~kftrain.job.kinds.KindOptions`. :meth:`JobRequest.to_job` lays the replicas out as the
+kind declares and its options adjust (an elastic PyTorchJob has Workers only) and builds a validated job; a kind
+with a shape of its own (TrainJob) builds it itself.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
-"""A Python function as the program every replica of a training job runs, as KFP's lightweight components embed a
-function and the Kubeflow training SDK's ``train_func`` does.
+"""A Python function as every replica's program, as KFP's lightweight components and the training SDK's
+``train_func`` embed one.
 
-:func:`function_command` returns the ``command`` for ``pytorchjob_launch``, ``tfjob_launch`` or
-``mpijob_launch``: ``sh`` writes the function's source to a file in the replica, checks the ``packages_to_install``
-and runs ``func(**kwargs)``. The replica needs Python and ``sh``, not kftrain. The function runs unchanged under the
-local backend and on a cluster: it reads the operator's environment (``RANK``, ``TF_CONFIG``,
-``OMPI_COMM_WORLD_RANK``...) and ``$KFTRAIN_DATASET_URI`` / ``$KFTRAIN_MODEL_URI``, and writes its model by the model
-contract.
-
-**Packages.** On a cluster the step's image decides what is installed, and the requirements it does not satisfy are
-pip-installed into the image's Python before the function runs, as the Kubeflow training SDK's function runner does
-(``python -m pip install --quiet --no-warn-script-location --index-url ...``: kubeflow/training-operator@v1.9.0
-``sdk/python/kubeflow/training/utils/utils.py``, ``get_script_for_python_packages``). Under the local backend
-(``KFTRAIN_BACKEND=local`` in the replica) the replica's Python is kftrain's own environment, which a run must leave
-as it is: nothing is installed, and a requirement it does not satisfy ends the replica with one line naming it and
-the command that installs it.
-
-Like a lightweight component's, the function must be self-contained: imports inside its body, no variables from
-an enclosing function, module-level names only if they are builtins; values come in through ``kwargs`` (JSON).
-This is checked when the command is made, naming the offending names.
+:func:`function_command` gives the ``command`` for a launch component: ``sh`` writes the source into the replica and
+runs ``func(**kwargs)`` (JSON), needing Python, not kftrain. Missing ``packages_to_install`` are pip-installed on a
+cluster as the training SDK does (kubeflow/training-operator@v1.9.0:sdk/python/kubeflow/training/utils/utils.py,
+get_script_for_python_packages); under the local backend kftrain's environment is left alone and a missing one ends
+the replica naming it. The function must be self-contained (imports inside, no enclosing variables): checked here.
 """
 
 from __future__ import annotations

@@ -1,23 +1,13 @@
-"""Which pipeline run and task a launch step belongs to: the ids its job is named and labelled with.
+"""Which pipeline run and task a launch step belongs to: the ids its job is named and labelled with, read from the
+step's Model output URI (ids given as inputs win; an unfilled placeholder is refused).
 
-A pipeline author need not pass them. KFP places every output of a task under a path unique to the run and
-the task, and keeps it across the task's retries:
+- The backend writes ``<root>/<pipeline>/<run uuid>/<task>/<salt uuid>/<output>`` (kubeflow/pipelines@2.5.0:
+  backend/src/v2/metadata/client.go, GetPipeline; driver/driver.go, Container: ``uuid.NewString()`` per execution,
+  kept by a retried pod). The task is ``<task>/<salt>``, unique even in a ``dsl.ParallelFor``.
+- The local runner writes ``<root>/<pipeline>-<timestamp>/<task>/<output>``.
 
-- the backend writes ``<root>/<pipeline>/<run uuid>/<task>/<salt uuid>/<output>``: the run's directory is
-  ``<root>/<pipeline>/<run uuid>`` (kubeflow/pipelines@2.5.0:backend/src/v2/metadata/client.go, GetPipeline's
-  ``pipeline_root``) and the driver adds the task's name and a fresh UUID per task execution
-  (kubeflow/pipelines@2.5.0:backend/src/v2/driver/driver.go, Container: ``uuid.NewString()`` given to
-  provisionOutputs; the same at 2.17.0 in driver/container.go and driver.go). A retried task pod keeps its
-  driver's executor input, so its salt and its job. The step's task is ``<task>/<salt>``: unique even for
-  two executions of one task name (a ``dsl.ParallelFor``'s iterations);
-- the local runner writes ``<root>/<pipeline>-<timestamp>/<task>/<output>``.
-
-The step reads its run and task from its Model output's URI. Ids given as inputs are used instead when
-present; a placeholder the backend left unfilled would give every run the same job name, so it is refused.
-``dsl.PIPELINE_TASK_ID_PLACEHOLDER`` is no task id on the backend: it resolves to the id of the task's
-parent DAG execution (kubeflow/pipelines@2.17.0:backend/src/v2/driver/resolve.go, resolveInputParameter:
-``{{$.pipeline_task_uuid}}`` is ``opts.DAGExecutionID``), shared by every task of the DAG, so two launch
-steps given it would share one job. Leave ``task_id`` empty.
+``dsl.PIPELINE_TASK_ID_PLACEHOLDER`` is the parent DAG's id, shared by its tasks (kubeflow/pipelines@2.17.0:
+backend/src/v2/driver/resolve.go, resolveInputParameter): leave ``task_id`` empty.
 """
 
 from __future__ import annotations

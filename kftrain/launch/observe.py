@@ -1,28 +1,11 @@
 """What the launch step keeps of a job besides its model: every replica's log, and the curves it reported.
 
-While the job runs, :class:`JobObserver` gets every replica line from the backend (``line_sinks``): it appends
-it to that replica's spool file and feeds the metrics :class:`~kftrain.metrics.collect.Collector`, which writes
-the progress line; every progress report the nodes post to Kubeflow Trainer (``progress_sinks``: a TrainJob's
-``status.trainerStatus``, from its status server locally, from the TrainJob on a cluster) feeds the same
-collector. When the job has ended, however it ended (succeeded, failed, cancelled, timed out),
-:meth:`JobObserver.finish` writes beside the model:
-
-* ``<model>-logs/<replica>.log``: each replica's whole output, as it was streamed;
-* ``<model>-tensorboard/<series>/events.out.tfevents.*``: the reported points as TensorBoard scalars, one
-  run per distinct series (``tensorboard --logdir <model>-tensorboard``);
-
-and says where. Once any replica has printed, every replica of the job has a log there, an empty one for a
-replica that printed nothing (so a missing file never has to be explained). The job records both places in
-its annotations (:func:`kftrain.job.naming.stamp_outputs`) for ``kftrain jobs``.
-
-They are siblings of the model folder, not inside it: the model is an atomic artifact whose
-marker lists every file, and a failed or cancelled job has no model at all. A model URI with no path of its own
-(``s3://bkt/``, ``/``) has no such siblings and is refused before the job is submitted
-(:func:`kftrain.storage.derived_uri`).
-
-Keeping them takes seconds (the points are bounded by the collector) and a SIGTERM that arrives meanwhile is
-honoured: the logs already being copied are finished, what is left is skipped, the spool in the temporary
-folder is removed, and the step ends as terminated.
+:class:`JobObserver` spools each replica's lines and feeds them, and a TrainJob's progress reports, to the metrics
+:class:`~kftrain.metrics.collect.Collector`. However the job ended, :meth:`JobObserver.finish` writes beside the model
+``<model>-logs/<replica>.log`` (one per replica, empty if it printed nothing) and ``<model>-tensorboard/<series>/``,
+recorded in the job's annotations (:func:`kftrain.job.naming.stamp_outputs`). Siblings, not inside: the model is an
+atomic artifact, and a failed job has none; a model URI with no path of its own is refused before submission
+(:func:`kftrain.storage.derived_uri`). A SIGTERM meanwhile finishes the copies under way and skips the rest.
 """
 
 from __future__ import annotations

@@ -1,29 +1,11 @@
 """The metrics contract: how a training program reports its curves to the launch step, on any backend.
 
-A program reports a point by printing one line to its standard output::
-
-    KFTRAIN_METRICS {"epoch": 3, "loss": 0.41, "val_accuracy": 0.9}
-
-The JSON object is a point in the shape of a model folder's ``metrics.jsonl``: ``epoch`` or ``step`` is
-the x-axis, every other number is a curve (non-numbers are ignored). A program may say once how far the
-x-axis goes, so the launch step can show ``epoch 3/20`` and an ETA::
-
-    KFTRAIN_METRICS_TOTAL {"epoch": 20}
-
-A name is shown as text: a character that is not printable (a newline, an escape code, a lone surrogate) is
-replaced by ``?`` and a name is cut at :data:`MAX_NAME` characters, so no name can write control characters
-or a line of its own into a log.
-
-That is the whole contract: any language, any framework, no kftrain import. Both backends stream every
-replica's output to the launch step, which collects the points per replica (a progress line in its log,
-then KFP Metrics, an HTML page of curves and TensorBoard event files). A line that is not valid is just a
-log line. Print the line whole, in one write, and flush: under ``mpirun`` ranks share one output.
-
-This module is the optional helper for Python programs, standard library only::
-
-    from kftrain.metrics import report, report_total
-    report_total(epoch=20)
-    report(epoch=3, loss=0.41, val_accuracy=0.9)
+A program prints one line per point, ``KFTRAIN_METRICS {"epoch": 3, "loss": 0.41}`` (``epoch`` or ``step`` the
+x-axis, every other number a curve), and may say once how far the x-axis goes, ``KFTRAIN_METRICS_TOTAL {"epoch":
+20}``, for ``epoch 3/20`` and an ETA. Any language, no kftrain import; an invalid line is just a log line. Print each
+line whole in one write and flush (under ``mpirun`` ranks share one output). Names are shown with unprintable
+characters as ``?``, cut at :data:`MAX_NAME`. This module is the optional Python helper (standard library only):
+``report_total(epoch=20)``, ``report(epoch=3, loss=0.41)``.
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
 """The launch step's side of the metrics contract: points collected from every replica's output as the job runs.
 
-:class:`Collector` is fed every replica log line (from any thread); it keeps each replica's points, and
-writes a compact progress line at most once every ``every_s`` seconds (and once more at :meth:`close`)::
-
-    progress: epoch 3/20 loss 0.4123 val_accuracy 0.9012 | 0.52 epoch/s eta 33s (master-0)
-
-The line follows the replica that is furthest along. At the end, :meth:`final_values` are the last point's
-numbers (with ``<name>.<replica>`` added for replicas that ended elsewhere) and :meth:`groups` the distinct
-series: replicas that reported the very same points (data-parallel training averages its loss) are drawn once.
-
-What is kept is bounded whatever a program prints: at most :data:`MAX_POINTS` points per replica (past that,
-every other point of the most frequent kind is dropped, again and again, so a curve keeps its whole length at a
-coarser step, and a rarer kind, ``val_accuracy`` once an epoch beside ``loss`` every step, keeps its points),
-and at most :data:`MAX_NAMES` distinct names (later ones are left out). Either limit is said once, naming the
-replica; the last point of every replica is always kept.
-
-The same collector takes what a job's nodes report to Kubeflow Trainer (:meth:`feed_status`: a TrainJob's
-``status.trainerStatus``, posted to the Trainer's status server: progress, ETA, metrics as strings): its numeric
-metrics and ``progress_percentage`` become points of the series ``trainer-status``, and the progress line shows the
-percentage and the Trainer's ETA::
-
-    progress: 45% loss 0.2347 accuracy 0.9876 | eta 1h00m (trainer status)
+:class:`Collector` is fed every replica's lines (any thread) and a TrainJob's ``status.trainerStatus``
+(:meth:`feed_status`, the series ``trainer-status``); at most every ``every_s`` it writes a progress line for the
+replica furthest along: ``progress: epoch 3/20 loss 0.4123 | 0.52 epoch/s eta 33s (master-0)``. :meth:`groups` draws
+replicas that reported the same points once. Memory is bounded: past :data:`MAX_POINTS` a replica's most frequent
+kind is thinned to every other point (a curve keeps its length), names stop at :data:`MAX_NAMES`, each said once.
 """
 
 from __future__ import annotations

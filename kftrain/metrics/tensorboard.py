@@ -1,14 +1,9 @@
 """TensorBoard event files without TensorFlow: scalar summaries in TFRecord framing, standard library only.
 
-An event file is a sequence of records, each ``uint64 length, uint32 masked_crc32c(length), data,
-uint32 masked_crc32c(data)`` (little-endian), whose data is a serialized ``tensorflow.Event`` protobuf. Only
-the fields scalars need are written, encoded by hand: Event ``wall_time`` (1, double), ``step`` (2, int64),
-``file_version`` (3, string) and ``summary`` (5), a Summary of Values with ``tag`` (1) and
-``simple_value`` (2, float). The first record carries ``file_version = "brain.Event:2"``, as TensorBoard
-expects. Tested with TensorFlow's own reader (``tf.compat.v1.train.summary_iterator``).
-
-A scalar is a float32: a value beyond its range (``1e308``, ``4e38``) is stored as the largest float32 of its
-sign, and :func:`scalar_events` says which tags it clamped. A file is built in time linear in its points.
+A record is ``uint64 length, uint32 masked_crc32c(length), data, uint32 masked_crc32c(data)``; data is a hand-encoded
+``tensorflow.Event`` with only what scalars need (``wall_time`` 1, ``step`` 2, ``file_version`` 3 =
+``"brain.Event:2"`` first, ``summary`` 5: ``tag`` 1, ``simple_value`` 2). Checked with
+``tf.compat.v1.train.summary_iterator``. A value beyond float32's range is clamped, and :func:`scalar_events` names it.
 """
 
 from __future__ import annotations

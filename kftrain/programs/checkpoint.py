@@ -1,23 +1,11 @@
-"""Checkpoints by URI: written atomically, found newest-complete-first, at a step or time frequency, and
-published in the background so that training does not wait for the upload.
+"""Checkpoints by URI: written atomically, found newest-complete-first, published in the background.
 
-:class:`Checkpointer` takes a snapshot (state the trainer has already copied in memory) and publishes it as
-``ckpt-<step>`` with :class:`~kftrain.storage.ArtifactWriter` (files first, ``_COMPLETE.json`` last) on a
-background thread, while training goes on. At most ``max_in_flight`` snapshots wait or upload at once (the
-memory they hold is bounded: a save beyond that waits for the oldest to finish); ``0`` saves synchronously.
-Publishing is in step order, each followed by pruning to the newest ``keep``. :meth:`Checkpointer.close` waits
-for every upload and raises the first upload error (a later :meth:`~Checkpointer.save` raises it too), so a
-trainer never ends successfully with a checkpoint silently lost. A process killed mid-upload leaves an
-incomplete folder that :func:`latest_checkpoint` ignores: a restart resumes from the newest complete one.
-
-To an object store, a background checkpoint is written to a local spool (``$KFTRAIN_CHECKPOINT_SPOOL``, else
-the temporary folder) and uploaded from a child process. The upload's own Python work (HTTP, request signing,
-hashing glue) then never holds the training process's GIL, which the training loop needs between every two
-operators: uploading an 806 MB checkpoint from a thread slowed each training step by about 20% while it ran,
-from a child process by about 8% (P10's model, bench/programs/checkpoint_stall.py, this machine). The child
-publishes the spooled artifact with :func:`kftrain.storage.upload` (the files its marker lists, each checked,
-through a staging copy, the marker last), so the atomic publish is unchanged. The child ends with its trainer (see
-:func:`upload_from_spool`), so a killed trainer has no checkpoint completed behind it.
+:class:`Checkpointer` publishes an in-memory snapshot as ``ckpt-<step>`` (files, then ``_COMPLETE.json``) while
+training goes on, at most ``max_in_flight`` at once, in step order, pruning to the newest ``keep``; ``close`` raises
+the first upload error, so no checkpoint is lost silently. To an object store a snapshot is spooled locally
+(``$KFTRAIN_CHECKPOINT_SPOOL``) and uploaded by a child process that ends with its trainer: from a thread, the upload
+held the GIL and slowed an 806 MB checkpoint's training steps by about 20 %, from a child by about 8 %
+(bench/programs/checkpoint_stall.py). :func:`latest_checkpoint` ignores incomplete folders.
 """
 
 from __future__ import annotations

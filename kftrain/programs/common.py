@@ -1,16 +1,9 @@
-"""What every trainer program shares: the arguments the launch steps pass, logging, the closing summary line.
+"""What every trainer program shares: the flags the launch steps pass, logging, the closing summary line.
 
-The pipelines and launch components hand every trainer the same flags (``--dataset``, ``--model-dir``,
-``--checkpoint-dir``, ``--epochs``, ``--global-batch-size``, ``--batch-size``, ``--lr``, ``--seed``, ...);
-defining them once keeps the four programs' command lines in agreement. Each trainer adds its own flags
-after these.
-
-The batch: ``--global-batch-size`` is the rows of one optimizer step across all processes, the same at every
-world size (an elastic job that resizes keeps training the same way); when it is given it wins, and
-``--batch-size`` only bounds the micro-batch one process computes at once (the PyTorch programs accumulate
-gradients to reach the global batch). Without it the global batch is ``--batch-size`` x the processes, as it
-always was, and changes when an elastic job resizes. ``--lr`` is the learning rate of one step over the
-global batch; it is never scaled by the number of processes.
+The flags (``--dataset``, ``--model-dir``, ``--checkpoint-dir``, ``--epochs``, ``--global-batch-size``,
+``--batch-size``, ``--lr``, ``--seed``...) are defined once, so the four programs agree. ``--global-batch-size`` is
+one optimizer step's rows over all processes, the same at every world size; ``--batch-size`` then only bounds one
+micro-batch (without it, the global batch is ``--batch-size`` x the processes). ``--lr`` is never scaled.
 """
 
 from __future__ import annotations

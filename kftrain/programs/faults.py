@@ -1,11 +1,8 @@
-"""Fault injection for crash-resume tests and drills: a replica kills itself at a chosen training step, or
-holds at a chosen step until told to go on.
+"""Fault injection for crash-resume tests and drills: a replica dies, or holds, at a chosen training step.
 
-The programs call :func:`maybe_inject_fault` after every step; the ``KFTRAIN_FAULT_*`` variables in a
-replica's environment say whether, where and how often it dies. They call :func:`hold` before every step:
-``KFTRAIN_HOLD_FILE`` names a file holding a step number, and no process starts a step past it until the
-file holds a larger number, or is removed. A drill uses it to resize or break a job at a known point (after
-a known checkpoint, before the end) instead of racing the training.
+After every step :func:`maybe_inject_fault` reads the ``KFTRAIN_FAULT_*`` variables (whether, where, how often to
+die). Before every step :func:`hold` waits while ``KFTRAIN_HOLD_FILE`` holds a number below the next step, so a drill
+resizes or breaks a job at a known point instead of racing the training.
 """
 
 from __future__ import annotations

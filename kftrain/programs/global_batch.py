@@ -1,35 +1,11 @@
 """A constant global batch at any world size: what each process computes, and in which order the rows come.
 
-An elastic job changes its number of processes while it trains. If each process kept its own batch size,
-every resize would change the rows behind one optimizer step (the global batch), and with it the gradient
-noise and the right learning rate: the optimisation itself would change. This module keeps the global batch
-fixed instead and derives, from the world size of the moment, what each process does:
-
-* :func:`plan_batch`: the global batch split into ``world_size`` equal parts, each computed as
-  ``accumulation`` micro-batches of at most ``max_micro_batch`` rows (gradients summed locally, then
-  averaged across processes once per optimizer step). It refuses, naming the flag, a global batch that the
-  processes cannot share evenly.
-* :class:`GlobalOrder`: one permutation of the training rows per epoch, from the seed and the epoch only,
-  consumed in global-batch chunks; process ``rank`` takes its contiguous part of each chunk. The rows of
-  optimizer step ``b`` of epoch ``e`` are the same whatever the world size.
-* :class:`SamplerPosition`: the epoch and how many global batches of it are done. Saved in a checkpoint, it
-  lets a resume at another world size continue with exactly the next global batch: no row of the epoch is
-  skipped or seen twice.
-
-Only the standard library and numpy are imported, and importing does nothing else, so a training script of
-your own can use it (docs/elastic-and-fault-tolerance.md has the same recipe without this module,
-examples/elastic/ddp_global_batch.py a whole script)::
-
-    plan = plan_batch(global_batch, world_size, max_micro_batch)      # after every (re)start or resize
-    order = GlobalOrder(num_rows, global_batch, seed)
-    for epoch in range(pos.epoch, epochs):
-        for b in range(pos.batches_done if epoch == pos.epoch else 0, order.steps_per_epoch):
-            seeds = order.micro_batch_seeds(epoch, b, plan, rank)
-            for i, rows in enumerate(order.micro_batches(epoch, b, plan, rank)):
-                torch.manual_seed(seeds[i])  # the same dropout masks at every world size
-                ...  # forward, loss / plan.accumulation, backward (DDP: no_sync() for all but the last)
-            optimizer.step(); optimizer.zero_grad()
-            pos = SamplerPosition(epoch, b + 1)                        # save with the checkpoint
+An elastic job that kept each process's batch would change the global batch (and the gradient noise, and the right
+learning rate) at every resize. Here :func:`plan_batch` splits a fixed global batch into ``world_size`` parts of
+``accumulation`` micro-batches of at most ``max_micro_batch`` rows; :class:`GlobalOrder` draws one permutation per
+epoch from the seed, so a step's rows do not depend on the world size; :class:`SamplerPosition` (saved with a
+checkpoint) resumes at another size with exactly the next global batch. Standard library and numpy only, for scripts
+of your own: docs/elastic-and-fault-tolerance.md, examples/elastic/ddp_global_batch.py.
 """
 
 from __future__ import annotations

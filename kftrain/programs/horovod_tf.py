@@ -1,23 +1,10 @@
-"""Horovod TensorFlow/Keras trainer: one process per rank (``mpirun -n N python -m kftrain.programs.horovod_tf``),
-or elastic under ``horovodrun --min-np/--max-np --host-discovery-script``.
+"""Horovod TensorFlow/Keras trainer: one process per rank under ``mpirun``, or elastic under ``horovodrun``.
 
-Keras 2 (``tf_keras``, selected by ``TF_USE_LEGACY_KERAS=1`` before TensorFlow is imported): Horovod 0.28.1's
-Keras integration wraps ``tf.keras`` optimizers and callbacks and predates Keras 3. Gradients are averaged by
-``hvd.DistributedOptimizer``; ``BroadcastGlobalVariablesCallback(0)`` gives every rank rank 0's variables
-(fresh or restored); ``MetricAverageCallback`` averages the logged metrics. The global batch
-(``--global-batch-size``, else ``--batch-size`` x the ranks at the start) stays the same at every size: each
-rank's batch is its share of it (Keras computes it at once: no accumulation), and the learning rate is the
-global batch's, not scaled by the ranks. Each rank reads its own part of the prepared dataset by URI.
-
-Elastic (``HOROVOD_ELASTIC=1``, set by horovodrun's elastic mode): model, optimizer, epoch and batch are a
-``hvd.elastic.KerasState`` committed every ``--checkpoint-every-steps`` steps and at every epoch's end; after a
-rank is lost the others restore the last commit and fit again at the new size, from that epoch and batch
-(``UpdateBatchStateCallback`` shortens the first epoch after a reset).
-
-Only rank 0 writes checkpoints (a ``tf.train.Checkpoint`` of model and optimizer, every
-``--checkpoint-every-steps`` steps and every epoch, published atomically under ``ckpt-<step>``) and the model
-(a SavedModel with ``model.json``, as :mod:`kftrain.models.tensorflow` writes it, so evaluation and export
-work unchanged). A restarted job resumes from the newest complete checkpoint.
+Keras 2 (``tf_keras``; Horovod 0.28.1 predates Keras 3): ``hvd.DistributedOptimizer`` averages gradients,
+rank 0's variables are broadcast, metrics averaged. Each rank's batch is its share of a constant global batch, at
+the global batch's learning rate. Elastic (``HOROVOD_ELASTIC=1``): a ``hvd.elastic.KerasState`` committed every
+``--checkpoint-every-steps`` and each epoch is restored after a rank is lost. Only rank 0 writes checkpoints
+(``ckpt-<step>``) and the model (SavedModel with ``model.json``, :mod:`kftrain.models.tensorflow`).
 
     mpirun -n 2 python -m kftrain.programs.horovod_tf --dataset URI --model-dir URI [--checkpoint-dir URI]
 """

@@ -1,20 +1,9 @@
-"""Horovod PyTorch trainer: one process per rank, started by ``mpirun -n N`` (an MPIJob's Launcher) or
-``horovodrun``; elastic under ``horovodrun --min-np/--max-np --host-discovery-script``.
+"""Horovod PyTorch trainer: one process per rank under ``mpirun`` (an MPIJob's Launcher) or elastic ``horovodrun``.
 
-It mirrors :mod:`kftrain.programs.torch_ddp` with Horovod in place of DDP (what the two share is in
-:mod:`kftrain.programs.torch_common`): the same constant global batch (each rank accumulates its micro-batches,
-then the gradients are averaged across ranks once per step), the same sample order, the learning rate of the
-global batch. Only rank 0 writes checkpoints (in the background, every ``--checkpoint-every-steps`` steps and
-every epoch) and the model, in the same format as the DDP trainer
-(:func:`kftrain.models.pytorch.write_model`), so evaluation and export work unchanged. A restarted job
-resumes from the newest complete checkpoint.
-
-Elastic (``HOROVOD_ELASTIC=1``, which horovodrun's elastic mode sets): model, optimizer, step, sample
-position and global batch are a ``hvd.elastic.TorchState``, committed in memory when a checkpoint is due and
-at every epoch's end. When a worker is lost, the survivors' next collective fails; they restore the last
-committed state, re-form without it, re-plan their micro-batches for the new size and go on. A new worker is
-admitted at the next step boundary (every rank checks for host changes before each step): the state is
-synchronized from rank 0 and training goes on at the larger size, without losing a step.
+:mod:`kftrain.programs.torch_ddp` with Horovod in place of DDP (shared code: :mod:`kftrain.programs.torch_common`):
+the same constant global batch, sample order and model format. Elastic (``HOROVOD_ELASTIC=1``): a
+``hvd.elastic.TorchState`` committed with each checkpoint and epoch; on a lost worker the survivors restore it and
+re-plan for the new size; a new worker joins at the next step boundary, synchronized from rank 0.
 
     mpirun -n 2 python -m kftrain.programs.horovod_torch --dataset URI --model-dir URI [--checkpoint-dir URI]
 """

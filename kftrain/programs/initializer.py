@@ -1,24 +1,11 @@
-"""Kubeflow Trainer's dataset and model initializers, run locally where their images are not: ``python -m
-kftrain.programs.initializer dataset|model``.
+"""Kubeflow Trainer's dataset and model initializers, run locally where their images are not.
 
-What they do is kubeflow/trainer@v2.3.0's ``pkg/initializers`` (the images ``dataset-initializer`` and
-``model-initializer``): read ``STORAGE_URI`` (``dataset/__main__.py:31-35``), choose the provider by its scheme, and
-download into ``/workspace/dataset`` or ``/workspace/model`` (``utils/utils.py:27-33``), where the trainer reads it.
-Their configuration comes from variables named after the provider's fields, upper-cased (``utils/utils.py:58-73``,
-``types/types.py``): ``ENDPOINT``, ``ACCESS_KEY_ID``, ``SECRET_ACCESS_KEY``, ``REGION`` for S3, ``ACCESS_TOKEN`` for
-Hugging Face, ``IGNORE_PATTERNS`` (comma-separated) for both. A ``secretRef`` of the TrainJob reaches the container
-as ``envFrom`` (``plugins/jobset/builder.go:64-70``), so the credentials arrive under those names, by reference.
-
-* ``s3://bucket/prefix``: every object under the prefix, at its path below the prefix (``utils/opendal.py:74-113``);
-  kftrain's storage reads it (the endpoint and credentials: the variables above, else the usual ``AWS_*``).
-* ``hf://owner/name``: the files of that Hugging Face dataset (``dataset/huggingface.py:38-40``: owner/name) or
-  model (``model/huggingface.py:38, 53``, the ``*.json *.safetensors *.model *.txt`` files), over the Hub's HTTP API
-  (``HF_ENDPOINT``, default https://huggingface.co); where the Hub cannot be reached the error says so.
-* ``file:///path``: a folder or file of this machine, copied (kftrain's local source; Trainer's initializers refuse
-  the scheme, so it is for local runs only).
-
-The destination is ``$KFTRAIN_WORKSPACE/<dataset|model>``: the local backend sets ``KFTRAIN_WORKSPACE`` only where
-it cannot give the job a private ``/workspace``; otherwise it is ``/workspace``, as in the pod.
+``python -m kftrain.programs.initializer dataset|model`` does what kubeflow/trainer@v2.3.0:pkg/initializers does:
+``STORAGE_URI`` (dataset/__main__.py:31-35) downloaded into ``$KFTRAIN_WORKSPACE/<dataset|model>`` (``/workspace``
+in a pod; utils/utils.py:27-33), configured by the provider's fields upper-cased (utils/utils.py:58-73: ``ENDPOINT``,
+``ACCESS_KEY_ID``, ``ACCESS_TOKEN``, ``IGNORE_PATTERNS``...). Schemes: ``s3://`` (utils/opendal.py:74-113),
+``hf://owner/name`` over the Hub's HTTP API (dataset/huggingface.py:38-40, model/huggingface.py:38,53), and
+``file://`` (local runs only: Trainer refuses it).
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """``TF_CONFIG`` for a TensorFlow program run by a Kubeflow Trainer v2 TrainJob, which gives it none.
 
-Trainer v2 has no TensorFlow plugin: on a plain runtime (one ``node`` job, no ML policy) every node is a pod
-of an Indexed Job, and Kubernetes gives each its index (``JOB_COMPLETION_INDEX``) and a stable DNS name
-``<trainjob>-node-0-<index>.<trainjob>`` (JobSet's headless service; the pod's hostname is the first label).
-That is all ``MultiWorkerMirroredStrategy`` needs once the node count is known, so this builds::
-
-    {"cluster": {"worker": ["<trainjob>-node-0-0.<trainjob>:2222", ...]}, "task": {"type": "worker", "index": i}}
-
-from ``JOB_COMPLETION_INDEX``, this pod's hostname and ``KFTRAIN_NUM_NODES`` (set it in ``trainer.env`` to the
-TrainJob's ``numNodes``). Where every node is this machine (the local backend), ``KFTRAIN_TF_WORKERS`` lists
-the nodes' addresses and wins. A ``TF_CONFIG`` already set is left alone, so a program that calls
-:func:`ensure_tf_config` first runs unchanged under a TFJob too.
+Trainer v2 has no TensorFlow plugin; on a plain runtime each node is a pod of an Indexed Job with
+``JOB_COMPLETION_INDEX`` and the DNS name ``<trainjob>-node-0-<index>.<trainjob>`` (JobSet's headless service). From
+those and ``KFTRAIN_NUM_NODES`` (the TrainJob's ``numNodes``, set in ``trainer.env``) this builds a worker cluster
+on port 2222; locally ``KFTRAIN_TF_WORKERS`` lists the addresses. A ``TF_CONFIG`` already set is kept (a TFJob).
 
     python -m kftrain.programs.tf_config python train.py   # sets TF_CONFIG, then runs the program
 """

@@ -1,30 +1,13 @@
 """Reference TensorFlow trainer: Keras 2 (``tf_keras``) ``model.fit`` under the strategy TF_CONFIG implies.
 
-Run unchanged by the local backend and by the training operator (TFJob). What it reads:
-
-* no ``TF_CONFIG`` (a one-replica TFJob, or a plain process): one process, the default strategy;
-* ``TF_CONFIG`` with workers (and optionally a chief), no ``ps``: ``MultiWorkerMirroredStrategy``
-  (synchronous all-reduce; every worker and the chief train);
-* ``TF_CONFIG`` with ``ps``: ``ParameterServerStrategy``. The chief is the coordinator and runs
-  ``model.fit``; workers and parameter servers start a ``tf.distribute.Server`` and block (the
-  operator, or the local backend, stops them once the chief succeeds);
-* an ``evaluator`` task (either mode) evaluates every new checkpoint on the validation split and
-  exits when the chief writes its done marker (``_TRAINING_DONE.json`` in the checkpoint root); a
-  checkpoint the chief replaces while the evaluator reads it is skipped for the next one.
-
-Checkpoints: ``BackupAndRestore`` under ``<checkpoint-dir>`` every ``--checkpoint-every-steps`` steps
-(with ParameterServerStrategy, which allows no batch-level callbacks, every "epoch" of fit is that
-many steps), so a restarted job resumes where the last checkpoint left it; the step it resumed from
-is logged. Keras keeps one checkpoint; to an object store the chief mirrors its local folder after each
-save (the new files, then the index naming them, then removal of the replaced ones). Only the chief
-(worker 0 when there is no chief) writes the final model: a SavedModel plus ``model.json``; non-chief
-MultiWorkerMirrored workers take part in the save (it is collective) into a temporary folder they
-delete, as TensorFlow's multi-worker saving convention asks.
+No ``TF_CONFIG``: one process. Workers (and a chief): ``MultiWorkerMirroredStrategy``. With ``ps``:
+``ParameterServerStrategy``, the chief coordinating, workers and servers blocking in a ``tf.distribute.Server``. An
+``evaluator`` evaluates each new checkpoint until the chief writes ``_TRAINING_DONE.json``. ``BackupAndRestore``
+every ``--checkpoint-every-steps`` resumes a restarted job; only the chief writes the model (SavedModel +
+``model.json``), other workers save into a temporary folder, as multi-worker saving asks. ``TF_USE_LEGACY_KERAS=1``
+is set first by :mod:`kftrain.programs.keras_env` (Keras 3's ``fit`` fails under MultiWorkerMirroredStrategy).
 
     python -m kftrain.programs.tf_distributed --dataset URI --model-dir URI [--checkpoint-dir URI]
-
-``TF_USE_LEGACY_KERAS=1`` is set before TensorFlow is imported, by :mod:`kftrain.programs.keras_env` (imported
-first; Keras 3's ``fit`` fails under MultiWorkerMirroredStrategy); the program needs the ``tf_keras`` package.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""What the two PyTorch programs (DDP in :mod:`~kftrain.programs.torch_ddp`, Horovod in
-:mod:`~kftrain.programs.horovod_torch`) share: their extra flags, the batch plan of the current world size, one
-optimizer step over a constant global batch, checkpoints of model, optimizer and sample position, and the
-validation accuracy they log.
+"""What the DDP and Horovod PyTorch programs share: flags, the batch plan, one optimizer step over a constant global
+batch, checkpoints, and the validation accuracy they log.
 
-Both train in the order of :class:`~kftrain.programs.global_batch.GlobalOrder` (every process reads the whole
-training split and takes its part of each global batch), so the rows of a step do not depend on the world
-size. A checkpoint is a complete ``ckpt-<step>`` folder (see :mod:`kftrain.programs.checkpoint`) holding
-``state.pt``: the model's and optimizer's ``state_dict``, the step, and the sample position (epoch, global
-batches of it done). It is snapshotted in memory on the training thread and serialized and uploaded on the
-checkpointer's.
+Both read the rows in :class:`~kftrain.programs.global_batch.GlobalOrder`. A checkpoint is a ``ckpt-<step>`` folder
+holding ``state.pt`` (model and optimizer ``state_dict``, step, sample position), snapshotted on the training thread
+and serialized and uploaded on the checkpointer's.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
-"""Reference PyTorch trainer: DDP over gloo (CPU) or NCCL (GPU), run unchanged by the local backend
-and by the training operator, elastic (under torchrun) or not.
+"""Reference PyTorch trainer: DDP over gloo (CPU) or NCCL (GPU), elastic under torchrun or not.
 
-It reads only what the operator gives a replica (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
-``WORLD_SIZE``; or ``LOCAL_RANK`` too under torchrun) and URIs: the prepared dataset, a checkpoint
-root and the model output. Only rank 0 writes checkpoints (snapshotted in memory, uploaded in the
-background) and the model; every write is atomic, and a restarted job resumes from the newest complete
-checkpoint, at the global batch after the last one it holds.
-
-Every optimizer step trains on the same rows whatever the world size (``--global-batch-size``, see
-:mod:`kftrain.programs.common`): each process computes its share as micro-batches of at most
-``--batch-size`` rows and accumulates their gradients; DDP averages them across processes at the last one.
-An elastic job that shrinks or grows restarts its processes (torchrun) at the new size, which re-plans the
-micro-batches and resumes from the checkpoint's sample position.
+Reads only the operator's variables (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``) and
+URIs. Each optimizer step trains on the same global batch at any world size (micro-batches of at most
+``--batch-size``, gradients accumulated). Only rank 0 writes checkpoints (in the background) and the model; a
+restarted or resized job resumes from the newest complete checkpoint's sample position.
 
     python -m kftrain.programs.torch_ddp --dataset URI --model-dir URI [--checkpoint-dir URI]
 """

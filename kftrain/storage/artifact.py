@@ -1,13 +1,9 @@
 """Atomic artifacts: a folder is complete only once its completion marker says so.
 
-:class:`ArtifactWriter` writes an output's files to a staging location, then a marker
-(:data:`COMPLETE_MARKER`) listing each file with its size and SHA-256, then publishes the new version
-(:mod:`kftrain.storage.publish`): a writer that died half-way leaves nothing that looks complete, and
-the previous version of the output readable. Readers go through :class:`~kftrain.storage.reader.ArtifactReader`
-or :func:`require_complete`. :func:`copy` (and :func:`upload`, :func:`download`) keep the rule across
-stores: an artifact is copied as the files its marker lists, each checked against it as it streams, the
-marker last, and published the same way; a listed file that is missing or changed fails the copy before
-anything is published.
+:class:`ArtifactWriter` stages the files, writes the marker listing each with its size and SHA-256, then publishes
+(:mod:`kftrain.storage.publish`): a writer that dies leaves nothing that looks complete. :func:`copy` (and
+:func:`upload`, :func:`download`) copy the files the marker lists, each checked as it streams, the marker last; a
+listed file missing or changed fails the copy before anything is published. Readers: :func:`require_complete`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Bytes by URI: small reads and writes, streaming in chunks, hashing, and copying one file.
 
-Everything streams in :data:`CHUNK`-sized pieces, so memory stays flat whatever the size, and hashes
-while it streams, so a copy knows its SHA-256 without reading the file again. To and from S3 several
-parts or ranges are in flight at once (:mod:`kftrain.storage.s3_transfer`, ``KFTRAIN_S3_MAX_CONCURRENCY``),
-while the chunks still pass through hashing and progress callbacks in order.
-
-Transient faults are retried (:func:`kftrain.storage.errors.with_retry`): every ranged read on its own;
-a write whose part upload still fails after s3fs's/botocore's per-request retries is restarted from the
-source. A half-written file is never visible: S3 multipart uploads only appear on completion, local files
-are renamed into place, and a write that raises is discarded rather than committed on close.
+Everything streams in :data:`CHUNK`-sized pieces (flat memory) and hashes as it streams; to and from S3 several parts
+are in flight (:mod:`kftrain.storage.s3_transfer`, ``KFTRAIN_S3_MAX_CONCURRENCY``). Transient faults are retried:
+each ranged read alone, a failed write from its source. A half-written file is never visible: multipart uploads
+appear on completion, local files are renamed into place, and a write that raises is discarded.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The completion marker, ``_COMPLETE.json``: its format is known only to this module.
 
-A marker lists every file of an artifact with its size and SHA-256, and the artifact's metadata::
-
-    {"files": {"model/weights.bin": {"sha256": "…", "size": 1234}, …}, "metadata": {…}}
-
-While a new version is promoted on an object store (:mod:`kftrain.storage.publish`) the marker at the
-artifact's root also says where that version's files can be read meanwhile, ``"staged"`` (the sibling
-prefix ``<name>.partial-<id>``), and which files of the version it replaces are being removed,
-``"superseded"``. Everything in a marker is checked when it is read (:func:`parse`): a marker whose
-paths leave the artifact, or that is not one kftrain wrote, is an error naming it.
+It lists every file with its size and SHA-256, and the metadata:
+``{"files": {"model/weights.bin": {"sha256": "…", "size": 1234}}, "metadata": {…}}``. During an object-store
+promotion it also names the staged version (``"staged"``) and the replaced files being removed (``"superseded"``).
+:func:`parse` checks all of it: a marker whose paths leave the artifact, or not written by kftrain, is an error.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Where an artifact is published, and how a new version replaces the old one without ever losing it.
 
-:func:`open_destination` checks the output URI before anything is written: it must be absent, empty, or a
-previous complete kftrain artifact whose every file its marker accounts for. Anything else (a user's
-folder given as ``--model-dir .``) is refused, naming a file that would have been lost. The new version
-is written to a staging sibling, ``<uri>.partial-<id>``, never over the old one; :meth:`Destination.promote`
-then makes it current, and :meth:`Destination.abort` removes it, the old version untouched.
-
-Local folders: the staging folder is locked while written (:mod:`kftrain.storage.partials`) and renamed
-into place; a previous version is swapped out in one ``renameat2(RENAME_EXCHANGE)`` where the kernel has
-it (else two renames, with an instant in between where the path is absent) and only then removed.
-
-Object stores: see the package docstring (:mod:`kftrain.storage`) for the protocol and its guarantees.
+:func:`open_destination` refuses, naming the file that would be lost, an output URI that is not absent, empty or a
+complete kftrain artifact whose marker accounts for every file (``--model-dir .``). The new version goes to a staging
+sibling ``<uri>.partial-<id>``; :meth:`Destination.promote` makes it current, :meth:`Destination.abort` removes it.
+Locally the staging folder is locked while written (:mod:`kftrain.storage.partials`) and swapped into place with
+``renameat2(RENAME_EXCHANGE)`` where the kernel has it (else two renames). Object stores: kftrain/storage/README.md.
 """
 
 from __future__ import annotations

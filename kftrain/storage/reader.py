@@ -1,11 +1,9 @@
 """Reading a complete artifact: one version, only the files its marker lists, each checked against it.
 
-:class:`ArtifactReader` resolves the marker once and reads every file through it: a path the marker does
-not list is refused (so a ``dataset.json`` cannot point a reader outside the artifact), each read is
-checked against the listed size, and the first read of each file against its SHA-256 too. A file that
-does not match is an error naming it, unless the marker changed meanwhile: a promotion that moved the
-same version from its staging prefix to the plain paths is followed, and a new version (another writer
-re-published) is an error, so a reader never mixes two versions.
+:class:`ArtifactReader` resolves the marker once: a path it does not list is refused (a ``dataset.json`` cannot point
+outside the artifact), each read is checked against the listed size and the first one against the SHA-256. A
+mismatch is an error naming the file, unless the same version moved from staging to the plain paths (followed); a
+new version re-published meanwhile is an error, so a reader never mixes two.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Concurrent object-store transfers: multipart uploads with several parts in flight, ranged reads ahead.
 
-s3fs's file handle (``fs.open(path, "wb")``) uploads one part at a time, and a read loop fetches one range
-at a time; on a fast store the client then waits on round trips, not on bandwidth. Here the caller still
-produces and consumes chunks in order (so hashing, progress callbacks and the retry layer in
-:mod:`kftrain.storage.io` see the same sequence), but up to ``concurrency`` requests run at once on s3fs's
-event loop. Memory stays bounded: at most ``concurrency`` parts (or ranges) are held, plus the one being
-filled.
-
-Every request goes through ``S3FileSystem._call_s3``, so s3fs's error translation and retries, botocore's
-per-request retries, credentials and extra request arguments apply exactly as for s3fs's own calls.
-
-A request with a body also has a deadline (:func:`upload_deadline_s`): aiohttp arms its read timeout only once
-the body is sent, and waits for a ``100 Continue`` without one, so a server that accepts a connection and
-never reads from it held an upload forever.
+s3fs uploads one part, and a read loop fetches one range, at a time: on a fast store the client waits on round trips.
+Here chunks are still produced and consumed in order (hashing, progress and :mod:`kftrain.storage.io`'s retries see
+the same sequence) while up to ``concurrency`` requests run on s3fs's event loop, holding at most that many parts.
+Every request goes through ``S3FileSystem._call_s3``, so s3fs's and botocore's retries and credentials apply. A
+request with a body has a deadline (:func:`upload_deadline_s`): aiohttp arms its read timeout only once the body is
+sent, so a server that never reads held an upload forever.
 """
 
 from __future__ import annotations

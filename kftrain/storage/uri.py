@@ -1,17 +1,10 @@
 """URIs and the filesystems behind them: local paths, ``file://``, ``s3://``, ``minio://``, ``gs://``.
 
-fsspec does the I/O (s3fs for ``s3://``/``minio://``, gcsfs for ``gs://``); there is no S3 client of our own.
-``minio://bucket/key`` (what KFP's default pipeline root uses) is S3 at an endpoint of its own. An endpoint
-set in the environment wins: ``MINIO_ENDPOINT``, ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``. Else, in a KFP
-task pod, the store is found as KFP's launcher finds it (:mod:`kftrain.storage.kfp_store`: the
-``kfp-launcher`` ConfigMap's providers, else the backend version's default store); else ``minio://`` uses
-KFP's in-namespace service variables ``MINIO_SERVICE_SERVICE_HOST``/``_PORT``, and without them it is an
-error naming the variables (there is no guessed address). Credentials never travel as arguments (they would
-end up in pipeline specs and logs): they come from ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/
-``AWS_SESSION_TOKEN``, else from a mounted secret folder named by ``KFTRAIN_S3_CREDENTIALS_DIR`` (files
-``accesskey``/``secretkey``, the layout of KFP's ``mlpipeline-minio-artifact`` secret), else, in a KFP task
-pod, from the secret KFP's store configuration names (read through the Kubernetes API, as KFP's launcher
-reads it), else from botocore's own environment-driven chain (web identity / pod identity).
+fsspec does the I/O (s3fs, gcsfs); ``minio://bucket/key`` (KFP's default root) is S3 at an endpoint of its own. The
+endpoint: ``MINIO_ENDPOINT``, ``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``; else, in a KFP task pod, KFP's launcher's
+(:mod:`kftrain.storage.kfp_store`); else ``MINIO_SERVICE_SERVICE_HOST``/``_PORT``; else an error naming them.
+Credentials never travel as arguments (they would land in specs and logs): ``AWS_*`` variables, else the secret
+folder ``KFTRAIN_S3_CREDENTIALS_DIR`` (``accesskey``/``secretkey``), else KFP's store secret, else botocore's chain.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The pipeline to submit, checked before anything talks to the server.
 
-``PIPELINE`` is a pipeline reference (:mod:`kftrain.cli.reference`): a shipped pipeline by name (``pytorch-digits``:
-its committed ``pipeline.yaml``), the path of a compiled pipeline file, or ``MODULE:FUNCTION``, compiled now with the
-shipped pipelines' compile-time settings into a temporary folder that lives as long as :func:`prepare`'s block. Its
-parameters are checked against the file's root inputs, its name against KFP's rules, and a new version is named
-``<package version>-<git sha>`` (``nogit`` outside a git checkout); a pipeline compiled from ``MODULE:FUNCTION`` adds
-the start of its compiled file's SHA-256 (``-<8 hex>``), so an edit not yet committed is a new version, not the
-previous upload reused.
+``PIPELINE`` (:mod:`kftrain.cli.reference`) is a shipped name, a compiled file, or ``MODULE:FUNCTION`` compiled now
+into a temporary folder that lives as long as :func:`prepare`'s block. Its parameters are checked against the root
+inputs, its name against KFP's rules; its version is ``<package version>-<git sha>``, plus ``-<8 hex>`` of the
+compiled file for ``MODULE:FUNCTION`` (an uncommitted edit is a new version).
 """
 
 from __future__ import annotations

@@ -1,43 +1,13 @@
 """Evaluate a CRD's CEL validation rules within the API server's cost limits, and within seconds here.
 
-The API server charges every CEL evaluation a cost and stops what costs too much
-(k8s.io/apiserver@v0.36.3:pkg/apis/cel/config.go; k8s.io/apiextensions-apiserver@v0.36.3:
-pkg/apiserver/schema/cel/validation.go, validateExpressions):
-
-- one evaluation of one rule may cost :data:`PER_CALL_LIMIT`; past it the evaluation is cancelled, the object is
-  refused with :data:`CALL_LIMIT` (naming the rule by its message, else its text) and no further rule is evaluated;
-- all the evaluations for one object share :data:`RUNTIME_COST_BUDGET`; the rule whose cost does not fit in what
-  is left, and any rule met once nothing is left, refuses the object with :data:`OUT_OF_BUDGET`, and no further
-  rule is evaluated.
-
-The cost is cel-go's actual cost (github.com/google/cel-go@v0.26.0:interpreter/runtimecost.go, common/cost.go), with
-the API server's options (k8s.io/apiserver@v0.36.3:pkg/cel/environment/base.go: cel.OptOptimize, which makes a
-literal list or map a free constant; PresenceTestHasCost(false), which makes ``has()``'s test free). cel-python cannot
-count it, so the evaluator here charges, step by step as it evaluates, what cel-go charges for the same step: 1 for a
-variable or a field selection (``self``, ``.name``; 2 for a selection or an index on a value that is not a variable's
-field), 0 for a literal, 10 to build a list, 30 a map, 1 a function call, and by size where cel-go charges by size
-(``==``, ``!=`` and the comparisons a tenth of the smaller operand's size, ``in`` a list its size, ``+`` of strings a
-tenth of both, ``startsWith``/``endsWith`` a tenth of the string, ``contains`` and ``matches`` the products cel-go
-uses). A comprehension (``all``, ``exists``, ``exists_one``, ``map``, ``filter``) is charged each element what
-cel-go's expansion of it costs (github.com/google/cel-go@v0.26.0:parser/macro.go), and ends where cel-go's loop
-condition ends it (``all`` after the first false, ``exists`` after the first true); ``||`` and ``&&`` evaluate their
-right operand only when the left one does not decide, as cel-go's do (cel-python would evaluate both, and every
-element).
-
-Why it is safe: it never charges less than cel-go (tests/job/manifest/test_cel_budget.py holds it to cel-go's costs,
-rule by rule), so where the server runs out of budget or over the per-call limit, so does this, with the same
-message, at the same rule or an earlier one. Where it differs, it charges more, and may refuse an object whose cost
-is within the server's limits by that much: ``x in list`` costs the list's size also where the schema leaves the
-list's type open (cel-go then picks the overload at run time and charges 1); a conditional whose chosen branch is a
-field selection costs 1 more, and so does an index that is not a constant. Message expressions
-(``messageExpression``) are not evaluated (their rule's ``message`` is shown), so not charged. The estimated cost the
-API server checks when a CRD is created is not checked: the CRDs given are the ones the server has accepted.
-
-Time is bounded separately. cel-python takes tens of microseconds for what cel-go does in a fraction of one (an
-``exists`` over 20,000 names takes seconds), so the server's budget of 10,000,000 would take minutes here. An
-object's rules may take :data:`LOCAL_STEP_LIMIT` steps of cel-python's evaluator; an object that needs more is
-refused with :data:`TOO_COSTLY_HERE`, never accepted unchecked. Only an object of tens of thousands of list items
-under one rule gets there (the Trainer CRDs' ``maxItems`` keep their rules to a few thousand steps).
+The API server cancels a rule costing over :data:`PER_CALL_LIMIT` (:data:`CALL_LIMIT`) and stops an object whose
+rules exceed :data:`RUNTIME_COST_BUDGET` (:data:`OUT_OF_BUDGET`), running no further rule
+(k8s.io/apiextensions-apiserver@v0.36.3:pkg/apiserver/schema/cel/validation.go, validateExpressions). cel-python
+cannot count cel-go's cost, so the evaluator charges each step what cel-go charges (the constants below); it never
+charges less (held rule by rule in tests/job/manifest/test_cel_budget.py), so it refuses wherever the server does,
+at the same rule or an earlier one. ``messageExpression`` and the CRD's estimated cost are not evaluated. Time is
+bounded apart: :data:`LOCAL_STEP_LIMIT` steps, else :data:`TOO_COSTLY_HERE` (cel-python is orders of magnitude
+slower than cel-go), never accepted unchecked.
 """
 
 from __future__ import annotations
@@ -64,7 +34,12 @@ TOO_COSTLY_HERE = (
     "for one object (a list of tens of thousands of items?); no further validation rules were run"
 )
 
-# github.com/google/cel-go@v0.26.0:common/cost.go
+# github.com/google/cel-go@v0.26.0:common/cost.go, interpreter/runtimecost.go, with the API server's options
+# (k8s.io/apiserver@v0.36.3:pkg/cel/environment/base.go: OptOptimize makes a literal list or map a free constant,
+# PresenceTestHasCost(false) makes has() free). Charged per step: a variable or field selection 1 (2 on a value that
+# is not a variable's field), a literal 0, a function call 1, comparisons, ``in``, ``+`` of strings, startsWith,
+# contains and matches by size as cel-go does; ``||``/``&&`` short-circuit as cel-go's do. Where it differs it charges
+# more: ``x in list`` of an open type (cel-go charges 1), a conditional choosing a selection, a non-constant index.
 _SELECT_AND_IDENT = 1
 _LIST_CREATE = 10
 _MAP_CREATE = 30

@@ -1,23 +1,11 @@
 """Read and parse a YAML (or JSON) file a user gave, within bounds, as strictly as kubectl reads a manifest.
 
-Every such file kftrain reads goes through :func:`read_yaml_file` (or :func:`read_text_file`, for a manifest whose
-documents :mod:`kftrain.job.manifest.load` sorts itself): job manifests, TrainJob runtimes (``--runtimes``,
-``KFTRAIN_TRAINER_RUNTIMES``), CRD files (``--crd-dir``), ``--params-file`` and compiled pipelines. A path that is not
-a regular file (a named pipe, ``/dev/zero``, a folder) is refused before it is opened for reading, and the file is
-opened without blocking, so a pipe swapped in meanwhile never hangs the reader; at most :attr:`Bound.max_bytes` bytes
-are read, and they must be UTF-8.
-
-A document is untrusted input: a few hundred bytes of nested aliases (a "billion laughs") expand to
-billions of nodes, and thousands of nested brackets overflow a recursive parser. Before anything is
-built from the text, this module bounds:
-
-- the size (:data:`MAX_MANIFEST_BYTES`: the Kubernetes API server refuses larger requests anyway),
-- the nesting depth (:data:`MAX_DEPTH`, checked on the event stream, which PyYAML parses without recursion),
-- the node count once aliases are expanded (:data:`MAX_EXPANDED_NODES`; a recursive alias is refused),
-
-and, as kubectl does, refuses a mapping that repeats a key (PyYAML would keep the last one silently) and
-keys that are not strings (a manifest is JSON: its keys are strings). Every refusal is a
-:class:`~kftrain.errors.JobSpecError` naming the source and, where there is one, the line and column.
+Every such file (job manifests, runtimes, CRDs, ``--params-file``, compiled pipelines) goes through
+:func:`read_yaml_file` or :func:`read_text_file`: only a regular file, opened without blocking, at most
+:attr:`Bound.max_bytes` of UTF-8. A document is untrusted: its size (:data:`MAX_MANIFEST_BYTES`), nesting
+(:data:`MAX_DEPTH`, on the event stream) and node count with aliases expanded (:data:`MAX_EXPANDED_NODES`: no
+"billion laughs") are bounded before anything is built; a repeated key or a key that is not a string is refused, as
+kubectl does. Each refusal is a :class:`~kftrain.errors.JobSpecError` naming source, line and column.
 """
 
 from __future__ import annotations

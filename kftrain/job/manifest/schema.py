@@ -1,34 +1,13 @@
 """Validate manifests against the operators' real CRD OpenAPI v3 schemas, and their CEL validation rules.
 
-The CRDs are not shipped with kftrain (they belong to the operators); point
-``KFTRAIN_CRD_DIR`` or the ``crd_dir`` argument at a folder of CRD YAML files.
-
-A CRD's schema may carry rules in the Common Expression Language (``x-kubernetes-validations``, e.g. Kubeflow Trainer
-v2.3.0's TrainJob: ``self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')``, ``managedBy`` one of two
-controllers). The API server evaluates each where its schema node applies, with ``self`` the value there, and
-refuses the object with the rule's message when one is false (or fails to evaluate). They are evaluated here with a
-CEL implementation (``cel-python``, the ``[crd]`` extra), never re-written by hand. Transition rules (those that
-read ``oldSelf``) apply only to an update of an existing object, so a create never evaluates them
-(kubernetes/apiextensions-apiserver's CEL validator does the same).
-
-A structural schema also says how each list is merged, and the API server holds every list to it
-(kubernetes@v1.36.3:staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype/validation.go,
-ValidateListSetsAndMaps): a list of ``x-kubernetes-list-type: map`` is keyed by its ``x-kubernetes-list-map-keys``,
-each key once (a container's ``env`` by ``name``, a pod's ``containers`` by ``name``, ``ports`` by ``containerPort``
-and ``protocol``), and one of ``x-kubernetes-list-type: set`` holds each item once. Two items of one key would be
-merged into one by a server-side apply, so the create is refused instead.
-
-The API server judges the object after the CRD's defaults are filled in (the request is decoded through them:
-kubernetes@v1.36.3:staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/customresource_handler.go,
-unstructuredDefaulter.Default), so a port without ``protocol`` is the same key as one with ``protocol: TCP``: the
-schema, the lists and the CEL rules are checked here on the manifest with those defaults too.
-
-The API server evaluates no CEL rule of an object the schema already refuses for a missing field, a value not of
-its type or not among its ``enum``, or one over its ``maxLength``, ``maxItems`` or ``maxProperties``
-(kubernetes@v1.36.3:staging/src/k8s.io/apiextensions-apiserver/pkg/registry/customresource/strategy.go,
-hasBlockingErr): those bounds are what keep the rules' cost in check, so neither are they evaluated here then. The
-rules it evaluates are charged a cost, within the server's limits (:mod:`kftrain.job.manifest.cel`). No line quotes
-more than :data:`~kftrain.errors.MAX_QUOTED_CHARS` characters of a value.
+The CRDs are the operators' (``KFTRAIN_CRD_DIR`` or ``crd_dir`` names a folder of them). As the API server does:
+the CRD's defaults are filled in first (customresource_handler.go, unstructuredDefaulter.Default); each list is held
+to its ``x-kubernetes-list-type`` (listtype/validation.go, ValidateListSetsAndMaps: a ``map`` keyed once per key,
+a ``set`` once per item); ``x-kubernetes-validations`` are evaluated with cel-python (the ``[crd]`` extra), never
+re-written by hand, within the server's cost limits (:mod:`kftrain.job.manifest.cel`), transition rules
+(``oldSelf``) skipped on a create, and no rule run where the schema already refuses a type, enum or bound
+(registry/customresource/strategy.go, hasBlockingErr). Paths: kubernetes@v1.36.3:staging/src/k8s.io/
+apiextensions-apiserver/pkg/. No line quotes more than :data:`~kftrain.errors.MAX_QUOTED_CHARS` of a value.
 """
 
 from __future__ import annotations
