@@ -22,7 +22,7 @@ DURATIONS := --durations=30
 # What the tests need: the tools, and every extra but [gcs] (`pip install kftrain` alone is the authoring install).
 EXTRAS := dev,data,samples,torch,tf,onnx,s3,examples,crd,mlflow
 
-.PHONY: help install run test test-all controlplane lint format compile check-compiled bench images clean
+.PHONY: help install run test test-all controlplane lint format compile check-compiled bench images images-clean clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -74,12 +74,12 @@ check-compiled: install ## fail, naming the file, when a committed compiled YAML
 bench: install ## run the benchmarks and write bench/results.md
 	$(PY) bench/run.py
 
-images: ## build every image in every variant kftrain.images names (needs a Docker engine)
-	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "no Docker engine here; images not built"; exit 1; }
-	$(PY) -m kftrain.images | while read -r dir variant ref; do \
-		args=$$([ "$$variant" = - ] || echo --build-arg VARIANT=$$variant); \
-		docker build -f containers/$$dir/Dockerfile $$args -t $$ref . || exit 1; \
-	done
+images: ## build every image kftrain.images names (buildah, or docker where an engine runs; cached by inputs: warm in seconds)
+	PY=$(PY) ./scripts/build_images.sh $(IMAGES)
+
+images-clean: ## remove the image storage and its settings (~/.cache/kftrain/images, or $$KFTRAIN_IMAGE_CACHE)
+	@. scripts/lib.sh && image_env && podman system reset --force >/dev/null \
+		&& rm -rf "$$KFTRAIN_IMAGE_CACHE" "$$KFTRAIN_IMAGE_RUN"
 
 clean: ## remove local run outputs and caches (keeps .venv)
 	rm -rf $(RUN_ROOT) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -29,3 +29,48 @@ apt_install() {
         $sudo apt-get install -y -qq --no-install-recommends "$@"
     fi
 }
+
+# image_env: point podman, buildah and skopeo at the project's own image storage and settings, never the host's
+# (/etc/containers and /var/lib/containers are left as they are). $KFTRAIN_IMAGE_CACHE (default
+# ~/.cache/kftrain/images) holds containers.conf, storage.conf, registries.conf and the images (storage/); the
+# run state (locks, mounts) is on tmpfs under /run (or $XDG_RUNTIME_DIR), so a reboot clears it. Containers run
+# with runc (Debian's crun 1.8 refuses hybrid cgroups), cgroupfs, host networking (no bridge or firewall rules on
+# the host), and ulimits a container may set without CAP_SYS_RESOURCE. `make images-clean` removes it all.
+image_env() {
+    local cache="${KFTRAIN_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kftrain/images}"
+    local run
+    if [ "$(id -u)" -eq 0 ]; then run=/run/kftrain-images; else run="${XDG_RUNTIME_DIR:-/tmp}/kftrain-images-$(id -u)"; fi
+    mkdir -p "$cache/storage" "$run/tmp"
+    local mount_program=""
+    [ "$(id -u)" -eq 0 ] || mount_program='mount_program = "/usr/bin/fuse-overlayfs"'
+    cat >"$cache/storage.conf.new" <<CONF
+[storage]
+driver = "overlay"
+graphroot = "$cache/storage"
+runroot = "$run/storage"
+[storage.options.overlay]
+$mount_program
+CONF
+    cat >"$cache/containers.conf.new" <<CONF
+[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
+netns = "host"
+log_driver = "k8s-file"
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+tmp_dir = "$run/tmp"
+CONF
+    cat >"$cache/registries.conf.new" <<CONF
+unqualified-search-registries = ["docker.io"]
+short-name-mode = "permissive"
+CONF
+    local f
+    for f in storage containers registries; do
+        if cmp -s "$cache/$f.conf.new" "$cache/$f.conf"; then rm "$cache/$f.conf.new"; else mv "$cache/$f.conf.new" "$cache/$f.conf"; fi
+    done
+    export KFTRAIN_IMAGE_CACHE="$cache" KFTRAIN_IMAGE_RUN="$run"
+    export CONTAINERS_STORAGE_CONF="$cache/storage.conf" CONTAINERS_CONF="$cache/containers.conf"
+    export CONTAINERS_REGISTRIES_CONF="$cache/registries.conf"
+}
