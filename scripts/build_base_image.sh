@@ -3,8 +3,8 @@
 # project's image storage (scripts/lib.sh: image_env) without Docker Hub: Debian bookworm's minbase with Debian's
 # Python 3.11, from the Debian mirror (mmdebstrap), and a venv at /usr/local, so that `python`, `pip` and
 # site-packages are where the official image has them (Debian's own pip refuses installs outside a venv, PEP 668).
-# Cached: the image carries the key of its inputs (this script and lib.sh, the mirrors, the versions apt's lists
-# give its packages); a run whose key matches does nothing. Needs root (mmdebstrap, overlay storage).
+# Cached: the image carries the key of its inputs (this script, the mirrors, the versions apt's lists give its
+# packages); a run whose key matches does nothing. Needs root (mmdebstrap, overlay storage).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -17,8 +17,7 @@ security="${KFTRAIN_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-securit
 sources=("deb $mirror bookworm main" "deb $mirror bookworm-updates main" "deb $security bookworm-security main")
 
 versions="$(apt-cache policy "${PACKAGES[@]}" 2>/dev/null | awk '/^[^ ]/ {p = $1} /Candidate:/ {print p, $2}')"
-key="$({ cat "${BASH_SOURCE[0]}" "$(dirname "${BASH_SOURCE[0]}")/lib.sh"; printf '%s\n' "${sources[@]}" "$versions"; } \
-    | sha256sum | cut -c1-16)"
+key="$({ cat "${BASH_SOURCE[0]}"; printf '%s\n' "${sources[@]}" "$versions"; } | sha256sum | cut -c1-16)"
 have="$(podman image inspect --format '{{ index .Labels "org.kftrain.inputs" }}' "$BASE" 2>/dev/null || true)"
 if [ "$have" = "$key" ]; then
     echo "build_base_image: $BASE is current (inputs $key)"
