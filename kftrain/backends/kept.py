@@ -1,13 +1,14 @@
 """What outlives a job's replicas, on every backend: the logs the launch step kept beside the model
 (``<model>-logs/<replica>.log``), the model itself, and, on the local backend, what the job left in the state folder
-(its logs' ends, and the files its replicas wrote in their job's folders), copied out by ``kftrain jobs download``."""
+(its logs' ends, and the files its replicas wrote in their job's folders), copied out by ``kftrain jobs download``:
+into folders of the caller's own, never through a link placed there (:mod:`kftrain.backends.safe_paths`)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from kftrain import storage
+from kftrain.backends import safe_paths
 from kftrain.backends.base import JobStatus
 from kftrain.errors import KftrainError
 
@@ -40,28 +41,27 @@ def download_outputs(job: JobStatus, dest: Path) -> list[tuple[str, str, str]]:
             "logs or files"
         )
     dest = dest.absolute()
+    dest.mkdir(parents=True, exist_ok=True)
     copied: list[tuple[str, str, str]] = []
     if job.model_uri and storage.exists(job.model_uri):
+        safe_paths.entry(dest, "model", is_folder=True)
         storage.download(job.model_uri, str(dest / "model"))
         copied.append(("model", job.model_uri, str(dest / "model")))
     elif job.model_uri:
         copied.append(("model", job.model_uri, ""))
     whole = kept_logs(job.logs_uri)
+    logs = safe_paths.own_folder(dest, "logs", 0o755) if whole or local_logs else dest / "logs"
     for label in whole:
         source = storage.join(job.logs_uri, f"{label}.log")
-        target = dest / "logs" / f"{label}.log"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(storage.read_bytes(source))
-        copied.append(("log", source, str(target)))
+        safe_paths.write_file(logs, f"{label}.log", storage.read_bytes(source), 0o666)
+        copied.append(("log", source, str(logs / f"{label}.log")))
     for log in local_logs:
         if log.stem in whole:
             continue
-        target = dest / "logs" / log.name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(log, target)
-        copied.append(("log", str(log), str(target)))
+        safe_paths.write_file(logs, log.name, log, 0o666)
+        copied.append(("log", str(log), str(logs / log.name)))
     if files is not None:
-        shutil.copytree(files, dest / "files", symlinks=True, dirs_exist_ok=True)  # a link stays a link
+        safe_paths.copy_tree(files, dest, "files")  # a link stays a link
         copied.append(("files", str(files), str(dest / "files")))
     return copied
 

@@ -20,6 +20,7 @@ from kftrain.backends.local import state as job_state
 from kftrain.backends.local.replica import LocalReplica
 from kftrain.backends.local.status_server import StatusServer
 from kftrain.backends.local.workdirs import WorkdirClaim, keep_files, remove_owned
+from kftrain.backends.safe_paths import UnsafePath
 from kftrain.job.model import TrainingJob
 from kftrain.job.naming import outputs_of
 from kftrain.job.topology import ReplicaId, Topology
@@ -139,15 +140,24 @@ def _leave(state: RunningJob, console: Console) -> None:
         return
     state.left = True
     name = state.job.name
-    job_state.keep_logs(name, state.workdir / "logs", state.labels())
+    try:
+        job_state.keep_logs(name, state.workdir / "logs", state.labels())
+    except UnsafePath as exc:  # placed in the state folder while the job ran: nothing is written through it
+        console.say(f"{name}: logs not kept: {exc}")
+    unsafe = False
     if state.owns_workdir:
         # The initializers' downloads are the job's inputs (kubeflow/trainer@v2.3.0 pkg/constants/constants.go:
         # DatasetMountPath /workspace/dataset, ModelMountPath /workspace/model), not what it made.
         downloads = ("dataset", "model") if state.initializers else ()
-        kept = keep_files(state.workdir, state.cwd, state.shown, job_state.files_dir(name), downloads)
-        for line in kept.describe(name):
-            console.say(line)
+        try:
+            kept = keep_files(state.workdir, state.cwd, state.shown, job_state.files_dir(name), downloads)
+        except UnsafePath as exc:
+            unsafe = True  # its files stay where they are, named, rather than go
+            console.say(f"{name}: files not kept: {exc}; they stay in {state.workdir}")
+        else:
+            for line in kept.describe(name):
+                console.say(line)
     shutil.rmtree(state.scratch, ignore_errors=True)
-    if state.owns_workdir:
+    if state.owns_workdir and not unsafe:
         shutil.rmtree(state.workdir, ignore_errors=True)
     state.release()

@@ -1,28 +1,11 @@
 """The local backend's record of its jobs, so ``kftrain jobs`` can list and operate them from another shell.
 
-One JSON file per job in the state folder, written atomically when the job starts and when it ends: its kind, labels,
-when it started, the launcher's pid and that process's start time (a running job whose launcher is gone, or whose pid
-now belongs to another process, is ``Lost``), its phase, the folder of its replicas' live logs and, when its program
-was given a model URI, where its logs are kept afterwards (``<model>-logs``). When a job ends, the last
-:data:`KEPT_LOG_BYTES` of each replica's log are kept beside its record (``<name>.logs/``), and the files its replicas
-wrote in their job's folders (``<name>.files/``: :mod:`.workdirs`), so ``kftrain jobs logs`` and ``download`` work
-once the job's work folder is gone. A record that cannot be written is skipped: a job never fails for its bookkeeping.
-
-**Whose it is.** The state folder is the user's own: ``$KFTRAIN_STATE_DIR``, else ``$XDG_STATE_HOME/kftrain/jobs``,
-else ``~/.local/state/kftrain/jobs`` (the XDG Base Directory Specification's place for a user's state; a relative
-``XDG_STATE_HOME`` is ignored, as the specification says). kftrain makes its last folder with mode 0700, and refuses a
-default folder another user owns (a home shared by several accounts, or one a ``sudo`` run made), naming the owner and
-the way out, before anything of a job exists: records, name locks and kept files are never mixed between users. A
-``$KFTRAIN_STATE_DIR`` several users share is taken as given; each record is its writer's file, and a listing shows
-the caller's records only unless asked for every user's (``kftrain jobs list --all``).
-
-One record per running job: while a job runs, its launcher holds a lock on its name (``.<name>.lock`` beside the
-records, released by the kernel when the launcher dies), and a second job of that name is refused as the API server
-refuses a duplicate create (:func:`claim_name`); a name whose job has ended runs again with a record of its own.
-
-The folder is read as untrusted: a name is a job name (never a path), only regular files of bounded size are
-read (a FIFO or a device never blocks a listing), and a malformed record is listed as ``Unreadable`` with what is
-wrong, beside the others.
+One JSON file per job in the state folder (``$KFTRAIN_STATE_DIR``, else the XDG state folder, made 0700), written
+when the job starts and ends; once it ends, the end of each replica's log (``<name>.logs/``) and the files its
+replicas wrote (``<name>.files/``: :mod:`.workdirs`) are kept beside it. A running job holds a lock on its name
+(``.<name>.lock``). Every path written there goes through :mod:`kftrain.backends.safe_paths`: a default folder of
+another user's, a shared one not sticky, or a job's path another user placed is refused in one line. Records are read
+as untrusted: a name is never a path, only small regular files are read, a malformed one is listed ``Unreadable``.
 """
 
 from __future__ import annotations
@@ -33,7 +16,6 @@ import fcntl
 import json
 import os
 import re
-import shutil
 import stat
 import time
 from pathlib import Path
@@ -41,6 +23,7 @@ from typing import Any, BinaryIO
 
 import psutil
 
+from kftrain.backends import safe_paths
 from kftrain.errors import KftrainError
 from kftrain.job.validate import is_job_name
 
@@ -91,17 +74,15 @@ def own_state_dir(create: bool = True) -> Path:
         with contextlib.suppress(OSError):
             folder.parent.mkdir(parents=True, exist_ok=True)
             folder.mkdir(mode=0o700, exist_ok=True)
-    if os.environ.get(STATE_DIR_ENV):
-        return folder  # a folder the user named, maybe shared on purpose: each record stays its writer's
+    shared = bool(os.environ.get(STATE_DIR_ENV))  # a folder the user named may be shared: sticky, as /tmp is
     try:
-        owner = folder.stat().st_uid
-    except OSError:
-        return folder  # none, or none to be had: nothing is kept there (a job never fails for its bookkeeping)
-    if owner != os.geteuid():
+        safe_paths.check_folder(folder, shared=shared)
+    except FileNotFoundError:
+        pass  # none to be had: nothing is kept there (a job never fails for its bookkeeping)
+    except safe_paths.UnsafePath as exc:
         raise KftrainError(
-            f"state folder {folder} is owned by uid {owner}, not by this user (uid {os.geteuid()}): set "
-            f"{STATE_DIR_ENV} to a folder of your own, or remove that one"
-        )
+            f"state folder {folder} is {exc.why}: set {STATE_DIR_ENV} to a folder of your own, or remove that one"
+        ) from None
     return folder
 
 
@@ -150,17 +131,15 @@ def write(name: str, fresh: bool = False, **fields: Any) -> None:
     """Create or update the record of job ``name`` with ``fields``; ``fresh``: a new job's, replacing whatever an
     ended job of that name left (its reason, exit code, work folder are not this job's)."""
     target = record_path(name)
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError, KftrainError):  # a job never fails for its bookkeeping
+        own_state_dir()
         try:
             record = None if fresh else _load(target)
         except ValueError:  # a malformed record of that name: this job's replaces it
             record = None
         record = record or {"name": name, "created": time.time()}
         record.update(fields)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(record, sort_keys=True))
-        tmp.replace(target)
+        safe_paths.write_file(target.parent, target.name, json.dumps(record, sort_keys=True).encode())
 
 
 def claim_name(name: str, resource: str) -> int | None:
@@ -168,20 +147,23 @@ def claim_name(name: str, resource: str) -> int | None:
     where the state folder cannot hold one (a job never fails for its bookkeeping). A job of that name still running
     (its launcher holds the lock: the lock, not the record, says so, since the kernel lets go of it when the launcher
     dies) refuses it as the API server refuses a duplicate create: ``<resource> "<name>" already exists``
-    (k8s.io/apimachinery pkg/api/errors/errors.go NewAlreadyExists), with the way out."""
+    (k8s.io/apimachinery pkg/api/errors/errors.go NewAlreadyExists), with the way out. A lock, kept logs or kept
+    files of that name that are not this user's own refuse it too (:class:`~kftrain.backends.safe_paths.UnsafePath`)."""
     folder = own_state_dir()
     try:
-        fd = os.open(folder / f".{checked_name(name)}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fd = safe_paths.open_lock(folder, f".{checked_name(name)}.lock")
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            return None
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        for kept in (logs_dir(name), files_dir(name)):
+            safe_paths.entry(folder, kept.name, is_folder=True)
     except BlockingIOError:
         os.close(fd)
         _already_exists(name, resource, (read(name) or {}).get("launcher_pid"))
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
 
 
@@ -248,10 +230,11 @@ def remove(name: str) -> None:
 
 
 def keep_logs(name: str, live: Path, labels: list[str]) -> None:
-    """Keep the end (at most :data:`KEPT_LOG_BYTES`) of each replica's live log in ``live`` beside the record."""
+    """Keep the end (at most :data:`KEPT_LOG_BYTES`) of each replica's live log in ``live`` beside the record, in a
+    folder made now (:func:`~kftrain.backends.safe_paths.fresh_folder`: an ``UnsafePath`` when another user's is
+    there)."""
     with contextlib.suppress(OSError):
-        kept = logs_dir(name)
-        kept.mkdir(parents=True, exist_ok=True)
+        kept = safe_paths.fresh_folder(state_dir(), logs_dir(name).name)
         for label in labels:
             log = open_log(live, label)
             if log is None:
@@ -261,7 +244,7 @@ def keep_logs(name: str, live: Path, labels: list[str]) -> None:
                 if size > KEPT_LOG_BYTES:
                     log.seek(size - KEPT_LOG_BYTES)
                     log.readline()  # from the first whole line
-                (kept / f"{label}.log").write_bytes(log.read(KEPT_LOG_BYTES))
+                safe_paths.write_file(kept, f"{label}.log", log.read(KEPT_LOG_BYTES))
 
 
 def open_log(logs: Path, label: str) -> BinaryIO | None:
@@ -295,16 +278,18 @@ def kept_log(name: str, label: str) -> str | None:
     if not is_replica_label(label):
         return None
     try:
+        if not safe_paths.entry(state_dir(), logs_dir(name).name, is_folder=True):
+            return None
         data = _read_regular(logs_dir(name) / f"{label}.log", KEPT_LOG_BYTES)
-    except (OSError, ValueError):
+    except (OSError, ValueError, safe_paths.UnsafePath):  # another user's folder holds no log of this user's
         return None
     return data.decode("utf-8", "replace")
 
 
 def drop_kept(name: str) -> None:
     """Forget what the ended job ``name`` left beside its record: its logs' ends and its files."""
-    shutil.rmtree(logs_dir(name), ignore_errors=True)
-    shutil.rmtree(files_dir(name), ignore_errors=True)
+    safe_paths.remove_own(logs_dir(name))
+    safe_paths.remove_own(files_dir(name))
 
 
 def launcher(record: dict[str, Any]) -> psutil.Process | None:

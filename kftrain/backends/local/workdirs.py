@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kftrain.backends import safe_paths
 from kftrain.backends.local import state as job_state
 from kftrain.errors import KftrainError
 from kftrain.job.validate import is_job_name
@@ -171,8 +172,9 @@ _NAMED = 5  # paths a line names before "and N more"
 def keep_files(workdir: Path, cwd: Path, shown: Path, dest: Path, downloads: Sequence[str] = ()) -> KeptFiles:
     """Move what a job's replicas wrote into ``dest``: the entries of their working folder ``cwd`` (``cwd/...``) but
     the links to the launch folder ``shown`` made when the job started, and those of the job's ``workdir/workspace``
-    (``workspace/...``) but the initializers' ``downloads`` (named as not kept). A path that cannot be moved (the
-    disk is full) is named as not kept, with why."""
+    (``workspace/...``) but the initializers' ``downloads`` (named as not kept). ``dest`` is made afresh by
+    :func:`~kftrain.backends.safe_paths.fresh_folder` (an ``UnsafePath`` when another user's is there), so nothing
+    is moved through a link placed in it. A path that cannot be moved (the disk is full) is named as not kept."""
     result = KeptFiles(dest)
     shown = shown.resolve()
     wanted: list[tuple[Path, str]] = []
@@ -189,6 +191,8 @@ def keep_files(workdir: Path, cwd: Path, shown: Path, dest: Path, downloads: Seq
                 result.left.append((where, "an initializer's download"))
             else:
                 wanted.append((entry, where))
+    if wanted:
+        safe_paths.fresh_folder(dest.parent, dest.name)
     for entry, where in wanted:
         size = _bytes(entry)
         target = dest / where
