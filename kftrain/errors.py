@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from typing import Any, NoReturn
+
+from kftrain.redaction import redact
 
 # What one message may quote of the input: a value of 2 MB quoted whole would make a 2 MB error line.
 MAX_QUOTED_CHARS = 200
@@ -61,18 +62,12 @@ class JobFailedError(KftrainError):
         super().__init__(message)
 
 
-# "scheme://user:password@host": the credentials of a URL, wherever one is printed. The userinfo ends at the
-# authority's last "@" (golang/go@go1.24.0:src/net/url/url.go parseAuthority, strings.LastIndex), so a password
-# holding an "@" is hidden whole.
-_URL_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")
-
-
-def redact_urls(text: str) -> str:
-    """``text`` with every URL's user and password (``https://user:pass@host``) replaced by ``***``."""
-    return _URL_USERINFO.sub(r"\1***@", text)
+# The name the call sites know for the one redaction (:func:`kftrain.redaction.redact`): known secrets and URLs'
+# userinfo alike.
+redact_urls = redact
 
 
 def fail_step(message: str, exit_code: int = 1) -> NoReturn:
     """End a pipeline step: the message in its log, the exit code as its status."""
-    print(f"ERROR: {message}", file=sys.stderr)
+    print(f"ERROR: {redact(message)}", file=sys.stderr)
     raise SystemExit(exit_code)

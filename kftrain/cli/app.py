@@ -22,6 +22,7 @@ from kftrain.cli.reference import COMPILE_HELP
 from kftrain.cli.reference import HELP as PIPELINE_HELP
 from kftrain.cli.run import DEFAULT_PIPELINE, cmd_run
 from kftrain.errors import JobFailedError, KftrainError
+from kftrain.redaction import redact
 from kftrain.signals import Terminated
 
 
@@ -167,10 +168,10 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
     except JobFailedError as exc:
-        print(f"[kftrain] {exc}", file=sys.stderr)
+        print(f"[kftrain] {redact(str(exc))}", file=sys.stderr)
         return exc.exit_code or 1
     except KftrainError as exc:
-        print(f"kftrain: error: {exc}", file=sys.stderr)
+        print(f"kftrain: error: {redact(str(exc))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0  # our reader (``| head``) has all it wanted; the job itself already ended

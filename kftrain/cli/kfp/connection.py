@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kftrain.errors import KftrainError, redact_urls
+from kftrain.redaction import add_secret
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,9 @@ class Connection:
         if not host:
             raise KftrainError(f"no KFP API server: pass --host or set {ENV_HOST} (e.g. http://localhost:8888)")
         namespace = args.namespace or os.environ.get(ENV_NAMESPACE) or None
-        token = args.token or os.environ.get(ENV_TOKEN) or None
+        # A token read from a file or a Secret ends in a newline: never part of it, and a header cannot hold it.
+        token = (args.token or os.environ.get(ENV_TOKEN) or "").strip() or None
+        add_secret(token)
         return cls(host=host.rstrip("/"), namespace=namespace, token=token)
 
     def ui_link(self, fragment: str) -> str:

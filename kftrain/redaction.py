@@ -1,0 +1,80 @@
+"""The one place a secret is kept out of what kftrain prints: :func:`redact` on every message, error and log line.
+
+It works on what the secrets are, not on how a URL usually looks: every value of a variable whose name says it is a
+secret (``*_TOKEN``, ``*_PASSWORD``, ``*_SECRET``...), the password of every URI held in a variable (its user when
+it has none), and every value given to :func:`add_secret` (a ``--token``), each raw, without surrounding whitespace
+(a token read from a file or a Secret ends in a newline), percent-decoded and percent-encoded. A URL's userinfo is
+hidden too, whoever's it is.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from urllib.parse import quote, quote_plus, unquote
+
+MASK = "***"
+# A name that says its value is a secret (AWS_SECRET_ACCESS_KEY, MLFLOW_TRACKING_TOKEN, KFP_TOKEN, HF_TOKEN...).
+_SECRET_NAME = re.compile(
+    r"(TOKEN|PASSWORD|PASSWD|SECRET|SECRET_KEY|SECRET_ACCESS_KEY|API_KEY|PRIVATE_KEY)$", re.IGNORECASE
+)
+# Shorter values are left alone: "***" for every "1" or "ab" in a message would hide what it says, not a secret.
+MIN_SECRET_CHARS = 4
+# "scheme://user:password@host": the credentials of a URL, wherever one is printed. The userinfo ends at the
+# authority's last "@" (golang/go@go1.24.0:src/net/url/url.go parseAuthority, strings.LastIndex), so a password
+# holding an "@" is hidden whole.
+_URL_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")
+
+_registered: set[str] = set()
+_lock = threading.Lock()
+
+
+def add_secret(value: str | None) -> None:
+    """From now on, ``value`` (in every shape :func:`redact` knows) is never printed."""
+    if value and value.strip():
+        with _lock:
+            _registered.add(value)
+
+
+def userinfo(uri: str) -> tuple[str, str]:
+    """The user and password of ``uri``'s userinfo, as written: between ``scheme://`` and the URI's last ``@``,
+    whatever the password holds (an unencoded ``/``, ``#``, ``?`` or space included); ``("", "")`` without one."""
+    scheme, sep, rest = uri.strip().partition("://")
+    if not sep or "@" not in rest or not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme):
+        return "", ""
+    user, _, password = rest.rpartition("@")[0].partition(":")
+    return user, password
+
+
+def secrets(environ: Mapping[str, str] | None = None) -> set[str]:
+    """Every secret value known now: registered ones, secret-named variables' values, URIs' passwords."""
+    env = os.environ if environ is None else environ
+    with _lock:
+        found = set(_registered)
+    for name, value in env.items():
+        if _SECRET_NAME.search(name):
+            found.add(value)
+        if "://" in value:
+            user, password = userinfo(value)
+            found.add(password or user)  # without a password, the user is the credential (a token)
+    return {value for value in found if value.strip()}
+
+
+def shapes(value: str) -> set[str]:
+    """The ways ``value`` may be printed: raw, stripped, percent-decoded and percent-encoded, each long enough."""
+    out: set[str] = set()
+    for raw in {value, value.strip(), unquote(value).strip()}:
+        for shape in (raw, quote(raw, safe=""), quote(raw), quote_plus(raw)):
+            if len(shape.strip()) >= MIN_SECRET_CHARS:
+                out.add(shape)
+    return out
+
+
+def redact(text: str, environ: Mapping[str, str] | None = None, extra: Iterable[str] = ()) -> str:
+    """``text`` with every known secret (see the module's docstring) and every URL's userinfo replaced by ``***``."""
+    values = secrets(environ) | {v for v in extra if v and v.strip()}
+    for shape in sorted({s for v in values for s in shapes(v)}, key=len, reverse=True):
+        text = text.replace(shape, MASK)
+    return _URL_USERINFO.sub(rf"\1{MASK}@", text)

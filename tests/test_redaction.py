@@ -1,0 +1,117 @@
+"""A secret is never printed, whatever its shape: a token with a trailing newline, a URI's password holding an
+unencoded ``/``, ``#``, ``?`` or space, a password percent-encoded in the URI and printed decoded (or the reverse),
+a ``--token`` given on the command line; through :func:`kftrain.redaction.redact` and every way kftrain prints an
+error (a step's ``ERROR:`` line, the CLI's ``kftrain: error:``)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from kftrain.errors import KftrainError, fail_step
+from kftrain.redaction import add_secret, redact
+
+TOKEN = "tok-4f9a2c7e"
+
+
+# (the environment, the text printed, the secret it must not show)
+SHAPES = {
+    "a token with a trailing newline, quoted by repr": (
+        {"MLFLOW_TRACKING_TOKEN": TOKEN + "\n"},
+        f"Invalid header value b'Bearer {TOKEN}\\n'",
+        TOKEN,
+    ),
+    "a token with a trailing newline, printed raw": (
+        {"MLFLOW_TRACKING_TOKEN": TOKEN + "\n"},
+        f"header: Bearer {TOKEN}\n and more",
+        TOKEN,
+    ),
+    "a token percent-encoded in a URL": (
+        {"KFP_TOKEN": "a+b/c=d e"},
+        "GET http://kfp/api?token=a%2Bb%2Fc%3Dd%20e failed",
+        "a%2Bb%2Fc%3Dd%20e",
+    ),
+    "a password holding an unencoded /": (
+        {"MLFLOW_TRACKING_URI": "http://alice:pa/ss9@mlflow:5000"},
+        "cannot reach http://alice:pa/ss9@mlflow:5000/api/2.0",
+        "pa/ss9",
+    ),
+    "a password holding an unencoded #": (
+        {"MLFLOW_TRACKING_URI": "http://alice:pa#ss9@mlflow:5000"},
+        "cannot reach http://alice:pa#ss9@mlflow:5000/api/2.0",
+        "pa#ss9",
+    ),
+    "a password holding an unencoded ?": (
+        {"MLFLOW_TRACKING_URI": "http://alice:pa?ss9@mlflow:5000"},
+        "cannot reach http://alice:pa?ss9@mlflow:5000/api/2.0",
+        "pa?ss9",
+    ),
+    "a password holding a space": (
+        {"MLFLOW_TRACKING_URI": "http://alice:pa ss9@mlflow:5000"},
+        "cannot reach http://alice:pa ss9@mlflow:5000/api/2.0",
+        "ss9",
+    ),
+    "a password percent-encoded in the URI, printed decoded": (
+        {"MLFLOW_TRACKING_URI": "http://alice:pa%2Fss9@mlflow:5000"},
+        "auth failed for alice with password pa/ss9",
+        "pa/ss9",
+    ),
+    "a password from its variable, printed percent-encoded": (
+        {"MLFLOW_TRACKING_PASSWORD": "p@ss w/rd"},
+        "login refused: password p%40ss%20w%2Frd",
+        "p%40ss%20w%2Frd",
+    ),
+    "a token as a URI's user": (
+        {"MLFLOW_TRACKING_URI": "https://ghp_9f8e7d6c@mlflow.example.com"},
+        "token ghp_9f8e7d6c was refused",
+        "ghp_9f8e7d6c",
+    ),
+    "a secret variable's value": (
+        {"AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG"},
+        "signature with wJalrXUtnFEMI/K7MDENG did not match",
+        "wJalrXUtnFEMI",
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_every_shape_of_a_secret_is_redacted(shape):
+    env, text, secret = SHAPES[shape]
+    shown = redact(text, environ=env)
+    assert secret not in shown and "***" in shown, shown
+
+
+def test_a_url_userinfo_is_hidden_whoever_it_belongs_to():
+    assert redact("https://bob:hunter2@kfp.example.com/#/runs", environ={}) == "https://***@kfp.example.com/#/runs"
+
+
+def test_short_values_and_plain_names_are_left_alone():
+    env = {"MLFLOW_TRACKING_TOKEN": "ab", "MLFLOW_TRACKING_URI": "http://alice:secretpw@h", "KFP_HOST": "http://h"}
+    assert redact("alice logged ab at http://h", environ=env) == "alice logged ab at http://h"
+
+
+def test_a_registered_token_is_never_printed_by_a_step_or_the_cli(capsys, monkeypatch):
+    from kftrain.cli.kfp.connection import Connection
+
+    token = "kfp-token-71c3e9"
+    monkeypatch.setenv("KFP_TOKEN", token + "\n")  # read from a file or a Secret: a trailing newline
+    conn = Connection.from_args(argparse.Namespace(host="http://kfp:8888", namespace=None, token=None))
+    assert conn.token == token  # a header cannot hold the newline: never sent with it
+    monkeypatch.delenv("KFP_TOKEN")
+    with pytest.raises(SystemExit):
+        fail_step(f"the server said: invalid header 'Bearer {token}\\n'")
+    assert token not in capsys.readouterr().err
+
+
+def test_the_cli_error_line_is_redacted(capsys, monkeypatch):
+    from kftrain.cli import app
+
+    add_secret("cli-token-5d2a8b\n")
+
+    def fails(_: argparse.Namespace) -> int:
+        raise KftrainError("refused 'Bearer cli-token-5d2a8b'")
+
+    assert app._run(argparse.Namespace(func=fails)) == 2
+    err = capsys.readouterr().err
+    assert "cli-token-5d2a8b" not in err and "***" in err
