@@ -1,31 +1,26 @@
 """The factory that makes each kind's launch component from the one table of launch inputs.
 
-KFP reads a component's inputs, their types, defaults and descriptions from its Python function, and runs that
-function's *source* in the step's container: KFP embeds the text ``inspect.getsource`` returns for it
-(kfp 2.17.0, ``kfp/dsl/component_factory.py``, ``_get_function_source_definition``) and its executor maps the
-step's inputs onto the parameters of the function that text defines (``kfp/dsl/executor.py``, ``Executor.execute``:
-``inspect.getfullargspec``). So a function whose parameters exist only as a ``__signature__`` compiles, but runs
-with none of its inputs: the signature must be in the text. :func:`launch_component` therefore writes each kind's
-function as text from :func:`kftrain.launch.inputs.launch_inputs` (a signature with every input, a docstring
-describing each, and a body that is one call into ``kftrain.launch.component``) and decorates it with
-``dsl.component``. The written source is what KFP embeds in the committed ``component.yaml``, so reading that
-file shows exactly what runs.
-
-Module scope imports only kfp, the standard library and kftrain's input table.
+KFP embeds a component function's source text and runs it in the step's container, mapping the step's inputs onto
+the parameters that text defines (kubeflow/pipelines@2.17.0:sdk/python/kfp/dsl/executor.py, Executor.execute), so
+:func:`launch_component` writes each kind's function as text from :func:`kftrain.launch.inputs.launch_inputs`: every
+input in its signature and docstring, a body that is one call into ``kftrain.launch.component``. The committed
+``component.yaml`` shows exactly what runs. Module scope imports only kfp, the standard library and kftrain's tables.
 """
 
 from __future__ import annotations
 
-import linecache
 import sys
-import textwrap
 from collections.abc import Sequence
 from typing import Any
 
 from kfp import dsl
 
 from kftrain.job.kinds import KINDS
+from kftrain.job.pod_settings import TASK_CONFIG as TASK_CONFIG_INPUT
+from kftrain.job.pod_settings import task_config_passthroughs
 from kftrain.launch.inputs import Input, launch_inputs
+from kftrain.steps.inputs import REQUIRED, Parameter, function_source
+from kftrain_components.component_function import define
 from kftrain_components.images import LAUNCH_IMAGE
 
 # The artifacts every launch component reads and writes, first in every signature.
@@ -45,21 +40,16 @@ ARTIFACTS = (
 )
 
 
-# The launch task's own settings KFP passes through to the job (backend >= 2.15): the resources and affinity only to
-# the job (a GPU asked for the training replicas must never be held by the launch pod), env, node selector,
-# tolerations and volumes to the launch pod as well (it runs where the platform says, with the same env and data).
+# The launch task's own settings KFP passes through to the job (backend >= 2.15), as the pod settings declare them
+# (kftrain.job.pod_settings): each TaskConfig field, and whether KFP applies it to the launch pod as well.
 TASK_CONFIG = (
-    "task_config",
+    TASK_CONFIG_INPUT,
     "dsl.TaskConfig",
     "The launch task's own settings, passed to every replica below the explicit inputs (KFP backend >= 2.15).",
 )
 TASK_CONFIG_PASSTHROUGHS = [
-    dsl.TaskConfigField.RESOURCES,
-    dsl.TaskConfigField.KUBERNETES_AFFINITY,
-    dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.ENV, apply_to_task=True),
-    dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.KUBERNETES_NODE_SELECTOR, apply_to_task=True),
-    dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.KUBERNETES_TOLERATIONS, apply_to_task=True),
-    dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.KUBERNETES_VOLUMES, apply_to_task=True),
+    dsl.TaskConfigPassthrough(field=dsl.TaskConfigField[name], apply_to_task=to_launch_pod)
+    for name, to_launch_pod in task_config_passthroughs().items()
 ]
 
 
@@ -76,15 +66,9 @@ def launch_component(module: str, kind: str, *, task_config: bool = False) -> An
     inputs = launch_inputs(KINDS.get(kind))
     summary, _, details = (sys.modules[module].__doc__ or name).partition("\n\n")
     source = _function_source(kind, name, summary.strip(), details, inputs, task_config=task_config)
-    filename = f"<kftrain launch component {module}.{name}>"
-    # inspect.getsource (which KFP uses to embed the function) reads generated code through linecache.
-    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    namespace: dict[str, Any] = {"dsl": dsl, "__name__": module}
-    exec(compile(source, filename, "exec", dont_inherit=True), namespace)  # no "annotations" future: KFP reads types
-    func = namespace[name]
     passthroughs = TASK_CONFIG_PASSTHROUGHS if task_config else None
-    return dsl.component(base_image=LAUNCH_IMAGE, install_kfp_package=False, task_config_passthroughs=passthroughs)(
-        func
+    return define(
+        module, name, source, base_image=LAUNCH_IMAGE, install_kfp_package=False, task_config_passthroughs=passthroughs
     )
 
 
@@ -92,23 +76,13 @@ def _function_source(
     kind: str, name: str, summary: str, details: str, inputs: Sequence[Input], *, task_config: bool
 ) -> str:
     artifacts = [*ARTIFACTS, TASK_CONFIG] if task_config else list(ARTIFACTS)
-    params = [f"    {n}: {annotation}," for n, annotation, _ in artifacts]
-    params += [f"    {i.name}: {i.type.__name__}{'' if i.default is None else f' = {i.default!r}'}," for i in inputs]
-    docs = [(n, doc) for n, _, doc in artifacts] + [(i.name, i.doc) for i in inputs]
-    args_doc = "\n".join(f"        {n}: {doc}" for n, doc in docs)
-    body_details = f"\n\n{textwrap.indent(details.strip(), '    ')}" if details.strip() else ""
-    call_inputs = "\n".join(f"            {i.name!r}: {i.name}," for i in inputs)
-    return (
-        f"def {name}(\n"
-        + "\n".join(params)
-        + "\n):\n"
-        + f'    """{summary}{body_details}\n\n    Args:\n{args_doc}\n    """\n'
-        + "    from kftrain.launch.component import launch_component\n\n"
-        + "    launch_component(\n"
-        + f"        {kind!r},\n"
-        + "".join(f"        {n}={n},\n" for n, _, _ in artifacts)
-        + "        inputs={\n"
-        + call_inputs
-        + "\n        },\n"
-        + "    )\n"
+    params = [Parameter(n, annotation, doc) for n, annotation, doc in artifacts]
+    params += [Parameter(i.name, i.type.__name__, i.doc, REQUIRED if i.default is None else i.default) for i in inputs]
+    call_inputs = "".join(f"        {i.name!r}: {i.name},\n" for i in inputs)
+    body = (
+        "from kftrain.launch.component import launch_component\n\n"
+        + f"launch_component(\n    {kind!r},\n"
+        + "".join(f"    {n}={n},\n" for n, _, _ in artifacts)
+        + f"    inputs={{\n{call_inputs}    }},\n)\n"
     )
+    return function_source(name, summary, details, params, body)

@@ -1,8 +1,7 @@
 """The body of the ``evaluate_model`` component: score, report into KFP's artifacts, decide the gate.
 
-Every input is checked (the gate's metric against the dataset's task, the model against the dataset) before
-the split is read; a user error ends the step with a one-line message. The returned ``(passed, score)``
-are the component's outputs.
+Every input is checked (the gate's metric against the dataset's task, the model against the dataset) before the
+split is read; a user error ends the step with a one-line message. It returns the outputs ``(passed, score)``.
 """
 
 from __future__ import annotations
@@ -12,10 +11,11 @@ import math
 from typing import Any
 
 from kftrain.data.dataset import read_info
-from kftrain.step import Artifact, component_step
+from kftrain.step import component_step
+from kftrain.steps.evaluate import gate, reports
 from kftrain.steps.evaluate.evaluation import Evaluation, evaluate_model, task_of
-from kftrain.steps.evaluate.gate import GateDecision, gate_metric, quality_gate
-from kftrain.steps.evaluate.reports import html_report, markdown_report
+from kftrain.steps.evaluate.gate import GateDecision
+from kftrain.steps.inputs.evaluate import EvaluateInputs
 from kftrain.tracking.client import task_run
 from kftrain.tracking.evaluation import log_evaluation
 
@@ -23,41 +23,29 @@ log = logging.getLogger(__name__)
 MAX_KFP_CONFUSION = 100  # classes: a larger matrix is too big for KFP's metadata store (the HTML report has it)
 
 
-def evaluate_component(
-    *,
-    model: Artifact,
-    dataset_uri: str,
-    metrics: Any,
-    classification_metrics: Any,
-    report: Artifact,
-    html_report_output: Artifact,
-    split: str,
-    gate_metric_name: str,
-    gate_threshold: float,
-    baseline_model_uri: str,
-    batch_rows: int,
-) -> tuple[bool, float]:
-    """Evaluate ``model`` on ``split`` of the dataset at ``dataset_uri``, fill the KFP artifacts, return the verdict."""
+def evaluate_component(**values: Any) -> tuple[bool, float]:
+    """Evaluate the model on the split of the dataset (``values``: :class:`EvaluateInputs`), fill the KFP artifacts,
+    return the verdict."""
+    given = EvaluateInputs(**values)
+    model, dataset_uri, split, batch_rows = given.model, given.dataset_uri, given.split, given.batch_rows
+    baseline_uri = given.baseline_model_uri
     with (
-        component_step(
-            inputs={"model": model.uri, "dataset_uri": dataset_uri, "baseline_model_uri": baseline_model_uri}
-        ),
+        component_step(inputs={"model": model.uri, "dataset_uri": dataset_uri, "baseline_model_uri": baseline_uri}),
         task_run("evaluation's MLflow logging") as tracked,
     ):
-        metric = gate_metric(task_of(read_info(dataset_uri)), gate_metric_name)
+        metric = gate.gate_metric(task_of(read_info(dataset_uri)), given.gate_metric)
         evaluation = evaluate_model(model.uri, dataset_uri, split, batch_rows=batch_rows)
-        baseline = (
-            evaluate_model(baseline_model_uri, dataset_uri, split, batch_rows=batch_rows)
-            if baseline_model_uri
-            else None
+        baseline = evaluate_model(baseline_uri, dataset_uri, split, batch_rows=batch_rows) if baseline_uri else None
+        decision = gate.quality_gate(
+            evaluation.metrics, metric, given.gate_threshold, baseline.metrics if baseline else None
         )
-        decision = quality_gate(evaluation.metrics, metric, gate_threshold, baseline.metrics if baseline else None)
-        log_kfp_metrics(evaluation, metrics, classification_metrics, baseline)
+        log_kfp_metrics(evaluation, given.metrics, given.classification_metrics, baseline)
         title = f"Evaluation on the {split} split"
-        markdown, html = markdown_report(evaluation, decision, title), html_report(evaluation, decision, title)
-        with open(report.path, "w", encoding="utf-8") as handle:
+        markdown = reports.markdown_report(evaluation, decision, title)
+        html = reports.html_report(evaluation, decision, title)
+        with open(given.report.path, "w", encoding="utf-8") as handle:
             handle.write(markdown)
-        with open(html_report_output.path, "w", encoding="utf-8") as handle:
+        with open(given.html_report.path, "w", encoding="utf-8") as handle:
             handle.write(html)
         if tracked is not None:
             log_evaluation(tracked, evaluation, decision, baseline=baseline, markdown=markdown, html=html)

@@ -4,43 +4,40 @@ from __future__ import annotations
 
 from typing import Any
 
-from kftrain.step import Artifact, component_step
+from kftrain.step import component_step
 from kftrain.steps.export import export_model
 from kftrain.steps.export.serving import manifest_yaml
+from kftrain.steps.inputs.export import ExportInputs
 from kftrain.storage.io import write_once
 from kftrain.tracking.client import task_run
 from kftrain.tracking.export import check_registration, log_export, register_export
 
 
-def export_component(
-    *,
-    model: Artifact,
-    dataset_uri: str,
-    exported: Artifact,
-    inference_service: Artifact,
-    model_name: str,
-    targets: list[str],
-    verify_rows: int,
-    register_model: str = "",
-    evaluation_metrics: Any = None,
-    gate_passed: bool | None = None,
-) -> str:
-    """Export ``model`` into ``exported``; write the InferenceService serving it into ``inference_service``; with
+def export_component(**values: Any) -> tuple[str]:
+    """Export the model into ``exported``; write the InferenceService serving it into ``inference_service``; with
     MLflow tracking, tag the task's run with where everything went and, given ``register_model``, register the
-    export (:mod:`kftrain.tracking.export`). Returns the registered version ("" when none)."""
+    export (:mod:`kftrain.tracking.export`). ``values``: :class:`ExportInputs`; returns the registered version ("" when
+    none)."""
+    given = ExportInputs(**values)
+    model, exported, inference_service, model_name = (
+        given.model,
+        given.exported,
+        given.inference_service,
+        given.model_name,
+    )
     version = ""
     with (
-        component_step(exported, inference_service, inputs={"model": model.uri, "dataset_uri": dataset_uri}),
+        component_step(exported, inference_service, inputs={"model": model.uri, "dataset_uri": given.dataset_uri}),
         task_run("export's MLflow logging") as tracked,
     ):
-        check_registration(register_model)
+        check_registration(given.register_model)
         report = export_model(
             model.uri,
-            dataset_uri,
+            given.dataset_uri,
             exported.uri,
             model_name=model_name,
-            targets=tuple(targets) or None,
-            verify_rows=verify_rows,
+            targets=tuple(given.targets) or None,
+            verify_rows=given.verify_rows,
         )
         # Whole or not at all: a step killed while writing leaves no half manifest at the output.
         write_once(iter([manifest_yaml(report.inference_service).encode()]), inference_service.uri)
@@ -50,16 +47,16 @@ def export_component(
         if tracked is not None:
             paths = {e.target: e.path for e in report.exports}
             log_export(tracked, exported.uri, paths, served, inference_service.uri)
-            if register_model:
+            if given.register_model:
                 version = register_export(
                     tracked,
-                    register_model,
+                    given.register_model,
                     exported.uri,
-                    evaluation=dict(getattr(evaluation_metrics, "metadata", None) or {}),
-                    gate_passed=gate_passed,
+                    evaluation=dict(getattr(given.evaluation_metrics, "metadata", None) or {}),
+                    gate_passed=given.gate_passed,
                     model_uri=model.uri,
                 )
-    return version
+    return (version,)
 
 
 def _served(report: Any) -> str:
