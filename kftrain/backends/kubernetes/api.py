@@ -127,6 +127,11 @@ class KubeApi:
         return self._client
 
     @property
+    def server(self) -> str:
+        """The API server's address, as a line that gives up on it names it."""
+        return str(self.api_client.configuration.host)
+
+    @property
     def custom(self) -> client.CustomObjectsApi:
         return client.CustomObjectsApi(self.api_client)
 

@@ -24,7 +24,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from kftrain.backends.console import Console
-from kftrain.backends.kubernetes.api import cut
+from kftrain.backends.kubernetes.api import cut, describe
+from kftrain.backends.kubernetes.backoff import Backoff
 from kftrain.backends.kubernetes.pod_state import Pod, main_container, pod_label, pod_name, pod_phase, pod_uid
 
 if TYPE_CHECKING:
@@ -123,6 +124,8 @@ class LogFollower:
 
     def _follow(self, uid: str) -> None:
         refused: Pod | None = None  # the pod as it was when its log could not be opened
+        # Between two refused opens, the wait every list/watch loop waits (a log stream never ends the job).
+        backoff = Backoff.of(self._api.retry, lambda: self._api.server, f"log of {uid}", gives_up=False)
         while True:
             with self._cond:
                 pod = self._next_run(uid, refused)
@@ -137,15 +140,17 @@ class LogFollower:
                 response = self._api.follow_pod_log(
                     self._job.namespace, pod_name(pod), self._container(pod), tail_lines=self._stream_from
                 )
-            except ApiException:
+            except ApiException as exc:
                 # Not streamable after all (the watch lagged: the container is waiting again, say): nothing
                 # was printed, so the run is left to the next change of the pod, or to the end.
                 with self._cond:
                     self._printed.discard((uid, run))
+                    self._cond.wait_for(lambda: self._finishing, backoff.failed(describe(exc)))
                 refused = pod
                 continue
             refused = None
-            self._stream(pod, response)
+            if self._stream(pod, response):
+                backoff.healthy()
 
     def _next_run(self, uid: str, refused: Pod | None) -> Pod | None:
         """(Under the lock) the pod once it has a started run not printed yet; None when there is none to wait for.
@@ -168,19 +173,22 @@ class LogFollower:
     def _container(self, pod: Pod) -> str | None:
         return main_container(pod, self._job.main_container).name
 
-    def _stream(self, pod: Pod, response: Any) -> None:
-        """Print the lines of an open log stream until it ends."""
+    def _stream(self, pod: Pod, response: Any) -> bool:
+        """Print the lines of an open log stream until it ends; whether it had any."""
         label = pod_label(pod)
+        printed = False
         with self._cond:
             self._responses.add(response)
         try:
             for line in iter_resp_lines(response):
+                printed = True
                 self._print(label, line)
         finally:
             with self._cond:
                 self._responses.discard(response)
             with contextlib.suppress(Exception):
                 response.release_conn()
+        return printed
 
     def _note_failure(self, pod: Pod) -> None:
         """Note the replica if a run of its container (this one, or the one before a restart) ended non-zero."""

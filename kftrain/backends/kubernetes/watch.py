@@ -1,23 +1,12 @@
 """Following the job and its pods as they change, and what the job's conditions mean.
 
-A :class:`Watcher` keeps one collection (the job alone, by a field selector on its name; or its pods, by the
-operators' job-name label) up to date in a thread of its own: it lists it once, then watches it from the
-resourceVersion it has seen, so no change between two requests is missed and none is read twice. For a job
-the backend has just created, the create's answer is that list (:meth:`Watcher.resume`): the job as it
-returned it, and no pods yet, since every pod comes after the job; both watches start from the create's
-resourceVersion, and following a running job asks nothing more of the API server than its two watches,
-renewed every ``watch_window_s`` from the last version seen. A watch
-whose history was compacted (410 Gone) is answered by a fresh list; a stream that breaks is retried by
-:func:`kftrain.retry.call_with_retry` with the API's classifier. As client-go's reflector does, a watch refused a
-connection, throttled (429) or cut short resumes from the version it had seen, which loses nothing (every event sent
-was read); after any other error the next try lists afresh
-(k8s.io/client-go@v0.36.3:tools/cache/reflector.go, isWatchErrorRetriable and watchWithResync). Every change sets
-the ``changed`` event the backend's wait loop sleeps on, so the loop reacts to a change when it happens rather than at
-its next poll.
-
-The operators report a job's state as conditions (Created, Running, Restarting, Suspended, then Succeeded
-or Failed): :func:`result_of` maps the final one to a :class:`JobResult`, and :class:`StatusPrinter` prints
-each one the job reaches once.
+A :class:`Watcher` keeps one collection (the job alone, or its pods) up to date in a thread of its own: listed once
+(for a job just created, the create's answer: :meth:`Watcher.resume`), then watched from the resourceVersion seen,
+each watch lasting ``watch_window_s``. As client-go's reflector does, a watch refused a connection, throttled (429) or
+cut short resumes from the version it had seen; after a 410 Gone or any other error the next try lists afresh
+(k8s.io/client-go@v0.36.3:tools/cache/reflector.go, isWatchErrorRetriable and watchWithResync); every failure waits
+its :class:`~.backoff.Backoff`, which ends the step in one line when the server keeps failing. Every change sets the
+``changed`` event the backend's wait loop sleeps on. :func:`result_of` maps a job's final condition to its result.
 """
 
 from __future__ import annotations
@@ -26,6 +15,7 @@ import contextlib
 import http.client
 import json
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -36,7 +26,8 @@ from kubernetes.watch.watch import iter_resp_lines
 from kftrain.backends.base import JobPhase, JobResult
 from kftrain.backends.console import Console
 from kftrain.backends.kubernetes.api import JobRef, KubeApi, cut, describe, is_transient, read_json
-from kftrain.retry import RetryPolicy, call_with_retry, exception_chain
+from kftrain.backends.kubernetes.backoff import SHORT_WATCH_S, Backoff
+from kftrain.retry import RetryPolicy, exception_chain
 
 
 def conditions(obj: dict[str, Any]) -> list[dict[str, Any]]:
@@ -159,8 +150,8 @@ class Watcher:
     """One collection, listed then watched in a thread of its own; :meth:`items` is it as last seen, by name.
 
     ``request`` lists the collection (the client's list call with its selectors bound); with ``watch=True``
-    it watches it. ``window_s`` bounds one watch request; ``retry`` governs broken streams (consecutive
-    failures, the waits between them). Each change sets ``changed`` and calls the listeners with the items.
+    it watches it. ``window_s`` bounds one watch request; ``retry`` sets the :class:`~.backoff.Backoff` between
+    failures (``backoff``: that one instead). Each change sets ``changed`` and calls the listeners with the items.
     When the watch gives up, :meth:`raise_error` raises why in the caller's thread.
     """
 
@@ -174,12 +165,13 @@ class Watcher:
         retry: RetryPolicy,
         window_s: int,
         changed: threading.Event,
+        backoff: Backoff | None = None,
     ) -> None:
         self._api = api
         self._console = console
         self._what = what
         self._request = request
-        self._retry = retry
+        self._backoff = backoff or Backoff.of(retry, lambda: api.server, f"watch of {what}")
         self._window_s = max(1, int(window_s))
         self._changed = changed
         self._listeners: list[Callable[[Items], None]] = []
@@ -233,54 +225,49 @@ class Watcher:
     # -- the thread ------------------------------------------------------------------------------
 
     def _run(self) -> None:
+        self._relist = not self._listed
         try:
             if self._listed:
                 self._notify()  # resumed: the listeners see the items it was given
-            else:
-                self._api.call(f"list {self._what}", self._list)
             while not self._stopped.is_set():
-                call_with_retry(
-                    self._attempt,
-                    policy=self._retry,
-                    is_transient=is_transient,
-                    what=f"watch of {self._what}",
-                    describe=describe,
-                    sleep=self._pause,
-                )
+                reason = self._attempt()
+                if reason is None:
+                    self._backoff.healthy()
+                elif not self._stopped.is_set():
+                    self._backoff.wait(self._backoff.failed(reason), self._stopped)
         except BaseException as exc:
             if not self._stopped.is_set():
                 self._error = exc
         finally:
             self._changed.set()
 
-    def _pause(self, seconds: float) -> None:
-        """The wait between two tries, cut short by :meth:`stop`."""
-        self._stopped.wait(seconds)
-
-    def _attempt(self) -> None:
-        """One try: a list first if the last try broke off, then one watch request."""
-        if self._stopped.is_set():
-            return
+    def _attempt(self) -> str | None:
+        """One try: a list first if the last try broke off, then one watch request; why it failed (None: it did
+        not). An error that says the request is wrong (403, 404) is raised: no wait mends it."""
         try:
             if self._relist:
-                # The stream broke off: events may have been lost, so start again from a fresh list. Its
-                # request is part of this try (not retried on its own); only a watch that ends normally
-                # ends the run of failures.
+                # The stream broke off: events may have been lost, so start again from a fresh list.
                 self._list()
-            self._window()
+            return self._window()
         except ApiException as exc:
             if exc.status == 410:
                 # The history behind our resourceVersion was compacted: start again from a fresh list.
                 self._console.say(f"watch of {self._what} expired (410 Gone); re-listing")
                 self._relist = True
-                return
+                return "410 Gone: the watch's history was compacted"
+            if not is_transient(exc):
+                raise
             self._relist = self._relist or not _resumable(exc)
-            raise
+            return describe(exc)
         except Exception as exc:
             if self._stopped.is_set():
-                return  # our own stop() cut the stream
+                return None  # our own stop() cut the stream
             self._relist = self._relist or not _resumable(exc)
-            raise
+            if isinstance(exc, ValueError):  # a body that is not the API's JSON: an HTML page, say
+                return f"not the API's JSON ({describe(exc)})"
+            if not is_transient(exc):
+                raise
+            return describe(exc)
 
     def _list(self) -> None:
         listed = read_json(self._request)
@@ -292,8 +279,10 @@ class Watcher:
         self._listed = True
         self._notify()
 
-    def _window(self) -> None:
-        """Follow the collection's events for one watch request."""
+    def _window(self) -> str | None:
+        """Follow the collection's events for one watch request; why it failed when it ended at once with no event
+        (as a reflector does, the next try lists afresh), else None."""
+        started, events = time.monotonic(), 0
         response = self._request(
             watch=True,
             resource_version=self._rv,
@@ -313,6 +302,7 @@ class Watcher:
                 if kind == "ERROR":
                     # 410 Gone comes this way when the watch starts from a version already compacted.
                     raise ApiException(status=obj.get("code"), reason=f"{obj.get('reason')}: {obj.get('message')}")
+                events += 1
                 meta = obj.get("metadata") or {}
                 with self._lock:
                     self._rv = meta.get("resourceVersion") or self._rv
@@ -328,6 +318,10 @@ class Watcher:
                 self._response = None
             with contextlib.suppress(Exception):
                 response.release_conn()
+        if events or self._stopped.is_set() or time.monotonic() - started >= min(SHORT_WATCH_S, self._window_s / 2):
+            return None
+        self._relist = True
+        return "the watch ended at once with no event"
 
     def _notify(self) -> None:
         items = self.items()

@@ -4,12 +4,13 @@ policy of its calls."""
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-import urllib3
 
 from kftrain.backends.kubernetes.api import is_transient
+from kftrain.backends.kubernetes.backoff import ServerKeepsFailing
 from kftrain.retry import RetryPolicy, call_with_retry
 from testbed.fake_k8s import FakeKube, Fault, JobSim, OperatorSim
 from testbed.k8s_harness import FAST_RETRY, make_backend, pytorch_job, running, s_forever, s_success, succeed
@@ -49,8 +50,14 @@ def test_watch_broken_every_time_gives_up_after_the_retry_policy(kube: FakeKube,
     operator.scenario = s_forever
     _break_watches(kube, times=1000)
     backend, _ = make_backend(kube)
-    with pytest.raises(urllib3.exceptions.HTTPError):
+    with pytest.raises(ServerKeepsFailing) as raised:
         backend.run(pytorch_job(), timeout=20)
+    said = str(raised.value)  # one line naming the server, the watch and the last failure
+    assert re.fullmatch(
+        rf"the API server at http://127\.0\.0\.1:\d+ kept failing the watch of PyTorchJob default/\S+: "
+        rf"{FAST_RETRY.attempts} tries in a row over \d+\.\ds, the last: \S.*",
+        said,
+    ), said
     assert _job_lists(kube) == []  # every try resumed: nothing was answered
     assert kube.jobs_of("pytorchjobs") == []  # Backend.run cancels the job it cannot follow
 
