@@ -293,6 +293,8 @@ _SCRATCH = pytest.StashKey[tuple[str | None, str | None]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist registers its mark; without it (-p no:xdist) --strict-markers would refuse the modules using it.
+    config.addinivalue_line("markers", "xdist_group(name): run these tests on one pytest-xdist worker")
     scratch = tempfile.mkdtemp(prefix="kftrain-tests-")
     config.stash[_SCRATCH] = (scratch, os.environ.get("TMPDIR"))
     os.environ["TMPDIR"] = scratch

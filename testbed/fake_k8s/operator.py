@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from kftrain.job.kinds import Kind
-from testbed.fake_k8s.server import FakeKube, dotted, kind_at, now_iso
+from testbed.fake_k8s.api import kind_at, now_iso
+from testbed.fake_k8s.selectors import dotted
+from testbed.fake_k8s.server import FakeKube
 
 # JobSet's labels on a TrainJob's pods, and the completion index Kubernetes gives a pod of an Indexed Job.
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
