@@ -10,16 +10,19 @@ container (kubeflow/pipelines@2.17.0: backend/src/apiserver/plugins/mlflow/handl
 experiment ``KFP-Default`` and a parent run named after the run's display name, tagged ``kfp.pipeline_run_id`` and
 ``kfp.pipeline_run_url``; backend/src/v2/common/plugins/mlflow/handler.go, OnTaskStart: a nested run named after
 the task, tagged ``mlflow.parentRunId``; RetrieveUserContainerEnvVars: ``MLFLOW_RUN_ID``, ``MLFLOW_TRACKING_URI``,
-``MLFLOW_EXPERIMENT_ID``).
+``MLFLOW_EXPERIMENT_ID``). :func:`hostile_server` stands in for a server that fails: throttling for an hour, 500,
+401, or a body trickling in.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.server
 import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -149,3 +152,76 @@ def kfp_task_run(client: Any, uri: str, task: str, *, display_name: str = "pipel
         "MLFLOW_TRACKING_URI": uri,
         "MLFLOW_EXPERIMENT_ID": str(experiment),
     }
+
+
+# -- stand-ins for a tracking server that fails ----------------------------------------------------------------------
+
+HOSTILE_LIFETIME_S = 60.0  # a stand-in stops by itself after this, whatever its test does
+
+
+class _Hostile(http.server.BaseHTTPRequestHandler):
+    """Answers every request as its server's ``mode`` says (see :func:`hostile_server`)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def _answer(self) -> None:
+        mode = self.server.mode  # type: ignore[attr-defined]
+        self.server.requests += 1  # type: ignore[attr-defined]
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.close_connection = True
+        if mode == "silent-body":  # headers, then a byte every 2 s: each read is within any read timeout
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            stopping: threading.Event = self.server.stopping  # type: ignore[attr-defined]
+            while not stopping.wait(2):
+                self.wfile.write(b" ")
+                self.wfile.flush()
+            return
+        status, extra = {
+            "retry-after": (503, {"Retry-After": "3600"}),
+            "throttles": (429, {"Retry-After": "3600"}),
+            "500": (500, {}),
+            "401": (401, {}),
+        }[mode]
+        body = b'{"error_code": "INTERNAL_ERROR", "message": "stand-in"}'
+        if status == 401:
+            body = b'{"error_code": "UNAUTHENTICATED", "message": "You are not authenticated."}'
+        self.send_response(status)
+        for name, value in extra.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_PATCH = do_PUT = _answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def hostile_server(mode: str) -> Iterator[str]:
+    """A stand-in tracking server on 127.0.0.1 answering every request one way: ``retry-after`` (503,
+    ``Retry-After: 3600``), ``throttles`` (429, the same), ``500``, ``401``, or ``silent-body`` (a 200 whose body
+    trickles in a byte every 2 s). Yields its URI; stopped when the block ends, or after
+    :data:`HOSTILE_LIFETIME_S`."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hostile)
+    server.daemon_threads = True
+    server.mode = mode  # type: ignore[attr-defined]
+    server.requests = 0  # type: ignore[attr-defined]
+    server.stopping = threading.Event()  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    timer = threading.Timer(HOSTILE_LIFETIME_S, server.stopping.set)  # type: ignore[attr-defined]
+    timer.daemon = True
+    timer.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        timer.cancel()
+        server.stopping.set()  # type: ignore[attr-defined]
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

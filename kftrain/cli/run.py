@@ -130,7 +130,7 @@ def run_locally(
                 environment({"TMPDIR": str(scratch)}),
                 steps_without_cwd_on_path(),
                 quiet_output(show_all=verbose, gone=scratch) as watched,
-                tracked_pipeline(root, mlflow),
+                tracked_pipeline(root, mlflow, register_model=str(params.get("register_model") or "")),
             ):
                 pipeline(**params)
         except RuntimeError as exc:

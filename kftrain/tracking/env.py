@@ -1,23 +1,11 @@
-"""The variables KFP 2.17's MLflow plugin gives a step, and what a launch step passes on to its training replicas.
+"""The MLflow variables a step gets, the bounds on MLflow's HTTP retries, and what the training replicas are given.
 
-With the plugin's ``injectUserEnvVars`` on, KFP's driver adds to every task's user container
-(kubeflow/pipelines@2.17.0:backend/src/v2/common/plugins/mlflow/handler.go, RetrieveUserContainerEnvVars, 141-168):
-
-- ``MLFLOW_RUN_ID`` (the task's nested run), ``MLFLOW_TRACKING_URI`` (the endpoint), ``MLFLOW_EXPERIMENT_ID``;
-- ``MLFLOW_WORKSPACE`` where workspaces are enabled;
-- for Kubernetes auth ``MLFLOW_TRACKING_AUTH=kubernetes`` (``kubernetes-namespaced`` with workspaces); for bearer
-  auth ``MLFLOW_TRACKING_TOKEN``, for basic auth ``MLFLOW_TRACKING_USERNAME`` and ``MLFLOW_TRACKING_PASSWORD``, each
-  a ``valueFrom.secretKeyRef`` of the Secret ``kfp-mlflow-credentials`` under the key the plugin's
-  ``credentialSecretRef`` names (backend/src/common/plugins/mlflow/config.go: BuildCredentialEnvVars,
-  CredentialSecretName).
-
-The API server also puts ``KFP_MLFLOW_CONFIG`` (the runtime config as JSON: endpoint, parentRunId, experimentId,
-authType, credentialSecretRef's key names; never a credential) on every launcher container
-(backend/src/apiserver/plugins/mlflow/config.go, InjectMLflowRuntimeEnv), which is the step's own container: the
-executor template carries the launcher role (backend/src/v2/compiler/argocompiler/container.go, setRuntimeRole).
-
-A step logs only when it has both ``MLFLOW_TRACKING_URI`` and ``MLFLOW_RUN_ID``: a tracking URI alone (a user's
-shell default) names no run of this task, and a step never creates runs of its own.
+KFP 2.17's driver gives a task's container ``MLFLOW_RUN_ID`` (its nested run), ``MLFLOW_TRACKING_URI``,
+``MLFLOW_EXPERIMENT_ID`` (``MLFLOW_WORKSPACE``, ``MLFLOW_TRACKING_AUTH``, credentials as ``secretKeyRef`` of
+``kfp-mlflow-credentials``) only when the plugin's ``settings.injectUserEnvVars`` is true, which it is not by default
+(kubeflow/pipelines@2.17.0:backend/src/v2/common/plugins/mlflow/handler.go:134, RetrieveUserContainerEnvVars;
+backend/src/apiserver/plugins/mlflow/handler.go:116). ``KFP_MLFLOW_CONFIG`` (endpoint, experimentId,
+parentRunId; never a credential) is on the step's container either way (apiserver/plugins/mlflow/config.go:525).
 """
 
 from __future__ import annotations
@@ -27,8 +15,10 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from kftrain.job import EnvVar
+from kftrain.redaction import userinfo
 
 TRACKING_URI = "MLFLOW_TRACKING_URI"
 RUN_ID = "MLFLOW_RUN_ID"
@@ -55,6 +45,8 @@ BOUNDED_HTTP = {
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "3",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
     "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5",
+    # A 429/503's Retry-After (an hour, say) is waited out by default (MLFLOW_HTTP_RESPECT_RETRY_AFTER_HEADER).
+    "MLFLOW_HTTP_RESPECT_RETRY_AFTER_HEADER": "false",
 }
 
 
@@ -63,18 +55,68 @@ class Tracking:
     """Where a step logs: the tracking server and the task's run in it."""
 
     uri: str
-    run_id: str
+    run_id: str  # "": a run is made for the step (a tracking URI given as an input)
     experiment_id: str = ""
     workspace: str = ""
+    owned: bool = False  # the step made the run, and ends it
 
 
-def tracking_from_env(environ: Mapping[str, str] | None = None) -> Tracking | None:
-    """The task's run as the variables name it; None (nothing to log) without both the URI and the run id."""
+def tracking_from_env(environ: Mapping[str, str] | None = None, uri: str = "") -> Tracking | None:
+    """The task's run as the variables name it (a URI alone, a user's shell default, names no run: None), else,
+    given ``uri`` (a step's tracking-URI input), a run to be made for the step on that server; None: nothing to
+    log."""
     env = os.environ if environ is None else environ
-    uri, run_id = env.get(TRACKING_URI, "").strip(), env.get(RUN_ID, "").strip()
-    if not (uri and run_id):
-        return None
-    return Tracking(uri, run_id, env.get(EXPERIMENT_ID, "").strip(), env.get(WORKSPACE, "").strip())
+    env_uri, run_id = env.get(TRACKING_URI, "").strip(), env.get(RUN_ID, "").strip()
+    experiment, workspace = env.get(EXPERIMENT_ID, "").strip(), env.get(WORKSPACE, "").strip()
+    if env_uri and run_id:
+        return Tracking(env_uri, run_id, experiment, workspace)
+    if uri.strip():
+        return Tracking(uri.strip(), "", experiment, workspace)
+    return None
+
+
+_UNUSABLE: set[str] = set()  # runs this process could not open: its replicas are not pointed at them
+
+
+def unusable(run_id: str) -> None:
+    """This step could not open the run ``run_id``: :func:`replica_env` gives its replicas nothing of it."""
+    _UNUSABLE.add(run_id)
+
+
+def kfp_config(environ: Mapping[str, str] | None = None) -> dict[str, object]:
+    """KFP_MLFLOW_CONFIG as a dict; empty when absent or unreadable."""
+    env = os.environ if environ is None else environ
+    try:
+        config = json.loads(env.get(KFP_CONFIG, "") or "{}")
+    except ValueError:
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def without_userinfo(uri: str) -> str:
+    """``uri`` without its ``user:password@`` (:func:`kftrain.redaction.userinfo`: up to the URI's last ``@``)."""
+    scheme, sep, rest = uri.partition("://")
+    return f"{scheme}{sep}{rest.rpartition('@')[2]}" if any(userinfo(uri)) else uri
+
+
+@contextlib.contextmanager
+def step_credentials(uri: str) -> Iterator[None]:
+    """Within the block, the credential variables without surrounding whitespace (a token read from a file or a
+    Secret ends in a newline, which no header may hold), and the credentials a tracking URI holds also as
+    ``MLFLOW_TRACKING_USERNAME``/``PASSWORD`` (unless set): where the local backend's replicas read them from."""
+    from_uri = dict(zip((USERNAME, PASSWORD), map(unquote, userinfo(uri)), strict=True))
+    changed = {k: os.environ.get(k) for k in CREDENTIAL_KEYS if os.environ.get(k, "").strip() != os.environ.get(k, "")}
+    changed.update({k: None for k, v in from_uri.items() if v and k not in os.environ})
+    for name in changed:
+        os.environ[name] = os.environ.get(name, "").strip() or from_uri.get(name, "")
+    try:
+        yield
+    finally:
+        for name, was in changed.items():
+            if was is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = was
 
 
 @contextlib.contextmanager
@@ -92,11 +134,7 @@ def bounded_http() -> Iterator[None]:
 def credential_keys(environ: Mapping[str, str]) -> dict[str, str]:
     """The key of ``kfp-mlflow-credentials`` each credential variable comes from, as KFP_MLFLOW_CONFIG's
     ``credentialSecretRef`` names it; empty when the step was given no such config (or an unreadable one)."""
-    try:
-        config = json.loads(environ.get(KFP_CONFIG, "") or "{}")
-    except ValueError:
-        return {}
-    ref = config.get("credentialSecretRef") if isinstance(config, dict) else None
+    ref = kfp_config(environ).get("credentialSecretRef")
     if not isinstance(ref, dict):
         return {}
     keys = {name: ref.get(field) for name, field in CREDENTIAL_KEYS.items()}
@@ -111,15 +149,19 @@ def replica_env(environ: Mapping[str, str] | None = None) -> list[EnvVar]:
     ``valueFrom.secretKeyRef`` KFP gave the step (``kfp-mlflow-credentials``, the key KFP_MLFLOW_CONFIG names);
     without that config (a local run), under the variable's own name and optional. The local backend resolves a
     ``valueFrom`` from the step's own environment (:mod:`kftrain.backends.local.replica`); on a cluster the replicas
-    get the credentials only from that Secret, in the job's namespace.
+    get the credentials only from that Secret, in the job's namespace. A tracking URI's own ``user:password@`` is
+    left out of it (:func:`step_credentials`). Nothing when this step could not open the run (:func:`unusable`): a
+    program's own ``mlflow.log_metric`` would wait on that server in turn.
     """
     env = os.environ if environ is None else environ
-    if tracking_from_env(env) is None:
+    tracking = tracking_from_env(env)
+    if tracking is None or tracking.run_id in _UNUSABLE:
         return []
-    out = [EnvVar(name=name, value=env[name]) for name in _PLAIN if env.get(name)]
+    out = [EnvVar(name=name, value=without_userinfo(env[name])) for name in _PLAIN if env.get(name)]
     keys = credential_keys(env)
+    in_uri = dict(zip((USERNAME, PASSWORD), userinfo(env[TRACKING_URI]), strict=True))
     for name in CREDENTIAL_KEYS:
-        if not env.get(name):
+        if not (env.get(name) or in_uri.get(name)):
             continue
         ref: dict[str, object] = {"name": CREDENTIAL_SECRET, "key": keys.get(name, name)}
         if name not in keys:

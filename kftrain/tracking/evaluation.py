@@ -1,12 +1,10 @@
-"""What evaluation logs into its task's MLflow run: the scores, the gate's verdict, the reports and the curves.
+"""What evaluation logs into its task's MLflow run (each request best-effort: :mod:`kftrain.tracking.client`).
 
-- metrics: every score (accuracy, macro F1, log loss, ROC AUC, average precision; MAE, RMSE, R2), ``rows``, and a
-  baseline's as ``baseline_<name>``: the names of the KFP Metrics output, which KFP's launcher also logs when the
-  task ends (kubeflow/pipelines@2.17.0:backend/src/v2/common/plugins/mlflow/handler.go, OnTaskEnd);
+- metrics: every score and ``rows`` (a baseline's as ``baseline_<name>``), the names of the KFP Metrics output;
 - tags ``kftrain.gate.*``: the metric, its score, whether it passed, and why;
-- artifacts under ``evaluation/``: ``report.html`` and ``report.md``, ``confusion_matrix.json`` (``classes``,
-  ``matrix``: rows are the true class), ``per_class.json``, ``roc_curve.json`` and ``precision_recall_curve.json``
-  (``x``, ``y``, ``thresholds``) for a binary classifier, ``residuals.json`` (prediction, truth) for a regressor.
+- artifacts under ``evaluation/``: ``report.html``, ``report.md``, ``confusion_matrix.json`` (rows: the true
+  class), ``per_class.json``, ``roc_curve.json`` and ``precision_recall_curve.json`` (``x``, ``y``,
+  ``thresholds``) for a binary classifier, ``residuals.json`` (prediction, truth) for a regressor.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """What export logs into its task's MLflow run, and the hand-off to MLflow's Model Registry.
 
-The run is tagged with where every serving layout went (``kftrain.export.<target>``: the Triton repository's
-model folder, the TF Serving layout...), the export's own URI, the InferenceService manifest and the URI KServe
-serves. With ``register_model`` set, the export becomes a new version of that registered model (created when it
-does not exist): its source is the export's URI, its run the export's task run, and it is tagged with the pipeline
-run (``kfp.pipeline_run_id``, as KFP tags the pipeline's MLflow run: kubeflow/pipelines@2.17.0:
-backend/src/apiserver/plugins/mlflow/run_start.go, BuildKFPTags), the evaluation's metrics (``evaluation.<name>``)
-and the quality gate's verdict (``kftrain.gate.passed``). The step outputs the version.
-
-A tracking server refuses a local path as a version's source unless it lies inside the run's own artifact
-folder (mlflow/mlflow@v3.17.2:mlflow/server/handlers.py, _validate_source_run); an object-store URI (``s3://``,
-``gs://``: every export on a cluster) it takes as it is. An export on this machine's disk is therefore also
-logged as the run's artifacts (``exported/``) and registered from there (``runs:/<run>/exported``), the local
-path kept in the version's ``kftrain.exported_uri`` tag.
+The run is tagged with where every serving layout went (``kftrain.export.<target>``), the export's URI, the
+InferenceService manifest and the URI KServe serves. With ``register_model`` set, the export becomes a new version
+of that registered model, tagged with the pipeline run, the evaluation's metrics and the gate's verdict. A tracking
+server takes no local path as a version's source (mlflow/mlflow@v3.17.2:mlflow/server/handlers.py,
+_validate_source_run), so an export on this machine's disk is uploaded as the run's ``exported/`` and registered
+from there. Best-effort: a failure is a warning, and the export stays done.
 """
 
 from __future__ import annotations
@@ -23,7 +16,8 @@ from typing import Any
 
 from kftrain.errors import JobSpecError
 from kftrain.storage.uri import is_local, join, local_path
-from kftrain.tracking.client import TaskRun, TrackingError, why_refused
+from kftrain.tracking.calls import TrackingError
+from kftrain.tracking.client import TaskRun
 from kftrain.tracking.env import RUN_ID, TRACKING_URI, tracking_from_env
 
 log = logging.getLogger(__name__)
@@ -31,21 +25,32 @@ log = logging.getLogger(__name__)
 ARTIFACT_PATH = "exported"
 
 
-def check_registration(name: str) -> None:
-    """Refuse, before anything is exported, a registered model name MLflow would refuse
-    (mlflow/mlflow@v3.17.2:mlflow/utils/validation.py, _validate_model_name), or a registration without MLflow."""
-    if not name:
-        return
-    if name != name.strip() or "/" in name or ":" in name or name in (".", ".."):
+def check_model_name(name: str) -> None:
+    """Refuse a registered model name MLflow would refuse (mlflow/mlflow@v3.17.2:mlflow/utils/validation.py,
+    _validate_model_name)."""
+    if name and (name != name.strip() or "/" in name or ":" in name or name in (".", "..")):
         raise JobSpecError(
             "register_model", f"{name!r}: a registered model's name has no '/' or ':' nor surrounding spaces"
         )
-    if tracking_from_env() is None:
-        raise JobSpecError(
-            "register_model",
-            f"registering needs MLflow tracking: {TRACKING_URI} and {RUN_ID}, which KFP 2.17's MLflow plugin sets "
-            "(kftrain run --mlflow URI locally)",
+
+
+def check_registration(name: str, uri: str = "") -> bool:
+    """Whether the export is to be registered: refuse, before anything is exported, a name MLflow would refuse;
+    without MLflow tracking (``uri``: the step's tracking-URI input), a warning and no registration: the export,
+    which the training's model is worth, goes on (``kftrain run`` refuses this before any step)."""
+    if not name:
+        return False
+    check_model_name(name)
+    if tracking_from_env(uri=uri) is None:
+        log.warning(
+            "register_model %r: not registered: registering needs MLflow tracking (%s and %s, which KFP 2.17's "
+            "MLflow plugin sets with injectUserEnvVars, or the step's tracking URI input); the export goes on",
+            name,
+            TRACKING_URI,
+            RUN_ID,
         )
+        return False
+    return True
 
 
 def log_export(run: TaskRun, exported_uri: str, paths: Mapping[str, str], served_uri: str, manifest_uri: str) -> None:
@@ -70,7 +75,23 @@ def register_export(
     gate_passed: bool | None = None,
     model_uri: str = "",
 ) -> str:
-    """Register the export as a new version of ``name``; returns the version."""
+    """Register the export as a new version of ``name``; returns the version, "" (and a warning) when the tracking
+    server failed: the export stays where it is."""
+    try:
+        return _register(run, name, exported_uri, evaluation or {}, gate_passed, model_uri)
+    except TrackingError as exc:
+        log.warning("%s; the export is kept at %s, not registered", exc, exported_uri)
+        return ""
+
+
+def _register(
+    run: TaskRun,
+    name: str,
+    exported_uri: str,
+    evaluation: Mapping[str, Any],
+    gate_passed: bool | None,
+    model_uri: str,
+) -> str:
     pipeline_run_id, pipeline_tags = run.pipeline_run()
     tags: dict[str, str] = {"kftrain.exported_uri": exported_uri, "kftrain.model_uri": model_uri}
     for key in ("kfp.pipeline_run_id", "kfp.pipeline_run_url"):
@@ -78,16 +99,20 @@ def register_export(
             tags[key] = pipeline_tags[key]
     if pipeline_run_id:
         tags["kftrain.pipeline_mlflow_run_id"] = pipeline_run_id
-    for metric, value in (evaluation or {}).items():
+    for metric, value in evaluation.items():
         if isinstance(value, int | float) and not isinstance(value, bool):
             tags[f"evaluation.{metric}"] = str(value)
     if gate_passed is not None:
         tags["kftrain.gate.passed"] = str(gate_passed).lower()
     source = exported_uri
     if is_local(exported_uri) and not _local_store(run.tracking.uri):
-        run.log_folder(str(local_path(exported_uri)), ARTIFACT_PATH)
+        run.call(f"log {ARTIFACT_PATH}/", "log_artifacts", run.run_id, str(local_path(exported_uri)), ARTIFACT_PATH)
         source = f"runs:/{run.run_id}/{ARTIFACT_PATH}"
-    _ensure_registered_model(run, name)
+    try:
+        run.call(f"create the registered model {name!r}", "create_registered_model", name)
+    except TrackingError as exc:
+        if "RESOURCE_ALREADY_EXISTS" not in str(exc) and "already exists" not in str(exc):
+            raise
     version = run.call(
         f"register {name!r}",
         "create_model_version",
@@ -100,14 +125,6 @@ def register_export(
     )
     log.info("registered %s version %s (source %s) in %s", name, version.version, source, run.where())
     return str(version.version)
-
-
-def _ensure_registered_model(run: TaskRun, name: str) -> None:
-    try:
-        run.client.create_registered_model(name)
-    except Exception as exc:
-        if getattr(exc, "error_code", "") != "RESOURCE_ALREADY_EXISTS":
-            raise TrackingError(f"MLflow: could not create the registered model {name!r}: {why_refused(exc)}") from None
 
 
 def _local_store(tracking_uri: str) -> bool:

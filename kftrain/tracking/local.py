@@ -1,35 +1,10 @@
 """``kftrain run --mlflow URI`` (or ``MLFLOW_TRACKING_URI`` set): a local run's MLflow runs, laid out as KFP 2.17's
-MLflow plugin lays out a pipeline run's, so that every step logs as it would on a cluster.
-
-What KFP 2.17 does, and this module does the same for KFP's local runner:
-
-- the pipeline run: one MLflow run in the experiment ``KFP-Default`` (unless ``MLFLOW_EXPERIMENT_ID`` or
-  ``MLFLOW_EXPERIMENT_NAME`` names another), created when missing (KFP sends it a ``description``, a field
-  MLflow's REST API does not have and its server drops: mlflow/mlflow@v3.17.2:mlflow/utils/proto_json_utils.py,
-  parse_dict ignores unknown fields; so no description here either); named after the run's display name
-  (locally the run's folder name, ``<pipeline>-<timestamp>``) and tagged ``kfp.pipeline_run_id`` and
-  ``kfp.pipeline_run_url`` (locally the run folder's ``file://`` URI)
-  (kubeflow/pipelines@2.17.0:backend/src/apiserver/plugins/mlflow/handler.go, OnBeforeRunCreation;
-  run_start.go, BuildKFPTags; config.go, DefaultExperimentName and SelectMLflowExperiment);
-- a task, or a nested pipeline or ``dsl.If`` (a DAG task): a nested run named after the task's key in its DAG,
-  tagged ``mlflow.parentRunId`` with its DAG's run, the pipeline's at the top (v2/common/plugins/mlflow/handler.go,
-  OnTaskStart; v2/driver/container.go and dag.go dispatch it, v2/driver/resolve.go nests a task under its DAG's run;
-  the task name is the DAG's task key: v2/compiler/argocompiler/dag.go, ``--task_name``);
-- the task's container gets ``MLFLOW_RUN_ID`` (its nested run), ``MLFLOW_TRACKING_URI``, ``MLFLOW_EXPERIMENT_ID``
-  (and ``MLFLOW_WORKSPACE`` when set): RetrieveUserContainerEnvVars; credentials reach the steps from this
-  process's own environment, never written anywhere;
-- when a task ends, its KFP Metrics outputs' scalars are logged as metrics and its input parameters as params
-  (values as JSON), and the run is ended FINISHED or FAILED (KILLED when interrupted): OnTaskEnd,
-  ExecutionStateToMLflowTerminalStatus; when the pipeline ends, its run the same (OnRunEnd).
-
-KFP's local runner has no plugin hooks, so the two calls it makes per task are wrapped while the pipeline runs
-(kfp==2.17.0: ``kfp/local/orchestrator/task_executor.py`` ``execute_single_task``, a container task;
-``kfp/local/orchestrator/enhanced_dag_orchestrator.py`` ``execute_task``, a DAG task), and restored after.
-The iterations of a ``dsl.ParallelFor`` run on threads of their own, where tasks nest under the pipeline's run.
-
-Before any step runs, the experiment is looked up or created: a server that is down or refuses the credentials
-ends the run there, in one line, within 10 s. A request that fails later is said once and the pipeline goes on
-(the steps themselves check the server when they start).
+MLflow plugin lays out a pipeline run's (kubeflow/pipelines@2.17.0:backend/src/apiserver/plugins/mlflow/handler.go,
+OnBeforeRunCreation; backend/src/v2/common/plugins/mlflow/handler.go, OnTaskStart, OnTaskEnd), so that every step
+logs as it would on a cluster. KFP's local runner has no plugin hooks: the two calls it makes per task
+(kfp==2.17.0: ``kfp/local/orchestrator/task_executor.py`` ``execute_single_task``,
+``enhanced_dag_orchestrator.py`` ``execute_task``) are wrapped while the pipeline runs. As KFP's API server goes on
+when MLflow fails, so does the run: every request is best-effort (:class:`kftrain.tracking.calls.Server`).
 """
 
 from __future__ import annotations
@@ -45,15 +20,15 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from kftrain.errors import redact_urls
+from kftrain.errors import JobSpecError, KftrainError
 from kftrain.extras import requires
-from kftrain.tracking.client import PARENT_TAG, TrackingError, describe, why_refused
+from kftrain.redaction import redact
+from kftrain.tracking.calls import Server, TrackingError
+from kftrain.tracking.client import PARENT_TAG, experiment_of, point_problem
 from kftrain.tracking.env import EXPERIMENT_ID, RUN_ID, TRACKING_URI, WORKSPACE, bounded_http
 
 log = logging.getLogger(__name__)
 
-DEFAULT_EXPERIMENT = "KFP-Default"  # kubeflow/pipelines@2.17.0:backend/src/apiserver/plugins/mlflow/config.go:41
-EXPERIMENT_NAME_ENV = "MLFLOW_EXPERIMENT_NAME"
 # mlflow/mlflow@v3.17.2:mlflow/utils/validation.py: MAX_PARAM_VAL_LENGTH, MAX_PARAMS_TAGS_PER_BATCH.
 MAX_PARAM_VALUE = 6000
 MAX_PARAMS_PER_BATCH = 100
@@ -66,14 +41,16 @@ _PARENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("kftrain_ml
 class LocalPipelineRuns:
     """The MLflow runs of one local pipeline run (see the module's docstring)."""
 
-    def __init__(self, client: Any, uri: str, experiment_id: str, pipeline_root: Path) -> None:
+    def __init__(
+        self, client: Any, uri: str, experiment_id: str, pipeline_root: Path, server: Server | None = None
+    ) -> None:
         self.client = client
         self.uri = uri
         self.experiment_id = experiment_id
         self.pipeline_root = pipeline_root
         self.run_id = ""  # the pipeline's run, made when its first task starts (KFP names the run folder then)
         self._lock = threading.Lock()
-        self._warned = False
+        self.server = server or pipeline_server(uri)
 
     # -- the pipeline's run -----------------------------------------------------------------------
 
@@ -84,7 +61,10 @@ class LocalPipelineRuns:
                 root = resource_name.split("/", 1)[0]  # a ParallelFor iteration's DAG adds "/<iteration>"
                 folder = (self.pipeline_root / root).resolve()
                 tags = {"kfp.pipeline_run_id": root, "kfp.pipeline_run_url": folder.as_uri()}
-                self.run_id = self.client.create_run(self.experiment_id, run_name=root, tags=tags).info.run_id
+                made = self.server.call(
+                    "create the pipeline's run", self.client.create_run, self.experiment_id, run_name=root, tags=tags
+                )
+                self.run_id = made.info.run_id
                 page = self.ui_url(self.run_id)
                 print(f"{SAY} pipeline run {self.run_id}" + (f": {page}" if page else ""), flush=True)
             return self.run_id
@@ -92,22 +72,30 @@ class LocalPipelineRuns:
     def ui_url(self, run_id: str) -> str:
         """The run's page in the MLflow UI, as KFP links it (run_start.go, BuildRunURL); "" for a store that is
         no server."""
-        base = redact_urls(self.uri).rstrip("/")
+        base = redact(self.uri).rstrip("/")
         return f"{base}/#/experiments/{self.experiment_id}/runs/{run_id}" if base.startswith("http") else ""
 
     def end(self, status: str) -> None:
         if self.run_id:
-            self._quietly("end the pipeline's run", self.client.set_terminated, self.run_id, status)
+            self.server.attempt("end the pipeline's run", self.client.set_terminated, self.run_id, status)
 
     # -- a task's run -----------------------------------------------------------------------------
 
     def start_task(self, name: str, resource_name: str) -> str:
         """A nested run for the task ``name``, under the DAG being run; "" when it could not be made."""
+        was_down = bool(self.server.down)
         try:
             parent = _PARENT.get() or self.pipeline_run(resource_name)
-            run = self.client.create_run(self.experiment_id, run_name=name, tags={PARENT_TAG: parent})
-        except Exception as exc:
-            self._warn(f"no run for task {name}: {why_refused(exc)}")
+            run = self.server.call(
+                f"create task {name}'s run",
+                self.client.create_run,
+                self.experiment_id,
+                run_name=name,
+                tags={PARENT_TAG: parent},
+            )
+        except TrackingError as exc:
+            if not was_down:
+                self.server.say(f"{exc}; {self.server.goes_on}")
             return ""
         return str(run.info.run_id)
 
@@ -118,14 +106,14 @@ class LocalPipelineRuns:
         from mlflow.entities import Metric, Param
 
         now = int(time.time() * 1000)
-        metrics = [Metric(k, v, now, 0) for k, v in _scalar_metrics(outputs).items()]
+        metrics = [Metric(k, v, now, 0) for k, v in _scalar_metrics(outputs).items() if not point_problem(k, v, 0)]
         values = [Param(k, _param_text(v)) for k, v in params.items()]
         if metrics:
-            self._quietly("log a task's metrics", self.client.log_batch, run_id, metrics=metrics)
+            self.server.attempt("log a task's metrics", self.client.log_batch, run_id, metrics=metrics)
         for start in range(0, len(values), MAX_PARAMS_PER_BATCH):  # KFP sends one batch; MLflow takes 100 a batch
             batch = values[start : start + MAX_PARAMS_PER_BATCH]
-            self._quietly("log a task's params", self.client.log_batch, run_id, params=batch)
-        self._quietly("end a task's run", self.client.set_terminated, run_id, status)
+            self.server.attempt("log a task's params", self.client.log_batch, run_id, params=batch)
+        self.server.attempt("end a task's run", self.client.set_terminated, run_id, status)
 
     def task_env(self, run_id: str) -> dict[str, str]:
         """The variables the task's container gets (RetrieveUserContainerEnvVars)."""
@@ -134,16 +122,10 @@ class LocalPipelineRuns:
             env[WORKSPACE] = os.environ[WORKSPACE]
         return env
 
-    def _quietly(self, what: str, call: Any, *args: Any, **kwargs: Any) -> None:
-        try:
-            call(*args, **kwargs)
-        except Exception as exc:
-            self._warn(f"could not {what}: {describe(exc)}")
 
-    def _warn(self, text: str) -> None:
-        if not self._warned:
-            self._warned = True
-            print(f"{SAY} {text}; the pipeline goes on, this is said once", flush=True)
+def pipeline_server(uri: str) -> Server:
+    """The tracking server of a local run: its warnings are lines of ``kftrain run``'s quiet output."""
+    return Server(redact(uri), goes_on="the pipeline goes on", say=lambda text: print(f"{SAY} {text}", flush=True))
 
 
 def _scalar_metrics(outputs: Mapping[str, Any]) -> dict[str, float]:
@@ -269,41 +251,53 @@ def wrapped_runner(runs: LocalPipelineRuns) -> Iterator[None]:
         enhanced_dag_orchestrator.execute_task = run_any
 
 
-def open_experiment(uri: str) -> tuple[Any, str]:
-    """An MLflow client of ``uri`` and the experiment the pipeline's run goes in (created when missing), checked
-    against the server in bounded time; else :class:`TrackingError` in one line."""
-    with requires("mlflow", f"tracking the run in MLflow (--mlflow, {TRACKING_URI})"):
-        from mlflow.tracking import MlflowClient
-
+def open_experiment(uri: str) -> tuple[Any, str, Server] | None:
+    """An MLflow client of ``uri``, the experiment the pipeline's run goes in (created when missing) and the server,
+    checked in bounded time; None, said in one line, when the server cannot be used: the run goes on untracked."""
+    server = pipeline_server(uri)
+    try:
+        with requires("mlflow", f"tracking the run in MLflow (--mlflow, {TRACKING_URI})"):
+            from mlflow.tracking import MlflowClient
+    except KftrainError as exc:
+        server.say(f"{exc}; the pipeline goes on untracked")
+        return None
     client = MlflowClient(tracking_uri=uri)
     started = time.monotonic()
     try:
-        if os.environ.get(EXPERIMENT_ID):
-            return client, str(client.get_experiment(os.environ[EXPERIMENT_ID]).experiment_id)
-        name = os.environ.get(EXPERIMENT_NAME_ENV) or DEFAULT_EXPERIMENT
-        found = client.get_experiment_by_name(name)
-        if found is not None:
-            return client, str(found.experiment_id)
-        return client, str(client.create_experiment(name))
-    except Exception as exc:
-        raise TrackingError(
-            f"{TRACKING_URI}: the MLflow tracking server {redact_urls(uri)} {why_refused(exc)} "
-            f"(after {time.monotonic() - started:.1f}s)"
-        ) from None
+        return client, experiment_of(server, client), server
+    except TrackingError as exc:
+        reason = str(exc).split("): ", 1)[-1]
+        server.say(
+            f"{TRACKING_URI}: the MLflow tracking server {redact(uri)} {reason} "
+            f"(after {time.monotonic() - started:.1f}s); the pipeline goes on untracked"
+        )
+        return None
 
 
 @contextlib.contextmanager
-def tracked_pipeline(pipeline_root: str | Path, uri: str = "") -> Iterator[LocalPipelineRuns | None]:
+def tracked_pipeline(
+    pipeline_root: str | Path, uri: str = "", register_model: str = ""
+) -> Iterator[LocalPipelineRuns | None]:
     """Within the block, a local pipeline run is tracked in MLflow on the server ``uri`` (``--mlflow``), else
-    ``MLFLOW_TRACKING_URI``'s (None and nothing done without either). The pipeline's run ends FINISHED, FAILED or
-    KILLED with the block."""
+    ``MLFLOW_TRACKING_URI``'s (None and nothing done without either, or when the server cannot be used). The
+    pipeline's run ends FINISHED, FAILED or KILLED with the block. A ``register_model`` without tracking is refused
+    here, before any step runs."""
     uri = uri.strip() or os.environ.get(TRACKING_URI, "").strip()
+    if register_model and not uri:
+        raise JobSpecError(
+            "register_model",
+            f"{register_model!r}: registering needs MLflow tracking: pass --mlflow URI or set {TRACKING_URI}",
+        )
     if not uri:
         yield None
         return
     with bounded_http():
-        client, experiment_id = open_experiment(uri)
-        runs = LocalPipelineRuns(client, uri, experiment_id, Path(pipeline_root))
+        opened = open_experiment(uri)
+        if opened is None:
+            yield None
+            return
+        client, experiment_id, server = opened
+        runs = LocalPipelineRuns(client, uri, experiment_id, Path(pipeline_root), server)
         status = "KILLED"
         try:
             with wrapped_runner(runs):

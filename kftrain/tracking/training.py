@@ -1,19 +1,11 @@
 """The launch step's MLflow logging: the job's identity when it starts, every point its replicas report while it
-runs, the final values when it ends.
+runs (one background thread, a batch a second at most, so a slow server never slows the replicas' logs).
 
-Points come from the metrics collector (:class:`kftrain.metrics.collect.Collector`, its ``listeners``), which has
-already bounded the names; they are queued and logged by one background thread, at most one batch a second (and
-at once when a batch is full), so a slow server never slows the replicas' log streaming. Keys and steps:
-
-- a point's curves are metrics under their own names when reported by the first replica that reported any (the
-  chief: this release's programs report from it only), else ``<name>.<replica>``, as the final values name them
-  (:meth:`~kftrain.metrics.collect.Collector.final_values`); what Kubeflow Trainer's status carries keeps its name
-  unless a replica reported the same name (then ``<name>.trainer-status``);
-- the step is the point's ``epoch`` or ``step`` when it is a whole number, else the point's rank in its series.
-
-A request that fails while the job runs is said once (a warning in the step's log) and the job goes on: the
-training is worth more than its curves. What is still queued at the end is logged within
-:data:`CLOSE_TIMEOUT_S`, then given up.
+A point's curve is ``curves/<name>`` (another replica's ``curves/<name>.<replica>``, the Trainer's status
+``curves/<name>``), stepped by its whole ``epoch`` or ``step``, else its rank in the series. The final values are
+the step's Metrics output, which KFP's launcher logs under their own names at step 0 when the task ends
+(kubeflow/pipelines@2.17.0:backend/src/v2/common/plugins/mlflow/handler.go:205-211, mapToMetrics: no Step, no
+Timestamp): under a curve's name that point would start every chart by step at the last value.
 """
 
 from __future__ import annotations
@@ -30,13 +22,15 @@ from typing import Any
 from kftrain.job import PodSettings, TrainingJob
 from kftrain.metrics import X_AXES, x_axis
 from kftrain.metrics.collect import STATUS_SERIES, Collector
-from kftrain.tracking.client import MAX_METRICS_PER_BATCH, TaskRun, describe
+from kftrain.tracking.calls import describe
+from kftrain.tracking.client import MAX_METRICS_PER_BATCH, TaskRun
 
 log = logging.getLogger(__name__)
 
 FLUSH_EVERY_S = 1.0
 CLOSE_TIMEOUT_S = 10.0
 MAX_QUEUED = 100_000  # points waiting to be logged; past that, new ones are dropped (and that is said once)
+CURVES = "curves/"
 
 
 class TrainingTracker:
@@ -51,7 +45,6 @@ class TrainingTracker:
         self._primary = ""  # the first replica that reported: its curves keep their own names
         self._names: set[str] = set()  # names a replica logged under their own name
         self._counts: dict[str, int] = {}  # points per series, the step of a point without a whole x-axis
-        self._last: dict[str, tuple[float, int]] = {}  # key -> its last (value, step)
         self.logged = 0
         self._warned = False
         self._thread = threading.Thread(target=self._loop, name="mlflow metrics", daemon=True)
@@ -69,7 +62,6 @@ class TrainingTracker:
                 if name in X_AXES:
                     continue
                 key = self._key(label, name)
-                self._last[key] = (value, step)
                 items.append((key, value, step))
         for item in items:
             try:
@@ -80,13 +72,13 @@ class TrainingTracker:
 
     def _key(self, label: str, name: str) -> str:
         if label == STATUS_SERIES:
-            return f"{name}.{STATUS_SERIES}" if name in self._names else name
+            return f"{CURVES}{name}.{STATUS_SERIES}" if name in self._names else CURVES + name
         if not self._primary:
             self._primary = label
         if label == self._primary:
             self._names.add(name)
-            return name
-        return f"{name}.{label}"
+            return CURVES + name
+        return f"{CURVES}{name}.{label}"
 
     def _loop(self) -> None:
         batch: list[tuple[str, float, int]] = []
@@ -109,10 +101,9 @@ class TrainingTracker:
     def _flush(self, batch: list[tuple[str, float, int]]) -> None:
         if not batch:
             return
-        try:
-            self.run.log_metrics(batch)
-            self.logged += len(batch)
-        except Exception as exc:  # a server down mid-training: said once, the job goes on
+        try:  # a TaskRun says its own failures; a listener never raises into the collector
+            self.logged += self.run.log_metrics(batch)
+        except Exception as exc:
             self._warn(f"could not log {len(batch)} points: {describe(exc)}")
 
     def _warn(self, text: str) -> None:
@@ -121,8 +112,8 @@ class TrainingTracker:
             log.warning("mlflow: %s (%s); the job goes on, this is said once", text, self.run.where())
 
     def close(self, final: Mapping[str, float], tags: Mapping[str, Any] | None = None) -> None:
-        """Log what is queued, then the final values not already logged as their key's last point, and ``tags``;
-        within :data:`CLOSE_TIMEOUT_S`."""
+        """Log what is queued and ``tags``, within :data:`CLOSE_TIMEOUT_S`; and ``final`` (under their own names, as
+        KFP does) into a run the step made itself: KFP logs none there."""
         deadline = time.monotonic() + CLOSE_TIMEOUT_S
         with contextlib.suppress(queue.Full):  # the thread is stuck on the server: the join below gives up
             self._queue.put(None, timeout=CLOSE_TIMEOUT_S)
@@ -130,19 +121,14 @@ class TrainingTracker:
         if self._thread.is_alive():
             self._warn(f"gave up logging what was left after {CLOSE_TIMEOUT_S:.0f}s")
             return
-        with self._lock:
-            last_step = max((step for _, step in self._last.values()), default=0)
-            extra = [
-                (k, v, last_step) for k, v in final.items() if k not in X_AXES and self._last.get(k, (None,))[0] != v
-            ]
+        finals = [(k, v, 0) for k, v in final.items() if k not in X_AXES] if self.run.tracking.owned else []
         try:
-            if extra:
-                self.run.log_metrics(extra)
+            self.logged += self.run.log_metrics(finals) if finals else 0
             if tags:
                 self.run.set_tags(tags)
         except Exception as exc:
             self._warn(f"could not log the final values: {describe(exc)}")
-        log.info("mlflow: logged %d points to %s", self.logged + len(extra), self.run.where())
+        log.info("mlflow: logged %d points to %s", self.logged, self.run.where())
 
 
 @contextlib.contextmanager

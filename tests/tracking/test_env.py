@@ -108,3 +108,26 @@ def test_without_the_variables_no_step_imports_mlflow():
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_a_password_in_the_tracking_uri_never_enters_the_manifest():
+    env = replica_env({**TRACKED, "MLFLOW_TRACKING_URI": "http://alice:pa/ss w#1@mlflow.kubeflow:5000"})
+    assert "pa/ss" not in repr(env) and "alice" not in repr(env)
+    assert env == [
+        EnvVar(name="MLFLOW_TRACKING_URI", value=URI),
+        *PLAIN[1:],
+        ref("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_USERNAME", True),
+        ref("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_PASSWORD", True),
+    ]
+
+
+def test_the_step_uses_its_credentials_without_a_trailing_newline_and_the_uris_as_variables(monkeypatch):
+    from kftrain.tracking.env import step_credentials
+
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "s3cret\n")
+    monkeypatch.delenv("MLFLOW_TRACKING_USERNAME", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD", raising=False)
+    with step_credentials("http://alice:pa%2Fss@mlflow:5000"):
+        assert os.environ["MLFLOW_TRACKING_TOKEN"] == "s3cret"
+        assert (os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"]) == ("alice", "pa/ss")
+    assert os.environ["MLFLOW_TRACKING_TOKEN"] == "s3cret\n" and "MLFLOW_TRACKING_PASSWORD" not in os.environ

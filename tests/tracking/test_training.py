@@ -1,7 +1,8 @@
 """How the launch step names and steps the points it logs to MLflow, from the collector that reads the replicas'
-lines: the chief's curves under their own names, another replica's as ``<name>.<replica>``, the Trainer's status
-under its names; the step is the x-axis when it is whole; the final values only where they add something; and a
-server that fails mid-training is said once while the job goes on."""
+lines: the chief's curves as ``curves/<name>``, another replica's as ``curves/<name>.<replica>``, the Trainer's
+status under its names; the step is the x-axis when it is whole; never a curve under a final value's name (KFP logs
+those at step 0); the final values only into a run the step made itself; and a server that fails mid-training is
+said once while the job goes on."""
 
 from __future__ import annotations
 
@@ -9,21 +10,24 @@ import logging
 from typing import Any
 
 from kftrain.metrics.collect import Collector
+from kftrain.tracking.env import Tracking
 from kftrain.tracking.training import TrainingTracker, logged_points
 
 
 class FakeRun:
     """A TaskRun that records what it is asked to log (``fail``: every call raises, as a server down does)."""
 
-    def __init__(self, fail: bool = False) -> None:
+    def __init__(self, fail: bool = False, owned: bool = False) -> None:
         self.points: list[tuple[str, float, int]] = []
         self.tags: dict[str, Any] = {}
         self.fail = fail
+        self.tracking = Tracking("http://mlflow:5000", "r", owned=owned)
 
-    def log_metrics(self, points: list[tuple[str, float, int]]) -> None:
+    def log_metrics(self, points: list[tuple[str, float, int]]) -> int:
         if self.fail:
             raise ConnectionError("API request to http://mlflow:5000 failed: Connection refused")
         self.points.extend(points)
+        return len(points)
 
     def set_tags(self, tags: dict[str, Any]) -> None:
         self.tags.update(tags)
@@ -50,21 +54,24 @@ def test_names_and_steps_of_the_logged_points():
         collector.feed_status({"progressPercentage": 50, "metrics": [{"name": "loss", "value": "0.45"}]})
         collector.feed_status({"progressPercentage": 50, "metrics": [{"name": "loss", "value": "0.45"}]})  # same
     assert run.points == [
-        ("loss", 0.5, 1),
-        ("loss.worker-0", 0.6, 1),
-        ("loss", 0.4, 1),
-        ("loss.trainer-status", 0.45, 0),
-        ("progress_percentage", 50.0, 0),
+        ("curves/loss", 0.5, 1),
+        ("curves/loss.worker-0", 0.6, 1),
+        ("curves/loss", 0.4, 1),
+        ("curves/loss.trainer-status", 0.45, 0),
+        ("curves/progress_percentage", 50.0, 0),
     ]
     assert run.tags == {"kftrain.job.outcome": "succeeded"}
+    finals = collector.final_values()  # the Metrics output: KFP's launcher logs each at step 0 when the task ends
+    assert finals and not {key for key, _, _ in run.points} & set(finals)
 
 
-def test_the_final_values_add_only_what_the_points_did_not_end_with():
-    run = FakeRun()
-    tracker = TrainingTracker(run)  # type: ignore[arg-type]
-    tracker.point("master-0", {"step": 10, "loss": 0.2})
-    tracker.close({"loss": 0.2, "loss.worker-0": 0.3, "step": 10})
-    assert run.points == [("loss", 0.2, 10), ("loss.worker-0", 0.3, 10)]
+def test_the_final_values_go_only_into_a_run_the_step_made():
+    for owned, expected in ((False, []), (True, [("loss", 0.2, 0), ("loss.worker-0", 0.3, 0)])):
+        run = FakeRun(owned=owned)
+        tracker = TrainingTracker(run)  # type: ignore[arg-type]
+        tracker.point("master-0", {"step": 10, "loss": 0.2})
+        tracker.close({"loss": 0.2, "loss.worker-0": 0.3, "step": 10})
+        assert run.points == [("curves/loss", 0.2, 10), *expected]
 
 
 def test_a_server_failing_mid_training_is_said_once_and_the_job_goes_on(caplog):
@@ -86,4 +93,4 @@ def test_a_failing_job_is_tagged_failed_with_its_points_kept():
             raise RuntimeError("the job failed")
     except RuntimeError:
         pass
-    assert run.points == [("loss", 0.5, 1)] and run.tags == {"kftrain.job.outcome": "failed"}
+    assert run.points == [("curves/loss", 0.5, 1)] and run.tags == {"kftrain.job.outcome": "failed"}
