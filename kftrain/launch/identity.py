@@ -1,13 +1,11 @@
-"""Which pipeline run and task a launch step belongs to: the ids its job is named and labelled with, read from the
-step's Model output URI (ids given as inputs win; an unfilled placeholder is refused).
+"""Which pipeline run and task a launch step belongs to, read from its Model output's URI (inputs win; an unfilled
+placeholder is refused): the ids its job is named and labelled with.
 
-- The backend writes ``<root>/<pipeline>/<run uuid>/<task>/<salt uuid>/<output>`` (kubeflow/pipelines@2.5.0:
-  backend/src/v2/metadata/client.go, GetPipeline; driver/driver.go, Container: ``uuid.NewString()`` per execution,
-  kept by a retried pod). The task is ``<task>/<salt>``, unique even in a ``dsl.ParallelFor``.
-- The local runner writes ``<root>/<pipeline>-<timestamp>/<task>/<output>``.
-
-``dsl.PIPELINE_TASK_ID_PLACEHOLDER`` is the parent DAG's id, shared by its tasks (kubeflow/pipelines@2.17.0:
-backend/src/v2/driver/resolve.go, resolveInputParameter): leave ``task_id`` empty.
+- KFP's backend: ``<root>/<pipeline>/<run uuid>/<task>/<salt uuid>/<output>``, a salt per task execution, kept by a
+  retried pod (kubeflow/pipelines@2.5.0:backend/src/v2/driver/driver.go, Container: ``uuid.NewString()``); the
+  task is ``<task>/<salt>``, unique even in a ``dsl.ParallelFor``. Locally: ``<root>/<pipeline>-<time>/<task>``.
+- ``dsl.PIPELINE_TASK_ID_PLACEHOLDER`` is the parent DAG's id, shared by its tasks
+  (kubeflow/pipelines@2.17.0:backend/src/v2/driver/resolve.go, resolveInputParameter): leave ``task_id`` empty.
 """
 
 from __future__ import annotations

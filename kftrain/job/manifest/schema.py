@@ -1,13 +1,11 @@
 """Validate manifests against the operators' real CRD OpenAPI v3 schemas, and their CEL validation rules.
 
-The CRDs are the operators' (``KFTRAIN_CRD_DIR`` or ``crd_dir`` names a folder of them). As the API server does:
-the CRD's defaults are filled in first (customresource_handler.go, unstructuredDefaulter.Default); each list is held
-to its ``x-kubernetes-list-type`` (listtype/validation.go, ValidateListSetsAndMaps: a ``map`` keyed once per key,
-a ``set`` once per item); ``x-kubernetes-validations`` are evaluated with cel-python (the ``[crd]`` extra), never
-re-written by hand, within the server's cost limits (:mod:`kftrain.job.manifest.cel`), transition rules
-(``oldSelf``) skipped on a create, and no rule run where the schema already refuses a type, enum or bound
-(registry/customresource/strategy.go, hasBlockingErr). Paths: kubernetes@v1.36.3:staging/src/k8s.io/
-apiextensions-apiserver/pkg/. No line quotes more than :data:`~kftrain.errors.MAX_QUOTED_CHARS` of a value.
+The CRDs are the operators' (``KFTRAIN_CRD_DIR`` or ``crd_dir``). As the API server does, after filling in the CRD's
+defaults: each list is held to its ``x-kubernetes-list-type`` (a ``map`` key once, a ``set`` item once); the
+``x-kubernetes-validations`` run in cel-python (the ``[crd]`` extra) within the server's cost limits
+(:mod:`kftrain.job.manifest.cel`), transition rules (``oldSelf``) skipped on a create, none where the schema already
+refuses a type, enum or bound. Sources: k8s.io/apiextensions-apiserver@v0.36.3:pkg/apiserver/ (cited where each
+rule is encoded). No line quotes more than :data:`~kftrain.errors.MAX_QUOTED_CHARS` characters of a value.
 """
 
 from __future__ import annotations
@@ -28,8 +26,9 @@ from kftrain.errors import MAX_FIELD_CHARS, MAX_MESSAGE_CHARS, MAX_QUOTED_CHARS,
 from kftrain.extras import requires
 from kftrain.job.manifest import cel
 
-# The schema errors after which the API server evaluates no CEL rule (strategy.go, hasBlockingErr: Required,
-# NotSupported, TooLong, TooMany, TypeInvalid), by the JSON Schema keyword that finds each.
+# The schema errors after which the API server evaluates no CEL rule, by the JSON Schema keyword that finds each
+# (k8s.io/apiextensions-apiserver@v0.36.3:pkg/registry/customresource/strategy.go, hasBlockingErr: Required,
+# NotSupported, TooLong, TooMany, TypeInvalid).
 _BLOCKING = frozenset({"required", "enum", "maxLength", "maxItems", "maxProperties", "type"})
 # strategy.go, hasBlockingErr: the line it adds instead of the rules' errors.
 NOT_CHECKED = (
