@@ -1,11 +1,14 @@
 """Reading a Dockerfile without a Docker engine: its instructions, the pip installs in its RUN lines and what they
 pin (tests/containers/test_containers.py checks the images with these; tests/packaging/test_packaging.py the
-extras they install)."""
+extras they install); and the settings under which podman and buildah find the images built from them
+(:func:`image_env`)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,3 +181,17 @@ def constraint_files(install: PipInstall) -> list[str]:
         elif option.startswith("--constraint="):
             out.append(option.split("=", 1)[1])
     return out
+
+
+def image_env() -> dict[str, str]:
+    """This process's environment with the project's image storage and settings (``image_env`` in scripts/lib.sh:
+    ``CONTAINERS_*`` and ``KFTRAIN_IMAGE_*``), for running podman or scripts/build_images.sh."""
+    out = subprocess.run(
+        ["bash", "-c", ". scripts/lib.sh && image_env && env -0"], cwd=REPO, capture_output=True, check=True
+    ).stdout
+    env = dict(os.environ)
+    for item in out.decode().split("\0"):
+        name, sep, value = item.partition("=")
+        if sep and name.startswith(("CONTAINERS_", "KFTRAIN_IMAGE_")):
+            env[name] = value
+    return env
