@@ -1,37 +1,14 @@
-"""What the shipped training pipelines share, declared once: their parameters and their wiring.
+"""What the shipped training pipelines share: their parameters (the :class:`Param` tables; the platform's from the
+pod settings' declarations) and their wiring, prep -> trainer flags -> launch -> evaluation -> quality gate -> export.
 
-Every shipped pipeline is data prep -> the trainers' flags -> a training launch -> evaluation -> a quality
-gate -> export. What differs is the launch (which job kind, its replicas) and a few parameters;
-:func:`training_pipeline` builds a pipeline from those. KFP reads a pipeline's parameters, defaults and
-descriptions from its function's signature and docstring, so the function is given both, from the
-:class:`Param` tables below, and calls the pipeline's own ``launch`` for the one step that differs.
-
-Every pipeline parameter reaches a step as that step's own input, never inside a list or dict written
-here: KFP's backend fills parameters into task inputs only (``tests/cli/test_compile.py`` checks every
-compiled file for placeholders inside constants).
-
-The quality gate is a nested pipeline (:func:`export_if_passed`) whose ``dsl.If`` tests its own input
-``passed``, fed by the evaluation's ``passed`` output. KFP 2.17.0's local runner resolves a condition on a
-task output only when that output is named ``Output`` (``kfp/local/orchestrator/enhanced_dag_orchestrator.py``,
-``_resolve_pipeline_channel``), but it resolves a nested pipeline's inputs; KFP's backend runs both forms.
-So the gate works under ``kftrain run`` and on a cluster, and the evaluation's outputs keep their names.
-
-Every step pod gets the platform's placement through kfp-kubernetes (:func:`use_platform_settings`): the
-``node_selector`` and ``tolerations`` parameters as JSON (KFP >= 2.5: ``nodeSelector.nodeSelectorJson``,
-``tolerations[].tolerationJson``), the images' pull secrets fixed when the images are (``KFTRAIN_IMAGE_PULL_SECRETS``
-at compile time). A platform config parameter resolves against the inputs of the task's own DAG
-(kubeflow/pipelines@2.17.0:backend/src/v2/driver/container.go, ``dag.Execution.GetParameters()``), so the
-gate takes both as inputs. No step is given the storage secret: a step finds the object store and its
-credentials as KFP's launcher does (:mod:`kftrain.storage.kfp_store`), and ``storage_secret`` only reaches the
-training replicas through the launch step's own input, where empty means none. (KFP's driver refuses an empty
-secret name in platform config, kubeflow/pipelines@2.5.0:backend/src/v2/driver/driver.go:1669-1690,
-resolveInputParameterStr; and ``optional`` under ``secretAsEnv`` exists only from 2.15.0, so 2.14's run
-compiler rejects it and 2.5.0 drops it: kubeflow/pipelines@2.14.0:backend/src/v2/compiler/argocompiler/
-container.go:285.)
-
-Evaluation and export run in the framework image of the model they load (``model_image``: PyTorch by default,
-TensorFlow for the TensorFlow pipelines); the gate pipeline is made once per image of :data:`MODEL_IMAGES`
-(``quality-gate-<image>``), at import, so every compiled image stays a pinned tag.
+Parameters reach a step only as its own inputs (KFP's backend fills parameters into task inputs only). The gate is a
+nested pipeline whose ``dsl.If`` tests its own input: KFP 2.17.0's local runner resolves a condition on a task output
+only when it is named ``Output``
+(kubeflow/pipelines@2.17.0:sdk/python/kfp/local/orchestrator/enhanced_dag_orchestrator.py, _resolve_pipeline_channel).
+A step's placement parameter resolves against its own DAG's inputs
+(kubeflow/pipelines@2.17.0:backend/src/v2/driver/container.go, dag.Execution.GetParameters), so the gate takes them
+too. No step but the launch gets the storage secret: KFP's driver refuses an empty secret name
+(kubeflow/pipelines@2.5.0:backend/src/v2/driver/driver.go:1669-1690, resolveInputParameterStr).
 """
 
 # No "from __future__ import annotations": KFP reads the nested pipeline's annotations as types.
@@ -44,8 +21,9 @@ from typing import Any
 
 from kfp import dsl, kubernetes
 
+from kftrain.job.pod_settings import step_placements
 from kftrain.launch.inputs import Input as Param
-from kftrain.launch.inputs import platform_inputs
+from kftrain.launch.inputs import pipeline_inputs
 from kftrain_components.data.prepare_dataset.component import prepare_dataset
 from kftrain_components.evaluation.evaluate_model.component import evaluate_model
 from kftrain_components.export.export_model.component import export_model
@@ -102,28 +80,11 @@ QUALITY = (
         "plugin, or kftrain run --mlflow); empty: not registered.",
     ),
 )
-# The launch inputs a platform engineer sets for a cluster, exposed as pipeline parameters under the same
-# names, descriptions and defaults (taken from the launch components' own table: one truth for each).
-PLATFORM = tuple(
-    i
-    for i in platform_inputs()
-    if i.name
-    in {
-        "backend",
-        "timeout_seconds",
-        "pending_timeout_seconds",
-        "storage_secret",
-        "service_account",
-        "queue_name",
-        "priority_class",
-        "node_selector",
-        "tolerations",
-        "image_pull_secrets",
-        "cpu",
-        "memory",
-        "gpus",
-    }
-)
+# The launch inputs a platform engineer sets for a cluster, exposed as pipeline parameters under the same names,
+# descriptions and defaults (the pod settings declare which: kftrain.job.pod_settings).
+PLATFORM = tuple(pipeline_inputs())
+# The pod settings every step's pod gets too, each by its kfp-kubernetes call, and the gate's inputs that carry them.
+STEP_PLACEMENTS = step_placements()
 # The images evaluation and export can run in: the framework images, each loading its framework's models.
 MODEL_IMAGES = (PYTORCH_IMAGE, TENSORFLOW_IMAGE)
 
@@ -213,7 +174,7 @@ def wire(p: SimpleNamespace, launch: Launch, model_image: str) -> None:
     train = launch(p, prep.outputs["dataset_uri"], flags.output, platform)
     train.set_caching_options(False)  # a training job is never replayed from cache
     for task in (prep, flags, train):
-        use_platform_settings(task, p.node_selector, p.tolerations)
+        use_platform_settings(task, p)
     evaluate_and_export(
         p, train.outputs["model"], prep.outputs["dataset_uri"], model_name="digits", targets=[], model_image=model_image
     )
@@ -239,7 +200,7 @@ def evaluate_and_export(
     # every run (the launch is never cached), so a cache hit was never possible anyway.
     evaluation.set_caching_options(False)
     evaluation.set_container_image(model_image)
-    use_platform_settings(evaluation, p.node_selector, p.tolerations)
+    use_platform_settings(evaluation, p)
     export_if_passed(model_image)(
         passed=evaluation.outputs["passed"],
         model=model,
@@ -248,16 +209,15 @@ def evaluate_and_export(
         model_name=model_name,
         targets=targets,
         register_model=p.register_model,
-        node_selector=p.node_selector,
-        tolerations=p.tolerations,
+        **{name: getattr(p, name) for name in STEP_PLACEMENTS},
     )
 
 
-def use_platform_settings(task: dsl.PipelineTask, node_selector: Any, tolerations: Any) -> None:
-    """The platform's placement on a step's pod: ``node_selector`` (a dict parameter) and ``tolerations`` (a list
-    parameter) as KFP resolves them at run time, and the step images' pull secrets (compile-time names)."""
-    kubernetes.add_node_selector_json(task, node_selector)
-    kubernetes.add_toleration_json(task, tolerations)
+def use_platform_settings(task: dsl.PipelineTask, p: Any) -> None:
+    """The platform's placement on a step's pod: each of :data:`STEP_PLACEMENTS` (``p``'s parameter of its name) as
+    KFP resolves it at run time, and the step images' pull secrets (compile-time names)."""
+    for name, call in STEP_PLACEMENTS.items():
+        getattr(kubernetes, call)(task, getattr(p, name))
     use_step_pull_secrets(task)
 
 
@@ -273,38 +233,35 @@ def _gate(model_image: str) -> Any:
     file) rather than a runtime input of the gate; made at import (KFP refuses a pipeline defined in another)."""
     image_name = model_image.rsplit("/", 1)[-1].split(":", 1)[0].removeprefix("python-")
 
-    @dsl.pipeline(
-        name=f"quality-gate-{image_name}", description="Export the model when its evaluation passed the quality gate."
+    inputs = [
+        ("passed", bool),
+        ("model", dsl.Input[dsl.Model]),
+        ("evaluation_metrics", dsl.Input[dsl.Metrics]),
+        ("dataset_uri", str),
+        ("model_name", str),
+        ("targets", list),
+        ("register_model", str),
+        *((i.name, i.type) for i in PLATFORM if i.name in STEP_PLACEMENTS),
+    ]
+    signature = inspect.Signature(
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=a) for n, a in inputs]
     )
-    def gate(
-        passed: bool,
-        model: dsl.Input[dsl.Model],
-        evaluation_metrics: dsl.Input[dsl.Metrics],
-        dataset_uri: str,
-        model_name: str,
-        targets: list,
-        register_model: str,
-        node_selector: dict,
-        tolerations: list,
-    ) -> None:
+
+    def gate(*args: Any, **kwargs: Any) -> None:
         """The gate: a ``dsl.If`` on this pipeline's own input (see the module's docstring for why it is nested).
         The export is registered in MLflow under ``register_model`` (when set), with the evaluation's metrics and
         the verdict."""
-        with dsl.If(passed == True, name="passed"):  # noqa: E712 (a KFP condition)
-            export = export_model(
-                model=model,
-                dataset_uri=dataset_uri,
-                model_name=model_name,
-                targets=targets,
-                register_model=register_model,
-                evaluation_metrics=evaluation_metrics,
-                gate_passed=passed,
-            )
+        p = SimpleNamespace(**signature.bind(*args, **kwargs).arguments)
+        with dsl.If(p.passed == True, name="passed"):  # noqa: E712 (a KFP condition)
+            same_names = ("model", "dataset_uri", "model_name", "targets", "register_model", "evaluation_metrics")
+            export = export_model(gate_passed=p.passed, **{name: getattr(p, name) for name in same_names})
             export.set_caching_options(False)  # the export reads artifacts that a re-run may have replaced
             export.set_container_image(model_image)
-            use_platform_settings(export, node_selector, tolerations)
+            use_platform_settings(export, p)
 
-    return gate
+    gate.__signature__ = signature  # type: ignore[attr-defined]
+    description = "Export the model when its evaluation passed the quality gate."
+    return dsl.pipeline(name=f"quality-gate-{image_name}", description=description)(gate)
 
 
 _GATES = {image: _gate(image) for image in MODEL_IMAGES}

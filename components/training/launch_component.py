@@ -1,17 +1,10 @@
 """The factory that makes each kind's launch component from the one table of launch inputs.
 
-KFP reads a component's inputs, their types, defaults and descriptions from its Python function, and runs that
-function's *source* in the step's container: KFP embeds the text ``inspect.getsource`` returns for it
-(kfp 2.17.0, ``kfp/dsl/component_factory.py``, ``_get_function_source_definition``) and its executor maps the
-step's inputs onto the parameters of the function that text defines (``kfp/dsl/executor.py``, ``Executor.execute``:
-``inspect.getfullargspec``). So a function whose parameters exist only as a ``__signature__`` compiles, but runs
-with none of its inputs: the signature must be in the text. :func:`launch_component` therefore writes each kind's
-function as text from :func:`kftrain.launch.inputs.launch_inputs` (a signature with every input, a docstring
-describing each, and a body that is one call into ``kftrain.launch.component``) and decorates it with
-``dsl.component``. The written source is what KFP embeds in the committed ``component.yaml``, so reading that
-file shows exactly what runs.
-
-Module scope imports only kfp, the standard library and kftrain's input table.
+KFP embeds a component function's source text and runs it in the step's container, mapping the step's inputs onto
+the parameters that text defines (kubeflow/pipelines@2.17.0:sdk/python/kfp/dsl/executor.py, Executor.execute), so
+:func:`launch_component` writes each kind's function as text from :func:`kftrain.launch.inputs.launch_inputs`: every
+input in its signature and docstring, a body that is one call into ``kftrain.launch.component``. The committed
+``component.yaml`` shows exactly what runs. Module scope imports only kfp, the standard library and kftrain's tables.
 """
 
 from __future__ import annotations
@@ -23,6 +16,8 @@ from typing import Any
 from kfp import dsl
 
 from kftrain.job.kinds import KINDS
+from kftrain.job.pod_settings import TASK_CONFIG as TASK_CONFIG_INPUT
+from kftrain.job.pod_settings import task_config_passthroughs
 from kftrain.launch.inputs import Input, launch_inputs
 from kftrain.steps.inputs import REQUIRED, Parameter, function_source
 from kftrain_components.component_function import define
@@ -45,21 +40,16 @@ ARTIFACTS = (
 )
 
 
-# The launch task's own settings KFP passes through to the job (backend >= 2.15): the resources and affinity only to
-# the job (a GPU asked for the training replicas must never be held by the launch pod), env, node selector,
-# tolerations and volumes to the launch pod as well (it runs where the platform says, with the same env and data).
+# The launch task's own settings KFP passes through to the job (backend >= 2.15), as the pod settings declare them
+# (kftrain.job.pod_settings): each TaskConfig field, and whether KFP applies it to the launch pod as well.
 TASK_CONFIG = (
-    "task_config",
+    TASK_CONFIG_INPUT,
     "dsl.TaskConfig",
     "The launch task's own settings, passed to every replica below the explicit inputs (KFP backend >= 2.15).",
 )
 TASK_CONFIG_PASSTHROUGHS = [
-    dsl.TaskConfigField.RESOURCES,
-    dsl.TaskConfigField.KUBERNETES_AFFINITY,
-    dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.ENV, apply_to_task=True),
-    dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.KUBERNETES_NODE_SELECTOR, apply_to_task=True),
-    dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.KUBERNETES_TOLERATIONS, apply_to_task=True),
-    dsl.TaskConfigPassthrough(field=dsl.TaskConfigField.KUBERNETES_VOLUMES, apply_to_task=True),
+    dsl.TaskConfigPassthrough(field=dsl.TaskConfigField[name], apply_to_task=to_launch_pod)
+    for name, to_launch_pod in task_config_passthroughs().items()
 ]
 
 

@@ -3,9 +3,9 @@
 :mod:`.model` (the shapes every kind shares) and :mod:`.serde` (the one dict mapping); :mod:`.kinds` (one package
 per kind: its spec fields, contract, launch inputs and program, and the registry ``KINDS``); :mod:`.manifest`
 (load and render YAML, CRD schemas); :mod:`.build` (a job from typed replica inputs); :mod:`.request` (a job
-from a launch component's typed inputs); :mod:`.validate` (what every kind checks); :mod:`.pod_settings` (the
-one policy for a platform's pod settings); :mod:`.topology` (replica ids and where they listen);
-:mod:`.naming` (a job's name and its run's labels).
+from a launch component's typed inputs); :mod:`.validate` (what every kind checks); :mod:`.pod_settings` (every
+pod setting, declared once) and :mod:`.pod_apply` (what each does to a job); :mod:`.topology` (replica ids and
+where they listen); :mod:`.naming` (a job's name and its run's labels).
 """
 
 from kftrain.job.build import ReplicaInput, build_job

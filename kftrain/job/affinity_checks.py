@@ -1,18 +1,14 @@
 """A pod's ``affinity`` as the API server checks it, before anything is created: the rules of
-``kubernetes/kubernetes@v1.36.3:pkg/apis/core/validation/validation.go`` (validateAffinity, validateNodeAffinity,
-ValidateNodeSelector, validateNodeSelectorTerm, ValidateNodeSelectorRequirement, validateNodeFieldSelectorRequirement,
-validatePreferredSchedulingTerms, validatePodAffinity, validatePodAntiAffinity, validatePodAffinityTerm,
-validateWeightedPodAffinityTerms, validateMatchLabelKeysAndMismatchLabelKeys) and, for label selectors,
-``kubernetes/apimachinery@v0.30.0:pkg/apis/meta/v1/validation/validation.go`` (ValidateLabelSelector,
-ValidateLabelSelectorRequirement). A field the API does not have is refused too: a misspelt ``nodeAfinity`` would
-otherwise be dropped and the pod placed anywhere.
-
-Each function raises a :class:`~kftrain.errors.JobSpecError` naming the field (``field`` and the path below it).
+``kubernetes/kubernetes@v1.36.3:pkg/apis/core/validation/validation.go`` (validateAffinity and the node selector,
+preferred-term and pod affinity term checks below it) and, for label selectors,
+``kubernetes/apimachinery@v0.30.0:pkg/apis/meta/v1/validation/validation.go`` (ValidateLabelSelector). A field the API
+does not have is refused too: a misspelt ``nodeAfinity`` would otherwise be dropped and the pod placed anywhere. Each
+function raises a :class:`~kftrain.errors.JobSpecError` naming the field.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kftrain.errors import JobSpecError
@@ -47,6 +43,15 @@ def _weight(field: str, value: Any) -> None:
         raise JobSpecError(field, f"must be in the range {low}-{high}, got {weight}")
 
 
+def _preferred(field: str, given: Mapping[str, Any], term_key: str, check_term: Callable[[str, Any], None]) -> None:
+    """The weighted terms under ``preferredDuringScheduling...``: each a weight and its ``term_key`` term."""
+    for i, weighted in enumerate(check.list_of(f"{field}.{PREFERRED}", given.get(PREFERRED) or [])):
+        where = f"{field}.{PREFERRED}[{i}]"
+        term = _fields(where, weighted, ("weight", term_key))
+        _weight(f"{where}.weight", term.get("weight"))
+        check_term(f"{where}.{term_key}", term.get(term_key) or {})
+
+
 def affinity(field: str, value: Any) -> dict[str, Any]:
     """A pod's ``affinity``: node affinity, pod affinity and pod anti-affinity, each as the API server checks it."""
     given = _fields(field, value, ("nodeAffinity", "podAffinity", "podAntiAffinity"))
@@ -67,11 +72,7 @@ def _node_affinity(field: str, value: Any) -> None:
             raise JobSpecError(f"{field}.{REQUIRED}.nodeSelectorTerms", "must have at least one node selector term")
         for i, term in enumerate(terms):
             _node_selector_term(f"{field}.{REQUIRED}.nodeSelectorTerms[{i}]", term)
-    for i, preferred in enumerate(check.list_of(f"{field}.{PREFERRED}", given.get(PREFERRED) or [])):
-        where = f"{field}.{PREFERRED}[{i}]"
-        term = _fields(where, preferred, ("weight", "preference"))
-        _weight(f"{where}.weight", term.get("weight"))
-        _node_selector_term(f"{where}.preference", term.get("preference") or {})
+    _preferred(field, given, "preference", _node_selector_term)
 
 
 def _node_selector_term(field: str, value: Any) -> None:
@@ -125,11 +126,7 @@ def _pod_affinity(field: str, value: Any) -> None:
     given = _fields(field, value, (REQUIRED, PREFERRED))
     for i, term in enumerate(check.list_of(f"{field}.{REQUIRED}", given.get(REQUIRED) or [])):
         _pod_affinity_term(f"{field}.{REQUIRED}[{i}]", term)
-    for i, weighted in enumerate(check.list_of(f"{field}.{PREFERRED}", given.get(PREFERRED) or [])):
-        where = f"{field}.{PREFERRED}[{i}]"
-        term = _fields(where, weighted, ("weight", "podAffinityTerm"))
-        _weight(f"{where}.weight", term.get("weight"))
-        _pod_affinity_term(f"{where}.podAffinityTerm", term.get("podAffinityTerm") or {})
+    _preferred(field, given, "podAffinityTerm", _pod_affinity_term)
 
 
 def _pod_affinity_term(field: str, value: Any) -> None:

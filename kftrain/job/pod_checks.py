@@ -1,27 +1,12 @@
 """Kubernetes' own field rules, checked before anything is created: each function checks one kind of value as the
 API server (or, for an image reference, the kubelet) would, and refuses it with a :class:`JobSpecError` naming the
-field (a launch input, or a manifest's path) and saying what a valid value looks like.
+field and saying what a valid value looks like. A value that may be a secret is never quoted in a message.
 
-Where each rule comes from:
-
-* names, labels and keys: ``kubernetes/apimachinery@v0.30.0:pkg/util/validation/validation.go`` (IsQualifiedName,
-  IsValidLabelValue, IsDNS1123Label, IsDNS1123Subdomain, IsEnvVarName with hasChDirPrefix, IsConfigMapKey);
-* quantities: ``kubernetes/apimachinery@v0.30.0:pkg/api/resource/quantity.go`` (its grammar and ParseQuantity's
-  suffixes: ``n u m "" k M G T P E``, ``Ki``..``Ei``, ``e<exponent>``); resources may not be negative;
-* the pod spec: ``kubernetes/kubernetes:pkg/apis/core/validation/validation.go`` (ValidatePodSpec: nodeSelector by
-  ValidateLabels, serviceAccountName and priorityClassName as DNS subdomains; ValidateTolerations; ValidateVolumes:
-  volume names DNS-1123 labels, unique; ValidateVolumeMounts: mount paths unique; validateSecretKeySelector:
-  secret name a DNS subdomain, key IsConfigMapKey; validateContainerOnlyForPod: no whitespace around an image);
-  the kubernetes/kubernetes snapshot is too large to fetch here, so it was read from the stored index of that
-  file (commit 000f2605), whose rules for these fields are those of every release since 1.19;
-* image references: ``distribution/reference@v0.6.0:regexp.go`` (the grammar the kubelet parses an image with;
-  ``InvalidImageName`` otherwise) and ``reference.go`` (a repository name of at most 255 characters);
-* a container's env, resources and volume mounts, and a pod's volumes, at
-  ``kubernetes/kubernetes@v1.36.3:pkg/apis/core/validation/validation.go``: ValidateEnv and
-  validateEnvVarValueFrom, ValidateContainerResourceRequirements (with ``pkg/apis/core/helper/helpers.go``:
-  IsNativeResource, IsOvercommitAllowed, IsExtendedResourceName), ValidateVolumes, ValidateVolumeMounts.
-
-A value that may be a secret (what ``secret_env`` was given) is never quoted in a message.
+Sources: ``kubernetes/apimachinery@v0.30.0:pkg/util/validation/validation.go`` (names, labels, env names, keys);
+``kubernetes/apimachinery@v0.30.0:pkg/api/resource/quantity.go`` (quantities); ``distribution/reference@v0.6.0:
+regexp.go`` (images); ``kubernetes/kubernetes@v1.36.3:pkg/apis/core/validation/validation.go`` (ValidatePodSpec,
+ValidateTolerations, ValidateEnv, ValidateContainerResourceRequirements). Security contexts: :mod:`.security_checks`;
+volumes and mounts: :mod:`.volume_checks`.
 """
 
 from __future__ import annotations
@@ -69,15 +54,6 @@ RESOURCE_SECTIONS = ("limits", "requests")
 RESOURCE_FIELDS = (*RESOURCE_SECTIONS, "claims")  # claims: the pod's resourceClaims this container uses, by name
 # validateEnvVarValueFrom: a valueFrom names exactly one source (fileKeyRef behind the EnvFiles gate).
 ENV_SOURCES = ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef", "fileKeyRef")
-VOLUME_MOUNT_FIELDS = (
-    "name",
-    "mountPath",
-    "readOnly",
-    "recursiveReadOnly",
-    "subPath",
-    "subPathExpr",
-    "mountPropagation",
-)
 TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
 TOLERATION_OPERATORS = ("Equal", "Exists")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -297,79 +273,6 @@ def toleration(field: str, value: Any) -> dict[str, Any]:
     return dict(given)
 
 
-# A container's SecurityContext: its fields (kubernetes@v1.36.3:staging/src/k8s.io/api/core/v1/types.go,
-# SecurityContext), and the values pkg/apis/core/validation/validation.go takes (ValidateSecurityContext,
-# validateSeccompProfileField, ValidateAppArmorProfileField, ValidateProcMountType; apimachinery's IsValidUserID and
-# IsValidGroupID: 0 to 2147483647). First the fields a pod's securityContext shares with a container's (types.go,
-# PodSecurityContext): a container that sets none of them takes the pod's.
-POD_SECURITY_CONTEXT_FIELDS = (
-    "appArmorProfile",
-    "runAsGroup",
-    "runAsNonRoot",
-    "runAsUser",
-    "seLinuxOptions",
-    "seccompProfile",
-    "windowsOptions",
-)
-# Those a container's alone has.
-CONTAINER_ONLY_SECURITY_FIELDS = (
-    "allowPrivilegeEscalation",
-    "capabilities",
-    "privileged",
-    "procMount",
-    "readOnlyRootFilesystem",
-)
-SECURITY_CONTEXT_FIELDS = tuple(sorted((*POD_SECURITY_CONTEXT_FIELDS, *CONTAINER_ONLY_SECURITY_FIELDS)))
-# The profiles a securityContext may name, each of one of these types.
-PROFILES = ("seccompProfile", "appArmorProfile")
-PROFILE_TYPES = ("RuntimeDefault", "Localhost", "Unconfined")
-PROC_MOUNT_TYPES = ("Default", "Unmasked")
-
-
-def security_context(field: str, value: Any) -> dict[str, Any]:
-    """A container's ``securityContext`` as the API server checks it: known fields only, each of its type, user and
-    group ids in range, a profile's type and its ``localhostProfile`` together, and neither ``privileged`` nor an
-    added CAP_SYS_ADMIN with ``allowPrivilegeEscalation: false`` (ValidateSecurityContext)."""
-    given = dict(mapping(field, value))
-    unknown = sorted(str(k) for k in given if k not in SECURITY_CONTEXT_FIELDS)
-    if unknown:
-        raise JobSpecError(f"{field}.{unknown[0]}", f"unknown field (known: {', '.join(SECURITY_CONTEXT_FIELDS)})")
-    for key in ("allowPrivilegeEscalation", "privileged", "readOnlyRootFilesystem", "runAsNonRoot"):
-        if key in given and not isinstance(given[key], bool):
-            raise JobSpecError(f"{field}.{key}", f"expected true or false, got {shown(given[key])}")
-    for key in ("runAsUser", "runAsGroup"):
-        if key in given:
-            given[key] = integer(f"{field}.{key}", given[key], low=0, high=INT32_MAX)
-    if "capabilities" in given:
-        caps = mapping(f"{field}.capabilities", given["capabilities"])
-        for key in caps:
-            if key not in ("add", "drop"):
-                raise JobSpecError(f"{field}.capabilities.{key}", "unknown field (known: add, drop)")
-            for i, cap in enumerate(list_of(f"{field}.capabilities.{key}", caps[key])):
-                text(f"{field}.capabilities.{key}[{i}]", cap)
-    for key in PROFILES:
-        if key in given:
-            profile = mapping(f"{field}.{key}", given[key])
-            kind = profile.get("type")
-            if kind not in PROFILE_TYPES:
-                raise JobSpecError(f"{field}.{key}.type", f"{shown(kind)} must be one of {', '.join(PROFILE_TYPES)}")
-            if (kind == "Localhost") != bool(profile.get("localhostProfile")):
-                raise JobSpecError(
-                    f"{field}.{key}.localhostProfile", "must be set when, and only when, type is Localhost"
-                )
-    if "procMount" in given and given["procMount"] not in PROC_MOUNT_TYPES:
-        raise JobSpecError(f"{field}.procMount", f"{shown(given['procMount'])} must be Default or Unmasked")
-    for key in ("seLinuxOptions", "windowsOptions"):
-        if key in given:
-            mapping(f"{field}.{key}", given[key])
-    if given.get("allowPrivilegeEscalation") is False:
-        if given.get("privileged") is True:
-            raise JobSpecError(field, "cannot set allowPrivilegeEscalation to false and privileged to true")
-        if "CAP_SYS_ADMIN" in ((given.get("capabilities") or {}).get("add") or []):
-            raise JobSpecError(field, "cannot set allowPrivilegeEscalation to false and capabilities.add CAP_SYS_ADMIN")
-    return given
-
-
 def tolerations(field: str, value: Any) -> list[dict[str, Any]]:
     """A list of tolerations, each as :func:`toleration` checks it."""
     return [toleration(f"{field}[{i}]", t) for i, t in enumerate(list_of(field, value))]
@@ -492,60 +395,6 @@ def resource_values(field: str, value: Any) -> dict[str, Any]:
             if not _native(name_) and quantity_value(amount_) % 1:
                 raise JobSpecError(where, f"{shown(amount_)} must be an integer (an extended resource is counted)")
             out[section][name_] = amount_
-    return out
-
-
-def volumes(field: str, value: Any) -> list[dict[str, Any]]:
-    """A pod's volumes as ValidateVolumes checks them: each a name (a DNS-1123 label, used once) and exactly one
-    source (``persistentVolumeClaim``, ``secret``, ``emptyDir``...)."""
-    seen: dict[str, int] = {}
-    out = []
-    for i, volume in enumerate(list_of(field, value)):
-        given = mapping(f"{field}[{i}]", volume)
-        name_ = text(f"{field}[{i}].name", given.get("name", ""))
-        if not is_dns1123_label(name_):
-            raise JobSpecError(
-                f"{field}[{i}].name",
-                f"{shown(name_)} is not a valid volume name: a DNS-1123 label (at most 63 lower-case letters, digits "
-                "and '-', no '.')",
-            )
-        if name_ in seen:
-            raise JobSpecError(
-                f"{field}[{i}].name", f"{name_!r} is already the name of {field}[{seen[name_]}]: each once"
-            )
-        seen[name_] = i
-        sources = [k for k in given if k != "name"]
-        if len(sources) != 1:
-            raise JobSpecError(
-                f"{field}[{i}]",
-                "must specify a volume type (persistentVolumeClaim, secret, emptyDir...)"
-                if not sources
-                else f"may not specify more than 1 volume type (got {', '.join(map(str, sources))})",
-            )
-        mapping(f"{field}[{i}].{sources[0]}", given[sources[0]])
-        out.append(dict(given))
-    return out
-
-
-def volume_mounts(field: str, value: Any) -> list[dict[str, Any]]:
-    """A container's volume mounts as ValidateVolumeMounts checks them, the volumes aside (a pod's check): each names
-    a volume and an absolute path (:func:`mount_path`), every path once."""
-    seen: dict[str, int] = {}
-    out = []
-    for i, mount in enumerate(list_of(field, value)):
-        given = mapping(f"{field}[{i}]", mount)
-        unknown = sorted(str(k) for k in given if k not in VOLUME_MOUNT_FIELDS)
-        if unknown:
-            raise JobSpecError(f"{field}[{i}].{unknown[0]}", f"unknown field (known: {', '.join(VOLUME_MOUNT_FIELDS)})")
-        if not text(f"{field}[{i}].name", given.get("name", "")):
-            raise JobSpecError(f"{field}[{i}].name", "missing: the name of a volume of the pod")
-        path = mount_path(f"{field}[{i}].mountPath", given.get("mountPath", ""))
-        if path in seen:
-            raise JobSpecError(
-                f"{field}[{i}].mountPath", f"{path!r} is already mounted by {field}[{seen[path]}]: each path once"
-            )
-        seen[path] = i
-        out.append(dict(given))
     return out
 
 

@@ -15,7 +15,9 @@ from kftrain.job import affinity_checks
 from kftrain.job import pod_checks as check
 from kftrain.job.kinds import Kind, kind_of
 from kftrain.job.model import EnvVar, PodSpec, RestartPolicy, RunPolicy, TrainingJob
+from kftrain.job.security_checks import security_context
 from kftrain.job.topology import total_replicas
+from kftrain.job.volume_checks import volumes
 
 # RFC 1035 label, as the operators' webhooks require: pod and service names derive from it. Matched with
 # fullmatch: "$" would also match before a trailing newline, and let "job\n" through.
@@ -186,14 +188,14 @@ def _validate_pod(pod: PodSpec, path: str) -> None:
             check.dns1123_subdomain(f"{path}.imagePullSecrets[{i}].name", secret["name"])
     if pod.extra.get("affinity") is not None:
         affinity_checks.affinity(f"{path}.affinity", pod.extra["affinity"])
-    check.volumes(f"{path}.volumes", pod.extra.get("volumes") or [])
+    volumes(f"{path}.volumes", pod.extra.get("volumes") or [])
     for j, init in enumerate(pod.extra.get("initContainers") or []):
         if isinstance(init, dict) and init.get("securityContext") is not None:
-            check.security_context(f"{path}.initContainers[{j}].securityContext", init["securityContext"])
+            security_context(f"{path}.initContainers[{j}].securityContext", init["securityContext"])
     for j, container in enumerate(pod.containers):
         cpath = f"{path}.containers[{j}]"
         if container.extra.get("securityContext") is not None:
-            check.security_context(f"{cpath}.securityContext", container.extra["securityContext"])
+            security_context(f"{cpath}.securityContext", container.extra["securityContext"])
         if container.image:
             check.image(f"{cpath}.image", container.image)
         if container.resources is not None:

@@ -17,7 +17,7 @@ from kftrain import images, storage
 from kftrain.backends.base import JobResult
 from kftrain.errors import JobFailedError, JobSpecError, KftrainError
 from kftrain.job import TrainingJob, kind_for, kind_of
-from kftrain.job.task_settings import TaskSettings
+from kftrain.job.pod_settings import PodSettings
 from kftrain.launch.identity import resolve_run_identity
 from kftrain.launch.inputs import LaunchInputs, parse_launch_inputs
 from kftrain.launch.observe import Observation, observing
@@ -87,7 +87,8 @@ def launch_component(
     The points the replicas report (the metrics contract, :mod:`kftrain.metrics`) end as ``metrics`` (final
     values) and ``curves`` (an HTML page); every replica's log and TensorBoard event files go beside the model.
     ``task_config`` is the launch task's own settings KFP passed through (a ``kfp.dsl.TaskConfig``, backend 2.15 and
-    later: :mod:`kftrain.job.task_settings`), put on every replica below the explicit inputs.
+    later: :meth:`~kftrain.job.pod_settings.PodSettings.from_task_config`), put on every replica below the explicit
+    inputs.
     """
     step_kind = kind_for(kind)
     with component_step(), task_run("the launch step's MLflow logging") as tracked:
@@ -109,7 +110,7 @@ def launch_component(
             training_job,
             artifacts=Artifacts(step.dataset_uri, model.uri, step.checkpoint_uri),
             pods=parsed.pods,
-            task=TaskSettings.from_task_config(task_config) if task_config is not None else None,
+            task=PodSettings.from_task_config(task_config) if task_config is not None else None,
             run_id=identity.run_id,
             task_id=identity.task_id,
             env=replica_env(),  # the task's MLflow run, for a program that logs into it itself

@@ -1,12 +1,8 @@
 """The launch components' inputs: one table, from which each kind's component signature is written and back into
-which the step parses what the component was given.
-
-Each input is declared once, as a field (:func:`~kftrain.job.kinds.launch_input`: its default and description) of
-the dataclass that takes it: the program and run policy of :class:`~kftrain.job.request.JobRequest`, the kind's own
-:class:`~kftrain.job.kinds.KindOptions`, the platform's :class:`~kftrain.job.pod_settings.PodSettings`, and the
-step's own :class:`StepInputs`. :func:`launch_inputs` lists them in the order of the component's signature, with
-the kind's own defaults (``KindOptions.INPUT_DEFAULTS``) and without the inputs it has no use for
-(``KindOptions.OMITTED_INPUTS``); :func:`parse_launch_inputs` turns the values back into those dataclasses.
+which the step parses what the component was given. Each input is a field (its default and description) of the
+dataclass that takes it: :class:`~kftrain.job.request.JobRequest` (the program, the run policy), the kind's
+:class:`~kftrain.job.kinds.KindOptions`, the platform's :class:`~kftrain.job.pod_settings.PodSettings` and the
+step's own :class:`StepInputs`.
 """
 
 from __future__ import annotations
@@ -20,7 +16,7 @@ from typing import Any, get_origin, get_type_hints
 from kftrain.errors import JobSpecError
 from kftrain.job import pod_checks as check
 from kftrain.job.kinds import Kind, KindOptions, launch_input
-from kftrain.job.pod_settings import PodSettings
+from kftrain.job.pod_settings import PodSettings, pipeline_settings
 from kftrain.job.request import RUN_POLICY, JobRequest
 
 
@@ -118,17 +114,28 @@ def _default(f: dataclasses.Field[Any]) -> Any:
     return f.default
 
 
-def platform_inputs() -> list[Input]:
-    """The inputs every kind's launch component has, whatever the kind: the platform's settings and the step's own
-    (what a pipeline exposes as its own parameters), with their shared defaults."""
+def platform_inputs(settings: type[PodSettings] = PodSettings) -> list[Input]:
+    """The inputs every kind's launch component has, whatever the kind: the platform's settings and the step's own,
+    with their shared defaults."""
     return [
         Input(f.name, type_, _default(f), f.metadata["doc"])
-        for cls in (PodSettings, StepInputs)
+        for cls in (settings, StepInputs)
         for f, type_ in _inputs_of(cls)
     ]
 
 
-def launch_inputs(kind: Kind) -> list[Input]:
+# The step's own inputs a shipped pipeline exposes as its parameters (beside the pod settings declared so).
+PIPELINE_STEP_INPUTS = ("backend", "timeout_seconds", "pending_timeout_seconds")
+
+
+def pipeline_inputs(settings: type[PodSettings] = PodSettings) -> list[Input]:
+    """The launch inputs a platform engineer sets for a cluster, which the shipped pipelines take as parameters under
+    the same names, descriptions and defaults."""
+    exposed = {*pipeline_settings(settings), *PIPELINE_STEP_INPUTS}
+    return [i for i in platform_inputs(settings) if i.name in exposed]
+
+
+def launch_inputs(kind: Kind, settings: type[PodSettings] = PodSettings) -> list[Input]:
     """The inputs of ``kind``'s launch component, in the order of its signature: the program, the kind's own, the run
     policy, the platform's settings, the step's own."""
     options: type[KindOptions] = kind.options
@@ -136,7 +143,7 @@ def launch_inputs(kind: Kind) -> list[Input]:
         _inputs_of(JobRequest, group=""),
         _inputs_of(options),
         _inputs_of(JobRequest, group=RUN_POLICY),
-        _inputs_of(PodSettings),
+        _inputs_of(settings),
         _inputs_of(StepInputs),
     ]
     return [
@@ -147,10 +154,12 @@ def launch_inputs(kind: Kind) -> list[Input]:
     ]
 
 
-def parse_launch_inputs(kind: Kind, values: Mapping[str, Any]) -> LaunchInputs:
+def parse_launch_inputs(
+    kind: Kind, values: Mapping[str, Any], settings: type[PodSettings] = PodSettings
+) -> LaunchInputs:
     """``values`` (a launch component's inputs, by name) as the dataclasses that declare them; an input the kind's
     component does not have is refused, and one not given takes its default."""
-    known = {i.name: i for i in launch_inputs(kind)}
+    known = {i.name: i for i in launch_inputs(kind, settings)}
     unknown = sorted(set(values) - set(known))
     if unknown:
         raise JobSpecError(unknown[0], f"not an input of the {kind.spec.kind} launch component")
@@ -161,7 +170,7 @@ def parse_launch_inputs(kind: Kind, values: Mapping[str, Any]) -> LaunchInputs:
 
     options = kind.options(**take(kind.options))
     request = JobRequest(kind=kind.spec.kind, options=options, **take(JobRequest))
-    parsed = LaunchInputs(request=request, pods=PodSettings(**take(PodSettings)), step=StepInputs(**take(StepInputs)))
+    parsed = LaunchInputs(request=request, pods=settings(**take(settings)), step=StepInputs(**take(StepInputs)))
     if not parsed.step.has_manifest:  # a manifest replaces the typed inputs
         request.validate()
         _refuse_literal_secrets(request, parsed.pods)

@@ -22,7 +22,6 @@ from kftrain.contract import CHECKPOINT_ENV, DATASET_ENV, MODEL_ENV
 from kftrain.errors import JobFailedError, JobSpecError
 from kftrain.job import EnvVar, PodSettings, TrainingJob, apply_pod_settings, load_manifest, main_container
 from kftrain.job.naming import stamp_run_identity
-from kftrain.job.task_settings import TaskSettings, apply_task_settings
 from kftrain.job.validate import validate_job
 
 log = logging.getLogger(__name__)
@@ -118,21 +117,19 @@ def prepare_job(
     *,
     artifacts: Artifacts,
     pods: PodSettings,
-    task: TaskSettings | None = None,
+    task: PodSettings | None = None,
     run_id: str = "",
     task_id: str = "",
     env: Sequence[EnvVar] = (),
 ) -> TrainingJob:
     """``job`` as the launch step submits it: named and labelled from its run, the platform's pod settings (the
-    explicit inputs, then what the launch task's own settings still fill in), the artifact URIs and ``env``
-    added."""
+    explicit inputs, then what the launch task's own settings, ``task``, still fill in), the artifact URIs and
+    ``env`` added."""
     if run_id or task_id:
         if not (run_id and task_id):
             raise JobSpecError("run_id" if not run_id else "task_id", "missing: a job is named from both ids")
         stamp_run_identity(job, run_id, task_id)
-    job = apply_pod_settings(job, pods)
-    if task is not None:
-        job = apply_task_settings(job, task)
+    job = apply_pod_settings(job, pods, *([task] if task is not None else []))
     inject_artifact_env(job, artifacts, env)
     return job
 

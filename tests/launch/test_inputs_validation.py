@@ -16,7 +16,7 @@ import yaml
 from kftrain.errors import JobSpecError
 from kftrain.job import apply_pod_settings, kind_for, render_manifest
 from kftrain.job.kinds.trainjob.catalog import RUNTIMES_ENV
-from kftrain.job.pod_settings import pvc_volume_name
+from kftrain.job.pod_apply import pvc_volume_name
 from kftrain.job.validate import validate_job
 from kftrain.launch.inputs import parse_launch_inputs
 from testbed.manifests import replicated_job, training_runtime

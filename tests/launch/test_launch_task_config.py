@@ -1,5 +1,5 @@
 """The launch components' variant for KFP backends >= 2.15: the launch task's own settings (``dsl.TaskConfig``)
-reach every replica of the job, below the explicit launch inputs (kftrain/job/task_settings.py).
+reach every replica of the job, below the explicit launch inputs (kftrain/job/pod_settings.py).
 
 Through the component's own function with the TaskConfig KFP's executor builds from what the driver passes
 (kfp 2.17.0 ``kfp/dsl/executor.py``: ``TaskConfig(affinity=..., tolerations=..., node_selector=..., env=...,
@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kfp import compiler, dsl, kubernetes
 
+from kftrain.job.pod_settings import task_config_passthroughs
 from kftrain_components.training.mpijob_launch.component import mpijob_launch_task_config
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch_task_config
 from kftrain_components.training.trainjob_launch.component import trainjob_launch_task_config
@@ -118,6 +120,17 @@ def test_malformed_task_settings_are_refused_naming_the_field(monkeypatch, tmp_p
         render_launch(pytorchjob_launch_task_config, monkeypatch, tmp_path, task_config=dsl.TaskConfig(env=[{"x": 1}]))
     assert ended.value.code == 2
     assert "task_config.env[0]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["mpijob", "pytorchjob", "tfjob", "trainjob"])
+def test_each_compiled_variant_passes_through_what_the_pod_settings_declare(kind: str) -> None:
+    compiled = Path(__file__).parents[2] / "components" / "training" / f"{kind}_launch" / "component.task_config.yaml"
+    spec = yaml.safe_load(compiled.read_text())
+    for passthroughs in (
+        spec["root"]["taskConfigPassthroughs"],
+        spec["components"][f"comp-{kind}-launch-task-config"]["taskConfigPassthroughs"],
+    ):
+        assert {p["field"]: p.get("applyToTask", False) for p in passthroughs} == task_config_passthroughs()
 
 
 ON_A_TASK = " (with the launch task's own settings, task_config)"

@@ -45,7 +45,7 @@ from kftrain.backends.kubernetes.pod_state import (
 )
 from kftrain.backends.kubernetes.watch import true_condition
 from kftrain.job.kinds import kind_for
-from kftrain.job.pod_settings import QUEUE_NAME_LABEL
+from kftrain.job.pod_apply import QUEUE_NAME_LABEL
 
 if TYPE_CHECKING:
     from kftrain.backends.kubernetes.api import JobRef, KubeApi

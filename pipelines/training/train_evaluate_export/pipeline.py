@@ -118,14 +118,14 @@ def wire(p: Any) -> None:
     no ``dsl.OneOf`` for artifacts, so each branch evaluates its own launch's model); an unknown kind fails."""
     prep = prepare_dataset(**values(p, DATA))
     prep.set_caching_options(False)  # a source URI's content can change between runs
-    use_platform_settings(prep, p.node_selector, p.tolerations)
+    use_platform_settings(prep, p)
     platform = values(p, PLATFORM)
     branches = (dsl.If, dsl.Elif, dsl.Elif, dsl.Elif)
     for branch, kind in zip(branches, JOB_KINDS, strict=True):
         with branch(p.job_kind == kind, name=kind.lower()):
             train = launch(kind, p, prep.outputs["dataset_uri"], platform)
             train.set_caching_options(False)  # a training job is never replayed from cache
-            use_platform_settings(train, p.node_selector, p.tolerations)
+            use_platform_settings(train, p)
             evaluate_and_export(
                 p,
                 train.outputs["model"],
@@ -136,7 +136,7 @@ def wire(p: Any) -> None:
             )
     with dsl.Else(name="unknown-job-kind"):
         failed = fail(message=f"job_kind must be one of {', '.join(JOB_KINDS)}", value=p.job_kind)
-        use_platform_settings(failed, p.node_selector, p.tolerations)
+        use_platform_settings(failed, p)
 
 
 train_evaluate_export = pipeline_function(__name__, EVERY, wire)

@@ -1,4 +1,4 @@
-"""The launch task's own settings (``dsl.TaskConfig``: kftrain/job/task_settings.py), through a launch component's
+"""The launch task's own settings (``dsl.TaskConfig``: kftrain/job/pod_settings.py), through a launch component's
 body as KFP's executor calls it (testbed.launch_harness.render_launch: everything but the job's run): env PET_NNODES /
 DMLC_TRACKER_URI / OMPI_MCA_orte_default_hostfile, KFTRAIN_MODEL_URI, limits as a string, requests above limits, a
 task volume named like the manifest's, a mount of an undefined volume, malformed affinity, and what Kubernetes takes.
