@@ -1,17 +1,11 @@
-"""A real MLflow tracking server for the tests, and the runs KFP 2.17's MLflow plugin would give a task.
+"""A real MLflow tracking server for the tests, the runs KFP 2.17's MLflow plugin would give a task, and stand-ins
+for a server that fails.
 
-The server is ``mlflow server`` from its own venv (``.venv/mlflow-server``, scripts/install_mlflow_server.sh: the full
-``mlflow`` cannot share the kftrain venv's pins), with a SQLite backend store and artifacts in a local folder, both
-in the folder it is given, on a free port of 127.0.0.1. Its job runner (Huey consumers, a queue in /dev/shm) is
-turned off: nothing here runs MLflow jobs. Stopping it ends its whole process group.
-
-:func:`kfp_task_run` lays runs out as KFP 2.17's backend does and returns the variables its driver gives the task's
-container (kubeflow/pipelines@2.17.0: backend/src/apiserver/plugins/mlflow/handler.go, OnBeforeRunCreation: the
-experiment ``KFP-Default`` and a parent run named after the run's display name, tagged ``kfp.pipeline_run_id`` and
-``kfp.pipeline_run_url``; backend/src/v2/common/plugins/mlflow/handler.go, OnTaskStart: a nested run named after
-the task, tagged ``mlflow.parentRunId``; RetrieveUserContainerEnvVars: ``MLFLOW_RUN_ID``, ``MLFLOW_TRACKING_URI``,
-``MLFLOW_EXPERIMENT_ID``). :func:`hostile_server` stands in for a server that fails: throttling for an hour, 500,
-401, or a body trickling in.
+:func:`mlflow_server`: ``mlflow server`` from its own venv (``.venv/mlflow-server``, scripts/install_mlflow_server.sh),
+SQLite and artifacts in the folder it is given, on 127.0.0.1, its job runner off; stopping it ends its process group.
+:func:`kfp_task_run`: the parent and nested runs KFP 2.17 makes for a task, and the variables its driver gives it
+(kubeflow/pipelines@2.17.0:backend/src/v2/common/plugins/mlflow/handler.go, OnTaskStart, RetrieveUserContainerEnvVars).
+:func:`hostile_server`: throttling for an hour, 500, 401, or a body trickling in, on 127.0.0.1.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ KFP 2.17's driver gives a task's container ``MLFLOW_RUN_ID`` (its nested run), `
 ``kfp-mlflow-credentials``) only when the plugin's ``settings.injectUserEnvVars`` is true, which it is not by default
 (kubeflow/pipelines@2.17.0:backend/src/v2/common/plugins/mlflow/handler.go:134, RetrieveUserContainerEnvVars;
 backend/src/apiserver/plugins/mlflow/handler.go:116). ``KFP_MLFLOW_CONFIG`` (endpoint, experimentId,
-parentRunId; never a credential) is on the step's container either way (apiserver/plugins/mlflow/config.go:525).
+parentRunId; never a credential) is on the step's container either way (apiserver/plugins/mlflow/config.go:527).
 """
 
 from __future__ import annotations
