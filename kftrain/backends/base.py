@@ -1,12 +1,10 @@
 """One interface for a training job's whole life, whatever runs it, and what every backend shares.
 
-A backend is chosen by the type of its config (:func:`kftrain.backends.make_backend`). :meth:`Backend.run`
-is the one way a job is run to its end: submit, write the job's identity where the caller asked
-(atomically, before any waiting, so whoever restarts the step can find the job), wait, and cancel the job
-on any interruption (SIGTERM from a cancelled run or an evicted pod, SIGHUP from a closed terminal, Ctrl-C,
-an error while waiting), shielded from further signals until everything it started has stopped. The jobs a
-backend ran are listed, described, read and deleted through the same interface (:meth:`Backend.list_jobs`,
-:meth:`Backend.get_job`, :meth:`Backend.job_logs`, :meth:`Backend.delete_job`), which ``kftrain jobs`` prints.
+A backend is chosen by the type of its config (:func:`kftrain.backends.make_backend`). :meth:`Backend.run` runs a
+job to its end: submit, write the job's identity where the caller asked (atomically, before any waiting, so a
+restarted step finds the job), wait, and cancel the job on any interruption (SIGTERM, SIGHUP, Ctrl-C, an error while
+waiting), shielded from further signals until everything it started has stopped. ``kftrain jobs`` lists, describes,
+reads and deletes a backend's jobs through the same interface.
 """
 
 from __future__ import annotations

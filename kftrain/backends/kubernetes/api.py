@@ -1,16 +1,11 @@
 """The backend's one way to the Kubernetes API: where the cluster is, which calls it makes, and how they are retried.
 
-:class:`KubeApi` configures the client (the pod's service account inside a cluster, else the kubeconfig),
-resolves the namespace a job goes to, asks discovery which MPIJob version the cluster serves, and makes
-every request the backend needs, each one through :func:`kftrain.retry.call_with_retry` with
-:func:`is_transient` as its classifier: throttling, server errors and dropped connections are retried,
-errors that say the request is wrong are not. The watches of the job and of its pods are the requests
-retried elsewhere: a broken watch is retried by re-listing in between, which
-:class:`kftrain.backends.kubernetes.watch.Watcher` does with the same :func:`kftrain.retry.call_with_retry`
-and classifier (:meth:`KubeApi.job_collection` and :meth:`KubeApi.pod_collection` give it the requests).
-
-Everything else in this package reaches the API through a :class:`KubeApi`, never through the client
-directly, so the retry policy and the error classifier are decided in one place.
+:class:`KubeApi` configures the client (the pod's service account inside a cluster, else the kubeconfig), resolves
+the namespace a job goes to, asks discovery which versions the cluster serves, and makes every request the backend
+needs through :func:`kftrain.retry.call_with_retry` with :func:`is_transient` as its classifier (throttling, server
+errors, dropped connections are retried; an error saying the request is wrong is not). The watches are the
+exception: :class:`~kftrain.backends.kubernetes.watch.Watcher` retries them with :mod:`.backoff`, from the requests
+:meth:`KubeApi.job_collection` and :meth:`KubeApi.pod_collection` give it. Nothing else reaches the client directly.
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
-"""Run a training job as a TFJob, PyTorchJob or MPIJob custom resource on a Kubernetes cluster.
+"""Run a training job as its kind's custom resource (TFJob, PyTorchJob, MPIJob, TrainJob) on a Kubernetes cluster.
 
-What the backend does, and why:
-
-* **prepare** puts the job where it will run (the namespace), ties it to the launcher pod
-  (``KFP_POD_NAME``/``KFP_POD_UID`` become an owner, so deleting the run garbage-collects the job) and
-  renders an MPIJob in the version the cluster serves (v2beta1 preferred, else v1).
-* **submit** creates the custom resource. A launch step names and labels the job from its run and
-  task ids (:mod:`kftrain.job.naming`), so a launcher pod that KFP restarts finds its job again: on
-  409 AlreadyExists the backend checks those labels and reattaches, adding itself as a further owner.
-* **wait** follows the job and its pods, each by a watch in a thread of its own (:mod:`.watch`; a job
-  created here from the version its create returned, with no list), and
-  decides whenever either changes or a deadline comes: a condition says the job ended; a pod cannot
-  start (an image that cannot be pulled, a broken container config) or stayed unscheduled past the
-  pending timeout (:mod:`.pending`; a job held by its queue, a Volcano gang still gathering and a pod
-  the cluster autoscaler adds a node for are waited on); the job ran past the overall timeout. The
-  backend deletes a job it gives up on. Every replica's log is streamed into the step's output, and
-  printed whole at the end for pods the streams missed (:mod:`.logs`). A failure carries the failing
-  replica, its exit code, last log lines and recent events (:mod:`.pods`).
-* **cancel** (what :meth:`Backend.run` calls on SIGTERM or Ctrl-C) deletes the job.
-
-Every request goes through :class:`KubeApi`, which retries it on 429, 5xx and connection errors.
+**prepare** puts the job in its namespace, owned by the launcher pod (``KFP_POD_NAME``/``KFP_POD_UID``: deleting the
+run garbage-collects it), in the version the cluster serves. **submit** creates it; on 409 AlreadyExists a job with
+this run's and task's labels (:mod:`kftrain.job.naming`) is reattached. **wait** follows the job and its pods by
+watches (:mod:`.watch`) and decides on every change or deadline: a condition ended it, a pod cannot start or stayed
+unscheduled too long (:mod:`.pending`), or the timeout passed; a job given up on is deleted, every replica's log is
+in the step's output (:mod:`.logs`), and a failure names its replica, exit code, last lines and events.
+**cancel** (SIGTERM, Ctrl-C) deletes the job. Every request goes through :class:`KubeApi`.
 """
 
 from __future__ import annotations

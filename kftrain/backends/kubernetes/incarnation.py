@@ -1,14 +1,11 @@
 """Which events are about this life of a job's name, not an earlier job's of the same name.
 
-A job's name comes from its run and task (:mod:`kftrain.launch.identity`), so a task retried after its job was
-deleted creates a job of the same name, its pods of the same names; the events about the earlier one stay in the
-namespace for the API server's event TTL (an hour by default: kubernetes@v1.36.3:pkg/controlplane/apiserver/
-options/options.go, EventTTL). Every event names its object's uid (``involvedObject.uid``: the recorder's reference,
-k8s.io/client-go@v0.36.3:tools/reference/ref.go, GetReference), so one about the job itself or a pod the step has
-seen is this life's only when the uid is the current one. One about an object the step has not seen (a child
-Job the operator made, a pod that never existed because it was refused) is this life's when it was last recorded
-no earlier than the job was created; both times are whole seconds, so an event of an earlier job deleted within the
-second this one was created is taken as this one's.
+A task retried after its job was deleted makes a job, and pods, of the same names, while the earlier one's events
+stay for the event TTL (an hour: kubernetes@v1.36.3:pkg/controlplane/apiserver/options/options.go, EventTTL). An
+event about the job or a pod the step has seen is this life's when its ``involvedObject.uid`` is the current one
+(k8s.io/client-go@v0.36.3:tools/reference/ref.go, GetReference); one about an object not seen (a child Job, a
+refused pod) when it was last recorded no earlier than the job was created (whole seconds: an earlier job deleted
+within this one's creation second counts as this one's).
 """
 
 from __future__ import annotations

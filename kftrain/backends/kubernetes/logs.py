@@ -1,14 +1,11 @@
 """Every replica's log in the step's own output, each line prefixed ``[worker-1]``, however short the job.
 
-A pipeline step's log is the one place its user looks, so :class:`LogFollower` streams the main container
-of every replica pod there while the job runs, one thread per pod, as the local backend prints its
-processes. It learns of pods from the pod watch (:meth:`LogFollower.update`), so a pod is followed as soon
-as its container starts. When the job has ended, :meth:`LogFollower.finish` lists the pods once more and
-prints, whole, the log of every container run no stream printed (a job can end before its pods were ever
-seen running), and the last lines of a run before a restart in place that nobody saw (the API keeps the
-one previous run: ``previous=True``). Each run of each pod is printed once. The last lines of each replica
-are kept, which a failed job's message repeats when the pods themselves are gone; which replica's container
-ended non-zero last is read from the pods as the watch delivers them (no pod is read on its own).
+:class:`LogFollower` streams the main container of every replica pod while the job runs, one thread per pod, learning
+of pods from the pod watch (:meth:`LogFollower.update`); a refused stream is opened again within :mod:`.backoff`.
+When the job has ended, :meth:`LogFollower.finish` lists the pods once more and prints every container run no stream
+printed, and the last lines of a previous run nobody saw (``previous=True``); each run is printed once. The last
+lines of each replica are kept for a failed job's message, and which replica ended non-zero last is read from the
+pods as the watch delivers them.
 """
 
 from __future__ import annotations

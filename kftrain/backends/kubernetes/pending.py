@@ -1,25 +1,12 @@
 """Why a job is not running yet, and whether to wait for it: queues, gangs and scale-ups wait, broken pods fail.
 
-A pod that is Pending falls in one of three groups (:func:`classify`):
-
-* **fails now**: a container waiting on ImagePullBackOff, ErrImagePull, InvalidImageName, ErrImageNeverPull
-  or CreateContainerConfigError. These do not fix themselves (someone must fix the image, the pull secret
-  or the config), so the step fails at once with the reason and the kubelet's message; where the container is
-  one the operator added (a PyTorchJob Worker's ``init-pytorch``), with where the operator takes its image from,
-  which only the cluster can change.
-* **waits**, bounded only by the step's overall timeout: a member of a Volcano gang that is still gathering
-  (Volcano writes ``pod group is not ready, ...`` on the members' PodScheduled condition, or reason
-  ``Schedulable`` on one it could place once the gang is complete), and a pod whose latest
-  cluster-autoscaler event is ``TriggeredScaleUp`` (a node is being added for it).
-* **bounded** by ``pending_timeout_s``: every other pod not scheduled: Unschedulable with no scale-up
-  triggered (the autoscaler said ``NotTriggerScaleUp``, or there is none), or not placed by any scheduler
-  at all (its schedulerName names one that is not running).
-
-A pod that is scheduled and creating its containers (pulling a large image, say) is making progress and is
-none of these. A job its queue holds suspended (Kueue suspends a job that has its queue-name label until
-it admits it) has no pods yet; :func:`suspension` says what it waits for, and the backend waits too.
-:class:`PendingTracker` applies all this to the job's pods as they change, and says in the step's log what
-the job waits for and why, once per change.
+A Pending pod (:func:`classify`) **fails now** when a container waits on ImagePullBackOff, ErrImagePull,
+InvalidImageName, ErrImageNeverPull or CreateContainerConfigError (none fixes itself: the step fails with the
+kubelet's message, and for a container the operator added, where its image comes from); **waits**, within the step's
+timeout, while its Volcano gang gathers or the cluster autoscaler's latest event is ``TriggeredScaleUp``; and is
+**bounded** by ``pending_timeout_s`` when left unscheduled otherwise. A pod creating its containers is none of these;
+a job its queue holds suspended (Kueue) has no pods yet (:func:`suspension`). :class:`PendingTracker` applies this to
+the pods as they change, and says what the job waits for, once per change.
 """
 
 from __future__ import annotations

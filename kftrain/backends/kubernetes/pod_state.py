@@ -1,15 +1,10 @@
-"""What the backend reads from a job's replica pods: who they are, the state of their main container, and why
-the job failed.
+"""What the backend reads from a job's replica pods (the API's JSON objects): who they are, the state of their main
+container, and why the job failed.
 
-Pods are the API's JSON objects (dicts), as the pod watch and the pod list deliver them.
-
-* The operators label every replica pod (the job's name under its kind's ``pod_job_label``, replica type
-  and index);
-  :func:`replica_label` turns those labels into the ``worker-1`` that prefixes the replica's log lines.
-* :func:`main_container` says which container runs the replica's program, which run of it this is
-  (its restart count) and whether it has started.
-* :func:`diagnose_failure` says which replica made a failed job fail, with its exit code, its last log
-  lines and the recent events of it and the job, so the failed step's message shows the cause.
+:func:`replica_label` turns the operators' labels (job name, replica type and index) into the ``worker-1`` that
+prefixes a replica's log lines; :func:`main_container` says which container runs the replica's program, which run
+of it this is (its restart count) and whether it has started; :func:`diagnose_failure` says which replica made a
+failed job fail, with its exit code, last log lines and recent events, for the failed step's message.
 """
 
 from __future__ import annotations

@@ -1,30 +1,13 @@
 """Pods the API server refuses to create for a job: the step fails at once when they are refused for good.
 
-The operators create a job's pods (the training-operator and mpi-operator its pods, JobSet and the Job controller a
-TrainJob's and an MPIJob launcher's), so a refused create is seen only as the Warning event they record, never as a
-pod: the training-operator's ``FailedCreatePod`` on the job (kubeflow/training-operator@v1.9.0:
-pkg/controller.v1/control/pod_control.go, "Error creating: %v"), the Job controller's ``FailedCreate`` on a child Job
-(kubernetes@v1.36.3:pkg/controller/job/job_controller.go, FailedCreatePodReason), mpi-operator's ``MPIJobFailed``
-on an MPIJob; each kind names its own (:attr:`~kftrain.job.kinds.base.KindSpec.create_failed_reasons`). Child Jobs
-are named from the job (``<job>-launcher``, ``<jobset>-<replicatedJob>-<index>``), so an event about the job or an
-object named ``<job>-...`` is the job's.
-
-Pod Security Admission's refusal does not fix itself (someone must change the pods or the namespace's
-``pod-security.kubernetes.io/enforce`` label), so a job that has fewer pods than its replicas fails as soon as one
-is seen, rather than waiting out its pending timeout; the events are read only then. Fewer, not none: the
-training-operator creates a PyTorchJob's Master and fails only its Workers' creates when only the Workers carry a
-container that breaks the level (its ``init-pytorch``), and the Master then runs while the job never does. A kind
-that cannot count its pods from the job (a TrainJob: its runtime decides) is read while it has none.
-
-The message is the API server's, naming the level and each check failed
-(kubernetes@v1.36.3:staging/src/k8s.io/pod-security-admission/admission/admission.go, "violates PodSecurity"), and
-says how to give a container the operator added a securityContext
-(:attr:`~kftrain.job.kinds.base.KindSpec.operator_containers`): the job's own manifest cannot.
-
-A pod the API server finds invalid does not fix itself either: its template is the job's, and the job's spec is
-what it is. ``kftrain validate`` checks the pod rules it knows before the job is created; one it does not know
-still fails the step at once, with the API server's words (apimachinery@v0.36.3:pkg/api/errors/errors.go,
-NewInvalid: ``<Kind> "<name>" is invalid: <field>: <why>``).
+The operators create the pods, so a refused create shows only as the Warning event each kind names
+(:attr:`~kftrain.job.kinds.base.KindSpec.create_failed_reasons`: kubeflow/training-operator@v1.9.0:
+pkg/controller.v1/control/pod_control.go ``FailedCreatePod``; kubernetes@v1.36.3:pkg/controller/job/job_controller.go
+``FailedCreate``), on the job or on an object named ``<job>-...``. Pod Security Admission's refusal
+(kubernetes@v1.36.3:staging/src/k8s.io/pod-security-admission/admission/admission.go, "violates PodSecurity") and
+an invalid pod (apimachinery@v0.36.3:pkg/api/errors/errors.go, NewInvalid) do not fix themselves: a job with fewer
+pods than replicas (a TrainJob: none) has its events read, and fails with the API server's words and, for a container
+the operator added (:attr:`~kftrain.job.kinds.base.KindSpec.operator_containers`), how to give it a securityContext.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """The local backend: every replica a process on this machine with the environment its operator would give it.
 
-config.py (what the caller decides), replica.py (a replica's program and environment here, checked before
-it starts), one_machine.py (what one machine changes in the operator's contract), supervisor.py (the stdlib-only
-process each replica runs under, tying its tree to kftrain), processes.py (starting and stopping replicas under
-it), output.py (a replica's output: whole in its log, bounded lines on the console), hosted.py (workers that only
-host ranks), backend.py (the job's lifecycle), exits.py (what a replica's exit means: restarts, the success rule,
-the failure), running.py (what the backend holds of a running job, and its record as it starts and ends), state.py
-(the jobs recorded for ``kftrain jobs``, in the user's own state folder), workdirs.py (a job's folders: where its
-replicas run, what is kept of them when it ends) and jobs.py (those jobs listed, read, followed and deleted from any
-shell).
+config (what the caller decides), replica and one_machine (a replica's program and environment here), supervisor,
+processes, mountns and workspace (the process each replica runs under), output (its log and console lines), hosted
+(workers that only host ranks), backend (the job's lifecycle), exits (what an exit means), running, state and
+workdirs (what a running job holds, its record in the state folder, its folders and what is kept of them), jobs
+(``kftrain jobs``) and status_server (a TrainJob's progress reports).
 """
 
 from kftrain.backends.local.backend import LocalBackend

@@ -1,28 +1,12 @@
-"""The operator on one machine: the lifecycle of a job whose replicas are local processes.
+"""The operator on one machine: the lifecycle of a job whose replicas are local processes (submit, the wait loop,
+starting and stopping replicas, scaling, cancel).
 
-* one process per replica that runs a program (:meth:`kftrain.job.kinds.Kind.process_replicas`), each under
-  its own supervisor (:mod:`.processes`), so the whole tree of a replica is stopped as one and none of it
-  outlives kftrain; a submit that fails part-way stops the replicas it had started;
-* ``restartPolicy`` (Never, OnFailure, Always, ExitCode) and ``backoffLimit`` (counted as whoever restarts the
-  replica counts it: :class:`kftrain.job.kinds.base.Backoff`), ``activeDeadlineSeconds``, and the kind's success
-  rule; when a replica fails for good the others are stopped and the job fails with that replica's exit code and
-  its last log lines, unless its kind restarts the whole job then (a TrainJob's JobSet failurePolicy:
-  :meth:`kftrain.job.kinds.base.Kind.after_job_failure`);
-* each replica's output streamed live with a ``[worker-1]`` prefix and kept whole in ``<workdir>/logs``
-  (:mod:`.output`);
-* ``scale`` and ``kill_replica``, as ``kubectl scale`` and a lost node would; for workers that run no program
-  (an MPIJob's) they change the workers the operator's files list and stop the ranks placed on a lost one
-  (:mod:`kftrain.backends.local.hosted`).
-
-This module is the lifecycle: submit, the wait loop, starting and stopping replicas, scaling, cancel. What a
-replica's exit means is :mod:`.exits`; what the backend holds of a running job and its record in the state folder,
-:mod:`.running`; a TrainJob's ``/workspace``, :mod:`.workspace`, and its status server, :mod:`.status_server`.
-
-Differences from a cluster, on purpose: images are ignored (the program comes from the container's
-command or the config's ``commands``); sidecar containers are not run; ``Always`` restarts a replica that
-fails but treats an exit 0 as done, since restarting a finished trainer only matters until the operator
-ends the job; secrets referenced by ``secretKeyRef`` are read from this process's environment under the
-same variable name.
+Each replica that runs a program is a process under its own supervisor (:mod:`.processes`: its whole tree stops as
+one); ``restartPolicy``, ``backoffLimit``, ``activeDeadlineSeconds`` and the kind's success rule are applied as its
+operator would (:mod:`.exits`); output is streamed with a ``[worker-1]`` prefix and kept whole (:mod:`.output`);
+``scale`` and ``kill_replica`` act as ``kubectl scale`` and a lost node would. On purpose, unlike a cluster: images
+are ignored, sidecars are not run, ``Always`` treats an exit 0 as done, and a ``secretKeyRef`` is read from this
+process's environment under the same name.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
-"""A replica's private mount namespace, where the job's own folder is seen at ``/workspace`` and everything else as
-it is: ``python mountns.py WORKSPACE -- PROGRAM [ARGS...]`` (standard library only, run by path like the supervisor,
-so a replica's start costs no import of kftrain; :mod:`.workspace` decides when to use it).
+"""A replica's private mount namespace, where the job's own folder is seen at ``/workspace`` and everything else as it
+is: ``python mountns.py WORKSPACE -- PROGRAM [ARGS...]`` (standard library only; :mod:`.workspace` decides when).
 
-Kubeflow Trainer's initializers write the dataset and model to ``/workspace/dataset`` and ``/workspace/model``, and
-its documentation has the trainer read them there (kubeflow/trainer@v2.3.0 ``pkg/constants/constants.go:52-62``,
-``pkg/initializers/utils/utils.py:27-33``). A program written so must run here unchanged, without this machine's
-``/`` being written to: so each replica of such a job starts under this module's :func:`main`, which
-
-1. enters a new mount namespace (and, when not root, a user namespace that maps this user to itself, in which it may
-   mount), with every mount private, so nothing done in it is seen outside;
-2. builds a root of its own: a tmpfs (on a folder of the job's own) holding every entry of ``/`` bound recursively
-   (symlinks copied), plus ``workspace``, bound to the job's ``<workdir>/workspace``;
-3. changes root to it and to the same working directory, and executes the program, which inherits all of it (so do
-   the ranks an ``mpirun`` starts).
-
-Nothing is written outside the job's folder, and the namespace ends with the replica's last process. Where the kernel
-refuses a namespace (a container without the capability, user namespaces disabled), ``workspace.probe`` says why,
-and the backend says, in one line, where the data is instead (``KFTRAIN_WORKSPACE``).
+:func:`main` enters a new mount namespace (not root: inside a user namespace mapping this user to itself), every
+mount private; builds a root of its own (a tmpfs holding every entry of ``/`` bound recursively, plus ``workspace``
+bound to ``<workdir>/workspace``); changes root to it and execs the program, whose ranks inherit it. Nothing is
+written outside the job's folder, and the namespace ends with the replica's last process.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """What the operator's contract needs when every replica is a process on this machine rather than a pod of its own.
 
-The kinds say what their replicas do (:class:`~kftrain.job.kinds.Kind`: which runs mpirun, which hosts an elastic
-job's rendezvous); this module turns that into what one machine needs:
-
-* an mpirun whose every slot is here needs no remote shell, and as root the flags OpenMPI wants;
-* on a cluster only the pod whose host name matches the rendezvous endpoint hosts torch's c10d store; here every
-  replica is ``localhost``, so the host is said explicitly (``is_host`` in ``PET_RDZV_CONF``);
-* the workers that only host ranks need distinct names that all resolve to this machine (:func:`local_worker_host`);
-* a program may need to know it runs here rather than in its image (a function's runner installs nothing here):
-  ``KFTRAIN_BACKEND=local`` (:data:`kftrain.contract.BACKEND_ENV`).
+From what the kinds say their replicas do (:class:`~kftrain.job.kinds.Kind`): an mpirun whose every slot is here
+needs no remote shell (and, as root, OpenMPI's flags); every replica is ``localhost``, so the c10d rendezvous host
+is said explicitly (``is_host`` in ``PET_RDZV_CONF``); workers that only host ranks get distinct names resolving here
+(:func:`local_worker_host`); and a program learns it runs here: ``KFTRAIN_BACKEND=local``.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """A replica on this machine: the program it runs and the environment it gets, as its pod would.
 
-The environment is built in the kubelet's order: a base (this process's environment without the variables
-of the operators' contracts, so a stale ``RANK`` from the launching shell does not leak in; or, with
-``LocalConfig.clean_env``, only what an image gives: :func:`image_env`), the config's extra variables,
-the container's ``env`` (``valueFrom`` resolved), then the operator's contract for this replica
-(:meth:`kftrain.job.kinds.Kind.operator_env`) and the kind's local adjustments. ``$(VAR)`` references are expanded
-as the kubelet expands them (:func:`expand_k8s_vars`): from the variables the pod spec declares for the container,
-never from the base environment. Images are ignored: the container's ``python`` is this interpreter, and the folder
-of this interpreter leads ``PATH`` (so ``torchrun`` or ``mpirun`` installed beside it are found). What would fail
-to start in a pod fails here before any replica starts, naming the field: a missing or non-executable
-program, an environment or arguments over the kernel's limits (E2BIG).
+The environment is built in the kubelet's order: a base (this process's, without the operators' contract variables;
+``LocalConfig.clean_env``: only an image's, :func:`image_env`), the config's variables, the container's ``env``, then
+the operator's contract (:meth:`kftrain.job.kinds.Kind.operator_env`); ``$(VAR)`` expands as the kubelet does
+(:func:`expand_k8s_vars`), from the pod spec's variables only. Images are ignored: ``python`` is this interpreter,
+whose folder leads ``PATH``. What would fail to start in a pod fails here before any replica starts, naming the
+field: a missing or non-executable program, an environment or arguments over the kernel's limits (E2BIG).
 """
 
 from __future__ import annotations

@@ -1,29 +1,12 @@
 """Kubeflow Trainer's status server, for a job on this machine: where a TrainJob's nodes post their progress.
 
-On a cluster the Trainer controller serves ``POST /apis/trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs/
-{name}/status`` over HTTPS, checks the bearer token, and applies the body's ``trainerStatus`` to the TrainJob's
-``status.trainerStatus`` (kubeflow/trainer@v2.3.0 ``pkg/statusserver/server.go``); the ``trainjobstatus`` plugin gives
-every trainer node the URL, the CA certificate and the token as ``KUBEFLOW_TRAINER_SERVER_URL``,
-``KUBEFLOW_TRAINER_SERVER_CA_CERT`` and ``KUBEFLOW_TRAINER_SERVER_TOKEN`` (files: ``plugins/trainjobstatus/
-trainjobstatus.go:116-135``). A program that reports so (Hugging Face transformers >= 4.57 does on its own) reports
-here the same way: this server listens on 127.0.0.1 with a certificate of its own CA (both made for the job, the CA
-written beside the token in the job's folder), answers as the Trainer's does, and hands every accepted
-``trainerStatus`` to ``on_status`` (the launch step's metrics collector).
-
-Anyone on the machine can connect, so no client holds anything but its own connection: the TLS handshake is made in
-the connection's own thread, never in the accept loop, and every read on a connection has a deadline (the Trainer's
-``http.Server`` ``ReadTimeout``, server.go readTimeout), after which it is closed; :meth:`StatusServer.stop` closes
-the connections still open, so the job's end never waits on a client. A ``Content-Length`` that is not a decimal
-number of bytes an int64 holds is a 400 as in Go's net/http, one over 64 KiB a 413 at once (the body unread), a body
-without one (chunked) is not read (411), and an error in a connection's thread is never printed on the job's
-console.
-
-What differs, on purpose: the token is a random one made for the job and compared exactly (the Trainer verifies a
-projected service-account token whose audience names the TrainJob: ``pkg/statusserver/auth.go:68-98``); the body is
-checked against the CRD's rules here, where on a cluster the API server checks it on apply; one job's path is served
-(another's is a 404, where the Trainer, serving every TrainJob's, refuses the token: 403); a chunked body is a 411.
-Every answer is compared with the Trainer's own server, on the real control plane, by
-tests/controlplane/test_trainer_status.py.
+As the Trainer controller does (kubeflow/trainer@v2.3.0 ``pkg/statusserver/server.go``; its URL, CA and token given
+as in ``plugins/trainjobstatus/trainjobstatus.go:116-135``), it serves ``POST .../trainjobs/{name}/status`` over HTTPS
+on 127.0.0.1 with a CA of the job's own, and hands every accepted ``trainerStatus`` to ``on_status``. Anyone on the
+machine can connect, so each connection is handled in its own thread with read deadlines, and :meth:`StatusServer.stop`
+closes them all. On purpose, unlike the Trainer: a random token compared exactly (not a projected service-account
+token: ``pkg/statusserver/auth.go:68-98``), the body checked against the CRD's rules here, one job's path served
+(another's is a 404), a chunked body refused (411). tests/controlplane/test_trainer_status.py compares every answer.
 """
 
 from __future__ import annotations

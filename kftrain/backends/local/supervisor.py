@@ -1,22 +1,11 @@
 """The supervisor of one local replica: it ties the replica's whole process tree to kftrain's lifetime.
 
-kftrain starts ``python -I -S supervisor.py GRACE_SECONDS -- PROGRAM ARGS...`` as the leader of a new
-session, with this process's standard input the read end of a pipe only kftrain holds. The supervisor
-runs the program in its session and stays its parent, and, being a child subreaper (Linux), adopts
-every process of the tree that loses its parent, even one that started its own session. It ends the
-tree the way the kubelet ends a pod:
-
-- the program exits: whatever it left running is killed at once (a container's processes end with its
-  main process), then the supervisor exits with the program's status (dying of the same signal);
-- SIGTERM, SIGINT or SIGHUP (kftrain stopping the replica), or end of file on standard input (kftrain is
-  gone, however it died: SIGKILL included): SIGTERM to every process of the tree, SIGKILL to what is left
-  after the grace period.
-
-It uses only the standard library and never imports kftrain: it runs with ``-I -S`` (the replica's own
-``PYTHONPATH`` and site packages neither slow it down nor change it) and passes its environment, which
-is the replica's, to the program unchanged. A program that cannot be started is reported on standard
-error, and the supervisor exits 127 (not found) or 126 (not executable), as a shell and a container
-runtime do.
+kftrain starts ``python -I -S supervisor.py GRACE_SECONDS -- PROGRAM ARGS...`` as a session leader whose standard
+input is a pipe only kftrain holds. A child subreaper, it adopts every process of the tree and ends it as the kubelet
+ends a pod: the program exits, what it left is killed and the supervisor exits with its status; SIGTERM, SIGINT,
+SIGHUP or end of input (kftrain is gone, even by SIGKILL), SIGTERM to the tree, then SIGKILL after the grace period.
+Standard library only, it passes its environment (the replica's) unchanged; a program that cannot start exits 127
+(not found) or 126 (not executable), as a shell does.
 """
 
 from __future__ import annotations

@@ -1,32 +1,12 @@
-"""The folders of a local job: where its replicas run, what is kept of them when the job ends, and whose they are.
+"""The folders of a local job: where its replicas run, what is kept of them when it ends, and whose they are.
 
-**Where replicas run.** In a pod a program starts in its image's working folder, and what it writes there is gone
-with the pod: a second job never finds the first one's files. Locally each job's replicas run in a folder of their
-own job, ``<workdir>/cwd-*``, that shows the launch folder (the caller's current folder, or ``LocalConfig.cwd``):
-one symbolic link per entry of it, made when the job starts. So ``python train.py``, ``-m pkg.train``,
-``--data data/train.csv`` and the imports of the project's modules work as from the launch folder; a file the
-program creates at the top of its working folder (``snapshot.pt``, ``outputs/``) stays in the job's folder; and
-the next job starts from the launch folder alone, never resuming another job's files. Writes *into* a folder the
-launch folder already had (``data/``) go to that folder, as its link says, and ``..`` is the job's work folder.
-
-**What is kept.** A job's work folder (``<tmp>/kftrain-<job>-*``) holds the live logs, the operator's mounted files,
-the replicas' working folder and a TrainJob's ``/workspace``; its replicas' ``TMPDIR`` is a folder of its own
-(``<tmp>/kftrain-tmp-*``, short: MPI's sockets live there). When the job ends, however it ends (succeeded, failed,
-timed out, cancelled, deleted), both are removed, as a pod's folders go with the pod, after what the user may want
-is kept in the state folder (:mod:`.state`): the ends of the replicas' logs, and every file the replicas wrote in
-their working folder or the job's ``/workspace`` (:func:`keep_files`: the XGBoost example of Kubeflow Trainer saves
-``/workspace/xgboost_model.json``), moved there and named in one line (on a cluster they would be gone). Only the
-initializers' downloads (``/workspace/dataset``, ``/workspace/model``) are not kept, and the line names them. What
-the state folder keeps of ended jobs is bounded: ``LocalConfig.keep_finished`` jobs, none older than
-``LocalConfig.keep_finished_s`` (each submit removes the rest), and ``kftrain jobs delete`` removes all of a job's.
-A ``--workdir`` the user gave is the user's: kept as it is.
-
-**Whose they are.** A job holds its work folder while it runs (a lock on ``<workdir>/.kftrain-job``, released by the
-kernel when its launcher dies): a second job given the same ``--workdir`` is refused instead of mixing its logs and
-files with the first's. Its scratch folder is held the same way. A record in the state folder is untrusted, so
-removing the folders of a job whose launcher died (``kftrain jobs delete``, pruning) removes only a folder kftrain
-made: of its own name (``kftrain-<job>-*``, ``kftrain-tmp-*``), not a link, holding the random token the job's record
-holds, and not held by a running job; never a folder a record merely names.
+Each job's replicas run in a folder of their own job, ``<workdir>/cwd-*``, showing the launch folder by one link per
+entry (:func:`replica_cwd`): the program's files resolve as from there, what it writes at the top stays the job's.
+When the job ends, however it ends, its work and scratch folders go (as a pod's do) once the ends of its logs and
+every file its replicas wrote (:func:`keep_files`, but the initializers' downloads) are kept in the state folder,
+within ``LocalConfig.keep_finished``/``keep_finished_s`` (:func:`prune_finished`). A running job holds its folders
+(a lock on ``<workdir>/.kftrain-job``); removing a dead job's folders (:func:`remove_owned`) removes only one kftrain
+made for it, holding the token its record holds; a ``--workdir`` the user gave stays.
 """
 
 from __future__ import annotations

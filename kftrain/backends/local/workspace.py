@@ -1,12 +1,10 @@
 """A job's own ``/workspace`` on this machine: whether its replicas can be given it privately, and how.
 
-Kubeflow Trainer's initializers write the dataset and model to ``/workspace/dataset`` and ``/workspace/model``, and
-its documentation has the trainer read them there (kubeflow/trainer@v2.3.0 ``pkg/constants/constants.go:52-62``,
-``pkg/initializers/utils/utils.py:27-33``). A program written so must run here unchanged, without this machine's
-``/`` being written to: so each replica of such a job starts under :mod:`.mountns`, in a private mount namespace
-where ``/workspace`` is the job's ``<workdir>/workspace`` (the ranks an ``mpirun`` starts inherit it). Where the
-kernel refuses a namespace (a container without the capability, user namespaces disabled), :func:`probe` says why,
-and the backend says, in one line, where the folder is instead (``KFTRAIN_WORKSPACE``): :func:`give_workspace`.
+Kubeflow Trainer's initializers write to ``/workspace/dataset`` and ``/workspace/model`` and its trainer reads there
+(kubeflow/trainer@v2.3.0 ``pkg/constants/constants.go:52-62``), so each replica of such a job starts under
+:mod:`.mountns`, where ``/workspace`` is the job's ``<workdir>/workspace``. Where the kernel refuses a namespace,
+:func:`probe` says why and :func:`give_workspace` says in one line where the folder is instead
+(``KFTRAIN_WORKSPACE``).
 """
 
 from __future__ import annotations
