@@ -139,7 +139,7 @@ def write(name: str, fresh: bool = False, **fields: Any) -> None:
             record = None
         record = record or {"name": name, "created": time.time()}
         record.update(fields)
-        safe_paths.write_file(target.parent, target.name, json.dumps(record, sort_keys=True).encode())
+        safe_paths.write_file(target.parent, target.name, json.dumps(record, sort_keys=True).encode(), 0o644)
 
 
 def claim_name(name: str, resource: str) -> int | None:

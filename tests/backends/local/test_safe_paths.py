@@ -55,6 +55,12 @@ def _theirs(path: Path, mode: int = 0o777) -> None:
     path.chmod(mode)
 
 
+def _placed_kept_files(folder: Path) -> None:
+    """The kept files of the job, their folder another user's (what it holds is theirs to choose)."""
+    (folder / "cwd").mkdir(parents=True)
+    os.chown(folder, OTHER, OTHER)
+
+
 def _ended_job(tmp: Path) -> tuple[Path, Path]:
     """A job's work folder with a live log and a file its replica wrote: (work folder, its replicas' folder)."""
     workdir = tmp / "work"
@@ -81,12 +87,22 @@ def _claim(state: Path, tmp: Path) -> object:
 
 
 def _download(state: Path, tmp: Path) -> object:
+    (tmp / "model").mkdir(exist_ok=True)
+    (tmp / "model" / "weights.bin").write_text("the job's model")
     kept = tmp / "kept"
-    (kept / "logs").mkdir(parents=True)
+    (kept / "logs").mkdir(parents=True, exist_ok=True)
     (kept / "logs" / "master-0.log").write_text("the job's log\n")
-    (kept / "files" / "cwd").mkdir(parents=True)
+    (kept / "files" / "cwd").mkdir(parents=True, exist_ok=True)
     (kept / "files" / "cwd" / "model.pt").write_text("the job's weights")
-    job = JobStatus(JOB, "PyTorchJob", "Succeeded", 0.0, kept_logs=str(kept / "logs"), kept_files=str(kept / "files"))
+    job = JobStatus(
+        JOB,
+        "PyTorchJob",
+        "Succeeded",
+        0.0,
+        model_uri=str(tmp / "model"),
+        kept_logs=str(kept / "logs"),
+        kept_files=str(kept / "files"),
+    )
     return download_outputs(job, tmp / "dest")
 
 
@@ -152,6 +168,19 @@ CASES = [
         lambda s, victim: _link(s.parent / "dest" / "logs" / "master-0.log", victim),
         _download,
         None,
+    ),
+    Case(
+        "download: DEST/model a link",
+        lambda s, victim: _link(s.parent / "dest" / "model", victim.parent),
+        _download,
+        "../dest/model",
+    ),
+    Case(
+        "download: kept files another user placed",
+        lambda s, victim: _placed_kept_files(s.parent / "kept" / "files"),
+        _download,
+        "../kept/files",
+        as_root=True,
     ),
     Case(
         "download: DEST/files a folder another user made",
