@@ -8,7 +8,7 @@ An image whose inputs changed is built first (the build script records every bui
 figure is the latest build of the image's current inputs made with no layer reused (else the latest build of
 them, said so); the warm figure is a rerun of the script for that image, timed here (nothing to build: it only
 checks the key). Size: the image as its storage reports it (base included, MB of 10^6 bytes). An image whose
-index does not answer from here (PyTorch's CPU index) is reported as not built.
+index does not answer from here (PyTorch's CPU index), or whose build fails, is reported as not built.
 """
 
 from __future__ import annotations
@@ -53,7 +53,10 @@ def inspect(env: dict[str, str], ref: str, template: str) -> str:
 
 
 def measure(env: dict[str, str], name: str, ref: str, cold: bool) -> dict[str, Any]:
-    _, out = build(env, name, cold)
+    try:
+        _, out = build(env, name, cold)
+    except RuntimeError as exc:
+        return {"image": ref, "skipped": f"build failed: {str(exc).strip().splitlines()[-1]}"[:200]}
     if "not built" in out:
         return {"image": ref, "skipped": out.strip().splitlines()[-1].removeprefix("build_images: ")}
     warm_s, out = build(env, name, cold=False)
