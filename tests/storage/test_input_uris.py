@@ -4,9 +4,8 @@ bucket is one line naming the input; ``$(VAR)`` in it reaches every replica as w
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
@@ -17,6 +16,7 @@ from kftrain.launch.inputs import parse_launch_inputs
 from kftrain.launch.step import Artifacts
 from kftrain.storage import StorageError
 from kftrain.storage.uri import MAX_URI_CHARS, check_input_uri
+from testbed import step_calls
 
 REFUSED = {
     "an unsupported scheme": ("ftp://host/ds", r"dataset_uri 'ftp://host/ds': ftp:// is not supported"),
@@ -53,48 +53,12 @@ def test_the_launch_step_checks_its_uris_before_anything_is_created() -> None:
             parse_launch_inputs(kind, {field: "ftp://h/x"})
 
 
-class _Artifact(SimpleNamespace):
-    uri: str
-    metadata: dict[str, Any]
-    path: str
-
-
-@pytest.mark.parametrize("step", ["evaluate", "export"])
+@pytest.mark.parametrize("step", [step_calls.evaluate, step_calls.export], ids=["evaluate", "export"])
 def test_evaluation_and_export_check_their_uris_in_one_line(
-    step: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    step: Callable[[Path, str], None], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def artifact(name: str) -> _Artifact:
-        return _Artifact(uri=str(tmp_path / name), metadata={}, path=str(tmp_path / name))
-
     with pytest.raises(SystemExit) as ended:
-        if step == "evaluate":
-            from kftrain.steps.evaluate.component import evaluate_component
-
-            evaluate_component(
-                model=artifact("model"),
-                dataset_uri="ftp://h/ds",
-                metrics=None,
-                classification_metrics=None,
-                report=artifact("r.md"),
-                html_report=artifact("r.html"),
-                split="test",
-                gate_metric="auto",
-                gate_threshold=0.0,
-                baseline_model_uri="",
-                batch_rows=10,
-            )
-        else:
-            from kftrain.steps.export.component import export_component
-
-            export_component(
-                model=artifact("model"),
-                dataset_uri="ftp://h/ds",
-                exported=artifact("out"),
-                inference_service=artifact("isvc"),
-                model_name="m",
-                targets=[],
-                verify_rows=0,
-            )
+        step(tmp_path, "ftp://h/ds")
     assert ended.value.code == 2
     err = capsys.readouterr().err
     assert (

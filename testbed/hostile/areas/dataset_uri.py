@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from types import SimpleNamespace
 
+from testbed import step_calls
 from testbed.hostile.case import CLEAR, FINE, WRONG, Case, Observed, Sandbox
 
 AREA = "dataset-uri"
@@ -53,46 +54,18 @@ def _launch(uri: str, field: str = "dataset_uri") -> Callable[[Sandbox], None]:
     return run
 
 
-def _artifact(sb: Sandbox, name: str) -> SimpleNamespace:
-    return SimpleNamespace(uri=str(sb.work / name), metadata={}, path=str(sb.work / name))
-
-
 def _evaluate(uri: str) -> Callable[[Sandbox], None]:
     def run(sb: Sandbox) -> None:
-        from kftrain.steps.evaluate.component import evaluate_component
-
         sb.ready()
-        evaluate_component(
-            model=_artifact(sb, "model"),
-            dataset_uri=uri,
-            metrics=None,
-            classification_metrics=None,
-            report=_artifact(sb, "r.md"),
-            html_report=_artifact(sb, "r.html"),
-            split="test",
-            gate_metric="auto",
-            gate_threshold=0.0,
-            baseline_model_uri="",
-            batch_rows=10,
-        )
+        step_calls.evaluate(sb.work, uri)
 
     return run
 
 
 def _export(uri: str) -> Callable[[Sandbox], None]:
     def run(sb: Sandbox) -> None:
-        from kftrain.steps.export.component import export_component
-
         sb.ready()
-        export_component(
-            model=_artifact(sb, "model"),
-            dataset_uri=uri,
-            exported=_artifact(sb, "out"),
-            inference_service=_artifact(sb, "isvc"),
-            model_name="m",
-            targets=[],
-            verify_rows=0,
-        )
+        step_calls.export(sb.work, uri)
 
     return run
 

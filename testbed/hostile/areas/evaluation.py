@@ -9,9 +9,9 @@ one feature whose output columns are named in model.json; ``CLASS_CASES``), take
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
+from testbed import step_calls
 from testbed.hostile.case import CLEAR, FINE, WRONG, Case, Observed, Sandbox
 
 AREA = "evaluation"
@@ -66,29 +66,11 @@ def _table(key: str) -> Callable[[Sandbox], None]:
 
 def _component(sb: Sandbox) -> None:
     """The evaluation step itself, on [a, b] vs [b, c]: one line, and no report written."""
-    from kftrain.steps.evaluate.component import evaluate_component
-
     dataset = _prepared(sb, ("b", "c"))
     model = _tests()._model_of_one_feature(sb.work, "m", [-10, 10], [5, -5], ["a", "b"])
-
-    def artifact(name: str) -> SimpleNamespace:
-        return SimpleNamespace(uri=str(sb.work / name), metadata={}, path=str(sb.work / name))
-
     sb.ready()
     try:
-        evaluate_component(
-            model=artifact("m"),
-            dataset_uri=dataset,
-            metrics=None,
-            classification_metrics=None,
-            report=artifact("r.md"),
-            html_report=artifact("r.html"),
-            split="test",
-            gate_metric="accuracy",
-            gate_threshold=0.0,
-            baseline_model_uri="",
-            batch_rows=10,
-        )
+        step_calls.evaluate(sb.work, dataset, model="m", gate_metric="accuracy")
     finally:
         written = [n for n in ("r.md", "r.html") if (sb.work / n).exists()]
         if written:

@@ -253,23 +253,20 @@ CASES = [
         deleted_by_backend=True,
         check=_check_pending,
     ),
-    Case(
-        "unschedulable",
-        s_unschedulable,
-        JobPhase.FAILED,
-        "Unschedulable",
-        deleted_by_backend=True,
-        check=_check_pending,
-        elapse_from=lambda out, kube: "worker-0: Unschedulable" in out,
-    ),
-    Case(
-        "unschedulable, an earlier pod's scale-up",
-        s_unschedulable_after_an_earlier_pods_scale_up,
-        JobPhase.FAILED,
-        "Unschedulable",
-        deleted_by_backend=True,
-        check=_check_pending,
-        elapse_from=lambda out, kube: "worker-0: Unschedulable" in out,
+    *(
+        Case(
+            case_id,
+            scenario,
+            JobPhase.FAILED,
+            "Unschedulable",
+            deleted_by_backend=True,
+            check=_check_pending,
+            elapse_from=lambda out, kube: "worker-0: Unschedulable" in out,
+        )
+        for case_id, scenario in (
+            ("unschedulable", s_unschedulable),
+            ("unschedulable, an earlier pod's scale-up", s_unschedulable_after_an_earlier_pods_scale_up),
+        )
     ),
     Case(
         "container config error",
