@@ -20,15 +20,17 @@ if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
     builder="$(docker version --format 'docker {{.Server.Version}}')"
     cache="${KFTRAIN_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kftrain/images}"
     mkdir -p "$cache"
+    # The base's id is part of every key: have it before the first build, not after.
+    docker image inspect python:3.11-slim-bookworm >/dev/null 2>&1 || docker pull -q python:3.11-slim-bookworm
 else
-    command -v buildah >/dev/null 2>&1 || ./scripts/install_image_tools.sh
+    ./scripts/install_image_tools.sh >/dev/null
     image_env
     ./scripts/build_base_image.sh
     engine=podman
     builder="$(buildah --version)"
     cache="$KFTRAIN_IMAGE_CACHE"
 fi
-base_id="$($engine image inspect --format '{{.Id}}' python:3.11-slim-bookworm 2>/dev/null || echo pulled)"
+base_id="$($engine image inspect --format '{{.Id}}' python:3.11-slim-bookworm)"
 
 # files PATH...: the files under repository paths; in a git checkout those git sees (tracked, or untracked and
 # not ignored), as a clean checkout has them.
