@@ -24,7 +24,11 @@ MAX_REASON = 300
 
 
 class TrackingError(KftrainError):
-    """A request to the tracking server failed: one line naming it and why."""
+    """A request to the tracking server failed: one line naming it and why (``why``: the reason alone)."""
+
+    def __init__(self, message: str, why: str = "") -> None:
+        super().__init__(message)
+        self.why = why or message
 
 
 class Timeout(TrackingError):
@@ -115,7 +119,16 @@ class Server:
             if not refused(exc):
                 self.down = why
             kind = Refused if refused(exc) else TrackingError
-            raise kind(f"MLflow: could not {what} ({self.where}): {why}") from None
+            raise kind(f"MLflow: could not {what} ({self.where}): {why}", why) from None
+
+    def bounded(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``, itself a few :meth:`call`, under one deadline for them all (a server answering each
+        just in time would hold a step for their sum)."""
+        try:
+            return within(self.deadline_s, fn, *args)
+        except Timeout as exc:
+            self.down = why_refused(exc)
+            raise TrackingError(f"MLflow: could not {what} ({self.where}): {self.down}", self.down) from None
 
     def attempt(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
         """:meth:`call`, a failure a warning (one for the first failure that marks the server down): None."""

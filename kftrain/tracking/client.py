@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -164,8 +165,6 @@ def _text(value: Any) -> str:
 def experiment_of(server: Server, client: Any) -> str:
     """The experiment a run of this process goes in: ``MLFLOW_EXPERIMENT_ID``, else KFP_MLFLOW_CONFIG's, else the
     one named ``MLFLOW_EXPERIMENT_NAME`` or ``KFP-Default`` (created when missing); a :class:`TrackingError`."""
-    import os
-
     given = os.environ.get(EXPERIMENT_ID) or str(kfp_config().get("experimentId") or "")
     if given:
         return str(server.call("read the experiment", client.get_experiment, given).experiment_id)
@@ -174,6 +173,15 @@ def experiment_of(server: Server, client: Any) -> str:
     if found is not None:
         return str(found.experiment_id)
     return str(server.call("create the experiment", client.create_experiment, name))
+
+
+def _make_run(server: Server, client: Any, tracking: Tracking, run_name: str) -> Tracking:
+    """A run for this step, in its experiment, nested under KFP_MLFLOW_CONFIG's ``parentRunId`` when given."""
+    parent = str(kfp_config().get("parentRunId") or "")
+    experiment = experiment_of(server, client)
+    tags = {PARENT_TAG: parent} if parent else None
+    made = server.call("create the step's run", client.create_run, experiment, run_name=run_name or None, tags=tags)
+    return Tracking(tracking.uri, str(made.info.run_id), experiment, tracking.workspace, owned=True)
 
 
 def open_task_run(tracking: Tracking, run_name: str = "") -> TaskRun | None:
@@ -186,27 +194,17 @@ def open_task_run(tracking: Tracking, run_name: str = "") -> TaskRun | None:
     started = time.monotonic()
     try:
         if not tracking.run_id:
-            parent = str(kfp_config().get("parentRunId") or "")
-            experiment = experiment_of(server, client)
-            made = server.call(
-                "create the step's run",
-                client.create_run,
-                experiment,
-                run_name=run_name or None,
-                tags={PARENT_TAG: parent} if parent else None,
-            )
-            tracking = Tracking(tracking.uri, str(made.info.run_id), experiment, tracking.workspace, owned=True)
+            tracking = server.bounded("make the step's run", _make_run, server, client, tracking, run_name)
             server.where = f"MLflow run {tracking.run_id} on {redact(tracking.uri)}"
         else:
             server.call("read the task's run", client.get_run, tracking.run_id)
     except TrackingError as exc:
         unusable(tracking.run_id)
-        reason = str(exc).split("): ", 1)[-1]
         log.warning(
             "%s: the MLflow tracking server %s %s (after %.1fs; run %s); the step goes on untracked",
             TRACKING_URI,
             redact(tracking.uri),
-            reason,
+            exc.why,
             time.monotonic() - started,
             tracking.run_id or "(new)",
         )

@@ -264,11 +264,10 @@ def open_experiment(uri: str) -> tuple[Any, str, Server] | None:
     client = MlflowClient(tracking_uri=uri)
     started = time.monotonic()
     try:
-        return client, experiment_of(server, client), server
+        return client, server.bounded("open the experiment", experiment_of, server, client), server
     except TrackingError as exc:
-        reason = str(exc).split("): ", 1)[-1]
         server.say(
-            f"{TRACKING_URI}: the MLflow tracking server {redact(uri)} {reason} "
+            f"{TRACKING_URI}: the MLflow tracking server {redact(uri)} {exc.why} "
             f"(after {time.monotonic() - started:.1f}s); the pipeline goes on untracked"
         )
         return None
