@@ -33,13 +33,16 @@ apt_install() {
 # image_env: point podman, buildah and skopeo at the project's own image storage and settings, never the host's
 # (/etc/containers and /var/lib/containers are left as they are). $KFTRAIN_IMAGE_CACHE (default
 # ~/.cache/kftrain/images) holds containers.conf, storage.conf, registries.conf and the images (storage/); the
-# run state (locks, mounts) is on tmpfs under /run (or $XDG_RUNTIME_DIR), so a reboot clears it. Containers run
-# with runc (Debian's crun 1.8 refuses hybrid cgroups), cgroupfs, host networking (no bridge or firewall rules on
-# the host), and ulimits a container may set without CAP_SYS_RESOURCE. `make images-clean` removes it all.
+# run state (locks, mounts) is on tmpfs in /run/kftrain-images-<hash of that path> (or $XDG_RUNTIME_DIR), so a
+# reboot clears it. Containers run with runc (Debian's crun 1.8 refuses hybrid cgroups), cgroupfs, host networking
+# (no bridge or firewall rules on the host), and ulimits a container may set without CAP_SYS_RESOURCE. `make
+# images-clean` removes it all.
 image_env() {
     local cache="${KFTRAIN_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kftrain/images}"
     local run
-    if [ "$(id -u)" -eq 0 ]; then run=/run/kftrain-images; else run="${XDG_RUNTIME_DIR:-/tmp}/kftrain-images-$(id -u)"; fi
+    # One run folder per storage (a second cache, e.g. a test's, never shares the first one's locks).
+    run="$(if [ "$(id -u)" -eq 0 ]; then echo /run; else echo "${XDG_RUNTIME_DIR:-/tmp}"; fi)/kftrain-images-$(
+        echo "$cache" | sha256sum | cut -c1-8)"
     mkdir -p "$cache/storage" "$run/tmp"
     local mount_program=""
     [ "$(id -u)" -eq 0 ] || mount_program='mount_program = "/usr/bin/fuse-overlayfs"'
