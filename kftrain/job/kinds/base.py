@@ -1,24 +1,22 @@
-"""What a job kind is: its static facts (:class:`KindSpec`), its behaviour (:class:`Kind`), and what the launch
-inputs mean for it (:class:`KindOptions`).
+"""What a job kind is: its static facts (:class:`KindSpec`) and its behaviour (:class:`Kind`); what the launch inputs
+mean for it is :mod:`.options`', how its replicas restart :mod:`.restarts`'.
 
 Every place that treats the kinds differently asks the job's :class:`Kind` (``kftrain.job.kinds.KINDS``) instead of
-testing ``job.kind``: which replica types exist and which must be single, the container the operator treats as
-the program, the webhooks' extra rules, the environment and files the operator gives each replica, which
-replicas run a program and which listen for others, the default restart policy, when the job has succeeded,
-whether a lost replica ends it, whether a replica type may hold GPUs, conversion between API versions, and the
-launch inputs of its component with this release's default program. One package per kind
-(``kftrain.job.kinds.<kind>``) holds all of it.
+testing ``job.kind``: its replica types, the container the operator treats as the program, the webhooks' rules, the
+env and files each replica gets, who runs and who listens, restarts and success, conversion between versions. One
+package per kind (``kftrain.job.kinds.<kind>``) holds all of it.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from kftrain.errors import JobSpecError
+from kftrain.job.kinds.options import KindOptions
+from kftrain.job.kinds.restarts import AfterJobFailure, Backoff
 from kftrain.job.model import Container, JobSpec, RestartPolicy, TrainingJob
 from kftrain.job.topology import ReplicaId, Topology, all_replicas
 
@@ -139,90 +137,6 @@ def without_mesh_sidecars(job: TrainingJob) -> None:
         rspec.template.metadata = meta
 
 
-# What a batch Job's backoffLimit is when its spec leaves it unset (kubernetes@v1.36.3:pkg/apis/batch/v1/defaults.go,
-# SetDefaults_Job; backoffLimitPerIndex makes it MaxInt32 there).
-JOB_DEFAULT_BACKOFF_LIMIT = 6
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Who restarts a replica that fails, and how its failures count against a backoff limit.
-
-    training-operator restarts its own jobs' replicas and counts the restarts of all a job's pods together against
-    ``runPolicy.backoffLimit`` (``job`` None; ``limit`` None: no limit). A replica whose pod a batch Job makes
-    (mpi-operator's launcher, each replicated Job of a TrainJob's JobSet) is restarted by the Job controller, which
-    counts that Job's pods alone (``job``: its name) against the Job's ``backoffLimit``, and replaces a failed pod
-    under restartPolicy Never with a new one; training-operator does not."""
-
-    limit: int | None
-    job: str | None = None
-
-    @staticmethod
-    def in_place(policy: RestartPolicy) -> bool:
-        """Whether the kubelet restarts a failed replica's container in its pod (else a new pod, or none, runs it)."""
-        return policy in (RestartPolicy.ON_FAILURE, RestartPolicy.ALWAYS)
-
-    def retries(self, policy: RestartPolicy, code: int) -> bool:
-        """Whether a replica under ``policy`` that exited with ``code`` (not 0) is run again, limit aside."""
-        if self.in_place(policy):
-            return True
-        if policy == RestartPolicy.EXIT_CODE:
-            return is_retryable_exit_code(code)
-        return self.job is not None
-
-    def spent(self, policy: RestartPolicy, restarts: int) -> bool:
-        """Whether a failure, after ``restarts`` restarts counted with it, fails the job instead of being retried.
-
-        In place (OnFailure, Always): the kubelet restarts the container, and the controller fails the job once the
-        restartCounts of its pods add up to the limit (a limit of 0: once there is one), whether that last restart
-        would have run to its end or not (kubeflow/training-operator@v1.9.0:pkg/core/job.go, PastBackoffLimit;
-        kubernetes@v1.36.3:pkg/controller/job/job_controller.go, pastBackoffLimitOnFailure): the restart that reaches
-        the limit is not made here. In a new pod (Never in a batch Job): the job fails once more pods have failed
-        than the limit (job_controller.go, ``exceedsBackoffLimit := jobCtx.failed > *job.Spec.BackoffLimit``).
-        training-operator's ExitCode reaches no limit but 0 (:meth:`counts`)."""
-        if self.limit is None:
-            return False
-        if not self.counts(policy):
-            return self.limit == 0
-        if self.in_place(policy):
-            return restarts + 1 >= self.limit
-        return restarts >= self.limit
-
-    def counts(self, policy: RestartPolicy) -> bool:
-        """Whether the restarts under ``policy`` count against the limit. training-operator's do not under ExitCode:
-        it counts a replaced pod by its work queue's requeues of the job, ``previousRetry+1 > backoffLimit``
-        (kubeflow/training-operator@v1.9.0:pkg/controller.v1/common/job.go, ReconcileJobs), and every controller of
-        it is given a ``util.FakeWorkQueue``, whose ``NumRequeues`` is always 0 (pkg/controller.v1/pytorch/
-        pytorchjob_controller.go, NewReconciler; pkg/common/util/fake_workqueue.go); its other count, PastBackoffLimit
-        (pkg/core/job.go), adds up restartCounts, which stay 0 in the pods ExitCode makes ``restartPolicy: Never``
-        (pkg/core/pod.go, SetRestartPolicy). So a limit of 0 fails the job at its first failure, and
-        any other lets a replica killed by a signal be replaced without end: only activeDeadlineSeconds ends that
-        (tests/controlplane/test_restarts.py holds this against the operator)."""
-        return not (policy == RestartPolicy.EXIT_CODE and self.job is None)
-
-    def counted(self) -> str:
-        """Where the count is kept, for messages: the job's, or the batch Job's."""
-        return f"Job {self.job}" if self.job else "the job"
-
-
-@dataclass(frozen=True)
-class AfterJobFailure:
-    """What the owner of a batch Job that failed (a TrainJob's JobSet) does next: ``restart`` the whole job, every
-    replica in new Jobs (``counted`` towards its limit of such restarts, or not), or fail it with ``reason``; ``why``
-    says what decided, for messages."""
-
-    restart: bool
-    counted: bool
-    reason: str
-    why: str
-
-
-def is_retryable_exit_code(code: int) -> bool:
-    """The ExitCode restart policy: 128-255 (killed by a signal: 137 is an OOM kill or a preemption) are
-    retried, 1-127 (the program's own failure) are not. A negative code is Python's "killed by signal N"."""
-    return code >= 128 or code < 0
-
-
 @dataclass(frozen=True)
 class ClusterObject:
     """A custom object a job depends on: where the API serves it, and ``check`` to run on what it serves."""
@@ -240,83 +154,6 @@ class ClusterObject:
     create: Mapping[str, Any] | None = None
     # Why the cluster must already have it, when ``create`` is None and it has not (what to do instead).
     missing_hint: str = "install it, or name one it has"
-
-
-@dataclass(frozen=True)
-class Program:
-    """What every replica runs: an image (a name of :mod:`kftrain.images`, or a full reference) and a command."""
-
-    image: str
-    command: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Workload:
-    """What a job built from inputs runs in every replica, and the run policy those inputs give it."""
-
-    image: str
-    command: Sequence[str]
-    args: Sequence[str]
-    env: Mapping[str, str]
-    active_deadline_seconds: int | None = None
-
-
-def launch_input(default: Any, doc: str, *, group: str = "") -> Any:
-    """A field of a launch input dataclass: its default (the component's, and the step's when it is not given), the
-    description the component shows, and the group it is listed in (for a dataclass whose inputs are listed in two
-    places of the signature). The field's name is the input's name, its type the input's type."""
-    metadata = {"doc": doc, "group": group}
-    if isinstance(default, (list, dict)):
-        return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
-    return dataclasses.field(default=default, metadata=metadata)
-
-
-@dataclass
-class KindOptions:
-    """The launch inputs one kind adds (each field an input, declared with :func:`launch_input`), their checks, and
-    what they make of the job; the base is a kind with none."""
-
-    # Inputs every launch component shares that this kind gives another default, or has no use for.
-    INPUT_DEFAULTS: ClassVar[Mapping[str, Any]] = {}
-    OMITTED_INPUTS: ClassVar[tuple[str, ...]] = ()
-
-    @property
-    def api_version(self) -> str | None:
-        """The version of the kind to build (None: the registry's default)."""
-        return None
-
-    def validate(self) -> None:
-        """Refuse values the operator would reject or misread, naming the input."""
-
-    def replica_counts(self) -> dict[str, int]:
-        """Replica types beyond the kind's fixed ones, with their counts (the Workers, a TFJob's Chief, PS...)."""
-        return {}
-
-    def fixed_replicas(self, declared: tuple[str, ...]) -> tuple[str, ...]:
-        """The kind's single replicas this job has (the kind declares them; an elastic PyTorchJob has none)."""
-        return declared
-
-    @property
-    def per_replica_launcher(self) -> bool:
-        """Whether this release's program runs under a launcher in each replica (elastic, or several processes)."""
-        return False
-
-    def default_env(self) -> dict[str, str]:
-        """Variables every replica gets unless the request's env sets them."""
-        return {}
-
-    def spec(self) -> JobSpec | None:
-        """The kind's own spec fields these options set (None: none; the kind's spec type, empty)."""
-        return None
-
-    def build(self, name: str, workload: Workload, runtimes: Any = None) -> TrainingJob | None:
-        """The job, when the kind is not laid out as replica specs (a TrainJob, on ``runtimes``: see
-        :meth:`Kind.runtimes_from_env`); None: the replica layout."""
-        return None
-
-    def default_program(self, runtimes: Any = None) -> Program:
-        """This release's reference program for a job with these options (``kftrain.programs``)."""
-        raise NotImplementedError
 
 
 class Kind:

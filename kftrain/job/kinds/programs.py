@@ -1,6 +1,6 @@
 """This release's default programs: what a job built from inputs without a ``command`` runs, one entry per program.
 
-Every kind's options (:meth:`~kftrain.job.kinds.base.KindOptions.default_program`) pick theirs here, and only here:
+Every kind's options (:meth:`~kftrain.job.kinds.options.KindOptions.default_program`) pick theirs here, and only here:
 a kind that runs another's program (a TrainJob on an MPI runtime runs what an MPIJob runs, on a plain runtime what a
 TFJob runs) names the same entry instead of importing that kind. The programs themselves are
 :mod:`kftrain.programs`, run in the images :mod:`kftrain.images` names.
@@ -9,7 +9,7 @@ TFJob runs) names the same entry instead of importing that kind. The programs th
 from __future__ import annotations
 
 from kftrain import images
-from kftrain.job.kinds.base import Program
+from kftrain.job.kinds.options import Program
 
 # mpirun as this release's program runs: one rank per slot of the hostfile the operator writes (no -n).
 MPIRUN = ("mpirun", "--bind-to", "none", "--map-by", "slot")

@@ -11,7 +11,7 @@ import pytest
 
 from kftrain.job import load_manifest
 from kftrain.job.kinds import kind_of
-from kftrain.job.kinds.base import Backoff
+from kftrain.job.kinds.restarts import Backoff
 from kftrain.job.model import RestartPolicy
 from testbed.local_harness import rep
 from testbed.manifests import (

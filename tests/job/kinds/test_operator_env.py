@@ -9,9 +9,9 @@ import pytest
 
 from kftrain.errors import JobSpecError
 from kftrain.job import RestartPolicy, TrainingJob, kind_of, load_manifest
-from kftrain.job.kinds.base import is_retryable_exit_code
 from kftrain.job.kinds.mpijob import hostfile as mpi_hostfile
 from kftrain.job.kinds.mpijob.kind import total_slots as total_mpi_slots
+from kftrain.job.kinds.restarts import is_retryable_exit_code
 from kftrain.job.kinds.tfjob.kind import tf_config
 from kftrain.job.topology import ReplicaId, Topology, all_replicas
 from testbed.manifests import mpijob_v1, mpijob_v2, pytorchjob, replica, tfjob

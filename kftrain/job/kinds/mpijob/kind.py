@@ -23,17 +23,10 @@ from collections.abc import Callable, Iterable, Sequence
 
 from kftrain.errors import JobSpecError
 from kftrain.job import pod_checks as check
-from kftrain.job.kinds.base import (
-    JOB_DEFAULT_BACKOFF_LIMIT,
-    MULTIKUEUE,
-    Backoff,
-    Kind,
-    KindSpec,
-    MountedFile,
-    OperatorContainer,
-)
+from kftrain.job.kinds.base import MULTIKUEUE, Kind, KindSpec, MountedFile, OperatorContainer
 from kftrain.job.kinds.mpijob.options import V1, V2BETA1
 from kftrain.job.kinds.mpijob.spec import LauncherCreationPolicy, MPIImplementation, MPIJobSpec
+from kftrain.job.kinds.restarts import JOB_DEFAULT_BACKOFF_LIMIT, Backoff
 from kftrain.job.model import RestartPolicy, RunPolicy, TrainingJob
 from kftrain.job.topology import ReplicaId, Topology
 

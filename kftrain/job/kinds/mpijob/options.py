@@ -9,8 +9,9 @@ from typing import Any, TypeVar
 from kftrain.errors import JobSpecError
 from kftrain.job import pod_checks as check
 from kftrain.job.kinds import programs
-from kftrain.job.kinds.base import GROUP, KindOptions, Program, launch_input
+from kftrain.job.kinds.base import GROUP
 from kftrain.job.kinds.mpijob.spec import LauncherCreationPolicy, MPIImplementation, MPIJobSpec
+from kftrain.job.kinds.options import KindOptions, Program, launch_input
 
 V2BETA1 = f"{GROUP}/v2beta1"
 V1 = f"{GROUP}/v1"

@@ -9,7 +9,7 @@ from typing import Any
 from kftrain.errors import JobSpecError
 from kftrain.job import pod_checks as check
 from kftrain.job.kinds import programs
-from kftrain.job.kinds.base import KindOptions, Program, launch_input
+from kftrain.job.kinds.options import KindOptions, Program, launch_input
 from kftrain.job.kinds.pytorchjob.spec import ElasticPolicy, PyTorchJobSpec, RdzvConf
 
 # The rendezvous backends torchrun knows (torch.distributed.elastic.rendezvous).

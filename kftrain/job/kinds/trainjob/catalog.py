@@ -3,8 +3,9 @@ and those read from manifests (files, folders, ``KFTRAIN_TRAINER_RUNTIMES``), wh
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +92,43 @@ def runtimes_of(docs: Iterable[Any], source: str, *, first_index: int = 0) -> li
             validate_runtime(runtime)
             found.append(runtime)
     return found
+
+
+def bundled_catalog(docs: Sequence[tuple[int, Mapping[str, Any]]], source: str, runtimes: Any) -> RuntimeCatalog:
+    """The runtimes a file carries beside the TrainJob (``docs``: each YAML document with its index in ``source``),
+    over ``runtimes`` (None: those Trainer installs); anything else in the file is refused."""
+    found: list[Runtime] = []
+    for i, doc in docs:
+        if doc.get("kind") not in RUNTIME_KINDS:
+            raise JobSpecError(
+                f"{source}#{i}",
+                f"{doc.get('kind')}: a TrainJob file holds the job and its TrainingRuntimes or "
+                "ClusterTrainingRuntimes only (apply other objects with kubectl)",
+            )
+        found += [dataclasses.replace(r, bundled=True) for r in runtimes_of([doc], source, first_index=i)]
+    base = runtimes if runtimes is not None else RuntimeCatalog()
+    return RuntimeCatalog([*base.runtimes(), *found], builtin=False)
+
+
+def runtime_difference(given: Any, served: Any, path: str) -> str | None:
+    """The first field ``given`` sets that ``served`` lacks or holds another value of (None: none); what the API server
+    defaulted on its copy (fields the file leaves unset) is not a difference."""
+    if isinstance(given, Mapping):
+        if not isinstance(served, Mapping):
+            return path
+        for key, value in given.items():
+            if value is None:
+                continue
+            found = runtime_difference(value, served.get(key), f"{path}.{key}")
+            if found is not None:
+                return found
+        return None
+    if isinstance(given, list):
+        if not isinstance(served, list) or len(served) != len(given):
+            return path
+        for i, (a, b) in enumerate(zip(given, served, strict=True)):
+            found = runtime_difference(a, b, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    return None if given == served or str(given) == str(served) else path

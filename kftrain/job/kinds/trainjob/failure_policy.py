@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kftrain.errors import JobSpecError
-from kftrain.job.kinds.base import AfterJobFailure
+from kftrain.job.kinds.restarts import AfterJobFailure
 
 FAIL_JOBSET = "FailJobSet"
 RESTART_JOBSET = "RestartJobSet"

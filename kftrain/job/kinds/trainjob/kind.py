@@ -1,55 +1,33 @@
 """TrainJob: Kubeflow Trainer v2 (``trainer.kubeflow.org/v1alpha1``, v2.3.0), run as a JobSet from a runtime.
 
-A TrainJob is loaded with the runtime it names (:mod:`kftrain.job.kinds.trainjob.runtime`) and becomes a
-:class:`TrainingJob` whose replica specs are the resolved replicated jobs (``node``, ``launcher``, ...), one
-replica per pod (the pod of job ``node`` with completion index i is ``ReplicaId("node", i)``); the TrainJob's
-own spec is kept and rendered back unchanged.
-
-What each ML policy plugin of v2.3.0 adds to the trainer's ``node`` container (:mod:`.policies`, each fact cited there),
-after the trainer's ``env``; a variable the trainer's ``env`` also sets keeps the trainer's value (the jobset builder
-upserts the trainer's env last: ``plugins/jobset/builder.go:142-153``), and the names a plugin reserves are refused by
-its webhook (:mod:`.webhooks`):
-
-* torch (``plugins/torch/torch.go``): ``PET_NNODES``, ``PET_NPROC_PER_NODE`` (``numProcPerNode``; unset: ``auto``,
-  which without GPUs becomes max(1, CPUs per node)), ``PET_NODE_RANK``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``.
-* MPI (``plugins/mpi/mpi.go``), on the ``launcher`` job: OpenMPI's hostfile, slots and rsh variables; the hostfile
-  lists every pod of job ``launcher`` (when it runs as a node) and of job ``node`` with ``slots=N``.
-* jax (``plugins/jax/jax.go``): ``JAX_NUM_PROCESSES``, ``JAX_PROCESS_ID``, ``JAX_COORDINATOR_ADDRESS`` (node 0).
-* xgboost (``plugins/xgboost/xgboost.go``): ``DMLC_TRACKER_URI``, ``DMLC_TRACKER_PORT`` (node 0), ``DMLC_TASK_ID``,
-  ``DMLC_NUM_WORKER``.
-* plain (``plugins/plainml/plainml.go``): the trainer's env only. Locally, where the nodes have no DNS names, kftrain
-  adds ``KFTRAIN_TF_WORKERS`` (their local addresses) for a TensorFlow program's TF_CONFIG
-  (:mod:`kftrain.programs.tf_config`).
-* every policy (``plugins/trainjobstatus``, behind the TrainJobStatus feature gate): where a node posts its progress,
-  ``KUBEFLOW_TRAINER_SERVER_URL``, with a CA certificate and a token; locally the backend serves that endpoint.
-
-The runtimes a TrainJob may name come in as a :class:`~kftrain.job.kinds.trainjob.catalog.RuntimeCatalog` (the ones
-Trainer installs when none is given); reading them from the environment is the caller's
-(:meth:`TrainJobKind.runtimes_from_env`).
-
-Every pod of an Indexed Job also gets ``JOB_COMPLETION_INDEX`` from Kubernetes. Success (JobSet
-``successPolicy``, operator All): every pod of the target jobs (default: all) succeeds.
-
-Locally every node is a process on this machine; for MPI only the launcher runs (``mpirun`` starts the
-ranks: one hostfile line ``localhost slots=<all slots>``), as for MPIJob. Node 0's address (torch master, JAX
-coordinator, XGBoost tracker) is ``localhost`` and a free port.
+A TrainJob is loaded with the runtime it names (:mod:`.runtime`, from a :class:`~.catalog.RuntimeCatalog`) and becomes
+a :class:`TrainingJob` whose replica specs are the resolved replicated jobs (``node``, ``launcher``, ...), one replica
+per pod (job ``node``'s pod of completion index i is ``ReplicaId("node", i)``); its own spec is rendered back as given.
+What each ML policy plugin adds to the ``node`` container is :mod:`.policies`'; what a node holds, :mod:`.nodes`'.
+Locally every node is a process here; for MPI only the launcher runs (``mpirun`` starts the ranks), as for MPIJob.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from kftrain.errors import JobSpecError
-from kftrain.job.kinds.base import AfterJobFailure, Backoff, ClusterObject, Kind, KindSpec, MountedFile
+from kftrain.job.kinds.base import ClusterObject, Kind, KindSpec, MountedFile
+from kftrain.job.kinds.restarts import AfterJobFailure, Backoff
 from kftrain.job.kinds.trainjob import policies
-from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog, runtimes_of
+from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog, bundled_catalog, runtime_difference
 from kftrain.job.kinds.trainjob.failure_policy import BACKOFF_LIMIT_EXCEEDED, BACKOFF_LIMIT_MESSAGE
+from kftrain.job.kinds.trainjob.nodes import (
+    HOSTFILE,
+    TrainJobSource,
+    gpus_per_node,
+    mpi_hosts,
+    mpi_slots,
+    source,
+    torch_nproc_per_node,
+)
 from kftrain.job.kinds.trainjob.policies import policy_of
 from kftrain.job.kinds.trainjob.runtime import (
     API_VERSION,
@@ -58,11 +36,7 @@ from kftrain.job.kinds.trainjob.runtime import (
     LAUNCHER,
     NAMESPACED_RUNTIME,
     NODE,
-    RUNTIME_KINDS,
     ReplicatedJob,
-    Resolved,
-    Runtime,
-    node_container,
     parse_runtime,
     resolve,
 )
@@ -70,10 +44,6 @@ from kftrain.job.kinds.trainjob.webhooks import validate_patches, validate_train
 from kftrain.job.model import ObjectMeta, PodTemplate, ReplicaSpec, RestartPolicy, RunPolicy, TrainingJob
 from kftrain.job.serde import from_dict, to_dict
 from kftrain.job.topology import ReplicaId, Topology
-
-HOSTFILE = "/etc/mpi/hostfile"  # pkg/constants/constants.go:159-163 MPIHostfileDir, MPIHostfileName
-_QUANTITY = re.compile(r"([0-9.]+)([a-zA-Z]*)")
-_SUFFIX = {"": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
 
 SPEC = KindSpec(
     kind="TrainJob",
@@ -95,91 +65,6 @@ SPEC = KindSpec(
     # (kubernetes@v1.36.3:pkg/controller/job/job_controller.go, FailedCreatePodReason).
     create_failed_reasons=("FailedCreate",),
 )
-
-
-@dataclass
-class TrainJobSource:
-    """The TrainJob's own ``spec`` (rendered back as given) and what it resolves to on its runtime."""
-
-    spec: dict[str, Any]
-    resolved: Resolved
-
-
-def source(job: TrainingJob) -> TrainJobSource:
-    if not isinstance(job.source, TrainJobSource):
-        raise JobSpecError("spec", f"{job.name}: a TrainJob built without its runtime")  # a bug, not input
-    return job.source
-
-
-def quantity(value: Any) -> float:
-    """A Kubernetes quantity (``2``, ``500m``, ``1Gi``) as a number."""
-    match = _QUANTITY.fullmatch(str(value))
-    if not match or match.group(2) not in _SUFFIX:
-        raise JobSpecError("spec.trainer.resourcesPerNode", f"{value!r} is not a quantity")
-    return float(match.group(1)) * _SUFFIX[match.group(2)]
-
-
-def _per_node(job: TrainingJob) -> Mapping[str, Any]:
-    """resourcesPerNode: the trainer's, else the runtime's ``node`` container's (ExtractResourcePerNodeFromRuntime)."""
-    src = source(job)
-    given = (src.spec.get("trainer") or {}).get("resourcesPerNode")
-    if given:
-        return given
-    for rjob in src.resolved.jobs:
-        if rjob.name == NODE or rjob.ancestor == "trainer":
-            container = node_container(rjob.pod_template)
-            if container is not None and container.get("resources"):
-                return container["resources"]
-    return {}
-
-
-def gpus_per_node(job: TrainingJob) -> int:
-    """GetNumGPUPerNode: the first resource whose name holds "gpu", from requests, else limits."""
-    res = _per_node(job)
-
-    def count(part: str) -> int:
-        found = next((v for k, v in (res.get(part) or {}).items() if "gpu" in k.lower()), 0)
-        return math.ceil(quantity(found))
-
-    return count("requests") or count("limits")
-
-
-def torch_nproc_per_node(job: TrainingJob) -> str:
-    given = (source(job).spec.get("trainer") or {}).get("numProcPerNode")
-    if given is not None:
-        return str(given)
-    if gpus_per_node(job) > 0:
-        return "auto"
-    res = _per_node(job)
-    requests = (res.get("requests") or {}).get("cpu")
-    cpu = requests if requests is not None and quantity(requests) > 0 else (res.get("limits") or {}).get("cpu")
-    return str(max(1, math.ceil(quantity(cpu)) if cpu is not None else 0))
-
-
-def mpi_slots(job: TrainingJob) -> int:
-    src = source(job)
-    given = (src.spec.get("trainer") or {}).get("numProcPerNode")
-    if given is not None:
-        return int(given)
-    slots = int((src.resolved.ml_policy.get("mpi") or {}).get("numProcPerNode", 1))
-    return gpus_per_node(job) if slots == 1 and gpus_per_node(job) > 1 else slots
-
-
-def _mpi_hosts(job: TrainingJob) -> list[tuple[str, int]]:
-    """(job name, pod count) of the pods the hostfile lists, in the runtime's order."""
-    resolved = source(job).resolved
-    as_node = bool((resolved.ml_policy.get("mpi") or {}).get("runLauncherAsNode"))
-    return [(j.name, j.count) for j in resolved.jobs if j.name == NODE or (as_node and j.name == LAUNCHER)]
-
-
-def hostfile(job: TrainingJob) -> str:
-    """The hostfile the MPI plugin writes into ``<name>-mpi-hostfile`` on a cluster."""
-    network = (source(job).resolved.runtime.spec.get("template", {}).get("spec", {}).get("network")) or {}
-    subdomain = network.get("subdomain") or job.name
-    slots = mpi_slots(job)
-    return "".join(
-        f"{job.name}-{rjob}-0-{i}.{subdomain} slots={slots}\n" for rjob, count in _mpi_hosts(job) for i in range(count)
-    )
 
 
 def load_trainjob(data: Mapping[str, Any], runtimes: RuntimeCatalog | None = None) -> TrainingJob:
@@ -381,7 +266,7 @@ class TrainJobKind(Kind):
     def operator_files(self, job: TrainingJob, topology: Topology) -> dict[str, MountedFile]:
         if self.framework(job) != "mpi":
             return {}
-        total = sum(count for _, count in _mpi_hosts(job)) * mpi_slots(job)
+        total = sum(count for _, count in mpi_hosts(job)) * mpi_slots(job)
         return {HOSTFILE: MountedFile(f"{topology.host} slots={total}\n")}
 
     def process_replicas(self, job: TrainingJob) -> list[ReplicaId]:
@@ -484,46 +369,6 @@ def _replicated_job(job: TrainingJob, replica_type: str) -> ReplicatedJob:
     if rjob is None:
         raise KeyError(f"{job.name}: the runtime has no replicated job {replica_type!r}")
     return rjob
-
-
-def bundled_catalog(docs: Sequence[tuple[int, Mapping[str, Any]]], source: str, runtimes: Any) -> RuntimeCatalog:
-    """The runtimes a file carries beside the TrainJob (``docs``: each YAML document with its index in ``source``),
-    over ``runtimes`` (None: those Trainer installs); anything else in the file is refused."""
-    found: list[Runtime] = []
-    for i, doc in docs:
-        if doc.get("kind") not in RUNTIME_KINDS:
-            raise JobSpecError(
-                f"{source}#{i}",
-                f"{doc.get('kind')}: a TrainJob file holds the job and its TrainingRuntimes or "
-                "ClusterTrainingRuntimes only (apply other objects with kubectl)",
-            )
-        found += [dataclasses.replace(r, bundled=True) for r in runtimes_of([doc], source, first_index=i)]
-    base = runtimes if runtimes is not None else RuntimeCatalog()
-    return RuntimeCatalog([*base.runtimes(), *found], builtin=False)
-
-
-def runtime_difference(given: Any, served: Any, path: str) -> str | None:
-    """The first field ``given`` sets that ``served`` lacks or holds another value of (None: none); what the API server
-    defaulted on its copy (fields the file leaves unset) is not a difference."""
-    if isinstance(given, Mapping):
-        if not isinstance(served, Mapping):
-            return path
-        for key, value in given.items():
-            if value is None:
-                continue
-            found = runtime_difference(value, served.get(key), f"{path}.{key}")
-            if found is not None:
-                return found
-        return None
-    if isinstance(given, list):
-        if not isinstance(served, list) or len(served) != len(given):
-            return path
-        for i, (a, b) in enumerate(zip(given, served, strict=True)):
-            found = runtime_difference(a, b, f"{path}[{i}]")
-            if found is not None:
-                return found
-        return None
-    return None if given == served or str(given) == str(served) else path
 
 
 def _refuse_torchtune(trainer: Mapping[str, Any]) -> None:

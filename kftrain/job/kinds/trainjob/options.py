@@ -8,7 +8,7 @@ from typing import Any
 from kftrain.errors import JobSpecError
 from kftrain.job import pod_checks as check
 from kftrain.job.kinds import programs
-from kftrain.job.kinds.base import KindOptions, Program, Workload, launch_input
+from kftrain.job.kinds.options import KindOptions, Program, Workload, launch_input
 from kftrain.job.model import TrainingJob
 
 
@@ -40,8 +40,7 @@ class TrainJobOptions(KindOptions):
     def catalog(self, runtimes: Any = None) -> Any:
         """The runtimes this job may name: ``runtimes`` (None: those Trainer installs), with :attr:`runtime_manifest`'s
         over them."""
-        from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
-        from kftrain.job.kinds.trainjob.kind import bundled_catalog
+        from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog, bundled_catalog
         from kftrain.job.manifest.parse import parse_yaml_documents
 
         base = runtimes if runtimes is not None else RuntimeCatalog()

@@ -28,7 +28,7 @@ from typing import Any
 
 from kftrain.errors import JobSpecError
 from kftrain.job import pod_checks as check
-from kftrain.job.kinds.base import JOB_DEFAULT_BACKOFF_LIMIT
+from kftrain.job.kinds.restarts import JOB_DEFAULT_BACKOFF_LIMIT
 from kftrain.job.kinds.trainjob.failure_policy import FailurePolicy
 from kftrain.job.kinds.trainjob.failure_policy import parse as parse_failure_policy
 from kftrain.job.kinds.trainjob.jobset import check_template

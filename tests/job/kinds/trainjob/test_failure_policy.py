@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from kftrain.job.kinds.base import AfterJobFailure
+from kftrain.job.kinds.restarts import AfterJobFailure
 from kftrain.job.kinds.trainjob.failure_policy import BACKOFF_LIMIT_EXCEEDED, BACKOFF_LIMIT_MESSAGE, parse
 
 DEADLINE = ("DeadlineExceeded", "Job was active longer than specified deadline")

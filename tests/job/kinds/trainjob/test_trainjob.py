@@ -23,7 +23,7 @@ from kftrain.job import load_manifest, render_manifest
 from kftrain.job.kinds import kind_of
 from kftrain.job.kinds.trainjob.builtin import builtin_manifest
 from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
-from kftrain.job.kinds.trainjob.kind import hostfile
+from kftrain.job.kinds.trainjob.nodes import hostfile
 from kftrain.job.kinds.trainjob.runtime import parse_runtime
 from kftrain.job.topology import ReplicaId, Topology
 from testbed.launch_harness import GLOO_PROGRAM, launch_locally
