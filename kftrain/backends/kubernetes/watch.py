@@ -267,7 +267,7 @@ class Watcher:
                 return f"not the API's JSON ({describe(exc)})"
             if not is_transient(exc):
                 raise
-            return describe(exc)
+            return describe(_root_cause(exc))
 
     def _list(self) -> None:
         listed = read_json(self._request)
@@ -341,6 +341,17 @@ _RESUMABLE = (
     http.client.IncompleteRead,
     urllib3.exceptions.ProtocolError,
 )
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """What ``exc`` comes down to (``Connection refused`` rather than urllib3's wrapping of it), for one line."""
+    for _ in range(10):
+        inner: BaseException | None = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) else None
+        inner = inner or exc.__cause__ or next((a for a in exc.args if isinstance(a, BaseException)), None)
+        if not isinstance(inner, BaseException):
+            break
+        exc = inner
+    return exc
 
 
 def _resumable(exc: BaseException) -> bool:

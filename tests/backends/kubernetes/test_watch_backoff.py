@@ -8,6 +8,7 @@ import functools
 import io
 import json
 import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -47,8 +48,12 @@ class Misbehaving(BaseHTTPRequestHandler):
         if mode == "500":
             status = {"kind": "Status", "code": 500, "reason": "InternalError", "message": "etcd is down"}
             return self._send(500, json.dumps(status).encode(), "application/json")
-        if mode == "reset":  # the connection dropped with no answer
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        if mode == "reset":  # the connection reset with no answer: closed at once, lingering 0 s (an RST)
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.rfile.close()
+            self.wfile.close()
+            self.connection.close()
+            self.wfile = io.BytesIO()  # what http.server flushes after this answer goes nowhere
             self.close_connection = True
             return None
         raise AssertionError(mode)
@@ -116,8 +121,8 @@ SERVERS = [
     ("ended at once", "the watch ended at once with no event"),
     ("html", "not the API's JSON"),
     ("500", "HTTP 500"),
-    ("reset", "Error"),
-    ("refused", "Connection refused"),
+    ("reset", "ConnectionResetError: [Errno 104] Connection reset by peer"),
+    ("refused", "ConnectionRefusedError: [Errno 111] Connection refused"),
 ]
 FOR_S = 1.5
 # Waits 0.05 s doubling to 0.2 s (each at least that: jitter only adds): in FOR_S, at most 1 + 0.05 + 0.1 + 0.2 * n
