@@ -172,3 +172,24 @@ def test_the_waits_are_the_reflectors() -> None:
     assert 1.59 < jittered.failed("x") < 1.6  # up to as much again
     now[0] += 121.0
     assert backoff.failed("x") == pytest.approx(0.8)  # over 2 min since the last wait: from the start
+
+
+@pytest.mark.parametrize(("server", "reason"), SERVERS, ids=[s[0] for s in SERVERS], indirect=["server"])
+def test_in_20_s_of_a_failing_server_the_reflectors_waits_allow_5_tries(server: str, reason: str) -> None:
+    """The waits client-go's reflector waits (0.8 s doubling, no jitter: the most tries), in virtual time: 5 tries
+    (0.8 + 1.6 + 3.2 + 6.4 s, then 12.8 s more passes 20 s), a list and a watch each at most."""
+    now = [0.0]
+    watcher: Watcher | None = None
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+        if now[0] >= 20.0 and watcher is not None:
+            watcher.stop()
+
+    backoff = Backoff(lambda: server, "watch", 0.8, 30.0, None, clock=lambda: now[0], rand=lambda: 0.0, sleep=sleep)
+    watcher, requests = _watcher(server, POLICY, backoff)
+    watcher.start()
+    watcher._thread.join(20)
+    _stop(watcher)
+    assert now[0] == pytest.approx(24.8)
+    assert 5 <= len(requests) <= 10, requests
