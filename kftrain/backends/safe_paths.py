@@ -29,8 +29,8 @@ class UnsafePath(KftrainError):
         self.path, self.why = Path(path), why
 
 
-def _problem(info: os.stat_result, *, folder: bool, shared: bool) -> str | None:
-    """What makes an entry with ``info`` unsafe to use (None: nothing)."""
+def _problem(info: os.stat_result, *, folder: bool, shared: bool, any_mode: bool = False) -> str | None:
+    """What makes an entry with ``info`` unsafe to use (None: nothing); ``any_mode``: to remove, whoever may write."""
     if stat.S_ISLNK(info.st_mode):
         return "a symbolic link"
     if folder and not stat.S_ISDIR(info.st_mode):
@@ -40,7 +40,7 @@ def _problem(info: os.stat_result, *, folder: bool, shared: bool) -> str | None:
     me = os.geteuid()
     if info.st_uid != me and not (shared and info.st_uid == 0):
         return f"owned by uid {info.st_uid}, not by this user (uid {me})"
-    if info.st_mode & 0o022 and not (folder and shared and info.st_mode & stat.S_ISVTX):
+    if info.st_mode & 0o022 and not any_mode and not (folder and shared and info.st_mode & stat.S_ISVTX):
         return f"writable by others (mode {stat.S_IMODE(info.st_mode):04o}) and not sticky"
     if not folder and info.st_nlink > 1:
         return "a file with another name (a hard link)"
@@ -55,14 +55,14 @@ def check_folder(path: Path, *, shared: bool = False) -> None:
         raise UnsafePath(path, why)
 
 
-def entry(folder: Path, name: str, *, is_folder: bool) -> bool:
+def entry(folder: Path, name: str, *, is_folder: bool, any_mode: bool = False) -> bool:
     """Whether ``folder/name`` exists; when it does, refuse it unless it is this user's own, as :func:`_problem`
-    says (a link there is never followed)."""
+    says (a link there is never followed; ``any_mode``: to be removed, so others' write access does not matter)."""
     try:
         info = os.lstat(folder / name)
     except FileNotFoundError:
         return False
-    why = _problem(info, folder=is_folder, shared=False)
+    why = _problem(info, folder=is_folder, shared=False, any_mode=any_mode)
     if why is not None:
         raise UnsafePath(folder / name, why)
     return True
@@ -80,7 +80,7 @@ def own_folder(folder: Path, name: str, mode: int = 0o700) -> Path:
 def fresh_folder(folder: Path, name: str) -> Path:
     """``folder/name`` made now, 0700 (what this user had there removed first). In a checked ``folder`` no one else
     can swap it, and no one else can write into it: paths under it are safe to write and move into."""
-    if entry(folder, name, is_folder=True):
+    if entry(folder, name, is_folder=True, any_mode=True):
         shutil.rmtree(folder / name)
     try:
         os.mkdir(folder / name, 0o700)
@@ -93,7 +93,7 @@ def fresh_folder(folder: Path, name: str) -> Path:
 def remove_own(path: Path) -> None:
     """Remove the folder ``path`` when it is this user's own; anything else there stays."""
     with contextlib.suppress(OSError, UnsafePath):
-        if entry(path.parent, path.name, is_folder=True):
+        if entry(path.parent, path.name, is_folder=True, any_mode=True):
             shutil.rmtree(path, ignore_errors=True)
 
 

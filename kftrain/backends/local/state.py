@@ -156,8 +156,8 @@ def claim_name(name: str, resource: str) -> int | None:
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        for kept in (logs_dir(name), files_dir(name)):
-            safe_paths.entry(folder, kept.name, is_folder=True)
+        for kept in (logs_dir(name), files_dir(name)):  # this user's, to be made afresh when the job ends
+            safe_paths.entry(folder, kept.name, is_folder=True, any_mode=True)
     except BlockingIOError:
         os.close(fd)
         _already_exists(name, resource, (read(name) or {}).get("launcher_pid"))

@@ -309,3 +309,25 @@ def test_paths_placed_while_the_job_runs_are_refused_at_its_end(
         assert [p.read_text() for p in workdir.glob("cwd-*/model.pt")] == ["the job's weights"]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_this_users_own_kept_folders_writable_by_others_are_made_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An older run's ``<name>.logs/`` of this user's, made group-writable by a umask of 002 and holding a link a
+    group member placed: the name is not refused, and the logs are kept in a folder made afresh, 0700."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    monkeypatch.setenv(STATE_DIR_ENV, str(state))
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the victim's own\n")
+    _link(state / f"{JOB}.logs" / "master-0.log", victim)
+    (state / f"{JOB}.logs").chmod(0o775)
+    lock = local_state.claim_name(JOB, "pytorchjobs.kubeflow.org")
+    try:
+        _keep_logs(state, tmp_path)
+    finally:
+        local_state.release(lock)
+    assert victim.read_text() == "the victim's own\n"
+    assert stat.S_IMODE((state / f"{JOB}.logs").stat().st_mode) == 0o700
+    assert local_state.kept_log(JOB, "master-0") == "the job's log\n"
