@@ -3,8 +3,8 @@ body as KFP's executor calls it (testbed.launch_harness.render_launch: everythin
 DMLC_TRACKER_URI / OMPI_MCA_orte_default_hostfile, KFTRAIN_MODEL_URI, limits as a string, requests above limits, a
 task volume named like the manifest's, a mount of an undefined volume, malformed affinity, and what Kubernetes takes.
 
-The settings are tests/launch/test_launch_task_config.py's ``REFUSED`` and ``TAKEN``, taken by name when the case
-runs; the variants below them are this module's.
+The settings are testbed/task_config_cases.py's ``REFUSED`` and ``TAKEN``, taken by name when the case runs; the
+variants below them are this module's.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ AREA = "task-config"
 SURFACE = "<kind>job_launch_task_config(task_config=TaskConfig(...))"
 
 
-def _tests() -> Any:
-    from tests.launch import test_launch_task_config
+def _cases() -> Any:
+    from testbed import task_config_cases
 
-    return test_launch_task_config
+    return task_config_cases
 
 
 def _render(component: Any, task: dict[str, Any], inputs: dict[str, Any], sb: Sandbox) -> None:
@@ -37,7 +37,7 @@ def _render(component: Any, task: dict[str, Any], inputs: dict[str, Any], sb: Sa
 
 def _refused(key: str) -> Callable[[Sandbox], None]:
     def run(sb: Sandbox) -> None:
-        component, task, inputs, _ = _tests().REFUSED[key]
+        component, task, inputs, _ = _cases().REFUSED[key]
         _render(component, task, inputs, sb)
 
     return run
@@ -45,15 +45,15 @@ def _refused(key: str) -> Callable[[Sandbox], None]:
 
 def _taken(key: str) -> Callable[[Sandbox], None]:
     def run(sb: Sandbox) -> None:
-        task, inputs, _ = _tests().TAKEN[key]
-        _render(_tests().pytorchjob_launch_task_config, task, inputs, sb)
+        task, inputs, _ = _cases().TAKEN[key]
+        _render(_cases().pytorchjob_launch_task_config, task, inputs, sb)
 
     return run
 
 
 def _variant(task: dict[str, Any], **inputs: Any) -> Callable[[Sandbox], None]:
     def run(sb: Sandbox) -> None:
-        _render(_tests().pytorchjob_launch_task_config, task, inputs, sb)
+        _render(_cases().pytorchjob_launch_task_config, task, inputs, sb)
 
     return run
 
