@@ -25,10 +25,11 @@ from kftrain.job.kinds.trainjob.builtin import builtin_manifest
 from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
 from kftrain.job.kinds.trainjob.nodes import hostfile
 from kftrain.job.kinds.trainjob.runtime import parse_runtime
-from kftrain.job.topology import ReplicaId, Topology
+from kftrain.job.topology import ReplicaId
 from testbed.launch_harness import GLOO_PROGRAM, launch_locally
 from testbed.manifests import trainjob
 from testbed.needs import require
+from testbed.node_env import node_env
 from testbed.reference import REPO, RUNTIMES_DIR
 
 
@@ -36,16 +37,6 @@ def node_pod_patch(manager: str, pod_spec: dict[str, Any]) -> dict[str, Any]:
     """A runtime patch, by ``manager``, of the pod spec of the runtime's ``node`` replicated job."""
     node = {"name": "node", "template": {"spec": {"template": {"spec": pod_spec}}}}
     return {"manager": manager, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [node]}}}}
-
-
-def node_env(job, replica: ReplicaId) -> dict[str, str]:
-    """The env of ``replica``'s main container after the plugins: the trainer's, then the plugin's, in order."""
-    kind = kind_of(job)
-    topology = Topology(ports={r: 29500 for r in kind.listening_replicas(job)}, files_root=Path("/"))
-    container = next(c for c in job.replica_specs[replica.type].template.spec.containers if c.name == "node")
-    env = {v.name: v.value or "" for v in container.env or []}
-    env.update(kind.operator_env(job, replica, topology))
-    return env
 
 
 # --- the runtimes ----------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
 from kftrain.job.kinds.trainjob.runtime import parse_runtime
 from kftrain.job.kinds.trainjob.webhooks import validate_runtime
 from kftrain.job.topology import ReplicaId, StatusEndpoint, Topology
-from tests.job.kinds.trainjob.test_trainjob import node_env, trainjob
+from testbed.manifests import trainjob
+from testbed.node_env import node_env
 
 JAX, XGB, TORCH, DEEPSPEED, MLX = (
     "jax-distributed",
