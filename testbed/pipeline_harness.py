@@ -103,3 +103,10 @@ def model_metadata(run_dir: Path, launch_step: str) -> dict[str, Any]:
     """What the launch step recorded on its Model output."""
     meta: dict[str, Any] = executor_output(run_dir / launch_step)["artifacts"]["model"]["artifacts"][0]["metadata"]
     return meta
+
+
+def assert_launched(run_dir: Path, launch_step: str, kind: str) -> dict[str, Any]:
+    """Every step ran and ``launch_step`` submitted a job of ``kind``; what it recorded on its Model output."""
+    assert_steps_ran(run_dir, launch_step)
+    assert json.loads((run_dir / launch_step / "job").read_text())["kind"] == kind
+    return model_metadata(run_dir, launch_step)

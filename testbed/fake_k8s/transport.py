@@ -20,6 +20,7 @@ from testbed.fake_k8s.accounting import verb_of
 from testbed.fake_k8s.api import status_body
 from testbed.fake_k8s.rules import unsupported_field
 from testbed.fake_k8s.selectors import parse_selector
+from testbed.http_answer import send_json
 
 if TYPE_CHECKING:
     from testbed.fake_k8s.server import FakeKube
@@ -45,14 +46,7 @@ class Transport(BaseHTTPRequestHandler):
         return json.loads(raw) if raw else None
 
     def _send_json(self, code: int, obj: Any, headers: Mapping[str, str] | None = None) -> None:
-        data = json.dumps(obj).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, code, obj, headers)
 
     def _status(self, code: int, reason: str, message: str, headers: Mapping[str, str] | None = None) -> None:
         self._send_json(code, status_body(code, reason, message), headers)

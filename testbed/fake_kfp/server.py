@@ -24,6 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from testbed.http_answer import send_json
+
 API = "/apis/v2beta1"
 
 
@@ -197,12 +199,7 @@ class FakeKFP:
                 status, payload = 200, self._route(request)
             except ApiError as exc:
                 status, payload = exc.status, {"error": exc.message, "code": exc.status, "message": exc.message}
-        data = json.dumps(payload).encode()
-        handler.send_response(status)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(data)))
-        handler.end_headers()
-        handler.wfile.write(data)
+        send_json(handler, status, payload)
 
     def _route(self, req: Request) -> Any:
         path = req.path

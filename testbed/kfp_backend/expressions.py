@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 _TOKEN = re.compile(
@@ -50,18 +51,25 @@ def _tokenize(text: str) -> list[tuple[str, Any]]:
 
 
 def _or(tokens: list[tuple[str, Any]], params: dict[str, Any]) -> tuple[Any, list[tuple[str, Any]]]:
-    left, tokens = _and(tokens, params)
-    while tokens and tokens[0] == ("op", "||"):
-        right, tokens = _and(tokens[1:], params)
-        left = bool(left) or bool(right)
-    return left, tokens
+    return _chain(tokens, params, "||", _and, lambda left, right: bool(left) or bool(right))
 
 
 def _and(tokens: list[tuple[str, Any]], params: dict[str, Any]) -> tuple[Any, list[tuple[str, Any]]]:
-    left, tokens = _compare(tokens, params)
-    while tokens and tokens[0] == ("op", "&&"):
-        right, tokens = _compare(tokens[1:], params)
-        left = bool(left) and bool(right)
+    return _chain(tokens, params, "&&", _compare, lambda left, right: bool(left) and bool(right))
+
+
+def _chain(
+    tokens: list[tuple[str, Any]],
+    params: dict[str, Any],
+    op: str,
+    operand: Callable[[list[tuple[str, Any]], dict[str, Any]], tuple[Any, list[tuple[str, Any]]]],
+    combine: Callable[[Any, Any], Any],
+) -> tuple[Any, list[tuple[str, Any]]]:
+    """Operands of one precedence level joined by ``op``, left to right (each operand evaluated: no short cut)."""
+    left, tokens = operand(tokens, params)
+    while tokens and tokens[0] == ("op", op):
+        right, tokens = operand(tokens[1:], params)
+        left = combine(left, right)
     return left, tokens
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
 
 from testbed.needs import requires
-from testbed.pipeline_harness import accuracy_passed, assert_steps_ran, model_metadata, shared_run
+from testbed.pipeline_harness import accuracy_passed, assert_launched, shared_run
 
 pytestmark = [
     pytest.mark.slow,
@@ -25,11 +24,9 @@ pipeline_run = shared_run("horovod-digits", "--param", "epochs=12", timeout=900)
 @pytest.mark.e2e
 def test_every_step_ran_and_two_ranks_trained(pipeline_run):
     run_dir, log = pipeline_run
-    assert_steps_ran(run_dir, "mpijob-launch")
+    model_meta = assert_launched(run_dir, "mpijob-launch", "MPIJob")
     assert "[launcher-0]" in log and "[worker-" not in log
     assert "rank 0/2" in log and "rank 1/2" in log
-    assert json.loads((run_dir / "mpijob-launch" / "job").read_text())["kind"] == "MPIJob"
-    model_meta = model_metadata(run_dir, "mpijob-launch")
     assert model_meta["framework"] == "pytorch" and model_meta["slots"] == 2
 
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from testbed.needs import requires
-from testbed.pipeline_harness import accuracy_passed, assert_steps_ran, model_metadata, shared_run
+from testbed.pipeline_harness import accuracy_passed, assert_launched, shared_run
 
 pytestmark = [pytest.mark.slow, requires("tf_keras", reason="the TensorFlow trainer needs tensorflow + tf_keras")]
 
@@ -20,11 +18,9 @@ pipeline_run = shared_run("tf-digits", "--param", "epochs=6", timeout=600)
 @pytest.mark.e2e
 def test_every_step_ran_with_two_mwms_workers(pipeline_run):
     run_dir, log = pipeline_run
-    assert_steps_ran(run_dir, "tfjob-launch")
+    assert assert_launched(run_dir, "tfjob-launch", "TFJob")["framework"] == "tensorflow"
     assert "[worker-0]" in log and "[worker-1]" in log and "[chief-0]" not in log
     assert "mode multi_worker_mirrored" in log
-    assert json.loads((run_dir / "tfjob-launch" / "job").read_text())["kind"] == "TFJob"
-    assert model_metadata(run_dir, "tfjob-launch")["framework"] == "tensorflow"
 
 
 def test_accuracy_at_least_090(pipeline_run):

@@ -266,23 +266,17 @@ CASES: list[Case] = [
         names=('"first" already exists', "kftrain jobs delete first"),
         timeout_s=120,
     ),
-    Case(
-        AREA,
-        "two jobs given one --workdir",
-        CLEAR,
-        LAUNCH + " --workdir (twice)",
-        _second_in_one_workdir(False),
-        names=("in use by the running job first",),
-        timeout_s=120,
-    ),
-    Case(
-        AREA,
-        "two jobs given one --workdir, by a link",
-        CLEAR,
-        LAUNCH + " --workdir (twice)",
-        _second_in_one_workdir(True),
-        names=("in use by the running job first",),
-        timeout_s=120,
+    *(
+        Case(
+            AREA,
+            f"two jobs given one --workdir{how}",
+            CLEAR,
+            LAUNCH + " --workdir (twice)",
+            _second_in_one_workdir(by_link),
+            names=("in use by the running job first",),
+            timeout_s=120,
+        )
+        for by_link, how in ((False, ""), (True, ", by a link"))
     ),
     Case(AREA, "a name whose job ended runs again", FINE, LAUNCH + " (twice, in turn)", _name_again, timeout_s=90),
     Case(

@@ -13,6 +13,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from kftrain.job.manifest.schema import CRDSchemas
+from testbed.manifests import training_runtime
 
 TRAINJOB: dict[str, Any] = {
     "apiVersion": "trainer.kubeflow.org/v1alpha1",
@@ -20,15 +21,10 @@ TRAINJOB: dict[str, Any] = {
     "metadata": {"name": "tj"},
     "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}},
 }
-RUNTIME: dict[str, Any] = {
-    "apiVersion": "trainer.kubeflow.org/v1alpha1",
-    "kind": "TrainingRuntime",
-    "metadata": {"name": "rt"},
-    "spec": {
-        "mlPolicy": {"numNodes": 1, "torch": {}},
-        "template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {}}}}]}},
-    },
-}
+# A runtime of one replicated job with no pod at all: what each rule reads, and nothing else.
+RUNTIME: dict[str, Any] = training_runtime(
+    {"name": "node", "template": {"spec": {"template": {}}}}, name="rt", kind="TrainingRuntime"
+)
 
 
 def changed(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:

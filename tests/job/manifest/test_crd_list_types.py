@@ -19,19 +19,14 @@ from kftrain.cli.app import main as kftrain_main
 from kftrain.errors import JobSpecError
 from kftrain.job.manifest.schema import CRDSchemas, list_errors
 from testbed import reference
-from testbed.manifests import container, mpijob_v1, mpijob_v2, pytorchjob, replica, tfjob, trainjob
+from testbed.manifests import container, mpijob_v1, mpijob_v2, pytorchjob, replica, tfjob, training_runtime, trainjob
 
 Manifest = dict[str, Any]
 TWICE = [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]
-RUNTIME: Manifest = {
-    "apiVersion": "trainer.kubeflow.org/v1alpha1",
-    "kind": "ClusterTrainingRuntime",
-    "metadata": {"name": "rt"},
-    "spec": {
-        "mlPolicy": {"numNodes": 1, "torch": {}},
-        "template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {}}}}]}},
-    },
-}
+# A runtime of one replicated job with no pod at all: what each rule reads, and nothing else.
+RUNTIME: Manifest = training_runtime(
+    {"name": "node", "template": {"spec": {"template": {}}}}, name="rt", kind="ClusterTrainingRuntime"
+)
 
 
 def worker_pod(kind: str, build: Callable[..., Manifest], key: str, name: str) -> tuple[str, Manifest, str]:
