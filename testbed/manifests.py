@@ -146,11 +146,12 @@ def as_yaml(m: Mapping[str, Any]) -> str:
 
 
 def set_path(m: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
-    """``m`` with the field at the dotted ``path`` (a number indexes a list) set to ``value``, in place."""
+    """``m`` with the field at the dotted ``path`` (a number indexes a list; a missing map is added) set to ``value``,
+    in place."""
     node = m
     keys = path.split(".")
     for key in keys[:-1]:
-        node = node[int(key)] if isinstance(node, list) else node[key]
+        node = node[int(key)] if isinstance(node, list) else node.setdefault(key, {})
     node[keys[-1]] = value
     return m
 

@@ -14,19 +14,20 @@ from kftrain_components.export.export_model.component import export_model
 from testbed.pipeline_harness import executor_output, step
 
 
+def export(folder: Path, model_uri: str, dataset_uri: str, **inputs) -> tuple[dsl.Model, dsl.Artifact]:
+    """export_model called as KFP calls it, its outputs ``exported`` and ``isvc`` under ``folder``; returns them."""
+    exported = dsl.Model(name="exported", uri=str(folder / "exported"), metadata={})
+    service = dsl.Artifact(name="inference_service", uri=str(folder / "isvc"), metadata={})
+    model = dsl.Model(name="model", uri=model_uri, metadata={})
+    export_model.python_func(
+        model=model, dataset_uri=dataset_uri, exported=exported, inference_service=service, **inputs
+    )
+    return exported, service
+
+
 def test_a_torchscript_model_to_triton_and_its_inference_service(tmp_path, breast_cancer):
     model_uri, dataset_uri, _ = breast_cancer
-    exported = dsl.Model(name="exported", uri=str(tmp_path / "exported"), metadata={})
-    service = dsl.Artifact(name="inference_service", uri=str(tmp_path / "isvc"), metadata={})
-    export_model.python_func(
-        model=dsl.Model(name="model", uri=model_uri, metadata={}),
-        dataset_uri=dataset_uri,
-        exported=exported,
-        inference_service=service,
-        model_name="bc",
-        targets=["triton"],
-        verify_rows=50,
-    )
+    exported, service = export(tmp_path, model_uri, dataset_uri, model_name="bc", targets=["triton"], verify_rows=50)
     storage.require_complete(exported.uri, verify=True)
     assert (Path(exported.uri) / "triton" / "bc" / "config.pbtxt").is_file()
     assert exported.metadata["targets"] == ["triton"] and exported.metadata["source_format"] == "torchscript"
@@ -38,15 +39,7 @@ def test_a_torchscript_model_to_triton_and_its_inference_service(tmp_path, breas
 def test_a_bad_model_name_fails_the_step_before_anything_is_written(tmp_path, breast_cancer, capsys):
     model_uri, dataset_uri, _ = breast_cancer
     with pytest.raises(SystemExit) as ended:
-        export_model.python_func(
-            model=dsl.Model(name="model", uri=model_uri, metadata={}),
-            dataset_uri=dataset_uri,
-            exported=dsl.Model(name="exported", uri=str(tmp_path / "exported"), metadata={}),
-            inference_service=dsl.Artifact(name="inference_service", uri=str(tmp_path / "isvc"), metadata={}),
-            model_name="Not_A_Name",
-            targets=[],
-            verify_rows=0,
-        )
+        export(tmp_path, model_uri, dataset_uri, model_name="Not_A_Name", targets=[], verify_rows=0)
     assert ended.value.code == 2
     assert "model_name" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []

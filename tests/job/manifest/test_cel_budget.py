@@ -20,6 +20,7 @@ from kftrain.job.manifest import cel
 from kftrain.job.manifest.parse import parse_yaml_documents
 from kftrain.job.manifest.schema import NOT_CHECKED, CRDSchemas
 from testbed import reference
+from testbed.manifests import set_path, trainjob
 
 celpy = pytest.importorskip("celpy", reason="the [crd] extra evaluates the CRDs' rules")
 
@@ -296,12 +297,7 @@ def test_a_rule_that_does_not_parse_names_its_crd_field_and_rule(
 
 
 HUGE = "x" * 2 * 1024 * 1024
-TRAINJOB: dict[str, Any] = {
-    "apiVersion": "trainer.kubeflow.org/v1alpha1",
-    "kind": "TrainJob",
-    "metadata": {"name": "tj"},
-    "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}},
-}
+TRAINJOB = trainjob(trainer={"numNodes": 2})
 
 
 TFJOB: dict[str, Any] = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "tf"}}
@@ -309,13 +305,7 @@ PYTORCHJOB: dict[str, Any] = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJ
 
 
 def with_value(path: str, value: Any) -> dict[str, Any]:
-    out = copy.deepcopy(TRAINJOB)
-    *parents, last = path.split(".")
-    node = out
-    for key in parents:
-        node = node.setdefault(key, {})
-    node[last] = value
-    return out
+    return set_path(copy.deepcopy(TRAINJOB), path, value)
 
 
 # (case, manifest, the field the message names): each quotes (or would quote) a 2 MB value.

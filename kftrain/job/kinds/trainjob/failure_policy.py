@@ -173,14 +173,22 @@ def _rule(item: Any, names: Sequence[str], runtime: str, at: str) -> Rule:
                 f"{at}.onJobFailureMessagePatterns[{k}]", f"{runtime}: {pattern!r} is not a regular expression: {exc}"
             ) from None
     targets = _strings(item.get("targetReplicatedJobs"), runtime, f"{at}.targetReplicatedJobs")
+    check_targets(targets, names, runtime, f"{at}.targetReplicatedJobs", policy=" in failure policy", listing="({})")
+    return Rule(name, action, tuple(reasons), tuple(patterns), tuple(targets))
+
+
+def check_targets(
+    targets: Sequence[str], names: Sequence[str], runtime: str, at: str, *, policy: str, listing: str
+) -> None:
+    """Refuse the first of a policy's ``targets`` (the list at ``at``) that names none of the replicated jobs ``names``,
+    in the words of JobSet's webhook: ``policy`` names the policy, ``listing`` (``{}``: the names) ends the message."""
     for k, target in enumerate(targets):
         if target not in names:
             raise JobSpecError(
-                f"{at}.targetReplicatedJobs[{k}]",
-                f"{runtime}: invalid replicatedJob name {target!r} in failure policy does not appear in "
-                f".spec.ReplicatedJobs ({', '.join(names)})",
+                f"{at}[{k}]",
+                f"{runtime}: invalid replicatedJob name {target!r}{policy} does not appear in .spec.ReplicatedJobs "
+                + listing.format(", ".join(names)),
             )
-    return Rule(name, action, tuple(reasons), tuple(patterns), tuple(targets))
 
 
 def _strings(value: Any, runtime: str, at: str) -> list[str]:

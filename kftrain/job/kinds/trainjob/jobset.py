@@ -57,15 +57,14 @@ def check_template(template_spec: Mapping[str, Any], runtime: str, where: str) -
     _check_missing(jobs, names, runtime, where)
     _check_cycles(jobs, names, runtime, where)
     _check_order(jobs, names, runtime, where)
-    targets = (template_spec.get("successPolicy") or {}).get("targetReplicatedJobs") or []
-    known = set(names)
-    for k, target in enumerate(targets):
-        if target not in known:
-            raise JobSpecError(
-                f"{where}.successPolicy.targetReplicatedJobs[{k}]",
-                f"{runtime}: invalid replicatedJob name {target!r} does not appear in .spec.ReplicatedJobs "
-                f"(its replicatedJobs: {', '.join(names)}); the job could never succeed",
-            )
+    failure_policy.check_targets(
+        (template_spec.get("successPolicy") or {}).get("targetReplicatedJobs") or [],
+        names,
+        runtime,
+        f"{where}.successPolicy.targetReplicatedJobs",
+        policy="",
+        listing="(its replicatedJobs: {}); the job could never succeed",
+    )
 
 
 def _names(jobs: Sequence[Any], runtime: str, where: str) -> list[str]:

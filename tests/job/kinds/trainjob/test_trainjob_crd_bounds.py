@@ -18,23 +18,13 @@ from kftrain.job import load_manifest
 from kftrain.job.kinds.trainjob import bounds
 from kftrain.job.manifest.schema import CRDSchemas
 from testbed import reference
+from testbed.manifests import set_path, trainjob
 
-TRAINJOB: dict[str, Any] = {
-    "apiVersion": "trainer.kubeflow.org/v1alpha1",
-    "kind": "TrainJob",
-    "metadata": {"name": "tj"},
-    "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}},
-}
+TRAINJOB = trainjob(trainer={"numNodes": 2})
 
 
 def changed(path: str, value: Any) -> dict[str, Any]:
-    out = copy.deepcopy(TRAINJOB)
-    *parents, last = path.split(".")
-    node = out
-    for key in parents:
-        node = node.setdefault(key, {})
-    node[last] = value
-    return out
+    return set_path(copy.deepcopy(TRAINJOB), path, value)
 
 
 def keywords(schema: Mapping[str, Any], path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], str, Any]]:
