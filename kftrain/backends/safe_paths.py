@@ -149,7 +149,8 @@ def copy_tree(source: Path, folder: Path, name: str) -> Path:
             write_file(target, item.name, item, 0o666)
         elif stat.S_ISLNK(info.st_mode):
             if not (target / item.name).is_symlink():
-                entry(target, item.name, is_folder=False)  # a folder or another's file there stays, refused
+                # A folder or another user's file there stays, refused; a file of this user's is replaced.
+                entry(target, item.name, is_folder=False, any_mode=True)
             tmp = target / f".{item.name}.{secrets.token_hex(8)}"
             tmp.symlink_to(os.readlink(item))
             os.replace(tmp, target / item.name)
