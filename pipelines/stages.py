@@ -1,13 +1,10 @@
-"""What the shipped training pipelines share: their parameters (the :class:`Param` tables; the platform's from the
-pod settings' declarations) and their wiring, prep -> trainer flags -> launch -> evaluation -> quality gate -> export.
-
-Parameters reach a step only as its own inputs (KFP's backend fills parameters into task inputs only). The gate is a
-nested pipeline whose ``dsl.If`` tests its own input: KFP 2.17.0's local runner resolves a condition on a task output
-only when it is named ``Output``
-(kubeflow/pipelines@2.17.0:sdk/python/kfp/local/orchestrator/enhanced_dag_orchestrator.py, _resolve_pipeline_channel).
-A step's placement parameter resolves against its own DAG's inputs
-(kubeflow/pipelines@2.17.0:backend/src/v2/driver/container.go, dag.Execution.GetParameters), so the gate takes them
-too. No step but the launch gets the storage secret: KFP's driver refuses an empty secret name
+"""What the shipped training pipelines share: their parameters (the platform's from the pod settings' declarations)
+and their wiring, prep -> trainer flags -> launch -> evaluation -> quality gate -> export. Parameters reach a step
+only as its own inputs. The gate is a nested pipeline whose ``dsl.If`` tests its own input: KFP's local runner
+resolves a condition on a task output only when it is named ``Output`` (kubeflow/pipelines@2.17.0:sdk/python/kfp/
+local/orchestrator/enhanced_dag_orchestrator.py, _resolve_pipeline_channel); a step's placement resolves against its
+own DAG's inputs (backend/src/v2/driver/container.go, dag.Execution.GetParameters), so the gate takes them too. Only
+the launch gets the storage secret: KFP's driver refuses an empty secret name
 (kubeflow/pipelines@2.5.0:backend/src/v2/driver/driver.go:1669-1690, resolveInputParameterStr).
 """
 

@@ -1,12 +1,10 @@
 """Kubernetes' own field rules, checked before anything is created: each function checks one kind of value as the
-API server (or, for an image reference, the kubelet) would, and refuses it with a :class:`JobSpecError` naming the
-field and saying what a valid value looks like. A value that may be a secret is never quoted in a message.
-
-Sources: ``kubernetes/apimachinery@v0.30.0:pkg/util/validation/validation.go`` (names, labels, env names, keys);
-``kubernetes/apimachinery@v0.30.0:pkg/api/resource/quantity.go`` (quantities); ``distribution/reference@v0.6.0:
-regexp.go`` (images); ``kubernetes/kubernetes@v1.36.3:pkg/apis/core/validation/validation.go`` (ValidatePodSpec,
-ValidateTolerations, ValidateEnv, ValidateContainerResourceRequirements). Security contexts: :mod:`.security_checks`;
-volumes and mounts: :mod:`.volume_checks`.
+API server (or, for an image, the kubelet) would, and refuses it with a :class:`JobSpecError` naming the field and
+saying what a valid value looks like; a value that may be a secret is never quoted (security contexts:
+:mod:`.security_checks`; volumes: :mod:`.volume_checks`). Sources: ``kubernetes/apimachinery@v0.30.0:pkg/util/
+validation/validation.go`` (names, labels, env names, keys) and ``pkg/api/resource/quantity.go`` (quantities);
+``distribution/reference@v0.6.0:regexp.go`` (images); ``kubernetes/kubernetes@v1.36.3:pkg/apis/core/validation/
+validation.go`` (ValidatePodSpec, ValidateTolerations, ValidateEnv, ValidateContainerResourceRequirements).
 """
 
 from __future__ import annotations
