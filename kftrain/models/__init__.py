@@ -1,20 +1,10 @@
-"""Trained models by URI: the model contract, what a model folder holds, and how each format is loaded.
+"""Trained models by URI: the model contract (``kftrain/models/README.md``), what a model folder holds, and how each
+format is loaded: :mod:`.folder` (a folder's files), :mod:`.spec` (``model.json``), :mod:`.detect` (which model a
+folder holds), :mod:`.predictors` (any format as ``predict(x) -> scores``), :mod:`.save`, :mod:`.history` (training
+curves), :mod:`.pytorch` and :mod:`.tensorflow` (what this release's programs build).
 
-A model folder holds a model in one of the accepted formats (TorchScript, ONNX, a TensorFlow SavedModel, a
-Keras file, or this release's own PyTorch MLP), an optional ``model.json`` describing it and an optional
-``metrics.jsonl`` of training curves: the contract is documented once, in ``kftrain/models/README.md``.
-
-- :mod:`~kftrain.models.folder`: :class:`ModelFolder`, a folder's files read through its marker when it has one;
-- :mod:`~kftrain.models.spec`: :class:`ModelSpec`, the checked content of ``model.json``;
-- :mod:`~kftrain.models.detect`: :func:`describe_model`, which model a folder holds (from its content);
-- :mod:`~kftrain.models.predictors`: :func:`predictor_for`, any format as ``predict(x) -> scores``;
-- :mod:`~kftrain.models.save`: :func:`save_model`, for training code that wants the help;
-- :mod:`~kftrain.models.history`: the training curves;
-- :mod:`~kftrain.models.pytorch`, :mod:`~kftrain.models.tensorflow`: what this release's programs build and write.
-
-Frameworks are imported only when a model of theirs is loaded or saved, and numpy only when a model is loaded
-or saved: the launch step (whose image has neither) describes a model through this package, so
-:func:`predictor_for`, :data:`Predictor` and :func:`save_model` are imported when first used.
+Frameworks and numpy are imported only when a model is loaded or saved (the launch image has neither and describes
+models through this package): :func:`predictor_for`, :data:`Predictor` and :func:`save_model` load on first use.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Which model a folder holds: read from its ``model.json`` when there is one, else recognised from its files.
 
-A folder written by any program is accepted, with or without kftrain's completion marker: the launch step
-has already seen the job finish. The format comes from the content, never from which trainer ran:
-``model.json``'s ``format`` (and ``file``) when given; otherwise a ``saved_model.pb``, a ``*.onnx``, a
-``*.keras``/``*.h5``, or a TorchScript archive (``*.pt``, ``*.pth``...: a zip with a ``code/`` folder). A
-``torch.save`` pickle, which cannot be loaded without the Python class that made it, is refused naming the
-file and what to write instead. Standard library only (plus storage): no framework is imported. The folder is
-read through :class:`~kftrain.models.folder.ModelFolder`: through its marker when it has one, and ``model.json``'s
-``file`` confined to the folder.
+Any program's folder is accepted, marker or not (the launch step has seen the job finish). The format comes from the
+content, never from the trainer: ``model.json``'s ``format`` (and ``file``), else a ``saved_model.pb``, a ``*.onnx``,
+a ``*.keras``/``*.h5`` or a TorchScript archive (a zip with ``code/``). A ``torch.save`` pickle is refused, naming the
+file and what to write instead. Standard library only (plus storage), read through
+:class:`~kftrain.models.folder.ModelFolder`.
 """
 
 from __future__ import annotations

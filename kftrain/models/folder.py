@@ -1,12 +1,9 @@
 """Reading a model folder: through its completion marker when it has one, else as the plain folder a program wrote.
 
-A model folder written through kftrain (``save_model``, this release's programs) is a complete artifact: it is
-read through :class:`~kftrain.storage.ArtifactReader`, so only the files its marker lists are read, one
-version, each checked against its size and SHA-256. A folder a user's program wrote itself has no marker (the
-launch step has already seen the job finish): its files are those a listing finds. Either way, every relative
-path (from a listing, from ``model.json``'s ``file``) goes through :func:`~kftrain.storage.confine` first, so a
-``model.json`` cannot point a reader outside the model folder, nor can a local file that is a symbolic link
-leading out of it (it is refused by name, never read or exported). Standard library only (plus storage).
+A folder written through kftrain is read through :class:`~kftrain.storage.ArtifactReader` (only the files its marker
+lists, each checked against its size and SHA-256); one a user's program wrote has no marker, and its files are those a
+listing finds. Every relative path (listed, or ``model.json``'s ``file``) goes through
+:func:`~kftrain.storage.confine` first: nothing leads a reader outside the folder. Standard library only (plus storage).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """TensorFlow models: built with Keras 2 (``tf_keras``), stored as a SavedModel by URI.
 
-A model folder holds a SavedModel at its root (``saved_model.pb``, ``variables/``...) and
-``model.json`` (``{"framework": "tensorflow", "classes": [...], "feature_names": [...], ...}``),
-published atomically by :class:`kftrain.storage.ArtifactWriter`. Its ``serving_default`` signature
-takes ``input`` (float32 ``[None, num_features]``) and returns ``logits`` (float32
-``[None, num_classes]``): the layout TF Serving and KServe's TensorFlow runtime load.
-
-TensorFlow is imported lazily, so importing this module (e.g. from :mod:`kftrain.steps.export`) is cheap.
-``TF_USE_LEGACY_KERAS=1`` is set before TensorFlow is first imported: Keras 3's ``model.fit`` fails
-under MultiWorkerMirroredStrategy, Keras 2 (``tf_keras``) works.
+A model folder holds a SavedModel at its root and ``model.json``, published atomically by
+:class:`kftrain.storage.ArtifactWriter`; its ``serving_default`` signature takes ``input`` (float32
+``[None, num_features]``) and returns ``logits`` (float32 ``[None, num_classes]``), as TF Serving and KServe's
+TensorFlow runtime load it. TensorFlow is imported lazily, with ``TF_USE_LEGACY_KERAS=1`` set first: Keras 3's
+``model.fit`` fails under MultiWorkerMirroredStrategy, Keras 2 works.
 """
 
 from __future__ import annotations

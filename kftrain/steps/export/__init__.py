@@ -1,19 +1,10 @@
 """Model export: a model of any accepted format, in the layouts model servers load, verified before it is published.
 
-Targets (``targets``; by default every one the model's format allows):
-
-- ``triton``: a Triton model repository, ``triton/<name>/config.pbtxt`` + ``triton/<name>/1/<model>``, in the
-  model's own runtime: TorchScript (``model.pt``, libtorch; this release's MLP is scripted), ONNX
-  (``model.onnx``, ONNX Runtime) or a SavedModel (``model.savedmodel/``; a Keras file is converted);
-- ``triton-onnx``: a PyTorch model converted to ONNX, as ``triton/<name>-onnx/``;
-- ``tfserving``: a TensorFlow model as TF Serving and KServe's TensorFlow runtime load it,
-  ``tfserving/<name>/1/saved_model.pb``.
-
-Every written model is reloaded with the runtime that will serve it and must reproduce the trained model's
-outputs on the verification split (within ``tolerance``, and the same predicted class for a classifier) before
-the artifact is published; Triton's tensors (names, types, shapes) are taken from the reloaded model. The
-export also holds ``export.json`` and ``kserve/inferenceservice.yaml``, the KServe ``InferenceService`` serving
-the first target (:mod:`kftrain.steps.export.serving`).
+Targets (by default every one the model's format allows): ``triton`` (a Triton model repository in the model's own
+runtime: TorchScript, ONNX or a SavedModel), ``triton-onnx`` (a PyTorch model as ONNX) and ``tfserving``. Every
+written model is reloaded with the runtime that serves it and must reproduce the model's outputs on the verification
+split before anything is published; the export also holds ``export.json`` and the KServe ``InferenceService``
+serving the first target (:mod:`kftrain.steps.export.serving`).
 """
 
 from __future__ import annotations

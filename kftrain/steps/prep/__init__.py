@@ -1,16 +1,10 @@
 """The data-prep step: read a tabular source, check it, encode it, split it, shard it, publish a prepared dataset.
 
-Two passes over the source, each streaming it in batches (memory holds a batch and bounded per-column state):
-
-1. :mod:`~kftrain.steps.prep.profile`: every column's type, statistics, vocabulary and missing values, the
-   classes and their row counts; every problem found here, before anything is written;
-2. :mod:`~kftrain.steps.prep.encode` each batch as the plan says, :mod:`~kftrain.steps.prep.split` its rows
-   (stratified by class), and :mod:`~kftrain.steps.prep.shards` write them, all inside one
-   :class:`kftrain.storage.ArtifactWriter`: a failure publishes nothing.
-
-Sources (:mod:`~kftrain.steps.prep.sources`): ``builtin:digits|breast_cancer|diabetes|wine`` or a file, folder,
-glob or prefix of Parquet, CSV or JSON Lines, hive-partitioned or not. ``mode="files"`` prepares a list of
-files instead (:mod:`~kftrain.steps.prep.files`). The output format is :mod:`kftrain.data.dataset`'s.
+Two streaming passes: :mod:`~kftrain.steps.prep.profile` finds every column's type, statistics and vocabulary and
+every problem before anything is written; then :mod:`~kftrain.steps.prep.encode`, :mod:`~kftrain.steps.prep.split`
+(stratified) and :mod:`~kftrain.steps.prep.shards` write inside one :class:`kftrain.storage.ArtifactWriter` (a
+failure publishes nothing). Sources: :mod:`~kftrain.steps.prep.sources`; ``mode="files"`` prepares a list of files
+(:mod:`~kftrain.steps.prep.files`). The output format is :mod:`kftrain.data.dataset`'s.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Data prep's pass-through mode: for data a trainer reads itself (images, text, audio), only the list of files is
 prepared: checked, labelled, split and written as Parquet, the files themselves left where they are.
 
-The files are either every file under a folder, prefix or glob (``label_column="folder"`` takes each file's
-label from its first folder under the root: the ImageFolder layout ``cats/001.jpg``), or those a manifest
-lists (a CSV, JSON Lines or Parquet table with ``path_column`` and optionally ``label_column``), with paths
-relative to the manifest's folder. Each listed file must exist under that root, be non-empty and be listed
-once; a path that leaves the root (``../x``, ``/etc/x``, another URI) is refused. Every split holds
-``path`` (relative to the dataset's ``root``), ``uri`` and, when labelled, ``label`` (the class id).
+The files are every file under a folder, prefix or glob (``label_column="folder"``: the ImageFolder layout), or those
+a manifest table lists (``path_column``, relative to its folder). Each must exist under that root, be non-empty and
+listed once; a path leaving the root is refused. Every split holds ``path``, ``uri`` and, when labelled, ``label``.
 """
 
 from __future__ import annotations

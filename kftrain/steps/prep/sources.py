@@ -1,20 +1,10 @@
-"""Where data prep reads from: a single file, a folder, a glob or an object-store prefix of Parquet, CSV or JSON
-Lines files (hive-style ``key=value`` folders become columns), or one of scikit-learn's bundled datasets
-(:mod:`~kftrain.steps.prep.samples`).
+"""Where data prep reads from: a file, folder, glob or object-store prefix of Parquet, CSV or JSON Lines files (hive
+``key=value`` folders become columns), or a bundled dataset (:mod:`~kftrain.steps.prep.samples`).
 
-Files are listed and checked one by one before anything is read (an empty file, a Parquet file named ``.csv``,
-a file that is not what its name says), then read as one pyarrow dataset: hive partitions discovered,
-schemas unified across files (int and float promote; anything else is an error naming both files), batches
-streamed fragment by fragment. Every error names the file, and the row where there is one.
-
-CSV has no types: the first pass reads its columns as text (:func:`batches` with ``csv_types=None``) and
-infers each column's type from every value; the second reads with those types, so a column of integers that
-turns to decimals after the first megabyte is read as decimals, not refused.
-
-The two passes must read the same data: every file's version (size, modification time, inode; an object's ETag,
-version id) is taken when it is listed and checked again after each pass (:func:`check_unchanged`), and a
-file that changed in between is refused by name. Files are read only inside the source: a symbolic link in a
-source folder that leads out of it is refused, and no error quotes a file's content (a row, a value).
+Files are checked one by one before any is read, then read as one pyarrow dataset (schemas unified: int and float
+promote). CSV is read twice: first as text to infer each column's type from every value, then with those types. Each
+file's version is checked again after each pass (:func:`check_unchanged`): a file changed in between is refused.
+Every error names the file (and row); none quotes its content; a link leading out of the source is refused.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Which split each row goes to: stratified by class for classification, uniform for regression and file lists.
 
-The split is decided before the rows are read a second time, from the row count of each class: every class gets
-``round(n * test_fraction)`` test, ``round(n * validation_fraction)`` validation and the rest train codes, in a
-random order, and the second pass hands each row the next code of its class. So every split keeps the class
-proportions exactly, and the result depends only on the seed (and the order rows are read in).
-
-The order is drawn as the rows come, a block of codes at a time, not held whole: a class's next block takes its
-share of each code by a multivariate hypergeometric draw from the codes still to hand out, then is shuffled,
-which yields a uniformly random order of all the class's codes. Memory is a block per class, whatever the row
-count (one byte per row, as a whole permutation would take, is 10 GB for ten billion rows).
+Before the second read, from each class's row count: every class gets ``round(n * test_fraction)`` test,
+``round(n * validation_fraction)`` validation and the rest train codes in a random order, and each row takes its
+class's next code; so proportions are exact and the result depends only on the seed and the read order. The order
+is drawn a block at a time (a multivariate hypergeometric draw of the codes left, then shuffled): uniformly random,
+in memory of a block per class whatever the row count.
 """
 
 from __future__ import annotations

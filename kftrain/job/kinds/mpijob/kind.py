@@ -1,18 +1,10 @@
 """MPIJob: mpi-operator's ``kubeflow.org/v2beta1`` and the training-operator's ``kubeflow.org/v1``.
 
-Only the Launcher runs a program (``mpirun ...``); Workers host the ranks mpirun starts (over ssh in
-v2beta1, ``kubectl exec`` in v1). The operator mounts a hostfile listing each worker with its slots
-(``host slots=N`` for OpenMPI, ``host:N`` for Intel MPI and MPICH) and gives the launcher's first container
-the variables that point its MPI at it; both hide GPUs from a launcher that does not host ranks, and
-v2beta1 also sets ``K_MPI_JOB_ROLE`` on every pod. Success: the Launcher succeeds.
-
-A v1 MPIJob's launcher also gets ``/etc/mpi/discover_hosts.sh``, the host-discovery script of elastic Horovod
-(``horovodrun --min-np/--max-np --host-discovery-script``): one ``echo <pod>:<slots>`` line per running worker
-pod, sorted, rewritten as workers come and go (:func:`discover_hosts`; :meth:`Kind.membership_files`).
-
-Locally every host is this machine. The hostfile collapses to one ``localhost`` line holding all the slots;
-the discovery script names each worker as the topology's ``host_of`` says (the local backend gives each a
-distinct name that resolves to this machine: :mod:`kftrain.backends.local.mpi`).
+Only the Launcher runs a program (``mpirun``); Workers host the ranks (ssh in v2beta1, ``kubectl exec`` in v1). The
+operator mounts a hostfile of each worker and its slots and points the launcher's MPI at it; a v1 launcher also gets
+elastic Horovod's ``/etc/mpi/discover_hosts.sh`` (:func:`discover_hosts`). Success: the Launcher succeeds. Locally
+every host is this machine: the hostfile is one ``localhost`` line of all the slots, and the discovery script names
+each worker as the topology's ``host_of`` says (:mod:`kftrain.backends.local.mpi`).
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """PyTorchJob (training-operator v1.9): a Master and Workers, optionally elastic under torchrun.
 
-The operator's contract, from training-operator v1.9.0's ``pkg/controller.v1/pytorch/envvar.go`` (``setPodEnv``),
-``master.go`` and ``elastic.go``, after the defaulting of ``pkg/apis/kubeflow.org/v1/pytorch_defaults.go``
-(``nprocPerNode`` becomes ``auto`` unless the elasticPolicy sets ``nProcPerNode``), in this order on every
-container:
-
-* ``PYTHONUNBUFFERED=1``;
-* when the job has a Master: ``MASTER_PORT``, ``PET_MASTER_PORT``, ``MASTER_ADDR``, ``PET_MASTER_ADDR`` (the
-  master's address, for the master too), ``WORLD_SIZE`` = replicas x nprocPerNode (a word counts as 1),
-  ``RANK`` (Master 0, Worker i -> i+1), ``PET_NODE_RANK`` (= RANK);
-* ``PET_NPROC_PER_NODE`` = nprocPerNode when it is set (after defaulting), with or without a Master;
-* the elastic variables (``PET_RDZV_ENDPOINT``, ``PET_RDZV_BACKEND``, ``PET_NNODES=min:max``,
-  ``PET_MAX_RESTARTS``, ``PET_NPROC_PER_NODE``, ``PET_RDZV_ID``, ``PET_RDZV_CONF``, ``PET_STANDALONE``), else
-  ``PET_NNODES`` = total replicas.
-
-The webhook requires a Master unless the job is elastic. Success: the Master succeeds; without one, every
-Worker (elastic: any).
+The env every container gets, in order, is kubeflow/training-operator@v1.9.0:pkg/controller.v1/pytorch/envvar.go
+(setPodEnv), master.go and elastic.go, after pkg/apis/kubeflow.org/v1/pytorch_defaults.go (``nprocPerNode``
+``auto`` unless the elasticPolicy sets it): the master's address and port, ``WORLD_SIZE`` (replicas x nprocPerNode),
+``RANK`` (Master 0, Worker i: i+1), ``PET_*`` (elastic: the rendezvous). The webhook requires a Master unless the job
+is elastic. Success: the Master succeeds; without one, every Worker (elastic: any).
 """
 
 from __future__ import annotations

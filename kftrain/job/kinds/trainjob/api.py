@@ -1,15 +1,10 @@
 """Check a TrainJob manifest's shape with Kubeflow Trainer's own models (the ``kubeflow-trainer-api`` package).
 
-Those pydantic models type every field of the v2.3.0 API, but drop fields they do not know; the API server
-would prune them too, silently. A misspelt field (``numNode``) would then change what runs without a word, so
-a field the models drop is refused here, naming it. A value of the wrong type is named by its whole path
-(``spec.trainer.numNodes``): each model checks its own part of the manifest, so the path of the part is found here.
-
-What the TrainJob sets that Trainer merges into its runtime's containers (the trainer's image, command, args, env
-and resourcesPerNode; an initializer's env) is checked here too, on the TrainJob's own path, by the rules the
-resolved pods are checked by (:mod:`kftrain.job.pod_checks`): after the merge an error could only name the runtime's
-container it landed in. Only the rules of each value alone: how a value agrees with the runtime's (a request and
-its limit) is for the merged pod.
+The pydantic models drop fields they do not know, as the API server would prune them: a field they drop (a misspelt
+``numNode``) is refused here by name, and a wrong type is named by its whole path. What Trainer merges into its
+runtime's containers (the trainer's image, command, args, env, resourcesPerNode; an initializer's env) is checked
+here on the TrainJob's own path by :mod:`kftrain.job.pod_checks`' rules for each value alone (after the merge an
+error could only name the runtime's container); how a value agrees with the runtime's is for the merged pod.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """The bounds Kubeflow Trainer v2.3.0's TrainJob CRD puts on a TrainJob's own fields, checked on every TrainJob kftrain
-loads, with the CRD files (``--crd-dir``) or without them.
+loads, with the CRD files (``--crd-dir``) or without them (kftrain does not ship the operator's CRDs).
 
-The API server refuses a TrainJob of 129 ``args`` or with ``storageUri: "hf://"``; without the CRD files at hand,
-kftrain would take it and fail only once it is submitted. kftrain does not ship the CRDs (they are the operator's),
-so the part of the CRD's OpenAPI schema that bounds a TrainJob's own fields is kept here, as the CRD has it
-(kubeflow/trainer@v2.3.0:manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml, generated from the markers of
-kubeflow/trainer@v2.3.0:pkg/apis/trainer/v1alpha1/trainjob_types.go; the line of each marker is cited below), and
-checked by the code that checks a whole CRD's schema (:func:`kftrain.job.manifest.schema.schema_problems`).
-tests/job/kinds/trainjob/test_trainjob_crd_bounds.py holds each of them to the CRD file.
-
-Its CEL rules (``x-kubernetes-validations``) are evaluated by cel-python only with the [crd] extra, so each rule kept
-here has its meaning in Python beside it (:data:`_HOLDS`), held to cel-python's evaluation of the rule by the same
-tests. ``metadata.name``'s rules and ``managedBy``'s are checked where kftrain checks those fields
-(:func:`kftrain.job.validate.is_job_name`, :func:`kftrain.job.kinds.trainjob.webhooks.validate_trainjob`).
+The schema part is kept as kubeflow/trainer@v2.3.0:manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml has it
+(each marker's line in pkg/apis/trainer/v1alpha1/trainjob_types.go cited below) and checked by
+:func:`kftrain.job.manifest.schema.schema_problems`; each CEL rule kept has its meaning in Python beside it
+(:data:`_HOLDS`). tests/job/kinds/trainjob/test_trainjob_crd_bounds.py holds both to the CRD file and cel-python.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """The ClusterTrainingRuntimes Kubeflow Trainer v2.3.0 installs, known by name without their manifests.
 
-Each is described by its facts only: the framework, the ML policy, the image, and one of two shapes.
-
-* ``single``: one replicated job ``node`` (the trainer's), whose container ``node`` runs the TrainJob's program
-  on ``numNodes`` pods.
-* ``mpi-launcher``: an MPI policy whose launcher also runs ranks. Job ``node`` keeps the image's ssh daemon
-  running (command ``/usr/sbin/sshd -De -f <home>/.sshd_config``, ready on port 2222, as user 1000), job
-  ``launcher`` (the trainer's, started once the nodes are ready) runs the program; the JobSet succeeds when the
-  launcher does, and its headless service publishes pods before they are ready (so ssh finds them).
-
-A folder given with ``--runtimes`` (or ``KFTRAIN_TRAINER_RUNTIMES``) overrides any of them by name.
+Each is its facts only: framework, ML policy, image, and a shape: ``single`` (one replicated job ``node`` running
+the program on ``numNodes`` pods) or ``mpi-launcher`` (job ``node`` runs the image's sshd on port 2222 as user 1000;
+job ``launcher``, started once the nodes are ready, runs the program and also runs ranks; the JobSet succeeds when it
+does). A folder given with ``--runtimes`` (or ``KFTRAIN_TRAINER_RUNTIMES``) overrides any of them by name.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Migrate a job of another kind to a Kubeflow Trainer v2 TrainJob, saying what cannot be carried over.
 
-The kind being converted decides what it becomes (:class:`TrainerSource`: the replica whose main container is the
-trainer, the runtime, ``numNodes`` and ``numProcPerNode``, the notes only it can make; see
-``kinds.pytorchjob.trainjob`` and ``kinds.mpijob.trainjob``); :func:`convert` does what every conversion shares: the
-trainer's image, command, args, env (minus what the runtime's plugin sets) and resources (``resourcesPerNode``),
-the pod settings a runtime patch may carry (node selector, tolerations, affinity, service account, image pull
-secrets, volumes, security context, grace period, and each container's volume mounts and security context) under
-the manager ``kftrain.io/convert``, and ``suspend``, ``managedBy`` (MultiKueue) and ``activeDeadlineSeconds``.
-Everything else is listed in the notes.
-
-Trainer's torch plugin sets only the ``PET_*`` variables ``torchrun`` reads, not the
-``MASTER_ADDR``/``RANK``/``WORLD_SIZE`` the training-operator set; so where the source asks for it, a command
-that is not already ``torchrun`` is started through ``torchrun --no-python``, which sets those for the program.
+The kind converted decides what it becomes (:class:`TrainerSource`: the trainer replica, runtime, ``numNodes``,
+``numProcPerNode``, its own notes); :func:`convert` carries what every conversion shares: the trainer's image,
+command, args, env (minus what the runtime's plugin sets) and resources, the pod settings a runtime patch may hold
+(manager ``kftrain.io/convert``), ``suspend``, ``managedBy`` and ``activeDeadlineSeconds``; the rest is in the notes.
+Trainer's torch plugin sets only the ``PET_*`` variables, so where asked a command that is not ``torchrun`` is started
+through ``torchrun --no-python``, which sets ``MASTER_ADDR``, ``RANK`` and ``WORLD_SIZE`` for the program.
 """
 
 from __future__ import annotations

@@ -1,29 +1,11 @@
 """A runtime's JobSet ``failurePolicy``: what JobSet does when one of a TrainJob's Jobs fails, and what it refuses.
 
-Trainer builds each TrainJob's JobSet from its runtime's template, ``failurePolicy`` included (a TrainJob's
-``runtimePatches`` cannot touch it), and JobSet v0.12.0 (Trainer v2.3.0's pin) applies it; from
-kubernetes-sigs/jobset@v0.12.0:
-
-* ``pkg/controllers/failure_policy.go``, executeFailurePolicy: without a failurePolicy the JobSet fails (reason
-  ``FailedJobs``). With one, the first rule, in order, that a failed Job matches decides; a rule matches when each of
-  its lists is empty or holds the Job's failure reason (``onJobFailureReasons``), a pattern found in the Job's failure
-  message (``onJobFailureMessagePatterns``: regexp.MatchString, a search) and the Job's replicated job
-  (``targetReplicatedJobs``). No rule matching: ``RestartJobSet``.
-* The actions: ``FailJobSet`` fails it (reason ``FailJobSetAction``); ``RestartJobSet`` fails it (reason
-  ``ReachedMaxRestarts``) once ``status.restartsCountTowardsMax`` has reached ``maxRestarts``, and otherwise
-  recreates every Job, counting the restart; ``RestartJobSetAndIgnoreMaxRestarts`` recreates every Job without
-  counting it (failurePolicyRecreateAll).
-* ``pkg/webhooks/jobset_webhook.go`` refuses the JobSet (so no Job of the TrainJob is made) when a rule's action is
-  ``RestartJob`` or ``RestartJobAndIgnoreMaxRestarts`` or ``restartStrategy`` is ``InPlaceRestart`` while their
-  feature gates are off, as they are by default (``pkg/features/features.go``: RestartJob and InPlaceRestart, Alpha,
-  Default false); a rule name that is not 1-128 characters of ``^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`` or is
-  not unique, a target that is not one of its replicated jobs, and a reason that is not a Job's failure reason
-  (validateFailurePolicy, validOnJobFailureReasons).
-* The TrainingRuntime CRD requires each rule's ``name`` and ``action``
-  (kubeflow/trainer@v2.3.0:manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml).
-
-A Job fails, in what kftrain runs locally, when it has reached its backoffLimit: reason ``BackoffLimitExceeded``,
-message "Job has reached the specified backoff limit" (kubernetes@v1.36.3:pkg/controller/job/job_controller.go).
+kubernetes-sigs/jobset@v0.12.0 (Trainer v2.3.0's pin): pkg/controllers/failure_policy.go, executeFailurePolicy (no
+policy: fail, ``FailedJobs``; else the first rule matching the Job's reason, message pattern and replicated job
+decides; none: ``RestartJobSet``, which fails at ``maxRestarts`` with ``ReachedMaxRestarts``); pkg/webhooks/
+jobset_webhook.go, validateFailurePolicy (rule names, targets, reasons; RestartJob and InPlaceRestart refused while
+their Alpha gates are off, pkg/features/features.go). A local Job fails at its backoffLimit with
+``BackoffLimitExceeded`` (kubernetes@v1.36.3:pkg/controller/job/job_controller.go).
 """
 
 from __future__ import annotations

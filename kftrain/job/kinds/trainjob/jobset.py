@@ -1,29 +1,11 @@
-"""What JobSet refuses in a runtime's JobSet template: its replicated jobs' names, their ``dependsOn`` order, the
-success policy's targets and the failure policy (:mod:`.failure_policy`), checked when the runtime is read.
-
-Trainer builds each TrainJob's JobSet from its runtime's template (a TrainJob's ``runtimePatches`` cannot touch these
-fields: kubeflow/trainer@v2.3.0:pkg/apis/trainer/v1alpha1/trainjob_types.go, ReplicatedJobPatch has a name and a
-template only), and JobSet's webhook refuses that JobSet when the template breaks one of these rules: on a cluster no
-job of it starts. Trainer v2.3.0 builds on JobSet v0.12.0 (kubeflow/trainer@v2.3.0:go.mod); the rules, from
-kubernetes-sigs/jobset@v0.12.0:
-
-* ``api/jobset/v1alpha2/jobset_types.go``: ``replicatedJobs`` is a list map keyed by ``name`` (``+listType=map``,
-  ``+listMapKey=name``: each name given, and once); a job's ``dependsOn`` holds at most 5 items
-  (``+kubebuilder:validation:MaxItems=5``), keyed by ``name``, each with a ``status`` of ``Ready`` or ``Complete``
-  (``+kubebuilder:validation:Enum=Ready;Complete``), and names "the preceding ReplicatedJobs";
-* ``pkg/webhooks/jobset_webhook.go`` (ValidateCreate): "DependsOn can't be set for the first ReplicatedJob"; a
-  ``dependsOn`` names a replicated job listed before it ("replicatedJob: %s cannot depend on replicatedJob: %s");
-  each generated job name, ``<jobset>-<replicatedJob>-<index>`` (``pkg/util/placement/placement.go``, GenJobName),
-  is a DNS-1035 label; every ``successPolicy.targetReplicatedJobs`` entry is a replicated job's name;
-* ``pkg/controllers/depends_on.go`` (dependencyReachedStatus): a job is created only once each job it depends on
-  reports the status asked. The webhook's name set already holds the job being checked, so it admits a job that
-  depends on itself, which then never starts: that is refused here as the cycle it is.
-
-A dependency on a job the runtime lacks, and a cycle, are named before JobSet's order rule: they are what is wrong.
-
-One rule is the API server's, for each Job JobSet creates: its pods restart ``Never`` or ``OnFailure``
-(kubernetes@v1.36.3:pkg/apis/batch/validation/validation.go, validateJobSpec; JobSet's webhook fills in an unset one
-as ``OnFailure``), so a runtime whose pods say ``Always`` makes a JobSet with no Job.
+"""What JobSet refuses in a runtime's JobSet template, checked when the runtime is read: its replicated jobs' names,
+their ``dependsOn`` order, the success policy's targets and the failure policy (:mod:`.failure_policy`). A TrainJob's
+``runtimePatches`` cannot touch these fields (kubeflow/trainer@v2.3.0:pkg/apis/trainer/v1alpha1/trainjob_types.go,
+ReplicatedJobPatch), and a JobSet breaking one runs no job. The rules are kubernetes-sigs/jobset@v0.12.0's (Trainer
+v2.3.0's pin): api/jobset/v1alpha2/jobset_types.go (list map by name, dependsOn MaxItems=5, status Ready|Complete),
+pkg/webhooks/jobset_webhook.go, ValidateCreate (dependsOn names an earlier job; DNS-1035 job names; success targets),
+pkg/controllers/depends_on.go (a job depending on itself never starts: refused here as a cycle); and the API server's
+for each Job: restartPolicy Never or OnFailure (kubernetes@v1.36.3:pkg/apis/batch/validation/validation.go).
 """
 
 from __future__ import annotations

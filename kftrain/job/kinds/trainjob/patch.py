@@ -1,21 +1,10 @@
 """Carry what was changed on a TrainJob's resolved pods back into the TrainJob, where the Trainer honours it.
 
-The launch step treats every kind alike: it adds env, resources, volumes and the platform's pod settings to
-the job's replica specs (:mod:`kftrain.job.pod_settings`, :mod:`kftrain.launch.step`). A TrainJob's replica specs
-are its runtime's resolved jobs, which the cluster never sees: what reaches the Trainer is the TrainJob's
-own spec. So, when the TrainJob is rendered, each change is written where the Trainer v2.3.0 API takes it:
-
-* env of the trainer's ``node`` container -> ``trainer.env`` (the webhook forbids env in a runtime patch of a
-  ``node`` container; other jobs' containers keep the runtime's env);
-* resources of the trainer's ``node`` container -> ``trainer.resourcesPerNode``;
-* what a ``PodSpecPatch`` holds (node selector, tolerations, affinity, service account, image pull secrets,
-  volumes, security context, grace period, scheduling gates), the volume mounts and security context of each
-  container and init container, and the pod template's labels and annotations -> one ``runtimePatches`` entry of
-  :data:`MANAGER` per changed job;
-* the job's labels and annotations (Kueue's queue name) stay on the TrainJob's metadata.
-
-A change the API cannot carry (a priority class, a scheduler name, a run policy the TrainJob lacks) is
-refused, naming it, rather than dropped.
+The launch step changes every kind's replica specs alike (:mod:`kftrain.job.pod_settings`), but a TrainJob's are its
+runtime's resolved jobs, which the cluster never sees. So the ``node`` container's env goes to ``trainer.env``, its
+resources to ``trainer.resourcesPerNode``; what a ``PodSpecPatch`` holds, each container's volume mounts and security
+context, and the template's labels and annotations, to one ``runtimePatches`` entry of :data:`MANAGER` per changed
+job (Trainer v2.3.0's API). A change the API cannot carry (a priority class, a scheduler name) is refused by name.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """Kubeflow Trainer v2 runtimes: find the one a TrainJob names, and resolve what the TrainJob runs on it.
 
-A TrainJob (``trainer.kubeflow.org/v1alpha1``) names a ``ClusterTrainingRuntime`` or a namespaced
-``TrainingRuntime`` in ``spec.runtimeRef``. The runtime holds a JobSet template (replicated jobs, each an
-Indexed Job of ``parallelism`` pods) and an ``mlPolicy``; the Trainer controller (v2.3.0,
-``pkg/runtime/core/trainingruntime.go``) resolves the two into the JobSet it creates:
-
-* the runtime's template, with every ``spec.runtimePatches[*].trainingRuntimeSpec.template.spec`` merged in as
-  a strategic merge patch (lists of named things merge by name; other lists are replaced);
-* each replicated job's pod count is its ``parallelism`` (default 1), except the job labelled
-  ``trainer.kubeflow.org/trainjob-ancestor-step: trainer``, which gets ``mlPolicy.numNodes``, then
-  ``trainer.numNodes`` (the MPI plugin counts a launcher that runs as a node: ``max(numNodes - 1, 1)`` nodes);
-* the trainer's ``image``, ``command``, ``args`` and ``env`` go to the container named ``node`` of that job, and
-  ``resourcesPerNode`` is merged into the ``node`` container's resources of that job (and of the ``node`` job
-  when an MPI launcher runs as a node).
-
-What the ML policy (torch, MPI, JAX, XGBoost, plain) adds per node is in :mod:`kftrain.job.kinds.trainjob.policies`.
-Runtimes come from files, a folder, or the ones Trainer v2.3.0 installs, known by name
-(:mod:`kftrain.job.kinds.trainjob.builtin`).
+As kubeflow/trainer@v2.3.0:pkg/runtime/core/trainingruntime.go does: the runtime's JobSet template with each
+``runtimePatches`` entry merged in (strategic merge: named lists by name); each replicated job's pod count its
+``parallelism``, the trainer's (label ``trainjob-ancestor-step: trainer``) ``numNodes``; the trainer's image, command,
+args, env and ``resourcesPerNode`` on that job's ``node`` container. What each ML policy adds per node is
+:mod:`.policies`'; the runtimes Trainer installs are :mod:`.builtin`'s.
 """
 
 from __future__ import annotations
