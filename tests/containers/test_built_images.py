@@ -127,3 +127,21 @@ def test_a_warm_build_rebuilds_nothing(env: dict[str, str], built: dict[str, str
     for ref in built.values():
         assert f"{ref} is current" in out, out
     assert "building" not in out, out
+
+
+# A framework image is not built here (GBs, and a cold build past the tier's budget: P8), but where `make images`
+# built it, its trainer's modules load and compute on the CPU (a cuda variant's wheels run without a GPU).
+FRAMEWORK_CHECKS = {
+    images.image(images.PYTORCH, images.CUDA): (
+        "import torch, kftrain.programs.torch_ddp; print(float(torch.ones(3).sum()), torch.cuda.is_available())"
+    ),
+}
+
+
+@pytest.mark.parametrize("ref", list(FRAMEWORK_CHECKS))
+def test_a_framework_image_built_here_computes_on_the_cpu(env: dict[str, str], ref: str) -> None:
+    found = subprocess.run(["podman", "image", "exists", ref], env=env, capture_output=True)
+    if found.returncode != 0:
+        pytest.skip(f"{ref} is not built here (make images builds it)")
+    out = _run(env, ref, "-c", FRAMEWORK_CHECKS[ref], entrypoint="python")
+    assert out.strip().splitlines()[-1] == "3.0 False", out
