@@ -170,6 +170,18 @@ CASES = [
         None,
     ),
     Case(
+        "download: DEST/files a link",
+        lambda s, victim: _link(s.parent / "dest" / "files", victim.parent),
+        _download,
+        "../dest/files",
+    ),
+    Case(
+        "download: DEST/logs a link",
+        lambda s, victim: _link(s.parent / "dest" / "logs", victim.parent),
+        _download,
+        "../dest/logs",
+    ),
+    Case(
         "download: DEST/model a link",
         lambda s, victim: _link(s.parent / "dest" / "model", victim.parent),
         _download,
