@@ -35,7 +35,11 @@ def download_outputs(job: JobStatus, dest: Path) -> list[tuple[str, str, str]]:
     local_logs = _regular_files(job.kept_logs, ".log")
     files = Path(job.kept_files) if job.kept_files else None
     # What the state folder kept is read only from a folder of this user's (another's placed there is refused).
-    files = files if files is not None and safe_paths.entry(files.parent, files.name, is_folder=True) else None
+    files = (
+        files
+        if files is not None and safe_paths.entry(files.parent, files.name, is_folder=True, any_mode=True)
+        else None
+    )
     files = files if files is not None and any(files.iterdir()) else None
     if not (job.model_uri or job.logs_uri or local_logs or files):
         raise KftrainError(

@@ -61,7 +61,7 @@ def state_dir() -> Path:
 
 
 def _default_state_dir() -> Path:
-    xdg = os.environ.get("XDG_STATE_HOME", "")
+    xdg = os.environ.get("XDG_STATE_HOME", "")  # a relative one is ignored, as the XDG Base Directory spec says
     base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "state"
     return base / "kftrain" / "jobs"
 
@@ -278,7 +278,7 @@ def kept_log(name: str, label: str) -> str | None:
     if not is_replica_label(label):
         return None
     try:
-        if not safe_paths.entry(state_dir(), logs_dir(name).name, is_folder=True):
+        if not safe_paths.entry(state_dir(), logs_dir(name).name, is_folder=True, any_mode=True):
             return None
         data = _read_regular(logs_dir(name) / f"{label}.log", KEPT_LOG_BYTES)
     except (OSError, ValueError, safe_paths.UnsafePath):  # another user's folder holds no log of this user's
