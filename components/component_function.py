@@ -1,9 +1,9 @@
 """Makes a KFP component of a function written as source text from an input table (:mod:`kftrain.steps.inputs`).
 
 KFP embeds the text ``inspect.getsource`` returns for a component's function
-(kubeflow/pipelines@2.17.0:sdk/python/kfp/dsl/component_factory.py, ``_get_function_source_definition``) and its
-executor maps the step's inputs onto the parameters that text defines (sdk/python/kfp/dsl/executor.py,
-``Executor.execute``): the signature must be in the text, so the function is written, then compiled and decorated.
+(kubeflow/pipelines@2.17.0:sdk/python/kfp/dsl/component_factory.py:220-221) and its executor maps the step's inputs
+onto the parameters that text defines (sdk/python/kfp/dsl/executor.py:351-359, ``inspect.getfullargspec``): the
+signature must be in the text, so the function is written, then compiled and decorated.
 Module scope imports only kfp, the standard library and kftrain's input tables.
 """
 
