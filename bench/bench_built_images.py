@@ -7,8 +7,9 @@ An image whose inputs changed is built first (the build script records every bui
 ``$KFTRAIN_IMAGE_CACHE/builds.jsonl``); with ``--cold`` every named image is rebuilt with no layer reused. The cold
 figure is the latest build of the image's current inputs made with no layer reused (else the latest build of
 them, said so); the warm figure is a rerun of the script for that image, timed here (nothing to build: it only
-checks the key). Size: the image as its storage reports it (base included, MB of 10^6 bytes). An image whose
-index does not answer from here (PyTorch's CPU index), or whose build fails, is reported as not built.
+checks the key). Size: the image as its storage reports it (base included, MB of 10^6 bytes), and the base's.
+An image whose index does not answer from here (PyTorch's CPU index), or whose build fails, is reported as not
+built.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def measure(env: dict[str, str], name: str, ref: str, cold: bool) -> dict[str, A
     return {
         "image": ref,
         "size_mb": int(inspect(env, ref, "{{.Size}}")) / 1e6,
+        "base_mb": int(inspect(env, "python:3.11-slim-bookworm", "{{.Size}}")) / 1e6,
         "cold_s": record["seconds"] if record else None,
         "cold_no_layer_cache": bool(no_cache),
         "cold_date": record["date"] if record else None,
