@@ -36,6 +36,7 @@ from kftrain.progress import Progress
 from kftrain.steps.prep import sources
 from kftrain.steps.prep.encode import encode
 from kftrain.steps.prep.files import prepare_files
+from kftrain.steps.prep.overlap import OverlapCounter
 from kftrain.steps.prep.profile import POLICIES, REFUSE, Plan, Profile, check_columns
 from kftrain.steps.prep.shards import ShardWriter
 from kftrain.steps.prep.split import SplitCodes, check_fractions
@@ -174,6 +175,7 @@ def _write(
         )
         for split in SPLITS
     }
+    overlap = OverlapCounter()
     progress = Progress(total=plan.rows, label=f"prep {writer.uri}: rows written", stream=sys.stdout)
     with progress:
         for where, offset, batch in sources.batches(src, data, batch_rows, columns):
@@ -182,13 +184,20 @@ def _write(
             for index, split in enumerate(SPLITS):
                 chosen = codes == index
                 if chosen.any():
-                    shard_writers[split].write(table.filter(chosen))
+                    part = table.filter(chosen)
+                    shard_writers[split].write(part)
+                    overlap.add(split, part)
             progress.update(table.num_rows)
     splits.check_all_taken(src.text)
     shards = {split: w.close() for split, w in shard_writers.items()}
     rows = {split: w.rows for split, w in shard_writers.items()}
     for split in SPLITS:
         log.info("wrote %s: %d rows in %d shard(s)", split, rows[split], len(shards[split]))
+    for found in overlap.overlaps():
+        if found.in_train:  # duplicate rows are common in real tables: counted, not refused
+            log.warning(
+                "%s (the same features and label): scores on them measure recall, not generalisation", found.line()
+            )
     info = DatasetInfo(
         source=src.text,
         num_features=len(plan.features),
