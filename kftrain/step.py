@@ -2,8 +2,9 @@
 
 ``with component_step(*outputs):`` logs at INFO, moves each output under ``KFTRAIN_ARTIFACT_ROOT`` when set
 (:func:`kftrain.storage.output_uri`), turns SIGTERM and SIGHUP (a cancelled run, an evicted pod) into
-:class:`~kftrain.signals.Terminated` inside the body so what it started stops and what it staged goes, and ends a
-:class:`~kftrain.errors.KftrainError` with its one-line message and exit code 2 (or its own), a cancel with 143.
+:class:`~kftrain.signals.Terminated` inside the body so what it started stops and what it staged goes (a training job
+an evicted pod leaves running says so), and ends a :class:`~kftrain.errors.KftrainError` with its one-line message and
+exit code 2 (or its own), a cancel with 143.
 """
 
 from __future__ import annotations
@@ -51,5 +52,6 @@ def component_step(*outputs: Artifact, inputs: Mapping[str, str] | None = None) 
         except KftrainError as exc:
             fail_step(str(exc), getattr(exc, "exit_code", 2))
         except Terminated as exc:
+            left = getattr(exc, "left_running", "")  # kftrain.backends.base.JobLeftRunning: an evicted pod's
             message = f"terminated (run cancelled or pod evicted): {exc}; what the step started is stopped"
-            fail_step(message, exc.exit_code)
+            fail_step(f"terminated: {exc}; {left}" if left else message, exc.exit_code)

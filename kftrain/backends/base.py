@@ -3,7 +3,8 @@
 A backend is chosen by the type of its config (:func:`kftrain.backends.make_backend`). :meth:`Backend.run` runs a
 job to its end: submit, write the job's identity where the caller asked (atomically, before any waiting, so a
 restarted step finds the job), wait, and cancel the job on any interruption (SIGTERM, SIGHUP, Ctrl-C, an error while
-waiting), shielded from further signals until everything it started has stopped. ``kftrain jobs`` lists, describes,
+waiting), shielded from further signals until everything it started has stopped; a SIGTERM the backend finds to be
+its pod's eviction leaves the job to the step's retry (:meth:`Backend.left_running`). ``kftrain jobs`` lists, describes,
 reads and deletes a backend's jobs through the same interface.
 """
 
@@ -13,6 +14,7 @@ import abc
 import dataclasses
 import json
 import os
+import signal
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +22,7 @@ from typing import IO, Any, ClassVar
 
 from kftrain.compat import StrEnum
 from kftrain.job.model import TrainingJob
-from kftrain.signals import shielded, terminate_raises
+from kftrain.signals import Terminated, shielded, terminate_raises
 
 
 class JobPhase(StrEnum):
@@ -180,16 +182,35 @@ class Backend(abc.ABC):
     def delete_job(self, name: str) -> None:
         """Stop job ``name`` if it runs, and forget it."""
 
+    def left_running(self, handle: JobHandle) -> str:
+        """Why this SIGTERM leaves the job running, for the step's retry to reattach; "" (here, always): cancel it."""
+        return ""
+
     def run(self, job: TrainingJob, timeout: float | None = None) -> JobResult:
-        """Submit ``job``, publish its identity, wait for its end; cancel it on any interruption."""
+        """Submit ``job``, publish its identity, wait for its end; cancel it on any interruption but a SIGTERM
+        :meth:`left_running` explains (then :class:`JobLeftRunning`)."""
         with terminate_raises():
             handle: JobHandle | None = None
             try:
                 handle = self.submit(job)
                 publish_identity(handle, self.config.identity_path)
                 return self.wait(handle, timeout)
-            except BaseException:
-                if handle is not None:
-                    with shielded():  # a second signal must not cut the stop short
+            except BaseException as exc:
+                if handle is None:
+                    raise
+                with shielded():  # a second signal must not cut the stop short
+                    evictable = isinstance(exc, Terminated) and exc.signum == signal.SIGTERM  # what a kubelet sends
+                    why = self.left_running(handle) if evictable else ""
+                    if not why:
                         self.cancel(handle)
+                if why and isinstance(exc, Terminated):
+                    raise JobLeftRunning(exc.signum, why) from exc
                 raise
+
+
+class JobLeftRunning(Terminated):
+    """A SIGTERM that left the job running (the step's pod is evicted): ``left_running`` says why."""
+
+    def __init__(self, signum: int, why: str) -> None:
+        super().__init__(signum)
+        self.left_running = why

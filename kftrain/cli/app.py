@@ -181,7 +181,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"kftrain: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
     except Terminated as exc:
-        print(f"[kftrain] terminated ({exc}): the job was stopped", file=sys.stderr)
+        why = getattr(exc, "left_running", "") or "the job was stopped"  # left running: an evicted pod's job
+        print(f"[kftrain] terminated ({exc}): {why}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("[kftrain] interrupted: the job was stopped", file=sys.stderr)

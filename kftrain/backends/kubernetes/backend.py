@@ -6,7 +6,8 @@ this run's and task's labels (:mod:`kftrain.job.naming`) is reattached. **wait**
 watches (:mod:`.watch`) and decides on every change or deadline: a condition ended it, a pod cannot start or stayed
 unscheduled too long (:mod:`.pending`), or the timeout passed; a job given up on is deleted, every replica's log is
 in the step's output (:mod:`.logs`), and a failure names its replica, exit code, last lines and events.
-**cancel** (SIGTERM, Ctrl-C) deletes the job. Every request goes through :class:`KubeApi`.
+**cancel** (SIGTERM, Ctrl-C) deletes the job, unless the SIGTERM is this pod's eviction (:mod:`.eviction`). Every
+request goes through :class:`KubeApi`.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from kubernetes.client.exceptions import ApiException
 
 from kftrain.backends.base import Backend, JobHandle, JobPhase, JobResult, JobStatus
 from kftrain.backends.console import Console
-from kftrain.backends.kubernetes.api import JobRef, KubeApi, api_message
+from kftrain.backends.kubernetes.api import JobRef, KubeApi, api_message, describe
 from kftrain.backends.kubernetes.config import KubernetesConfig
+from kftrain.backends.kubernetes.eviction import eviction_of
 from kftrain.backends.kubernetes.jobs import ClusterJobs
 from kftrain.backends.kubernetes.logs import LogFollower
 from kftrain.backends.kubernetes.pending import PendingTracker, SuspensionTracker, suspension
@@ -365,6 +367,28 @@ class KubernetesBackend(Backend):
             return
         self._delete(job)
         self.console.say(f"deleted {job}")
+
+    def left_running(self, handle: JobHandle) -> str:
+        """Leave the job running when this step's pod is evicted and its run goes on (:mod:`.eviction`): Argo's retry
+        of the step reattaches to it. The run's workflow is made an owner of the job first, so the evicted pod's
+        garbage collection does not take the job with it (deleting the run still does)."""
+        pod = self.config.owner_pod_name or os.environ.get("KFP_POD_NAME")
+        if not pod:
+            return ""
+        job = JobRef.of(handle)
+        try:
+            eviction = eviction_of(self.api, pod, self.api.resolve_namespace())
+            if eviction is None:
+                return ""
+            owners = list((self.api.get_job(job).get("metadata") or {}).get("ownerReferences") or [])
+            if all(o.get("uid") != eviction.workflow["uid"] for o in owners):
+                self.api.patch_job(job, {"metadata": {"ownerReferences": [*owners, eviction.workflow]}})
+        except Exception as exc:  # cannot tell: a cancel, as always
+            self.console.say(f"could not tell an eviction of pod {pod} from a cancel ({describe(exc)}): a cancel")
+            return ""
+        why = f"pod {pod} is evicted ({eviction.reason}); {job} left running for the step's retry to reattach"
+        self.console.say(why)
+        return why
 
     def _delete(self, job: JobRef) -> None:
         self.api.delete_job(job, self.config.propagation_policy)  # already gone is what we wanted
