@@ -1,18 +1,7 @@
 """One hostile case: what it sets up, the one call it makes into kftrain, and the class its outcome must end in.
 
-A case's ``run(sandbox)`` runs in a process of its own (:mod:`testbed.hostile.child`), its current folder the
-sandbox's ``work`` folder and ``HOME``, ``TMPDIR`` and the local backend's state folder inside the sandbox. It
-writes its inputs, calls :meth:`Sandbox.ready` once they are all there (what exists then is input: what is written
-after it is output, searched for secrets, and the ``outside`` folder must not change after it), then makes its call
-and says what came of it:
-
-- it returns None: the call succeeded (``fine``; ``accepted wrongly`` where a clear error was expected);
-- it returns an exit code (:meth:`Sandbox.cli` returns ``kftrain``'s): 0 succeeded, else an error whose message is
-  the last line the process wrote to stderr;
-- it raises :class:`Refused` (a server's refusal it observed, a command's error it read) or kftrain's own error
-  (:class:`~kftrain.errors.KftrainError`), or a component ends with ``SystemExit``: an error, with that message;
-- it raises :class:`Observed`: what it saw is that class (a token sent to another host is a leak);
-- anything else it raises is a traceback, as the user would see one.
+A case's ``run(sandbox)`` runs in a process of its own (:mod:`testbed.hostile.child`); how what it returns or
+raises is classed is in the comment below the imports.
 """
 
 from __future__ import annotations
@@ -25,6 +14,21 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+# A case's ``run(sandbox)`` runs in a process of its own (:mod:`testbed.hostile.child`), its current folder the
+# sandbox's ``work`` folder and ``HOME``, ``TMPDIR`` and the local backend's state folder inside the sandbox. It
+# writes its inputs, calls :meth:`Sandbox.ready` once they are all there (what exists then is input: what is written
+# after it is output, searched for secrets, and the ``outside`` folder must not change after it), then makes its call
+# and says what came of it:
+#
+# - it returns None: the call succeeded (``fine``; ``accepted wrongly`` where a clear error was expected);
+# - it returns an exit code (:meth:`Sandbox.cli` returns ``kftrain``'s): 0 succeeded, else an error whose message is
+#   the last line the process wrote to stderr;
+# - it raises :class:`Refused` (a server's refusal it observed, a command's error it read) or kftrain's own error
+#   (:class:`~kftrain.errors.KftrainError`), or a component ends with ``SystemExit``: an error, with that message;
+# - it raises :class:`Observed`: what it saw is that class (a token sent to another host is a leak);
+# - anything else it raises is a traceback, as the user would see one.
+
 
 # What an outcome can be (the issue's classes, and the two a re-run can add).
 CLEAR = "clear error"

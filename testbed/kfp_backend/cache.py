@@ -1,18 +1,8 @@
 """The execution cache: when KFP's driver replays a task from an earlier run instead of running it.
 
-A task whose ``cachingOptions.enableCache`` is true (and that the run does not run with caching disabled) is
-given the outputs of the newest earlier execution, in the same pipeline and namespace, with the same fingerprint
-(kubeflow/pipelines@2.17.0:backend/src/v2/driver/cache.go:119-134, getFingerPrintsAndID;
-cacheutils/cache.go:105-138, GetExecutionCache). The fingerprint is the SHA-256 of the cache key as JSON
-(cacheutils/cache.go:151-171, GenerateFingerPrint), and the key holds (cacheutils/cache.go:173-229,
-GenerateCacheKey; driver/cache.go:83-117):
-
-- each input artifact by its name only, the MLMD id: neither its URI nor what is stored there;
-- each input parameter by its value: a URI parameter as its text;
-- each output's name and type (artifacts' URIs wiped), the command and args, the image, the PVC names.
-
-So a task that reads data by a URI parameter is replayed whenever the URI is the same text, whatever the data at
-that URI is now: such a task must not be cached (or be given the data's version as an input).
+A task that reads data by a URI parameter is replayed whenever the URI is the same text, whatever the data at
+that URI is now: such a task must not be cached. What the cache key holds, with the upstream lines, is in the
+comment below the imports.
 """
 
 from __future__ import annotations
@@ -20,6 +10,20 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import Any
+
+# A task whose ``cachingOptions.enableCache`` is true (and that the run does not run with caching disabled) is
+# given the outputs of the newest earlier execution, in the same pipeline and namespace, with the same fingerprint
+# (kubeflow/pipelines@2.17.0:backend/src/v2/driver/cache.go:119-134, getFingerPrintsAndID;
+# cacheutils/cache.go:105-138, GetExecutionCache). The fingerprint is the SHA-256 of the cache key as JSON
+# (cacheutils/cache.go:151-171, GenerateFingerPrint), and the key holds (cacheutils/cache.go:173-229,
+# GenerateCacheKey; driver/cache.go:83-117):
+#
+# - each input artifact by its name only, the MLMD id: neither its URI nor what is stored there;
+# - each input parameter by its value: a URI parameter as its text;
+# - each output's name and type (artifacts' URIs wiped), the command and args, the image, the PVC names.
+#
+# So a task that reads data by a URI parameter is replayed whenever the URI is the same text, whatever the data at
+# that URI is now: such a task must not be cached (or be given the data's version as an input).
 
 
 def cache_key(

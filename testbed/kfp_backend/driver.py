@@ -1,22 +1,6 @@
 """KFP's driver: which inputs a task gets, whether it runs, and what its outputs will be called.
 
-Each rule is the backend's, at the lines cited (A = kubeflow/pipelines@2.5.0:backend/src/v2/driver/driver.go,
-B = kubeflow/pipelines@2.17.0:backend/src/v2/driver/resolve.go):
-
-- A task's inputs resolve against its parent DAG's execution only: a ``componentInputParameter`` must name an
-  input of that DAG ("parent DAG does not have input parameter", A:1611, B:396); so must a
-  ``componentInputArtifact``, optional or not ("parent DAG does not have input artifact", A:1721, B:551): an
-  optional artifact the DAG lacks fails the task, there is no optional case.
-- A ``runtimeValue`` constant is replaced only when the whole string is one placeholder (A:1643-1656,
-  B:435-452: ``switch valStr``); ``{{$.pipeline_task_uuid}}`` is the parent DAG's execution id (A:1652,
-  B:444); a placeholder inside a longer string stays as written.
-- A null parameter of an optional input is skipped; otherwise an error (B:336-346).
-- Types are checked and STRING inputs take any value as its JSON text (B:171-262).
-- ``triggerPolicy.condition`` is evaluated on the resolved inputs; a task whose condition is false does not
-  run and has no outputs (A:287-294, 315).
-- Outputs are provisioned under the run's directory with a fresh salt (:mod:`testbed.kfp_backend.layout`).
-- A ``dsl.TaskConfig`` input is not resolved with the others (B:324-331); the container driver fills it from
-  the pod it builds (kubeflow/pipelines@2.17.0:backend/src/v2/driver/container.go:283-310).
+Each rule is the backend's; the rules, with their upstream lines, are in the comment below the imports.
 """
 
 from __future__ import annotations
@@ -27,6 +11,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from testbed.kfp_backend import expressions
+
+# Each rule is the backend's, at the lines cited (A = kubeflow/pipelines@2.5.0:backend/src/v2/driver/driver.go,
+# B = kubeflow/pipelines@2.17.0:backend/src/v2/driver/resolve.go):
+#
+# - A task's inputs resolve against its parent DAG's execution only: a ``componentInputParameter`` must name an
+#   input of that DAG ("parent DAG does not have input parameter", A:1611, B:396); so must a
+#   ``componentInputArtifact``, optional or not ("parent DAG does not have input artifact", A:1721, B:551): an
+#   optional artifact the DAG lacks fails the task, there is no optional case.
+# - A ``runtimeValue`` constant is replaced only when the whole string is one placeholder (A:1643-1656,
+#   B:435-452: ``switch valStr``); ``{{$.pipeline_task_uuid}}`` is the parent DAG's execution id (A:1652,
+#   B:444); a placeholder inside a longer string stays as written.
+# - A null parameter of an optional input is skipped; otherwise an error (B:336-346).
+# - Types are checked and STRING inputs take any value as its JSON text (B:171-262).
+# - ``triggerPolicy.condition`` is evaluated on the resolved inputs; a task whose condition is false does not
+#   run and has no outputs (A:287-294, 315).
+# - Outputs are provisioned under the run's directory with a fresh salt (:mod:`testbed.kfp_backend.layout`).
+# - A ``dsl.TaskConfig`` input is not resolved with the others (B:324-331); the container driver fills it from
+#   the pod it builds (kubeflow/pipelines@2.17.0:backend/src/v2/driver/container.go:283-310).
+
 
 NULL = object()  # a parameter whose value is null (an optional pipeline input given none)
 

@@ -1,31 +1,10 @@
 """KFP's launcher: moves a task's artifacts and runs its container command, as ``launcher_v2.go`` does.
 
-E = kubeflow/pipelines@2.5.0:backend/src/v2/component/launcher_v2.go, F = the same file @2.17.0,
-G = kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/object_store.go:
-
-- Parameters the task was not given get their component defaults before the command sees them
-  (addDefaultParams: E:358, E:928; F:425, F:1310).
-- Every input artifact is downloaded to its local path before the command starts, whether the command reads
-  ``.path`` or not ("TODO: Selectively copy artifacts for which .path was actually specified", E:662, F:977);
-  skipped: a URI of a scheme with no local path (E:641-645, F:956-960) and, from 2.15, an artifact whose
-  metadata carries ``_kfp_workspace: true`` (F:950-954). A download lists the key as a raw prefix: before 2.17
-  every object whose key merely starts with it comes too (``<model>`` brings ``<model>-checkpoints/``...:
-  G:123-148; 2.17 keeps keys under ``<prefix>/`` only, kubeflow/pipelines@2.17.0:
-  backend/src/v2/objectstore/object_store.go:171-174, 192).
-- The command is the container's command and args with ``{{$}}`` replaced by the executor input (JSON).
-- Its executor output file is parsed strictly (``protojson.Unmarshal``, E:875, F:1232): what is not JSON
-  (Python's ``NaN``/``Infinity``) or not a field of ``ExecutorOutput`` fails the task; an output artifact's URI
-  and metadata in it replace the provisioned ones (mergeRuntimeArtifacts, E:835-849).
-- Each output artifact is uploaded from its local path, if there is one (a missing path is allowed, E:566-570);
-  its key must lie under the run's own folder, ``<pipeline root>/<pipeline>/<run id>``: the launcher opens the
-  bucket from the run context's pipeline root (E:215-216; kubeflow/pipelines@2.5.0:backend/src/v2/metadata/
-  client.go:224-233, GetPipelineRoot, which GetPipeline set to that folder at client.go:316; @2.17.0
-  launcher_v2.go:256-257, client.go:420) and KeyFromURI refuses a URI outside it (E:561-564;
-  kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/config.go:82-97, 103-137): a URI in another run's folder fails the
-  task. A URI of a scheme with no local path is recorded without an upload (E:558-560).
-- Recorded artifacts are what ML Metadata keeps of them (:mod:`testbed.kfp_backend.mlmd`): a later task reads
-  that metadata, and a null field fails this task.
-- The step's process, and what a cancelled run does to it: :mod:`testbed.kfp_backend.pod_process`.
+Each function cites the launcher's code it follows, with E = kubeflow/pipelines@2.5.0:backend/src/v2/component/
+launcher_v2.go, F = the same file @2.17.0, G = kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/object_store.go.
+Recorded artifacts are what ML Metadata keeps of them (:mod:`testbed.kfp_backend.mlmd`): a later task reads that
+metadata, and a null field fails this task. The step's process, and what a cancelled run does to it:
+:mod:`testbed.kfp_backend.pod_process`.
 """
 
 from __future__ import annotations
@@ -79,6 +58,8 @@ def as_protojson(value: Any) -> Any:
 
 
 def with_defaults(executor_input: dict[str, Any], component: dict[str, Any]) -> dict[str, Any]:
+    """The parameters the task was not given get their component defaults before the command sees them
+    (addDefaultParams: E:358, E:928; F:425, F:1310)."""
     out = copy.deepcopy(executor_input)
     values = out.setdefault("inputs", {}).setdefault("parameterValues", {})
     for name, spec in component.get("inputDefinitions", {}).get("parameters", {}).items():
@@ -114,7 +95,8 @@ def run_task(
     cancel: Cancel | None = None,
 ) -> tuple[LaunchRecord, dict[str, Any], dict[str, list[dict[str, Any]]]]:
     """Run one container task of the run whose folder is ``run_dir``; returns what happened, its output parameters
-    and its recorded output artifacts (``session_info``: the store's session, recorded on each of them)."""
+    and its recorded output artifacts (``session_info``: the store's session, recorded on each of them). The
+    command is the container's command and args with ``{{$}}`` replaced by the executor input (JSON)."""
     executor_input = with_defaults(executor_input, component)
     record = LaunchRecord(executor_input, env)
     for name, listed in executor_input.get("inputs", {}).get("artifacts", {}).items():
@@ -150,7 +132,14 @@ def run_task(
 
 
 def download(backend: Backend, artifact: dict[str, Any], bucket: Bucket, pod_fs: PodFilesystem) -> int:
-    """Download one input artifact to its local path as the launcher does; the bytes copied."""
+    """Download one input artifact to its local path as the launcher does; the bytes copied.
+
+    Every input artifact is downloaded before the command starts, whether the command reads ``.path`` or not
+    ("TODO: Selectively copy artifacts for which .path was actually specified", E:662, F:977); skipped: a URI of a
+    scheme with no local path (E:641-645, F:956-960) and, from 2.15, an artifact whose metadata carries
+    ``_kfp_workspace: true`` (F:950-954). A download lists the key as a raw prefix: before 2.17 every object whose
+    key merely starts with it comes too (``<model>`` brings ``<model>-checkpoints/``...: G:123-148; 2.17 keeps keys
+    under ``<prefix>/`` only, kubeflow/pipelines@2.17.0:backend/src/v2/objectstore/object_store.go:171-174, 192)."""
     if backend.workspace_marker and (artifact.get("metadata") or {}).get("_kfp_workspace") is True:
         return 0
     local = local_path(artifact["uri"])
@@ -161,6 +150,9 @@ def download(backend: Backend, artifact: dict[str, Any], bucket: Bucket, pod_fs:
 
 
 def executor_output(path: Path) -> dict[str, Any]:
+    """The executor output file, parsed strictly (``protojson.Unmarshal``, E:875, F:1232): what is not JSON
+    (Python's ``NaN``/``Infinity``) or not a field of ``ExecutorOutput`` fails the task; an output artifact's URI
+    and metadata in it replace the provisioned ones (mergeRuntimeArtifacts, E:835-849)."""
     if not path.is_file():
         return {"parameterValues": {}, "artifacts": {}}
     text = path.read_text()
@@ -203,7 +195,15 @@ def upload_outputs(
     pod_fs: PodFilesystem,
     record: LaunchRecord,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Upload each output artifact and record it as ML Metadata keeps it; the recorded artifacts by output."""
+    """Upload each output artifact and record it as ML Metadata keeps it; the recorded artifacts by output.
+
+    An artifact is uploaded from its local path, if there is one (a missing path is allowed, E:566-570); its key
+    must lie under the run's own folder, ``<pipeline root>/<pipeline>/<run id>``: the launcher opens the bucket from
+    the run context's pipeline root (E:215-216; kubeflow/pipelines@2.5.0:backend/src/v2/metadata/client.go:224-233,
+    GetPipelineRoot, which GetPipeline set to that folder at client.go:316; @2.17.0 launcher_v2.go:256-257,
+    client.go:420) and KeyFromURI refuses a URI outside it (E:561-564; kubeflow/pipelines@2.5.0:backend/src/v2/
+    objectstore/config.go:82-97, 103-137): a URI in another run's folder fails the task. A URI of a scheme with no
+    local path is recorded without an upload (E:558-560)."""
     run_bucket = prefixed_bucket(run_dir)
     recorded: dict[str, list[dict[str, Any]]] = {}
     for name, listed in executor_input.get("outputs", {}).get("artifacts", {}).items():

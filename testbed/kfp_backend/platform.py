@@ -1,24 +1,8 @@
 """An executor's ``platforms.kubernetes`` config as a backend release turns it into its task pod.
 
-The config is first parsed against the release's own proto (:mod:`testbed.kfp_backend.protos`): strictly from 2.14
-(an unknown field fails the run), leniently at 2.5 (the field is dropped: :func:`Pod.dropped` lists it). Then each
-setting is applied as the driver applies it (C = kubeflow/pipelines@2.5.0:backend/src/v2/driver/driver.go,
-D = kubeflow/pipelines@2.17.0:backend/src/v2/driver/k8s.go):
-
-- every parameter resolves against the task's parent DAG (C:394, D via container.go:143);
-- a secret, ConfigMap or pull secret name given as a parameter must resolve to a non-empty string
-  (resolveInputParameterStr: C:1671-1690, kubeflow/pipelines@2.17.0:backend/src/v2/driver/resolve.go:501-524);
-- ``nodeSelectorJson`` must resolve to a struct of strings (C:786-796; D:199-222, resolveK8sJsonParameter);
-  ``tolerationJson`` to a struct (one toleration) or a list (C:808-846, D:230-290);
-- ``secretAsEnv`` adds ``secretKeyRef`` variables, ``optional`` only where the proto has it (D:350-356;
-  at 2.5.0 C:893-921 has no such field); ``secretAsVolume`` an optionally missing secret volume (C:858-889);
-- ``imagePullSecret`` appends to the pod's pull secrets (C:993-1017).
-
-From 2.15 a component that lists ``taskConfigPassthroughs`` gets the listed settings in its ``dsl.TaskConfig``
-input, and on its own pod only those marked ``applyToTask`` (kubeflow/pipelines@2.17.0:backend/src/v2/driver/
-driver.go:199-243, getTaskConfigOptions; D:143-150).
-
-Anything else in the config is reported as not modelled, so a new setting shows up here before a cluster.
+The config is parsed against the release's own proto (strict from 2.14, lenient at 2.5), then each setting is
+applied as the driver applies it; anything else is reported as not modelled. The rules, with their upstream lines,
+are in the comment below the imports.
 """
 
 from __future__ import annotations
@@ -29,6 +13,27 @@ from typing import Any
 from testbed.kfp_backend import protos
 from testbed.kfp_backend.driver import NULL, DagExecution, DriverError, RunContext, resolve_parameter
 from testbed.kfp_backend.versions import Backend
+
+# The config is first parsed against the release's own proto (:mod:`testbed.kfp_backend.protos`): strictly from 2.14
+# (an unknown field fails the run), leniently at 2.5 (the field is dropped: :func:`Pod.dropped` lists it). Then each
+# setting is applied as the driver applies it (C = kubeflow/pipelines@2.5.0:backend/src/v2/driver/driver.go,
+# D = kubeflow/pipelines@2.17.0:backend/src/v2/driver/k8s.go):
+#
+# - every parameter resolves against the task's parent DAG (C:394, D via container.go:143);
+# - a secret, ConfigMap or pull secret name given as a parameter must resolve to a non-empty string
+#   (resolveInputParameterStr: C:1671-1690, kubeflow/pipelines@2.17.0:backend/src/v2/driver/resolve.go:501-524);
+# - ``nodeSelectorJson`` must resolve to a struct of strings (C:786-796; D:199-222, resolveK8sJsonParameter);
+#   ``tolerationJson`` to a struct (one toleration) or a list (C:808-846, D:230-290);
+# - ``secretAsEnv`` adds ``secretKeyRef`` variables, ``optional`` only where the proto has it (D:350-356;
+#   at 2.5.0 C:893-921 has no such field); ``secretAsVolume`` an optionally missing secret volume (C:858-889);
+# - ``imagePullSecret`` appends to the pod's pull secrets (C:993-1017).
+#
+# From 2.15 a component that lists ``taskConfigPassthroughs`` gets the listed settings in its ``dsl.TaskConfig``
+# input, and on its own pod only those marked ``applyToTask`` (kubeflow/pipelines@2.17.0:backend/src/v2/driver/
+# driver.go:199-243, getTaskConfigOptions; D:143-150).
+#
+# Anything else in the config is reported as not modelled, so a new setting shows up here before a cluster.
+
 
 MODELLED = {
     "secretAsEnv",

@@ -1,30 +1,10 @@
 """The step's process in its task pod's main container, and what cancelling the run does to it.
 
-The main container's PID 1 is Argo's emissary; its command is KFP's launcher (set by the driver:
-kubeflow/pipelines@2.5.0:backend/src/v2/driver/driver.go:474-475; @2.17.0 driver.go:320-321), which runs the
-step as a plain child, with no process group of its own and no signal handling (``exec.Command(...).Run()``:
-kubeflow/pipelines@2.5.0:backend/src/v2/component/launcher_v2.go:519-527; @2.17.0 launcher_v2.go:707-715; no
-``signal.Notify`` in backend/src/v2). KFP 2.17.0 builds against and deploys Argo Workflows v4.0.5
-(kubeflow/pipelines@2.17.0:go.mod:10; manifests/kustomize/third-party/argo/base/
-workflow-controller-deployment-patch.yaml:14-19). Cancelling a run, with A = argoproj/argo-workflows@v4.0.5:
-
-1. KFP's API server sets the workflow's ``activeDeadlineSeconds`` to 0 (kubeflow/pipelines@2.17.0:
-   backend/src/apiserver/resource/resource_manager.go:1023-1039, common/util/execution_spec.go:294-305);
-2. the workflow controller, past the deadline, terminates each running pod's containers
-   (A:workflow/controller/exec_control.go:56-64): it execs ``/var/run/argo/argoexec kill 15 1`` in each of them
-   (A:workflow/controller/pod/queue.go:118-126, 55-71; A:workflow/signal/signal.go:19-45), then SIGKILL the same
-   way after the pod's ``terminationGracePeriodSeconds`` (30 s unless set, queue.go:69);
-3. PID 1, the emissary, catches every signal and forwards it to its child's process group
-   (A:cmd/argoexec/commands/emissary.go:110-114, 182-191; A:workflow/executor/osspecific/signal_darwin.go:19-25,
-   which signal_linux.go links to, sends to ``-pgid``; command_unix.go:37-39 starts the child with ``Setpgid``).
-   The launcher and the step share that group: the step's process gets SIGTERM;
-4. the launcher, which handles no signal, exits at once (Go's default for SIGTERM); the emissary reaps it at its
-   next poll (signal_darwin.go:31-59, ``Wait4`` then a one-second sleep; emissary.go:227) and exits, and with
-   PID 1 gone the kernel kills every process left in the container's PID namespace. So the step has what is left
-   of that second after its SIGTERM, between 0 and 1 s, not the pod's grace period.
-
-:func:`run_step` starts the step as the leader of a process group standing for the launcher's; a cancel sends
-the group SIGTERM, waits ``grace_s`` (the emissary's poll, :data:`EMISSARY_POLL_S` at most) and sends SIGKILL.
+The main container's PID 1 is Argo's emissary; its command is KFP's launcher, which runs the step as a plain child
+with no process group of its own and no signal handling. A cancel reaches the step as SIGTERM and leaves it between
+0 and 1 s, not the pod's grace period (the chain, cited, is beside :data:`EMISSARY_POLL_S`). :func:`run_step` starts
+the step as the leader of a process group standing for the launcher's; a cancel sends the group SIGTERM, waits
+``grace_s`` (the emissary's poll, :data:`EMISSARY_POLL_S` at most) and sends SIGKILL.
 """
 
 from __future__ import annotations
@@ -39,6 +19,27 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# The main container's PID 1 is Argo's emissary; its command is KFP's launcher (set by the driver:
+# kubeflow/pipelines@2.5.0:backend/src/v2/driver/driver.go:474-475; @2.17.0 driver.go:320-321), which runs the
+# step as a plain child, with no process group of its own and no signal handling (``exec.Command(...).Run()``:
+# kubeflow/pipelines@2.5.0:backend/src/v2/component/launcher_v2.go:519-527; @2.17.0 launcher_v2.go:707-715; no
+# ``signal.Notify`` in backend/src/v2). KFP 2.17.0 builds against and deploys Argo Workflows v4.0.5
+# (kubeflow/pipelines@2.17.0:go.mod:10; manifests/kustomize/third-party/argo/base/
+# workflow-controller-deployment-patch.yaml:14-19). Cancelling a run, with A = argoproj/argo-workflows@v4.0.5:
+# 1. KFP's API server sets the workflow's ``activeDeadlineSeconds`` to 0 (kubeflow/pipelines@2.17.0:
+#    backend/src/apiserver/resource/resource_manager.go:1023-1039, common/util/execution_spec.go:294-305);
+# 2. the workflow controller, past the deadline, terminates each running pod's containers
+#    (A:workflow/controller/exec_control.go:56-64): it execs ``/var/run/argo/argoexec kill 15 1`` in each of them
+#    (A:workflow/controller/pod/queue.go:118-126, 55-71; A:workflow/signal/signal.go:19-45), then SIGKILL the same
+#    way after the pod's ``terminationGracePeriodSeconds`` (30 s unless set, queue.go:69);
+# 3. PID 1, the emissary, catches every signal and forwards it to its child's process group
+#    (A:cmd/argoexec/commands/emissary.go:110-114, 182-191; A:workflow/executor/osspecific/signal_darwin.go:19-25,
+#    which signal_linux.go links to, sends to ``-pgid``; command_unix.go:37-39 starts the child with ``Setpgid``).
+#    The launcher and the step share that group: the step's process gets SIGTERM;
+# 4. the launcher, which handles no signal, exits at once (Go's default for SIGTERM); the emissary reaps it at its
+#    next poll (signal_darwin.go:31-59, ``Wait4`` then a one-second sleep; emissary.go:227) and exits, and with
+#    PID 1 gone the kernel kills every process left in the container's PID namespace. So the step has what is left
+#    of that second after its SIGTERM, between 0 and 1 s, not the pod's grace period.
 EMISSARY_POLL_S = 1.0
 
 

@@ -1,26 +1,8 @@
 """Run a compiled ``pipeline.yaml`` as KFP's backend runs it: driver, platform config, launcher, task pods.
 
-A :class:`Cluster` is what a KFP namespace has: the fake Kubernetes API (testbed/fake_k8s) with the
-``kfp-launcher`` ConfigMap naming the object store (moto) and its secret, and a simulated operator that runs
-each created training job for real with kftrain's local backend (its pods' logs copied to the API as it goes):
-its pods run their containers' program, or ``Cluster.program`` in its place (a test of the wiring, not of the
-training, gives the stub trainer, testbed/programs/stub_trainer.py).
-:func:`run_pipeline` walks the pipeline's DAGs with :mod:`testbed.kfp_backend.driver`, builds each task pod with
-:mod:`testbed.kfp_backend.platform` and runs its container command with :mod:`testbed.kfp_backend.launcher`, in a
-process whose environment is what KFP gives a user container (``KFP_POD_NAME``, ``KFP_POD_UID``, the
-metadata-grpc-configmap's variables, the container's and the platform config's env; no run id:
-kubeflow/pipelines@2.17.0:backend/src/v2/compiler/argocompiler/common.go:33-58, container.go:566-567;
-@2.5.0:backend/src/v2/driver/driver.go:472-489: the run id is an argument of the launcher, not the step's),
-with ``KUBECONFIG`` standing for the pod's service account.
-
-The cluster's DNS and Services are the harness's too: :attr:`Cluster.addresses` maps an in-cluster name (a
-Service's DNS name, with its port) to the address on this machine that answers for it, for the harness's launcher
-and for every process of a task pod or a training replica (``pod_site/sitecustomize.py``); each Service of the
-namespace (:attr:`Cluster.services`, its cluster IP being the address this machine serves it at) gives every pod
-its ``<NAME>_SERVICE_HOST``/``_PORT`` variables, the Kubernetes variables KFP's own code reads
-(kubernetes.io/docs/concepts/services-networking/service/#environment-variables, cited at
-kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/config.go:167-168). The run's store is the one its session
-names (:mod:`testbed.kfp_backend.session`), reached through them.
+The harness's driver, platform config, launcher and task pods on a :class:`Cluster` (the fake Kubernetes API, moto
+as the store, a simulated operator that runs each training job with kftrain's local backend). What a cluster gives
+each pod (its environment, DNS names and Services), with the upstream lines, is in the comment below the imports.
 """
 
 from __future__ import annotations
@@ -55,6 +37,29 @@ from testbed.kfp_backend.platform import build_pod
 from testbed.kfp_backend.pod_process import Cancel
 from testbed.kfp_backend.store import Bucket
 from testbed.kfp_backend.versions import Backend
+
+# A :class:`Cluster` is what a KFP namespace has: the fake Kubernetes API (testbed/fake_k8s) with the
+# ``kfp-launcher`` ConfigMap naming the object store (moto) and its secret, and a simulated operator that runs
+# each created training job for real with kftrain's local backend (its pods' logs copied to the API as it goes):
+# its pods run their containers' program, or ``Cluster.program`` in its place (a test of the wiring, not of the
+# training, gives the stub trainer, testbed/programs/stub_trainer.py).
+# :func:`run_pipeline` walks the pipeline's DAGs with :mod:`testbed.kfp_backend.driver`, builds each task pod with
+# :mod:`testbed.kfp_backend.platform` and runs its container command with :mod:`testbed.kfp_backend.launcher`, in a
+# process whose environment is what KFP gives a user container (``KFP_POD_NAME``, ``KFP_POD_UID``, the
+# metadata-grpc-configmap's variables, the container's and the platform config's env; no run id:
+# kubeflow/pipelines@2.17.0:backend/src/v2/compiler/argocompiler/common.go:33-58, container.go:566-567;
+# @2.5.0:backend/src/v2/driver/driver.go:472-489: the run id is an argument of the launcher, not the step's),
+# with ``KUBECONFIG`` standing for the pod's service account.
+#
+# The cluster's DNS and Services are the harness's too: :attr:`Cluster.addresses` maps an in-cluster name (a
+# Service's DNS name, with its port) to the address on this machine that answers for it, for the harness's launcher
+# and for every process of a task pod or a training replica (``pod_site/sitecustomize.py``); each Service of the
+# namespace (:attr:`Cluster.services`, its cluster IP being the address this machine serves it at) gives every pod
+# its ``<NAME>_SERVICE_HOST``/``_PORT`` variables, the Kubernetes variables KFP's own code reads
+# (kubernetes.io/docs/concepts/services-networking/service/#environment-variables, cited at
+# kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/config.go:167-168). The run's store is the one its session
+# names (:mod:`testbed.kfp_backend.session`), reached through them.
+
 
 REPO = REPO_ROOT
 NAMESPACE = "team-a"

@@ -2,17 +2,7 @@
 hold the local backend's restarts to the real operators' (tests/backends/local/test_restarts.py,
 tests/controlplane/test_restarts.py).
 
-``python failing_replica.py COUNT_DIR ID_VAR PLAN THEN [EXIT]``
-
-* ``COUNT_DIR``: the folder where each run of replica ``<id>`` adds a line to ``runs-<id>`` as it starts (the
-  replicas share it, and it outlives their restarts);
-* ``ID_VAR``: the variable whose value names the replica (``PET_NODE_RANK``, ``RANK``); unset: ``0``;
-* ``PLAN``: ``<id>=<failures>`` items joined by ``,``: how many of its runs fail first (none for a replica not named);
-* ``THEN``: what the run after those does: ``succeed`` (exit 0) or ``run`` (sleep until stopped);
-* ``EXIT``: the failing runs' exit code (default 3, the program's own failure; 137 is how a kill by the kernel or a
-  preemption ends).
-
-A failing run prints ``run N of <id>: failing`` and exits with code ``EXIT``.
+Its arguments are in the comment below the imports.
 """
 
 from __future__ import annotations
@@ -20,6 +10,19 @@ from __future__ import annotations
 import os
 import sys
 import time
+
+# ``python failing_replica.py COUNT_DIR ID_VAR PLAN THEN [EXIT]``
+#
+# * ``COUNT_DIR``: the folder where each run of replica ``<id>`` adds a line to ``runs-<id>`` as it starts (the
+#   replicas share it, and it outlives their restarts);
+# * ``ID_VAR``: the variable whose value names the replica (``PET_NODE_RANK``, ``RANK``); unset: ``0``;
+# * ``PLAN``: ``<id>=<failures>`` items joined by ``,``: how many of its runs fail first (none for a replica not named);
+# * ``THEN``: what the run after those does: ``succeed`` (exit 0) or ``run`` (sleep until stopped);
+# * ``EXIT``: the failing runs' exit code (default 3, the program's own failure; 137 is how a kill by the kernel or a
+#   preemption ends).
+#
+# A failing run prints ``run N of <id>: failing`` and exits with code ``EXIT``.
+
 
 FAILED_EXIT = 3
 

@@ -1,19 +1,7 @@
 """A stand-in training program for the pipeline tests that check wiring, not training: it writes a valid model in
 a few seconds (most of it the framework's import), so that evaluation and export still run on a real model.
 
-It keeps the contract a real program keeps (kftrain/models/README.md, the metrics contract in kftrain/metrics):
-it reads the prepared dataset at ``$KFTRAIN_DATASET_URI`` (or ``--dataset``), reports its curve through
-``KFTRAIN_METRICS`` lines, publishes one checkpoint under ``$KFTRAIN_CHECKPOINT_URI`` (the launcher of KFP
-before 2.17 downloads it with the model: a sibling key), and one process writes the model at
-``$KFTRAIN_MODEL_URI`` (or ``--model-dir``) in this release's format for ``--framework``: a kftrain MLP
-(``model.pt`` + ``model.json``) for PyTorch, a SavedModel + ``model.json`` for TensorFlow. The model is a linear
-layer fitted in closed form (least squares on the one-hot labels of a classification dataset), so the digits
-pipelines' quality gate still passes on it. The other replicas import no framework and exit at once.
-
-Run by file path (``python testbed/programs/stub_trainer.py``): this folder holds only programs, named so that none
-shadows a module when it is the first entry of the program's path. It takes the flags of this release's programs
-(``--dataset``, ``--model-dir``, ``--checkpoint-dir``, ``--epochs``: the epochs it reports) and ignores the others,
-so it runs with the arguments the pipelines give the real one.
+The contract it keeps and the flags it takes are in the comment below the imports.
 """
 
 from __future__ import annotations
@@ -24,6 +12,21 @@ import os
 import sys
 import tempfile
 from typing import Any
+
+# It keeps the contract a real program keeps (kftrain/models/README.md, the metrics contract in kftrain/metrics):
+# it reads the prepared dataset at ``$KFTRAIN_DATASET_URI`` (or ``--dataset``), reports its curve through
+# ``KFTRAIN_METRICS`` lines, publishes one checkpoint under ``$KFTRAIN_CHECKPOINT_URI`` (the launcher of KFP
+# before 2.17 downloads it with the model: a sibling key), and one process writes the model at
+# ``$KFTRAIN_MODEL_URI`` (or ``--model-dir``) in this release's format for ``--framework``: a kftrain MLP
+# (``model.pt`` + ``model.json``) for PyTorch, a SavedModel + ``model.json`` for TensorFlow. The model is a linear
+# layer fitted in closed form (least squares on the one-hot labels of a classification dataset), so the digits
+# pipelines' quality gate still passes on it. The other replicas import no framework and exit at once.
+#
+# Run by file path (``python testbed/programs/stub_trainer.py``): this folder holds only programs, named so that none
+# shadows a module when it is the first entry of the program's path. It takes the flags of this release's programs
+# (``--dataset``, ``--model-dir``, ``--checkpoint-dir``, ``--epochs``: the epochs it reports) and ignores the others,
+# so it runs with the arguments the pipelines give the real one.
+
 
 DATASET_ENV, MODEL_ENV, CHECKPOINT_ENV = "KFTRAIN_DATASET_URI", "KFTRAIN_MODEL_URI", "KFTRAIN_CHECKPOINT_URI"
 FRAMEWORKS = ("pytorch", "tensorflow")
