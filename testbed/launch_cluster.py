@@ -2,13 +2,8 @@
 a manifest (:data:`LAUNCHES`), the inputs a pipeline gives the step, what the simulated operator plays, and what
 every run must leave (every replica's log kept, no secret anywhere).
 
-:data:`LAUNCHES` covers every kind of :data:`kftrain.job.kinds.KINDS` that has a :data:`CASES` entry (the test data
-only: its inputs, its manifest, the replica that fails it); its component, apiVersion, plural and the inputs its
-component takes are the kind's own (tests/job/kinds/test_every_kind.py fails for a kind without an entry).
-
-The step finds the cluster as it would outside a pod, through the kubeconfig that ``KUBECONFIG`` names (the
-``kubeconfig`` fixture, testbed/fixtures.py); nothing is configured for the test: the backend runs with its
-production :class:`KubernetesConfig`.
+The step finds the cluster through the kubeconfig that ``KUBECONFIG`` names, with the backend's production
+:class:`KubernetesConfig`; what :data:`LAUNCHES` covers is in the comment below the imports.
 """
 
 from __future__ import annotations
@@ -37,6 +32,15 @@ from testbed.fake_k8s import FakeKube, JobSim
 from testbed.fixtures import CANARY, KUBECONFIG_NAMESPACE
 from testbed.launch_harness import SETTINGS
 from testbed.manifests import as_yaml, mpijob_v2, pytorchjob, replica, tfjob, trainjob
+
+# :data:`LAUNCHES` covers every kind of :data:`kftrain.job.kinds.KINDS` that has a :data:`CASES` entry (the test data
+# only: its inputs, its manifest, the replica that fails it); its component, apiVersion, plural and the inputs its
+# component takes are the kind's own (tests/job/kinds/test_every_kind.py fails for a kind without an entry).
+#
+# The step finds the cluster as it would outside a pod, through the kubeconfig that ``KUBECONFIG`` names (the
+# ``kubeconfig`` fixture, testbed/fixtures.py); nothing is configured for the test: the backend runs with its
+# production :class:`KubernetesConfig`.
+
 
 RUN_ID = "4f1c9a6e-2b1d-4c8e-9f00-abcdef012345"
 

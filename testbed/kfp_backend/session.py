@@ -1,17 +1,8 @@
 """The object store a run's launcher opens (its ``SessionInfo``), found as KFP's root driver finds it.
 
-The root DAG's driver reads the namespace's ``kfp-launcher`` ConfigMap once per run and records the session in
-the run's context; every launcher of the run opens the bucket with it (kubeflow/pipelines@2.5.0:
-backend/src/v2/driver/driver.go:174, launcher_v2.go:211; @2.17.0 driver/root_dag.go:115, launcher_v2.go:252):
-
-- for a ``minio://`` root, ``providers.minio.default`` gives the endpoint, region, ``disableSSL`` and the
-  credentials' ``secretRef`` (@2.17.0 config/env.go:118-161, GetStoreSessionInfo; config/minio.go);
-- without ``providers`` the release's default session: region ``minio``, plain HTTP, the secret
-  ``mlpipeline-minio-artifact`` with the keys ``accesskey``/``secretkey`` (@2.5.0 config/env.go:40-43, 164-179,
-  getDefaultMinioSessionInfo; @2.17.0 env.go:41-44, 177-193), and the endpoint :func:`default_endpoint` gives.
-
-Anything else in ``providers`` (overrides, the ``s3``/``gs`` providers, ``fromEnv``) is reported as not modelled,
-so a test that needs it shows up here rather than being guessed.
+A ``minio://`` root's session comes from ``providers.minio.default``, or without ``providers`` from the
+release's default; anything else in ``providers`` is reported as not modelled. The rules, with their upstream
+lines, are in the comment below the imports.
 """
 
 from __future__ import annotations
@@ -23,6 +14,20 @@ from typing import Any
 import yaml
 
 from testbed.kfp_backend.versions import Backend
+
+# The root DAG's driver reads the namespace's ``kfp-launcher`` ConfigMap once per run and records the session in
+# the run's context; every launcher of the run opens the bucket with it (kubeflow/pipelines@2.5.0:
+# backend/src/v2/driver/driver.go:174, launcher_v2.go:211; @2.17.0 driver/root_dag.go:115, launcher_v2.go:252):
+#
+# - for a ``minio://`` root, ``providers.minio.default`` gives the endpoint, region, ``disableSSL`` and the
+#   credentials' ``secretRef`` (@2.17.0 config/env.go:118-161, GetStoreSessionInfo; config/minio.go);
+# - without ``providers`` the release's default session: region ``minio``, plain HTTP, the secret
+#   ``mlpipeline-minio-artifact`` with the keys ``accesskey``/``secretkey`` (@2.5.0 config/env.go:40-43, 164-179,
+#   getDefaultMinioSessionInfo; @2.17.0 env.go:41-44, 177-193), and the endpoint :func:`default_endpoint` gives.
+#
+# Anything else in ``providers`` (overrides, the ``s3``/``gs`` providers, ``fromEnv``) is reported as not modelled,
+# so a test that needs it shows up here rather than being guessed.
+
 
 DEFAULT_SECRET = "mlpipeline-minio-artifact"
 SERVICE_ENV = ("MINIO_SERVICE_SERVICE_HOST", "MINIO_SERVICE_SERVICE_PORT")

@@ -1,17 +1,8 @@
 """The launch components on the Kubernetes backend, end to end, as a pipeline runs them (testbed/launch_cluster.py).
 
-Each test calls a launch component's own Python function (what KFP runs in the step's container) with the
-inputs a pipeline gives it: the dataset and model artifacts, the path of its ``job`` output, the run and
-task ids, the platform settings, ``backend="kubernetes"``, and either the typed inputs or a manifest; the
-cluster is the fake API server (testbed/fake_k8s) and a simulated operator plays the job.
-
-The table: the four kinds (PyTorchJob, TFJob, MPIJob, Trainer v2's TrainJob on a simulated Trainer + JobSet) x
-{typed inputs, manifest} (:data:`LAUNCHES`) x what the cluster does
-(:data:`OUTCOMES`): the job succeeds at once, a replica fails, the image cannot be pulled, Kueue holds the
-job then admits it, the cluster autoscaler adds a node, no node fits past ``pending_timeout_seconds``. The step
-waits on a virtual clock (testbed/clock.py): its pending timeout passes when the scenario advances the time.
-Every run also checks that a secret value in the launcher's environment reaches no created object and no
-output, and that every platform setting lands where the kind takes it.
+Each test calls a launch component's own Python function with the inputs a pipeline gives it, on the fake API
+server with a simulated operator playing the job; the table of kinds, inputs and outcomes is described in the
+comment below the imports.
 """
 
 from __future__ import annotations
@@ -54,6 +45,19 @@ from testbed.launch_cluster import (
 )
 from testbed.launch_harness import SETTINGS
 from testbed.reference import crd_schemas
+
+# Each test calls a launch component's own Python function (what KFP runs in the step's container) with the
+# inputs a pipeline gives it: the dataset and model artifacts, the path of its ``job`` output, the run and
+# task ids, the platform settings, ``backend="kubernetes"``, and either the typed inputs or a manifest; the
+# cluster is the fake API server (testbed/fake_k8s) and a simulated operator plays the job.
+#
+# The table: the four kinds (PyTorchJob, TFJob, MPIJob, Trainer v2's TrainJob on a simulated Trainer + JobSet) x
+# {typed inputs, manifest} (:data:`LAUNCHES`) x what the cluster does
+# (:data:`OUTCOMES`): the job succeeds at once, a replica fails, the image cannot be pulled, Kueue holds the
+# job then admits it, the cluster autoscaler adds a node, no node fits past ``pending_timeout_seconds``. The step
+# waits on a virtual clock (testbed/clock.py): its pending timeout passes when the scenario advances the time.
+# Every run also checks that a secret value in the launcher's environment reaches no created object and no
+# output, and that every platform setting lands where the kind takes it.
 
 
 def s_succeeds(sim: JobSim, launch: Launch, clock: VirtualClock) -> None:

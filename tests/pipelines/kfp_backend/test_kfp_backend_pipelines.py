@@ -1,17 +1,8 @@
 """Every shipped pipeline, end to end, as KFP's backend runs it: the oldest (2.5) and newest (2.17) releases.
 
-Each run goes through testbed/kfp_backend: the driver resolves every task, the platform config is parsed against
-the release's proto and applied to each task pod, the launcher moves the artifacts and runs the step's own
-container command with the pod's environment (no AWS variables: a step finds the store from the namespace's
-kfp-launcher ConfigMap), and each training job is created on the fake Kubernetes API and run by the simulated
-operator with kftrain's local backend. Few epochs and a low gate: the point is the wiring.
-
-Each pipeline trains for real once, on the newest release: its own program reads the dataset from the store and
-writes the model there. Every other run checks what differs between releases or settings (the driver, the
-platform config, the launcher's artifact moves, the job's name and labels), which the training does not touch:
-its pods run the stub trainer (testbed/programs/stub_trainer.py: a linear model of the pipeline's framework,
-written in this release's format in a few seconds, with a checkpoint beside it), so evaluation and export
-still run on a real model, and the job is created exactly as the real program's.
+Each pipeline trains for real once, on the newest release; every other run checks what differs between releases
+or settings, its pods running the stub trainer. How a run goes through testbed/kfp_backend is in the comment
+below the imports.
 """
 
 from __future__ import annotations
@@ -35,6 +26,20 @@ from testbed.kfp_backend.store import Bucket
 from testbed.kfp_backend.versions import BACKENDS, NEWEST, OLDEST
 from testbed.pipeline_harness import stub_trainer
 from testbed.s3_server import ACCESS_KEY, SECRET_KEY, MotoServer
+
+# Each run goes through testbed/kfp_backend: the driver resolves every task, the platform config is parsed against
+# the release's proto and applied to each task pod, the launcher moves the artifacts and runs the step's own
+# container command with the pod's environment (no AWS variables: a step finds the store from the namespace's
+# kfp-launcher ConfigMap), and each training job is created on the fake Kubernetes API and run by the simulated
+# operator with kftrain's local backend. Few epochs and a low gate: the point is the wiring.
+#
+# Each pipeline trains for real once, on the newest release: its own program reads the dataset from the store and
+# writes the model there. Every other run checks what differs between releases or settings (the driver, the
+# platform config, the launcher's artifact moves, the job's name and labels), which the training does not touch:
+# its pods run the stub trainer (testbed/programs/stub_trainer.py: a linear model of the pipeline's framework,
+# written in this release's format in a few seconds, with a checkpoint beside it), so evaluation and export
+# still run on a real model, and the job is created exactly as the real program's.
+
 
 REPO = REPO_ROOT
 QUICK: dict[str, Any] = {"epochs": 2, "gate_threshold": 0.3}
