@@ -87,13 +87,13 @@ def built(env: dict[str, str]) -> dict[str, str]:
 
 
 def _run(env: dict[str, str], image: str, *args: str, entrypoint: str | None = None) -> str:
-    """``podman run --rm`` with no network; the container's output, which must end with status 0."""
+    """``podman run --rm`` with no network; the container's standard output (it must end with status 0)."""
     command = ["podman", "run", "--rm", "--network", "none", "--label", env["KFTRAIN_TEST_LABEL"]]
     if entrypoint is not None:
         command += ["--entrypoint", entrypoint]
     proc = subprocess.run([*command, image, *args], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"{args} in {image}: status {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout + proc.stderr
+    return proc.stdout
 
 
 @pytest.mark.parametrize("name", list(LIGHT))
@@ -134,6 +134,10 @@ def test_a_warm_build_rebuilds_nothing(env: dict[str, str], built: dict[str, str
 FRAMEWORK_CHECKS = {
     images.image(images.PYTORCH, images.CUDA): (
         "import torch, kftrain.programs.torch_ddp; print(float(torch.ones(3).sum()), torch.cuda.is_available())"
+    ),
+    images.image(images.TENSORFLOW, images.CPU): (
+        "import tensorflow as tf, kftrain.programs.tf_distributed; "
+        "print(float(tf.reduce_sum(tf.ones(3))), bool(tf.config.list_physical_devices('GPU')))"
     ),
 }
 
