@@ -1,8 +1,8 @@
 """A model of any accepted format as ``predict(x) -> scores`` on numpy arrays, for evaluation and export.
 
 ``x`` is a float32 batch ``[rows, features]``; it is cast to the type the model's input declares. The result
-is a 2-D float array ``[rows, outputs]`` (a 1-D output becomes one column). Each format imports only its own
-framework, when it is loaded.
+is a 2-D float array ``[rows, outputs]`` (a 1-D output becomes one column); :func:`model_scores` is that rule,
+refusing anything else. Each format imports only its own framework, when it is loaded.
 """
 
 from __future__ import annotations
@@ -39,16 +39,33 @@ def predictor_for(spec: ModelSpec) -> Predictor:
         KERAS: _keras,
     }
     predict = loaders[spec.format](spec)
+    name = getattr(predict, "output_name", "") or (spec.outputs[0].name if spec.outputs else "")
 
-    def two_dimensional(x: np.ndarray) -> np.ndarray:
-        out = np.asarray(predict(np.ascontiguousarray(x, dtype=np.float32)))
-        if out.ndim == 1:
-            out = out[:, None]
-        if out.ndim != 2 or out.shape[0] != len(x):
-            raise ModelError(f"{spec.location}: {len(x)} rows in gave output of shape {out.shape}, expected [rows, k]")
-        return out
+    def checked(x: np.ndarray) -> np.ndarray:
+        return model_scores(predict(np.ascontiguousarray(x, dtype=np.float32)), len(x), spec.location, name)
 
-    return two_dimensional
+    return checked
+
+
+def model_scores(value: Any, rows: int, where: str, name: str = "") -> np.ndarray:
+    """A model's output for ``rows`` rows as the contract reads it, or a :class:`ModelError` naming the output
+    (``name``), its shape and dtype: floating-point scores (logits or probabilities) of shape ``[rows, k]``, or
+    ``[rows]`` (one column: a regressor's prediction, a two-class model's positive score). Anything else, such as
+    integer class ids, is not a score: read as one it would be scored as a logit."""
+    out = np.asarray(value)
+    shape = list(out.shape)
+    what = f"{where}: the model's output{f' {name!r}' if name else ''} ({out.dtype}, shape {shape} for {rows} rows)"
+    if out.dtype.kind != "f":
+        hint = " class ids or labels are not scores;" if out.dtype.kind in "biu" else ""
+        raise ModelError(
+            f"{what} is not floating-point scores:{hint} return the logits or probabilities, one column per class "
+            "(or one value per row for a regressor)"
+        )
+    if out.ndim == 1:
+        out = out[:, None]
+    if out.ndim != 2 or out.shape[0] != rows:
+        raise ModelError(f"{what}: expected [rows, k] (or [rows])")
+    return out
 
 
 def input_dtype(spec: ModelSpec, default: Any = np.float32) -> Any:
@@ -83,7 +100,7 @@ def _torchscript(spec: ModelSpec) -> Predictor:
     def predict(x: np.ndarray) -> np.ndarray:
         with torch.no_grad():
             out = first_output(model(torch.from_numpy(x.astype(dtype, copy=False))), spec.location)
-        return np.asarray(out.float().numpy())
+        return np.asarray((out.float() if out.is_floating_point() else out).numpy())  # bfloat16 has no numpy type
 
     return predict
 
@@ -104,7 +121,9 @@ def _kftrain_mlp(spec: ModelSpec) -> Predictor:
 
 
 def _onnx(spec: ModelSpec) -> Predictor:
-    return onnx_model(model_bytes(spec), spec.location).predict
+    model = onnx_model(model_bytes(spec), spec.location)
+    model.predict.output_name = model.output_name  # type: ignore[attr-defined]  # for the contract's errors
+    return model.predict
 
 
 @dataclass(frozen=True)
@@ -187,6 +206,7 @@ def savedmodel_predictor(folder: ModelFolder, rel: str = "", signature: str = SI
 
     predict.loaded = loaded  # type: ignore[attr-defined]  # keep the restored object alive with the function
     predict.tensor_names = (input_name, output, dtype)  # type: ignore[attr-defined]  # for Triton's config
+    predict.output_name = output  # type: ignore[attr-defined]  # for the contract's errors
     return predict
 
 

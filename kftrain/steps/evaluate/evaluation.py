@@ -19,7 +19,7 @@ with requires("data", "evaluation"):
 
 from kftrain.data.dataset import BATCH_ROWS, REGRESSION, TABLE, DatasetInfo, iter_batches, read_info
 from kftrain.data.read_ahead import read_ahead
-from kftrain.models import ModelSpec, describe_model, predictor_for
+from kftrain.models import ModelError, ModelSpec, describe_model, predictor_for
 from kftrain.models.history import read_history
 from kftrain.steps.evaluate import gate
 from kftrain.steps.evaluate.scores import (
@@ -182,15 +182,13 @@ def _predict(predict: Any, x: np.ndarray, spec: ModelSpec) -> np.ndarray:
     them (a NaN has no class, no loss)."""
     try:
         scores = np.asarray(predict(x))
-    except EvaluationError:
+    except (EvaluationError, ModelError):  # ModelError: an output the contract refuses (models.predictors)
         raise
     except Exception as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise EvaluationError(
             f"{spec.location}: the model failed on a batch of shape {list(x.shape)} (rows x features): {first}"
         ) from exc
-    if scores.dtype.kind not in "biuf":
-        raise EvaluationError(f"{spec.location}: the model output {scores.dtype} values, not numbers")
     if not np.isfinite(scores).all():  # one pass over the whole batch; the rows are found only when one is bad
         bad = np.flatnonzero(~np.isfinite(scores).reshape(len(scores), -1).all(axis=1))
         raise EvaluationError(
