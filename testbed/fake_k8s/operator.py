@@ -1,12 +1,10 @@
 """A simulated training operator: creates a job's pods with the operators' labels and plays a scenario.
 
-A scenario is a function of a :class:`JobSim`; it runs in its own thread when the job is created
-and stops (quietly) as soon as the job is deleted.
-
-What differs between kinds comes from the job's :class:`~kftrain.job.kinds.Kind` (its replica key, the label with
-the job's name, the operator's name on its pods, its single replicas, where it is suspended); what differs between
-the controllers that serve them (training-operator, mpi-operator, Trainer's JobSet) is played here, each as that
-controller does.
+A scenario is a function of a :class:`JobSim`; it runs in its own thread when the job is created and stops
+(quietly) as soon as the job is deleted. What differs between kinds comes from the job's
+:class:`~kftrain.job.kinds.Kind` (its replica key, the label with the job's name, its single replicas, where it is
+suspended); what differs between the controllers that serve them (training-operator, mpi-operator, Trainer's
+JobSet) is played here, each as that controller does.
 """
 
 from __future__ import annotations

@@ -2,11 +2,6 @@
 
 This is the harness's own S3 client (boto3 with the endpoint and keys the harness configured), not kftrain's
 storage: the steps must find the store by themselves, the way KFP's launcher does.
-
-Which keys a bucket configuration owns (kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/config.go;
-@2.17.0 the same functions): ParseBucketPathToConfig (103-137) splits a root into scheme, bucket and prefix (the
-query string apart); PrefixedBucket (82-84) is the scheme and ``path.Join(bucket, prefix)``; KeyFromURI (86-97)
-takes a URI that starts with it, as text, and refuses one that does not or leaves an empty key.
 """
 
 from __future__ import annotations
@@ -16,8 +11,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import boto3
 
 
 @dataclass
@@ -30,6 +23,8 @@ class Bucket:
     secret: str
 
     def __post_init__(self) -> None:
+        import boto3  # here, not at the top: collecting the tests that import this module need not load it
+
         self.client: Any = boto3.client(
             "s3",
             endpoint_url=self.endpoint,
@@ -75,6 +70,10 @@ class Bucket:
         return sum(p.stat().st_size for p in files)
 
 
+# Which keys a bucket configuration owns (kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/config.go;
+# @2.17.0 the same functions): ParseBucketPathToConfig (103-137) splits a root into scheme, bucket and prefix (the
+# query string apart); PrefixedBucket (82-84) is the scheme and ``path.Join(bucket, prefix)``; KeyFromURI (86-97)
+# takes a URI that starts with it, as text, and refuses one that does not or leaves an empty key.
 _BUCKET_PATTERN = re.compile(r"(^[a-z][a-z0-9]+:///?)([^/?]+)(/[^?]*)?(\?.+)?$")
 
 

@@ -266,6 +266,7 @@ CASES = [
         for case_id, scenario in (
             ("unschedulable", s_unschedulable),
             ("unschedulable, an earlier pod's scale-up", s_unschedulable_after_an_earlier_pods_scale_up),
+            ("scale-up declined", s_scale_up_declined),
         )
     ),
     Case(
@@ -277,15 +278,6 @@ CASES = [
         options={"pending_timeout_s": None},
         deleted_by_backend=True,
         check=_check_pending,
-    ),
-    Case(
-        "scale-up declined",
-        s_scale_up_declined,
-        JobPhase.FAILED,
-        "Unschedulable",
-        deleted_by_backend=True,
-        check=_check_pending,
-        elapse_from=lambda out, kube: "worker-0: Unschedulable" in out,
     ),
     Case(
         "no scheduler",
