@@ -1,67 +1,30 @@
-"""The Kubeflow operators as processes beside the control plane: each as its release deploys it, but on loopback.
+"""The Kubeflow operators' release facts: what each release deploys (its namespace, CRDs, webhook configurations and
+the kustomize patches it applies to them, its ServiceAccount and roles), where operators/build.sh builds it, and
+its command line here (testbed/controlplane/operators.py runs them).
 
-A release deploys its operator as a pod: a Service in front of its webhook server, a Secret that cert-controller
-(github.com/open-policy-agent/cert-controller) fills with a CA and a serving certificate, that Secret mounted at
-``/tmp/k8s-webhook-server/serving-certs``, and webhook configurations naming the Service. Here each operator is a
-process on this machine, so :func:`start_operators` plays the parts a cluster would:
-
-* the webhook configurations are the release's own files (``share/`` beside the binary, copied by
-  operators/build.sh from the module the build used), with the kustomize patches the release applies to them, but
-  each webhook's ``clientConfig`` a ``url`` at ``https://127.0.0.1:PORT`` with the fixture's CA as ``caBundle``;
-* the Secret exists before the operator starts, filled with that CA and a serving certificate valid for both the
-  Service's DNS name (what cert-controller checks, so it keeps them rather than making its own) and 127.0.0.1 (what
-  the API server checks, calling the url);
-* each operator runs in a mount namespace of its own where ``/tmp`` is a folder of the fixture's: the releases
-  hard-code the certificate folder under ``/tmp`` (kubeflow/training-operator@v1.9.0:pkg/cert/cert.go,
-  kubeflow/trainer@v2.3.0:pkg/util/cert/cert.go, kubernetes-sigs/jobset@v0.12.0:pkg/util/cert/cert.go, certDir),
-  and the fixture writes the certificate files there as the kubelet writes a mounted Secret; nothing is written to
-  this machine's ``/tmp``, and two fixtures never share a folder;
-* each operator runs as its release's ServiceAccount, bound to the roles its release binds it to (the release's own
-  ClusterRole and Role files, from ``share/``), not as the admin: a permission the release lacks fails here as on a
-  cluster. Its token is in its kubeconfig and, as the kubelet mounts it, at
-  ``/var/run/secrets/kubernetes.io/serviceaccount`` with the namespace and the cluster's CA (Trainer's status server
-  reads the cluster's token issuer there): its mount namespace also has a folder of the fixture's at ``/run``;
-* leader election is off where the release lets it be, metrics are off (bind address ``0``), and the health and
-  webhook ports are free loopback ports;
-* Trainer runs with its ``TrainJobStatus`` feature gate on (alpha, off by default: kubeflow/trainer@v2.3.0:
-  pkg/features/features.go), as kftrain's local backend models it: every trainer node is told where to post its
-  progress, and the status server applies it to ``status.trainerStatus``.
-
-mpi-operator v0.8.2 cannot be configured so: it always runs leader election (a Lease in ``--lock-namespace``) and
-serves its health check on port 8080 of every interface (kubeflow/mpi-operator@v0.8.2:
-cmd/mpi-operator/app/server.go, healthCheckPort), so one runs on a machine at a time, and only where 8080 is free.
+Leader election is off where the release lets it be, metrics are off (bind address ``0``), and the health and
+webhook ports are free loopback ports. Trainer runs with its ``TrainJobStatus`` feature gate on (alpha, off by
+default: kubeflow/trainer@v2.3.0:pkg/features/features.go), as kftrain's local backend models it. mpi-operator v0.8.2
+always runs leader election and serves its health check on port 8080 of every interface
+(kubeflow/mpi-operator@v0.8.2:cmd/mpi-operator/app/server.go, healthCheckPort): one runs on a machine at a time.
 """
 
 from __future__ import annotations
 
 import base64
 import copy
-import datetime
-import ipaddress
-import socket
-import ssl
 import subprocess
-import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-from testbed.controlplane.certs import key_usage
 
 HERE = Path(__file__).resolve().parent
 OPERATORS_BUILD_SCRIPT = HERE / "operators" / "build.sh"
 # The health check port mpi-operator v0.8.2 binds on every interface, whatever its flags say.
 MPI_OPERATOR_HEALTH_PORT = 8080
-# cert-controller renews a certificate that expires within 90 days (its defaultLookaheadInterval,
-# open-policy-agent/cert-controller@v0.16.0:pkg/rotator/rotator.go): the fixture's must outlive that.
-WEBHOOK_CERT_DAYS = 365
 
 
 @dataclass(frozen=True)
@@ -73,6 +36,16 @@ class WebhookFile:
     manifest: str  # path under share/
     patch: str  # path under share/: RFC 6902 operations
     name: str
+
+
+def _mutating_and_validating(
+    manifest: str, mutating: tuple[str, str], validating: tuple[str, str]
+) -> tuple[WebhookFile, WebhookFile]:
+    """A release's two webhook configurations, both in ``manifest``: each as (its patch, its name)."""
+    return (
+        WebhookFile("MutatingWebhookConfiguration", manifest, *mutating),
+        WebhookFile("ValidatingWebhookConfiguration", manifest, *validating),
+    )
 
 
 @dataclass(frozen=True)
@@ -158,19 +131,10 @@ OPERATORS: dict[str, Operator] = {
             # names: the release's namePrefix jobset-) and api/config/v1alpha1/defaults.go (service, secret)
             namespace="jobset-system",
             crds=("config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",),
-            webhooks=(
-                WebhookFile(
-                    "MutatingWebhookConfiguration",
-                    "config/components/webhook/manifests.yaml",
-                    "config/components/webhook/patches/mutating-patch.yaml",
-                    "jobset-mutating-webhook-configuration",
-                ),
-                WebhookFile(
-                    "ValidatingWebhookConfiguration",
-                    "config/components/webhook/manifests.yaml",
-                    "config/components/webhook/patches/validating-patch.yaml",
-                    "jobset-validating-webhook-configuration",
-                ),
+            webhooks=_mutating_and_validating(
+                "config/components/webhook/manifests.yaml",
+                ("config/components/webhook/patches/mutating-patch.yaml", "jobset-mutating-webhook-configuration"),
+                ("config/components/webhook/patches/validating-patch.yaml", "jobset-validating-webhook-configuration"),
             ),
             secret="jobset-webhook-server-cert",
             service="jobset-webhook-service",
@@ -194,19 +158,10 @@ OPERATORS: dict[str, Operator] = {
                 "manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml",
                 "manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml",
             ),
-            webhooks=(
-                WebhookFile(
-                    "MutatingWebhookConfiguration",
-                    "manifests/base/webhook/manifests.yaml",
-                    "manifests/base/webhook/patch_mutating.yaml",
-                    "defaulter.trainer.kubeflow.org",
-                ),
-                WebhookFile(
-                    "ValidatingWebhookConfiguration",
-                    "manifests/base/webhook/manifests.yaml",
-                    "manifests/base/webhook/patch_validating.yaml",
-                    "validator.trainer.kubeflow.org",
-                ),
+            webhooks=_mutating_and_validating(
+                "manifests/base/webhook/manifests.yaml",
+                ("manifests/base/webhook/patch_mutating.yaml", "defaulter.trainer.kubeflow.org"),
+                ("manifests/base/webhook/patch_validating.yaml", "validator.trainer.kubeflow.org"),
             ),
             secret="kubeflow-trainer-webhook-cert",
             service="kubeflow-trainer-controller-manager",
@@ -260,95 +215,6 @@ def in_start_order(names: Sequence[str]) -> list[str]:
             raise ValueError(f"unknown operator {name!r}: one of {', '.join(OPERATORS)}")
         visit(name)
     return ordered
-
-
-# --- certificates -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class WebhookPKI:
-    """The fixture's webhook CA and one serving certificate for every operator (PEM)."""
-
-    ca_crt: bytes
-    ca_key: bytes
-    tls_crt: bytes
-    tls_key: bytes
-
-    def secret_data(self) -> dict[str, str]:
-        """A cert-controller Secret's data (its caCertName, caKeyName, defaultCertName, defaultKeyName)."""
-        files = {"ca.crt": self.ca_crt, "ca.key": self.ca_key, "tls.crt": self.tls_crt, "tls.key": self.tls_key}
-        return {name: base64.b64encode(pem).decode() for name, pem in files.items()}
-
-
-def webhook_pki(operators: Sequence[Operator]) -> WebhookPKI:
-    """A CA carrying every operator's CA name, and a serving certificate for every operator's Service and for
-    127.0.0.1, both valid for longer than cert-controller's lookahead, so that it keeps them
-    (open-policy-agent/cert-controller@v0.16.0:pkg/rotator/rotator.go, refreshCertIfNeeded: validCACert checks the
-    CA for its CAName with no key usage, which a CA without an extended key usage passes; validServerCert checks
-    the certificate for DNSName and server auth)."""
-    now = datetime.datetime.now(datetime.UTC)
-    begin, end = now - datetime.timedelta(hours=1), now + datetime.timedelta(days=WEBHOOK_CERT_DAYS)
-    # RSA, in PKCS #1: cert-controller reads the CA's key with x509.ParsePKCS1PrivateKey whenever it reconciles a
-    # webhook configuration (buildArtifactsFromSecret), and refuses the configuration otherwise.
-    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kftrain-controlplane-webhook-ca")])
-    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(begin)
-        .not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(key_usage(cert_sign=True), critical=True)
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(op.ca_name) for op in operators]), critical=False)
-        .add_extension(ca_ski, critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = [x509.DNSName(op.dns_name) for op in operators]
-    names += [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-    serving = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kftrain-controlplane-webhooks")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(begin)
-        .not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(key_usage(cert_sign=False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    pem = serialization.Encoding.PEM
-    return WebhookPKI(
-        ca_crt=ca.public_bytes(pem),
-        ca_key=_key_pem(ca_key),
-        tls_crt=serving.public_bytes(pem),
-        tls_key=_key_pem(key),
-    )
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
-    # SEC 1 ("EC PRIVATE KEY") or PKCS #1 ("RSA PRIVATE KEY"): what Go's tls.X509KeyPair reads, as cert-controller's
-    # ValidCert does.
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
-    )
-
-
-def write_cert_dir(tmp: Path, pki: WebhookPKI) -> Path:
-    """Fill ``<tmp>/k8s-webhook-server/serving-certs`` (the operator's /tmp) as the kubelet fills a mounted Secret."""
-    folder = tmp / "k8s-webhook-server" / "serving-certs"
-    folder.mkdir(parents=True)
-    for name, pem in (("ca.crt", pki.ca_crt), ("tls.crt", pki.tls_crt), ("tls.key", pki.tls_key)):
-        (folder / name).write_bytes(pem)
-    return folder
 
 
 # --- webhook configurations ---------------------------------------------------------------------------
@@ -487,27 +353,6 @@ def launch(operator: Operator, binary: Path, folder: Path, ports: Ports) -> Laun
     raise ValueError(f"no launch for {operator.name}")
 
 
-def private_tmp(tmp: Path, run: Path) -> Callable[[], None]:
-    """A preexec function: the child enters a mount namespace of its own where ``tmp`` is seen at ``/tmp`` (the same
-    way kftrain's replicas get a private /workspace: kftrain.backends.local.mountns), and ``run`` at ``/run``
-    (``/var/run`` is a link to it), hiding this machine's."""
-    from kftrain.backends.local import mountns
-
-    def enter() -> None:
-        libc = mountns._libc()
-        mountns._enter_namespace(libc)
-        mountns._mount(libc, None, "/", None, mountns.MS_REC | mountns.MS_PRIVATE)
-        # First: the fixture's folders are under this machine's /tmp.
-        mountns._mount(libc, str(run), "/run", None, mountns.MS_BIND)
-        mountns._mount(libc, str(tmp), "/tmp", None, mountns.MS_BIND)
-
-    return enter
-
-
-SERVICE_ACCOUNT_DIR = "secrets/kubernetes.io/serviceaccount"  # under /run: where the kubelet mounts a pod's token
-TOKEN_SECONDS = 24 * 3600  # longer than any test run; the operator reads the token once, at its start
-
-
 def release_roles(share: Path, operator: Operator) -> list[dict[str, Any]]:
     """The ClusterRoles and Roles the release binds ``operator``'s ServiceAccount to, each named
     ``<operator>:<its name>`` (the releases' names collide: JobSet's is ``manager-role`` before its namePrefix), a Role
@@ -535,45 +380,3 @@ def binding(role: Mapping[str, Any], operator: Operator) -> dict[str, Any]:
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role["kind"], "name": role["metadata"]["name"]},
         "subjects": [subject],
     }
-
-
-def write_service_account(run: Path, token: str, namespace: str, ca_crt: bytes) -> Path:
-    """Fill ``<run>/secrets/kubernetes.io/serviceaccount`` (the operator's /run) as the kubelet fills a pod's
-    service-account volume: ``token``, ``namespace`` and ``ca.crt`` (kubernetes@v1.36.3:
-    plugin/pkg/admission/serviceaccount/admission.go, TokenVolumeSource's three sources)."""
-    folder = run / SERVICE_ACCOUNT_DIR
-    folder.mkdir(parents=True)
-    (folder / "token").write_text(token)
-    (folder / "namespace").write_text(namespace)
-    (folder / "ca.crt").write_bytes(ca_crt)
-    return folder
-
-
-def serves_tls(port: int, server_name: str, ca_crt: bytes) -> bool:
-    """Whether a TLS server on 127.0.0.1:``port`` completes a handshake as ``server_name``, trusting ``ca_crt``."""
-    context = ssl.create_default_context(cadata=ca_crt.decode())
-    try:
-        with (
-            socket.create_connection(("127.0.0.1", port), timeout=5) as sock,
-            context.wrap_socket(sock, server_hostname=server_name),
-        ):
-            return True
-    except OSError:
-        return False
-
-
-def can_enter_private_tmp() -> str:
-    """Why an operator could not get a private /tmp here ('' when it can): a child tries it."""
-    probe = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; sys.path[:0] = sys.argv[1:2]\n"
-            "from kftrain.backends.local import mountns as m\n"
-            "l = m._libc(); m._enter_namespace(l); m._mount(l, None, '/', None, m.MS_REC | m.MS_PRIVATE)",
-            str(HERE.parents[1]),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    return "" if probe.returncode == 0 else (probe.stderr.strip().splitlines() or ["unknown error"])[-1]

@@ -1,36 +1,18 @@
-"""A node for the real control plane: registers a Ready Node, binds the pods it is given, and moves them through
-their phases as a kubelet reports them, with an outcome per pod that the test chooses. Nothing runs: a pod's
-containers are said to run, exit 0 or fail with an exit code, as the test decides.
+"""A node for the real control plane, standing in for the kubelet: it registers a Ready Node, binds the pods it is
+given and moves them through their phases with an outcome per pod the test chooses (run, exit 0, fail with a code,
+unschedulable); nothing runs. It also serves the kubelet's log endpoint, answering the outcome's log lines.
 
-Why this and not kwok (sigs.k8s.io/kwok, served by the module proxy up to v0.8.0): kwok's default stages complete only
-pods owned by a batch Job (kubernetes-sigs/kwok@v0.8.0:kustomize/stage/pod/general/pod-complete.yaml, a selector on
-``.metadata.ownerReferences.[].kind`` In Job), so a training-operator or mpi-operator pod (owned by its job) would
-stay Running unless stages of our own said otherwise; and its stages are matched by selectors on the pod, so a
-per-pod outcome chosen by a test would need a label or annotation on the pod, which the operators copy from the job's
-template: the test would have to write its outcome into the manifest it compares. Here a test names a replica and its
-outcome directly, the agent runs in the test's process, and there is one more binary less to build and start.
-
-What a kubelet does that this agent does, from kubernetes@v1.36.3's kubelet (pkg/kubelet/status/status_manager.go
-and pkg/kubelet/kubelet_pods.go, generateAPIPodStatus): the scheduler's binding (the binding subresource, as
-kube-scheduler binds: pkg/scheduler/framework/plugins/defaultbinder/default_binder.go), PodScheduled=False with
-reason Unschedulable for a pod no node fits (pkg/scheduler/schedule_one.go), Pending -> Running with every init
-container terminated with exit code 0 and every container running, then Succeeded (every container exit 0) or
-Failed (a container's exit code, reason Error; with restartPolicy OnFailure or Always the container is restarted
-instead: the pod stays Running, its restartCount grows, and lastState holds the exit); the termination message of a
-failed container with terminationMessagePolicy FallbackToLogsOnError is the end of its log
-(pkg/kubelet/kuberuntime/kuberuntime_container.go, at most 80 lines and 2048 bytes); a pod being deleted is
-removed once its containers are stopped (a delete with grace period 0, as the kubelet's status manager does); and
-the kubelet's log endpoint, which the API server calls for a pod's log (``GET /containerLogs/<namespace>/<pod>/
-<container>``, over HTTPS at the Node's InternalIP and ``status.daemonEndpoints.kubeletEndpoint.Port``:
-pkg/registry/core/pod/strategy.go, LogLocation; without --kubelet-certificate-authority the API server does not
-verify the kubelet's certificate, pkg/kubelet/client/kubelet_client.go), answering the log lines of the outcome.
+What it reports follows kubernetes@v1.36.3's kubelet (pkg/kubelet/kubelet_pods.go, generateAPIPodStatus: phases,
+container states, restarts under OnFailure/Always; pkg/kubelet/kuberuntime/kuberuntime_container.go: a
+FallbackToLogsOnError message) and scheduler (defaultbinder's binding; schedule_one.go's Unschedulable condition).
+Why not kwok (sigs.k8s.io/kwok@v0.8.0): its stages complete only pods owned by a batch Job
+(kustomize/stage/pod/general/pod-complete.yaml), and a per-pod outcome would have to be written into the manifest.
 """
 
 from __future__ import annotations
 
 import datetime
 import http.server
-import ipaddress
 import itertools
 import json
 import ssl
@@ -44,15 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from kftrain.backends.kubernetes.pod_state import pod_label
 from kftrain.job.kinds import KINDS
+from testbed.controlplane import pki
 from testbed.controlplane.cluster import ControlPlane
 
 NODE_NAME = "kftrain-node"
@@ -416,7 +395,7 @@ class _LogServer:
         self._server.daemon_threads = True
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         with tempfile.TemporaryDirectory(prefix="kftrain-node-") as folder:
-            cert, key = _self_signed(Path(folder))
+            cert, key = pki.write_self_signed(Path(folder), NODE_NAME)
             context.load_cert_chain(cert, key)
         self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         self.port = int(self._server.server_address[1])
@@ -429,30 +408,6 @@ class _LogServer:
         self._thread.join(timeout=10)
 
 
-def _self_signed(folder: Path) -> tuple[Path, Path]:
-    """A serving certificate for 127.0.0.1 (the API server checks none: it is given no kubelet CA)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, NODE_NAME)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "kubelet.crt", folder / "kubelet.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
-
-
 def _restart_count(status: Mapping[str, Any]) -> int:
     """How many times the pod's main container has been restarted."""
     return int((status.get("containerStatuses") or [{}])[0].get("restartCount", 0))
@@ -460,6 +415,24 @@ def _restart_count(status: Mapping[str, Any]) -> int:
 
 def _container_id(pod: Pod, name: str) -> str:
     return f"containerd://{pod['metadata']['uid']}-{name}"
+
+
+def _container_status(
+    pod: Pod, container: Mapping[str, Any], state: dict[str, Any], *, ready: bool, started: bool | None = None
+) -> dict[str, Any]:
+    """A container's status in ``state`` (an init container's has no ``started``)."""
+    status = {
+        "name": container["name"],
+        "image": container["image"],
+        "imageID": "",
+        "containerID": _container_id(pod, container["name"]),
+        "ready": ready,
+        "restartCount": 0,
+        "state": state,
+    }
+    if started is not None:
+        status["started"] = started
+    return status
 
 
 def _conditions(ready: bool) -> list[dict[str, Any]]:
@@ -477,31 +450,10 @@ def running_status(pod: Pod, pod_ip: str) -> dict[str, Any]:
     """Every init container done (exit 0), every container running."""
     now = _now()
     spec = pod["spec"]
-    init = [
-        {
-            "name": c["name"],
-            "image": c["image"],
-            "imageID": "",
-            "containerID": _container_id(pod, c["name"]),
-            "ready": False,
-            "restartCount": 0,
-            "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}},
-        }
-        for c in spec.get("initContainers") or []
-    ]
-    containers = [
-        {
-            "name": c["name"],
-            "image": c["image"],
-            "imageID": "",
-            "containerID": _container_id(pod, c["name"]),
-            "ready": True,
-            "started": True,
-            "restartCount": 0,
-            "state": {"running": {"startedAt": now}},
-        }
-        for c in spec["containers"]
-    ]
+    done = {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}}
+    init = [_container_status(pod, c, done, ready=False) for c in spec.get("initContainers") or []]
+    running = {"running": {"startedAt": now}}
+    containers = [_container_status(pod, c, running, ready=True, started=True) for c in spec["containers"]]
     status: dict[str, Any] = {
         "phase": "Running",
         "conditions": _conditions(ready=True),
@@ -537,18 +489,7 @@ def ended_status(pod: Pod, outcome: Outcome, restarts: int = 0) -> dict[str, Any
         if code and c.get("terminationMessagePolicy") == "FallbackToLogsOnError" and outcome.log:
             tail = "\n".join(outcome.log[-FALLBACK_LOG_LINES:])
             terminated["message"] = tail.encode()[-FALLBACK_LOG_BYTES:].decode(errors="ignore")
-        statuses.append(
-            {
-                "name": c["name"],
-                "image": c["image"],
-                "imageID": "",
-                "containerID": _container_id(pod, c["name"]),
-                "ready": False,
-                "started": False,
-                "restartCount": 0,
-                "state": {"terminated": terminated},
-            }
-        )
+        statuses.append(_container_status(pod, c, {"terminated": terminated}, ready=False, started=False))
     statuses[0]["restartCount"] = restarts
     if outcome.action == "fail" and spec.get("restartPolicy", "Always") != "Never":
         first = statuses[0]

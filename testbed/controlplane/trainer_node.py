@@ -1,19 +1,11 @@
 """A TrainJob's trainer node reporting its progress to Kubeflow Trainer's status server, on the real control plane.
 
-Trainer (with its ``TrainJobStatus`` feature gate on) gives every container of the trainer's job three variables and
-a projected volume (kubeflow/trainer@v2.3.0:pkg/runtime/framework/plugins/trainjobstatus/trainjobstatus.go):
-``KUBEFLOW_TRAINER_SERVER_URL`` (its status server, by the Service's DNS name), and ``KUBEFLOW_TRAINER_SERVER_CA_CERT``
-and ``KUBEFLOW_TRAINER_SERVER_TOKEN``, files of a volume that projects a ServiceAccount token for the audience
-``trainer.kubeflow.org/v1alpha1/namespaces/<ns>/trainjobs/<name>/status`` and the CA from a ConfigMap Trainer makes.
-
-The node agent runs no program, so this module plays both parts a cluster would:
-
-* the kubelet's (:func:`node_credentials`): it reads the pod's volume and fills its files, a token from the
-  TokenRequest API for the pod's ServiceAccount, bound to the pod, with the audience and lifetime the projection
-  names (kubernetes@v1.36.3:pkg/volume/projected/projected.go, collectData), and the ConfigMap's keys;
-* the program's (:func:`post`): a POST of ``{"trainerStatus": ...}`` over TLS, the server checked against that CA for
-  the URL's host name. The cluster's DNS would resolve that name to the Service in front of Trainer; here Trainer's
-  status server listens on this machine, so the connection goes to 127.0.0.1 at the URL's port.
+Trainer gives each trainer container its status server's URL, and the files of a projected volume holding a
+ServiceAccount token for the TrainJob's status audience and a CA (kubeflow/trainer@v2.3.0:pkg/runtime/framework/
+plugins/trainjobstatus/trainjobstatus.go). The node agent runs no program, so this plays both parts:
+the kubelet's (:func:`node_credentials`: the token from the TokenRequest API, bound to the pod, as
+kubernetes@v1.36.3:pkg/volume/projected/projected.go collectData requests it), and the program's (:func:`post`: a
+POST over TLS checked against that CA for the URL's host, sent to 127.0.0.1 where Trainer listens).
 """
 
 from __future__ import annotations

@@ -24,11 +24,12 @@ from kubernetes.client.rest import ApiException
 from kftrain.backends.kubernetes.api import KubeApi
 from kftrain.retry import RetryPolicy
 from testbed import reference
+from testbed.controlplane import suite
 from testbed.controlplane.cluster import ControlPlane, for_tests
 from testbed.fake_k8s import FakeKube
 from testbed.manifests import pytorchjob
 
-pytestmark = [pytest.mark.slow, pytest.mark.controlplane, pytest.mark.xdist_group("controlplane")]
+pytestmark = suite.MARKS
 
 NAMESPACE = "kftrain-fake-check"
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "pytorchjobs"

@@ -1,6 +1,6 @@
-"""The parts of the operators' fixture (testbed/controlplane/kubeflow_operators.py) that need no binary: the kustomize
-patches it applies to the releases' webhook configurations, the order operators start in, and the certificates
-cert-controller must accept as they are."""
+"""The parts of the operators' fixture (testbed/controlplane/kubeflow_operators.py, pki.py) that need no binary:
+the kustomize patches it applies to the releases' webhook configurations, the order operators start in, and the
+certificates cert-controller must accept as they are."""
 
 from __future__ import annotations
 
@@ -10,13 +10,8 @@ from typing import Any
 import pytest
 from cryptography import x509
 
-from testbed.controlplane.kubeflow_operators import (
-    OPERATORS,
-    WEBHOOK_CERT_DAYS,
-    in_start_order,
-    json_patch,
-    webhook_pki,
-)
+from testbed.controlplane.kubeflow_operators import OPERATORS, in_start_order, json_patch
+from testbed.controlplane.pki import WEBHOOK_CERT_DAYS, webhook_pki
 
 DOC = {"metadata": {"name": "validating-webhook-configuration"}, "webhooks": [{"name": "a"}, {"name": "b"}]}
 
@@ -99,7 +94,7 @@ def test_webhook_certificates_are_kept_by_cert_controller() -> None:
     90-day lookahead, and the CA key in PKCS #1 (buildArtifactsFromSecret); and what the API server checks calling
     https://127.0.0.1:PORT: the serving certificate's IP address."""
     operators = [op for op in OPERATORS.values() if op.serves_webhooks]
-    pki = webhook_pki(operators)
+    pki = webhook_pki([op.ca_name for op in operators], [op.dns_name for op in operators])
     ca = x509.load_pem_x509_certificate(pki.ca_crt)
     serving = x509.load_pem_x509_certificate(pki.tls_crt)
     lookahead = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=90)

@@ -14,15 +14,12 @@ import pytest
 import yaml
 from kubernetes import client
 
+from testbed.controlplane import suite
 from testbed.controlplane.cluster import ControlPlane, for_tests
 from testbed.controlplane.kubeflow_operators import OPERATORS, binding, operator_bin_dirs, release_roles
 from testbed.controlplane.namespaces import ready_namespace
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.controlplane,
-    pytest.mark.xdist_group("controlplane"),
-]
+pytestmark = suite.MARKS
 
 NAMESPACE = "kftrain-operator-rbac"
 WAIT_S = 60.0

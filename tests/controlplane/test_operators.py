@@ -1,16 +1,12 @@
 """What the real operators make of the jobs kftrain renders, beside what kftrain's local backend runs for each replica.
 
-The control plane (testbed/controlplane) runs kube-apiserver, kube-controller-manager, training-operator v1.9.0,
-mpi-operator v0.8.2, JobSet v0.12.0 and Kubeflow Trainer v2.3.0, all built from Go modules, with their webhooks, and
-a node agent (testbed/controlplane/node_agent.py) that binds and runs the pods they create. For each kind, a job built
-by kftrain's own builder (:class:`~kftrain.job.request.JobRequest`, as the launch step builds it) and rendered by
-:func:`~kftrain.job.manifest.load.render_manifest` must be admitted by the API server and the operator's webhooks;
-the operator then creates its pods, and each pod is compared, field by field, with the replica the local backend
-prepares for the same job (:func:`kftrain.backends.local.replica.prepare_replica`): its environment, command and
-arguments, ports, restart policy, host name, and the Services its addresses name.
-
-Every difference is either a bug of the local backend (fixed there) or in :data:`MUST_DIFFER`, with why: one machine
-is not a cluster (one host, no DNS, no Services), or the operator adds what only a pod needs.
+On the real control plane (the four operators with their webhooks, a node agent running their pods), each kind's job
+built as the launch step builds it (:class:`~kftrain.job.request.JobRequest`) must be admitted; each pod the
+operator creates is compared, field by field, with the replica the local backend prepares
+(:func:`kftrain.backends.local.replica.prepare_replica`): environment, command, arguments, ports, restart policy, host
+name, and the Services its addresses name. Every difference is a local backend bug or in :data:`MUST_DIFFER`, with
+why. The fast tier's simulated operator is held to the real pods too. How the backend reports the operators' verdicts:
+test_operator_endings.py.
 """
 
 from __future__ import annotations
@@ -28,9 +24,6 @@ import pytest
 import yaml
 from kubernetes import client
 
-from kftrain.backends.base import JobPhase
-from kftrain.backends.kubernetes.backend import KubernetesBackend
-from kftrain.backends.kubernetes.config import KubernetesConfig
 from kftrain.backends.kubernetes.pod_state import pod_label
 from kftrain.backends.local.config import LocalConfig
 from kftrain.backends.local.one_machine import local_host_of
@@ -47,18 +40,11 @@ from kftrain.job.manifest.load import render_manifest
 from kftrain.job.model import RestartPolicy, TrainingJob
 from kftrain.job.request import JobRequest
 from kftrain.job.topology import LOCAL_HOST, ReplicaId, Topology, all_replicas
-from kftrain.retry import RetryPolicy
-from testbed.controlplane.cluster import ControlPlane, for_tests
-from testbed.controlplane.kubeflow_operators import OPERATORS
-from testbed.controlplane.namespaces import install_cluster_runtimes, ready_namespace
-from testbed.controlplane.node_agent import SUCCEED, NodeAgent, Outcome, Plans, fail, unschedulable
+from testbed.controlplane import suite
+from testbed.controlplane.cluster import ControlPlane
+from testbed.controlplane.node_agent import NodeAgent, Plans
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.controlplane,
-    # One control plane per worker: keep the module's tests on one.
-    pytest.mark.xdist_group("controlplane"),
-]
+pytestmark = suite.MARKS
 
 NAMESPACE = "kftrain-operators"
 IMAGE = "example.com/train:1"
@@ -87,7 +73,7 @@ CASES = [
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[ControlPlane]:
-    yield from for_tests(operators=tuple(OPERATORS))
+    yield from suite.operated()
 
 
 # What the node does with each pod of a job, by the job's name and the pod's replica label (worker-1); a pod of a job
@@ -97,18 +83,12 @@ PLANS = Plans()
 
 @pytest.fixture(scope="module")
 def node(cluster: ControlPlane) -> Iterator[NodeAgent]:
-    with NodeAgent(cluster, outcome=PLANS) as agent:
-        yield agent
+    yield from suite.node(cluster, PLANS)
 
 
 @pytest.fixture(scope="module")
 def api(cluster: ControlPlane) -> Iterator[Any]:
-    """The admin's ApiClient, with the namespace the jobs run in (its default ServiceAccount made) and Trainer's
-    ClusterTrainingRuntimes installed."""
-    with cluster.api_client() as api_client:
-        ready_namespace(api_client, NAMESPACE)
-        install_cluster_runtimes(api_client)
-        yield api_client
+    yield from suite.admin_in(cluster, NAMESPACE)
 
 
 def build(case: Case) -> TrainingJob:
@@ -432,110 +412,6 @@ def test_operator_pods_match_the_local_replicas(
 
 
 # --- a job's end, as kftrain's Kubernetes backend sees it -----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Ending:
-    """A job whose pods end as ``outcomes`` (by replica label; the others run on), and what the backend must say."""
-
-    id: str
-    kind: str
-    options: Callable[[], KindOptions]
-    outcomes: dict[str, Outcome]
-    phase: JobPhase
-    says: tuple[str, ...] = ()  # in the result's message or its log tail
-    exit_code: int = 0
-    restart_policy: str = "Never"
-    # The launch input's default; 0 for an MPIJob, whose launcher Job would make a new pod after 10 s, 20 s, 40 s.
-    backoff_limit: int = 3
-
-
-TRACEBACK = ("Traceback (most recent call last):", "ValueError: the loss is NaN")
-ENDINGS = [
-    # training-operator: the Master's success is the PyTorchJob's (success policy), a Worker still running or not.
-    Ending(
-        "pytorchjob-succeeds",
-        "PyTorchJob",
-        lambda: PyTorchJobOptions(workers=1),
-        {"master-0": SUCCEED},
-        JobPhase.SUCCEEDED,
-    ),
-    Ending(
-        "pytorchjob-master-fails",
-        "PyTorchJob",
-        lambda: PyTorchJobOptions(workers=1),
-        {"master-0": fail(3, *TRACEBACK)},
-        JobPhase.FAILED,
-        says=TRACEBACK,
-        exit_code=3,
-    ),
-    # With backoffLimit 0 training-operator deletes the failed pod as it fails the job: the exit code is the one the
-    # backend's pod watch saw.
-    Ending(
-        "pytorchjob-master-fails-no-retries",
-        "PyTorchJob",
-        lambda: PyTorchJobOptions(workers=1),
-        {"master-0": fail(3, *TRACEBACK)},
-        JobPhase.FAILED,
-        exit_code=3,
-        backoff_limit=0,
-    ),
-    # JobSet completes when its Jobs do, and Trainer the TrainJob when its JobSet does.
-    Ending(
-        "trainjob-succeeds",
-        "TrainJob",
-        lambda: TrainJobOptions(num_nodes=2),
-        {"node-0": SUCCEED, "node-1": SUCCEED},
-        JobPhase.SUCCEEDED,
-    ),
-    # mpi-operator: the launcher's Job decides, the workers only host ranks.
-    Ending(
-        "mpijob-launcher-fails",
-        "MPIJob",
-        lambda: MPIJobOptions(workers=1),
-        {"launcher-0": fail(5, "mpirun: boom")},
-        JobPhase.FAILED,
-        says=("mpirun: boom",),
-        exit_code=5,
-        backoff_limit=0,
-    ),
-]
-
-
-@pytest.mark.parametrize("ending", ENDINGS, ids=lambda e: e.id)
-def test_the_backend_reports_how_the_operator_ended_the_job(
-    ending: Ending, cluster: ControlPlane, node: NodeAgent, api: Any
-) -> None:
-    request = JobRequest(
-        ending.kind,
-        image=IMAGE,
-        command=COMMAND,
-        options=ending.options(),
-        restart_policy=ending.restart_policy,
-        backoff_limit=ending.backoff_limit,
-    )
-    job = request.to_job(ending.id, runtimes=KINDS.get(ending.kind).runtimes_from_env())
-    PLANS[ending.id] = ending.outcomes
-    config = KubernetesConfig(namespace=NAMESPACE, log_drain_s=0.5, retry=RetryPolicy(attempts=2, initial_s=0.1))
-    result = KubernetesBackend(config, api_client=api).run(job, timeout=PODS_WAIT_S)
-    said = "\n".join([result.message, *result.log_tail])
-    assert result.phase == ending.phase, f"{said}\nnode errors: {node.errors[-3:]}"
-    assert all(line in said for line in ending.says), said
-    if ending.exit_code:
-        assert result.exit_code == ending.exit_code, said
-
-
-def test_a_pod_no_node_fits_is_reported_unschedulable(cluster: ControlPlane, node: NodeAgent, api: Any) -> None:
-    """The scheduler's PodScheduled=False condition, as the node agent writes it, is what the backend's pending
-    diagnosis reads: past the pending timeout the job fails naming the scheduler's message."""
-    message = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
-    request = JobRequest("TFJob", image=IMAGE, command=COMMAND, options=TFJobOptions(workers=1))
-    job = request.to_job("tf-unschedulable")
-    PLANS[job.name] = {"worker-0": unschedulable(message)}
-    config = KubernetesConfig(namespace=NAMESPACE, pending_timeout_s=3.0, retry=RetryPolicy(attempts=2, initial_s=0.1))
-    result = KubernetesBackend(config, api_client=api).run(job, timeout=PODS_WAIT_S)
-    assert result.phase == JobPhase.FAILED
-    assert message in result.message, result.message
 
 
 # --- the fast tier's simulated operator, beside the real ones --------------------------------------------------------

@@ -1,35 +1,23 @@
 """deploy/rbac under the real authorizer: the launch step's service account, bound as docs/cluster.md says, can make
 every request kftrain's Kubernetes backend makes in a job's life, and nothing the backend never asks for.
 
-The API server (testbed/controlplane) authorizes by RBAC alone (``--authorization-mode=RBAC``); the admin is in
-``system:masters``, which the API server allows everything before RBAC is asked (testbed/controlplane/cluster.py,
-ADMIN_GROUP). Each test makes a namespace of
-its own, a ServiceAccount in it, applies deploy/rbac's Role and the RoleBinding of the setting under test
-(single-user KFP: ``pipeline-runner`` in ``kubeflow``; multi-user Kubeflow: ``default-editor`` in a profile
-namespace), binds clusterrole-runtime-reader.yaml's ClusterRole to it, and gets the account's token from the
-TokenRequest API. A client holding only that token and the cluster's CA (what the client's in-cluster
-configuration builds in a pod) then drives :class:`KubernetesBackend` itself: submit, reattach (a restarted
-launcher), wait, the ``kftrain jobs`` views, delete. No operator runs, so the admin plays its part: a replica pod
-whose container failed, an event about it, and a Failed condition on the job.
-
-Every request the client makes is recorded with the verb, API group and resource the API server authorizes it as
-(:func:`attributes`, a port of the API server's own request parsing), so the tests can say which grant each call
-used: none may be refused, the Role's grants must be exactly those used, and removing any one grant must get a
-403 on the call that used it.
+The API server authorizes by RBAC alone; the admin is in ``system:masters`` (testbed/controlplane/apiserver.py,
+ADMIN_GROUP). Each test binds an account of its own namespace as the setting under test says (single-user KFP:
+``pipeline-runner`` in ``kubeflow``; multi-user Kubeflow: ``default-editor``) with the runtime reader
+(testbed/controlplane/rbac_accounts.py); a client holding only its token drives :class:`KubernetesBackend`: submit,
+reattach, wait, the ``kftrain jobs`` views, delete. No operator runs, so the admin plays its part. Each request is
+recorded as what the API server authorizes it as (testbed/controlplane/rbac_requests.py): none may be refused, the
+Role's grants must be exactly those used, and removing any one grant must get a 403 on the call that used it.
+What the account must never do: test_rbac_forbidden.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import datetime
 import os
-import threading
-import time
-import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -47,159 +35,27 @@ from kftrain.job.model import TrainingJob
 from kftrain.job.naming import stamp_run_identity
 from kftrain.retry import RetryPolicy
 from kftrain.storage import kfp_store
-from testbed import REPO_ROOT, reference
+from testbed import REPO_ROOT
+from testbed.controlplane import suite
 from testbed.controlplane.cluster import ControlPlane, for_tests
+from testbed.controlplane.rbac_accounts import (
+    Account,
+    account_client,
+    admin_client,
+    bind,
+    grants,
+    new_namespace,
+    runtime_reader,
+    the_role,
+    without,
+)
+from testbed.controlplane.rbac_requests import Call, Grant, RecordingClient
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.controlplane,
-    # One control plane per worker: keep the module's tests on one.
-    pytest.mark.xdist_group("controlplane"),
-]
+pytestmark = suite.MARKS
 
-RBAC_DIR = REPO_ROOT / "deploy" / "rbac"
 EXAMPLES = REPO_ROOT / "examples" / "manifests"
-# A grant: (API group, resource or resource/subresource, verb), as RBAC rules name them.
-Grant = tuple[str, str, str]
-# How long a test waits for what it applied to reach the authorizer, and for a job's wait to end.
-SETTLE_S = 30.0
+# How long a test waits for a job's wait to end.
 WAIT_S = 30.0
-
-
-# --- the files under test ---------------------------------------------------------------------------
-
-
-def rbac_docs(name: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all((RBAC_DIR / name).read_text()) if d]
-
-
-def the_role() -> dict[str, Any]:
-    (role,) = rbac_docs("role.yaml")
-    return role
-
-
-def the_binding(setting: str) -> dict[str, Any]:
-    (binding,) = rbac_docs(f"rolebinding-{setting}.yaml")
-    return binding
-
-
-def runtime_reader() -> tuple[dict[str, Any], dict[str, Any]]:
-    """clusterrole-runtime-reader.yaml: its ClusterRole and its ClusterRoleBinding."""
-    docs = {d["kind"]: d for d in rbac_docs("clusterrole-runtime-reader.yaml")}
-    return docs["ClusterRole"], docs["ClusterRoleBinding"]
-
-
-def grants(rules: list[dict[str, Any]]) -> set[Grant]:
-    return {
-        (group, resource, verb)
-        for rule in rules
-        for group in rule.get("apiGroups") or []
-        for resource in rule.get("resources") or []
-        for verb in rule.get("verbs") or []
-    }
-
-
-def without(role: dict[str, Any], removed: Grant) -> dict[str, Any]:
-    """``role`` less one verb on one resource (its rules split per resource, every other grant kept)."""
-    out = copy.deepcopy(role)
-    out["rules"] = [
-        {"apiGroups": [group], "resources": [resource], "verbs": verbs}
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        if (verbs := [v for v in rule["verbs"] if (group, resource, v) != removed])
-    ]
-    return out
-
-
-# --- what the API server authorizes a request as ----------------------------------------------------
-
-# The namespace's own subresources: /api/v1/namespaces/{name}/status is the namespace's, not a resource in it.
-_NAMESPACE_SUBRESOURCES = {"status", "finalize"}
-
-
-@dataclass(frozen=True)
-class Call:
-    """One request as the authorizer sees it; ``resource`` is empty for a non-resource URL (``path`` then)."""
-
-    verb: str
-    group: str
-    resource: str
-    namespace: str
-    name: str
-    path: str
-    status: int
-
-    @property
-    def grant(self) -> Grant:
-        return (self.group, self.resource, self.verb)
-
-
-def attributes(method: str, url: str, query: list[tuple[str, Any]] | None) -> tuple[str, str, str, str, str]:
-    """(verb, group, resource, namespace, name) the API server authorizes ``method`` on ``url`` as: the rules of
-    k8s.io/apiserver@v0.36.3:pkg/endpoints/request/requestinfo.go (NewRequestInfo): the verb from the method, a
-    GET without a name is a list, or a watch when ``watch`` is set; a DELETE without a name a deletecollection. A
-    non-resource URL (discovery) gives an empty resource."""
-    path = urllib.parse.urlsplit(url).path
-    parts = [p for p in path.split("/") if p]
-    verb = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[
-        method.upper()
-    ]
-    if parts[:1] == ["api"] and len(parts) >= 3:
-        group, rest = "", parts[2:]
-    elif parts[:1] == ["apis"] and len(parts) >= 4:
-        group, rest = parts[1], parts[3:]
-    else:
-        return verb, "", "", "", ""
-    namespace = ""
-    if rest[0] == "namespaces" and len(rest) > 1:
-        namespace = rest[1]
-        if len(rest) > 2 and rest[2] not in _NAMESPACE_SUBRESOURCES:
-            rest = rest[2:]
-    resource = rest[0]
-    name = rest[1] if len(rest) > 1 else ""
-    if len(rest) > 2:
-        resource = f"{resource}/{rest[2]}"
-    if not name and verb == "get":
-        watching = any(k == "watch" and str(v).lower() not in ("false", "0") for k, v in query or [])
-        verb = "watch" if watching else "list"
-    if not name and verb == "delete":
-        verb = "deletecollection"
-    return verb, group, resource, namespace, name
-
-
-class RecordingClient(client.ApiClient):
-    """An ApiClient that records every request it makes, with the status it got (0: no answer), from whichever
-    thread makes it (the backend's watches and log streams have threads of their own)."""
-
-    def __init__(self, configuration: client.Configuration) -> None:
-        super().__init__(configuration)
-        self.calls: list[Call] = []
-        self._lock = threading.Lock()
-
-    def request(
-        self, method: str, url: str, query_params: list[tuple[str, Any]] | None = None, *args: Any, **kwargs: Any
-    ) -> Any:
-        try:
-            response = super().request(method, url, query_params, *args, **kwargs)
-        except ApiException as exc:
-            self._record(method, url, query_params, exc.status or 0)
-            raise
-        except Exception:
-            self._record(method, url, query_params, 0)
-            raise
-        self._record(method, url, query_params, response.status)
-        return response
-
-    def _record(self, method: str, url: str, query: list[tuple[str, Any]] | None, status: int) -> None:
-        verb, group, resource, namespace, name = attributes(method, url, query)
-        call = Call(verb, group, resource, namespace, name, urllib.parse.urlsplit(url).path, status)
-        with self._lock:
-            self.calls.append(call)
-
-    def recorded(self) -> list[Call]:
-        with self._lock:
-            return list(self.calls)
 
 
 # --- the cluster and the account under test ---------------------------------------------------------
@@ -213,117 +69,7 @@ def cluster() -> Iterator[ControlPlane]:
 
 @pytest.fixture(scope="session")
 def admin(cluster: ControlPlane) -> Iterator[client.ApiClient]:
-    """The admin's client, with what a cluster administrator applies once per cluster: the ClusterRole of
-    clusterrole-runtime-reader.yaml and its binding as the file has it, and Trainer's torch-distributed
-    ClusterTrainingRuntime (what examples/manifests/trainjob.yaml names)."""
-    with cluster.api_client() as api_client:
-        cluster_role, cluster_binding = runtime_reader()
-        rbac = client.RbacAuthorizationV1Api(api_client)
-        rbac.create_cluster_role(cluster_role)
-        rbac.create_cluster_role_binding(cluster_binding)
-        torch = yaml.safe_load((reference.required(reference.RUNTIMES_DIR) / "torch_distributed.yaml").read_text())
-        client.CustomObjectsApi(api_client).create_cluster_custom_object(
-            "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", torch
-        )
-        yield api_client
-
-
-@dataclass
-class Account:
-    """The service account a test drives the backend as, in its own namespace."""
-
-    namespace: str
-    name: str
-    token: str
-
-
-def new_namespace(admin: client.ApiClient, name: str | None = None) -> str:
-    namespace = name or f"team-{uuid.uuid4().hex[:8]}"
-    client.CoreV1Api(admin).create_namespace({"metadata": {"name": namespace}})
-    return namespace
-
-
-def bind(
-    cluster: ControlPlane,
-    admin: client.ApiClient,
-    *,
-    setting: str,
-    namespace: str,
-    role: dict[str, Any] | None = None,
-    runtime_reader_bound: bool = True,
-) -> Account:
-    """In ``namespace``: the account ``setting``'s binding names, ``role`` (default: role.yaml) and that binding,
-    as ``kubectl -n <namespace> apply -f`` applies them (the binding's subject names no namespace: the authorizer
-    takes the binding's, kubernetes@v1.36.3:pkg/registry/rbac/validation/rule.go, appliesToUser); with
-    ``runtime_reader_bound``, the runtime reader's ClusterRole bound to it too (outside ``kubeflow``, a binding of
-    its own: the file's binding names kubeflow's pipeline-runner, and the file says to add a subject per
-    namespace). Returns once the authorizer grants what was applied."""
-    binding = the_binding(setting)
-    (subject,) = binding["subjects"]
-    core = client.CoreV1Api(admin)
-    rbac = client.RbacAuthorizationV1Api(admin)
-    core.create_namespaced_service_account(namespace, {"metadata": {"name": subject["name"]}})
-    role = role or the_role()
-    rbac.create_namespaced_role(namespace, role)
-    rbac.create_namespaced_role_binding(namespace, binding)
-    expected = grants(role["rules"])
-    cluster_role, cluster_binding = runtime_reader()
-    if runtime_reader_bound:
-        expected |= grants(cluster_role["rules"])
-        file_subjects = {(s["namespace"], s["name"]) for s in cluster_binding["subjects"]}
-        if (namespace, subject["name"]) not in file_subjects:
-            own = copy.deepcopy(cluster_binding)
-            own["metadata"]["name"] = f"{cluster_binding['metadata']['name']}-{namespace}"
-            own["subjects"] = [{"kind": "ServiceAccount", "name": subject["name"], "namespace": namespace}]
-            rbac.create_cluster_role_binding(own)
-    # TokenRequest: a bound token for the account; no audience asked, so the API server's own
-    # (kubernetes@v1.36.3:pkg/registry/core/serviceaccount/storage/token.go), which it authenticates.
-    token = core.create_namespaced_service_account_token(
-        subject["name"], namespace, {"spec": {"expirationSeconds": 3600}}
-    ).status.token
-    account = Account(namespace, subject["name"], token)
-    settle(cluster, account, expected)
-    return account
-
-
-def settle(cluster: ControlPlane, account: Account, expected: set[Grant]) -> None:
-    """Wait until the authorizer grants ``account`` every one of ``expected`` in its namespace.
-
-    The RBAC authorizer reads Roles and bindings from informers (kubernetes@v1.36.3:
-    pkg/kubeapiserver/authorizer/reload.go, newForConfig), so what was just created reaches it a moment later; a
-    SelfSubjectRulesReview is answered by the same authorizer's rules (pkg/registry/authorization/
-    selfsubjectrulesreview/rest.go, RulesFor), so once it lists them, requests are judged by them. The token is
-    good at once: the token authenticator reads a ServiceAccount its informer has not seen yet from storage
-    (pkg/controller/serviceaccount/tokengetter.go, GetServiceAccount)."""
-    deadline = time.monotonic() + SETTLE_S
-    with account_client(cluster, account) as api_client:
-        while True:
-            review = client.AuthorizationV1Api(api_client).create_self_subject_rules_review(
-                {"spec": {"namespace": account.namespace}}
-            )
-            seen = {
-                (group, resource, verb)
-                for rule in review.status.resource_rules or []
-                for group in rule.api_groups or []
-                for resource in rule.resources or []
-                for verb in rule.verbs or []
-            }
-            if expected <= seen:
-                return
-            if time.monotonic() > deadline:
-                raise AssertionError(f"not granted in {SETTLE_S:g}s: {sorted(expected - seen)}")
-            time.sleep(0.05)
-
-
-def account_client(cluster: ControlPlane, account: Account) -> RecordingClient:
-    """A client with only the account's token and the cluster's CA: what ``load_incluster_config`` configures from
-    a pod's mounted token and CA (the kubernetes Python client 30.1.0, kubernetes/config/incluster_config.py:
-    ``bearer <token>``)."""
-    cfg = client.Configuration()
-    cfg.host = cluster.server
-    cfg.ssl_ca_cert = str(cluster.ca_file)
-    cfg.api_key = {"authorization": f"bearer {account.token}"}
-    return RecordingClient(cfg)
+    yield from admin_client(cluster)
 
 
 # --- the jobs: one of each kind, and a TrainJob whose file carries its TrainingRuntime ------------------
@@ -601,144 +347,3 @@ def assert_refused_on(cluster: ControlPlane, admin: client.ApiClient, account: A
                 live(admin, api_client, account, scenario)
         calls = api_client.recorded()
     assert refused(calls) == {removed}, [(c.verb, c.group, c.resource, c.status) for c in calls]
-
-
-# What the account must not do, whatever the backend needs: each request, as the account, and the grant it would
-# need. A SubjectAccessReview would ask the same authorizer; making the request shows the refusal itself.
-FORBIDDEN: dict[str, tuple[Grant, Callable[[client.ApiClient, str], Any]]] = {
-    "create a pod": (
-        ("", "pods", "create"),
-        lambda c, ns: client.CoreV1Api(c).create_namespaced_pod(
-            ns, {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
-        ),
-    ),
-    "delete a pod": (("", "pods", "delete"), lambda c, ns: client.CoreV1Api(c).delete_namespaced_pod("p", ns)),
-    "exec in a pod": (
-        ("", "pods/exec", "create"),
-        lambda c, ns: c.call_api(
-            f"/api/v1/namespaces/{ns}/pods/p/exec",
-            "POST",
-            query_params=[("command", "sh")],
-            auth_settings=["BearerToken"],
-        ),
-    ),
-    "read a secret": (
-        ("", "secrets", "get"),
-        lambda c, ns: client.CoreV1Api(c).read_namespaced_secret("mlpipeline-minio-artifact", ns),
-    ),
-    "list secrets": (("", "secrets", "list"), lambda c, ns: client.CoreV1Api(c).list_namespaced_secret(ns)),
-    "read a ConfigMap": (
-        ("", "configmaps", "get"),
-        lambda c, ns: client.CoreV1Api(c).read_namespaced_config_map("kfp-launcher", ns),
-    ),
-    "delete its namespace": (("", "namespaces", "delete"), lambda c, ns: client.CoreV1Api(c).delete_namespace(ns)),
-    "bind itself a role": (
-        ("rbac.authorization.k8s.io", "rolebindings", "create"),
-        lambda c, ns: client.RbacAuthorizationV1Api(c).create_namespaced_role_binding(
-            ns,
-            {
-                "metadata": {"name": "escalate"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-                "subjects": [{"kind": "ServiceAccount", "name": "default-editor", "namespace": ns}],
-            },
-        ),
-    ),
-    "replace a job": (
-        ("kubeflow.org", "pytorchjobs", "update"),
-        lambda c, ns: client.CustomObjectsApi(c).replace_namespaced_custom_object(
-            "kubeflow.org", "v1", ns, "pytorchjobs", "j", {"metadata": {"name": "j"}}
-        ),
-    ),
-    "delete every job": (
-        ("kubeflow.org", "pytorchjobs", "deletecollection"),
-        lambda c, ns: client.CustomObjectsApi(c).delete_collection_namespaced_custom_object(
-            "kubeflow.org", "v1", ns, "pytorchjobs"
-        ),
-    ),
-    "change a job's status": (
-        ("kubeflow.org", "pytorchjobs/status", "patch"),
-        lambda c, ns: client.CustomObjectsApi(c).patch_namespaced_custom_object_status(
-            "kubeflow.org", "v1", ns, "pytorchjobs", "j", {"status": {}}
-        ),
-    ),
-    "list TrainingRuntimes": (
-        ("trainer.kubeflow.org", "trainingruntimes", "list"),
-        lambda c, ns: client.CustomObjectsApi(c).list_namespaced_custom_object(
-            "trainer.kubeflow.org", "v1alpha1", ns, "trainingruntimes"
-        ),
-    ),
-    "change a TrainingRuntime": (
-        ("trainer.kubeflow.org", "trainingruntimes", "patch"),
-        lambda c, ns: client.CustomObjectsApi(c).patch_namespaced_custom_object(
-            "trainer.kubeflow.org", "v1alpha1", ns, "trainingruntimes", "team-torch", {"metadata": {"labels": {}}}
-        ),
-    ),
-    "delete a TrainingRuntime": (
-        ("trainer.kubeflow.org", "trainingruntimes", "delete"),
-        lambda c, ns: client.CustomObjectsApi(c).delete_namespaced_custom_object(
-            "trainer.kubeflow.org", "v1alpha1", ns, "trainingruntimes", "team-torch"
-        ),
-    ),
-    "list ClusterTrainingRuntimes": (
-        ("trainer.kubeflow.org", "clustertrainingruntimes", "list"),
-        lambda c, ns: client.CustomObjectsApi(c).list_cluster_custom_object(
-            "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes"
-        ),
-    ),
-    "delete a ClusterTrainingRuntime": (
-        ("trainer.kubeflow.org", "clustertrainingruntimes", "delete"),
-        lambda c, ns: client.CustomObjectsApi(c).delete_cluster_custom_object(
-            "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "torch-distributed"
-        ),
-    ),
-    "read another namespace's jobs": (
-        ("kubeflow.org", "pytorchjobs", "list"),
-        lambda c, ns: client.CustomObjectsApi(c).list_namespaced_custom_object(
-            "kubeflow.org", "v1", "default", "pytorchjobs"
-        ),
-    ),
-}
-
-
-def test_the_account_cannot_do_what_it_must_not(cluster: ControlPlane, admin: client.ApiClient) -> None:
-    """Each request of :data:`FORBIDDEN`, as the bound account (multi-user, runtime reader bound): 403, and
-    authorized as the grant it names (so the refusal is the authorizer's, for that grant)."""
-    namespace = new_namespace(admin)
-    account = bind(cluster, admin, setting="default-editor", namespace=namespace)
-    answered: dict[str, Call] = {}
-    with account_client(cluster, account) as api_client:
-        for what, (_, request) in FORBIDDEN.items():
-            before = len(api_client.recorded())
-            with pytest.raises(ApiException):
-                request(api_client, namespace)
-            (answered[what],) = api_client.recorded()[before:]
-    wrong = {
-        what: (call.grant, call.status)
-        for what, call in answered.items()
-        if call.status != 403 or call.grant != FORBIDDEN[what][0]
-    }
-    assert wrong == {}
-
-
-def test_attributes_follow_the_api_servers_request_parsing() -> None:
-    """The recorder's parsing on the requests the backend makes (requestinfo.go's rules, see :func:`attributes`)."""
-    ns = "https://h/api/v1/namespaces/team"
-    jobs = "https://h/apis/kubeflow.org/v1/namespaces/team/pytorchjobs"
-    assert attributes("GET", f"{ns}/pods", [("labelSelector", "a=b")])[:3] == ("list", "", "pods")
-    assert attributes("GET", f"{ns}/pods", [("watch", True)])[:3] == ("watch", "", "pods")
-    assert attributes("GET", f"{ns}/pods/p/log", [("follow", True)])[:3] == ("get", "", "pods/log")
-    assert attributes("POST", jobs, None)[:4] == ("create", "kubeflow.org", "pytorchjobs", "team")
-    assert attributes("PATCH", f"{jobs}/j", None)[:3] == ("patch", "kubeflow.org", "pytorchjobs")
-    assert attributes("DELETE", f"{jobs}/j", None)[0] == "delete"
-    assert attributes("DELETE", jobs, None)[0] == "deletecollection"
-    assert attributes("DELETE", "https://h/api/v1/namespaces/team", None)[:3] == ("delete", "", "namespaces")
-    assert attributes("GET", "https://h/apis/kubeflow.org", None)[2] == ""  # discovery: a non-resource URL
-    assert attributes("GET", "https://h/apis/kubeflow.org/v2beta1", None)[2] == ""
-    cluster_scoped = "https://h/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/torch-distributed"
-    assert attributes("GET", cluster_scoped, None) == (
-        "get",
-        "trainer.kubeflow.org",
-        "clustertrainingruntimes",
-        "",
-        "torch-distributed",
-    )

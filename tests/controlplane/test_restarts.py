@@ -24,19 +24,13 @@ from kftrain.backends.kubernetes.config import KubernetesConfig
 from kftrain.errors import JobSpecError
 from kftrain.job import load_manifest
 from kftrain.retry import RetryPolicy
-from testbed.controlplane.cluster import ControlPlane, for_tests
-from testbed.controlplane.kubeflow_operators import OPERATORS
-from testbed.controlplane.namespaces import install_cluster_runtimes, ready_namespace
+from testbed.controlplane import suite
+from testbed.controlplane.cluster import ControlPlane
 from testbed.controlplane.node_agent import RUN, SUCCEED, NodeAgent, Plans, fail, job_of
 from testbed.polling import wait_until
 from testbed.restart_cases import COUNTED, Counted, on_restarting_runtime
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.controlplane,
-    # One control plane per worker: keep the module's tests on one.
-    pytest.mark.xdist_group("controlplane"),
-]
+pytestmark = suite.MARKS
 
 NAMESPACE = "kftrain-restarts"
 # Long enough for the Job controller's pod-failure back-off (10 s before a replacement pod) and the operators.
@@ -48,21 +42,17 @@ THEN = {"run": RUN, "succeed": SUCCEED}
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[ControlPlane]:
-    yield from for_tests(operators=tuple(OPERATORS))
+    yield from suite.operated()
 
 
 @pytest.fixture(scope="module")
 def node(cluster: ControlPlane) -> Iterator[NodeAgent]:
-    with NodeAgent(cluster, outcome=PLANS) as agent:
-        yield agent
+    yield from suite.node(cluster, PLANS)
 
 
 @pytest.fixture(scope="module")
 def api(cluster: ControlPlane) -> Iterator[Any]:
-    with cluster.api_client() as api_client:
-        ready_namespace(api_client, NAMESPACE)
-        install_cluster_runtimes(api_client)
-        yield api_client
+    yield from suite.admin_in(cluster, NAMESPACE)
 
 
 def test_every_case_the_cluster_cannot_run_says_why() -> None:

@@ -1,14 +1,10 @@
 """Kubeflow Trainer's status server, the real one, beside kftrain's local one (kftrain.backends.local.status_server).
 
-The control plane runs JobSet v0.12.0 and Trainer v2.3.0 (built from Go modules, testbed/controlplane) with Trainer's
-``TrainJobStatus`` feature gate on. A TrainJob built by kftrain runs on the node agent; its trainer node's pod carries
-the endpoint, CA and token Trainer gives it, filled as the kubelet fills them (testbed/controlplane/trainer_node.py).
-Trainer's status server authenticates the token through the API server's OpenID discovery (its issuer is the
-fixture's API server) and applies what a node posts to the TrainJob's ``status.trainerStatus``.
-
-The same requests go to kftrain's local status server, which a local run gives its nodes in the real one's place:
-every answer must be the real one's (status code and metav1.Status reason), and name the same field when it refuses
-a report, or be listed in :data:`LOCAL_DIFFERS` with why.
+The control plane runs JobSet and Trainer with ``TrainJobStatus`` on; a TrainJob's trainer node posts with the
+endpoint, CA and token Trainer gives it (testbed/controlplane/trainer_node.py), authenticated through the API
+server's OpenID discovery. The same requests go to kftrain's local status server: every answer must be the real
+one's (status code and metav1.Status reason), naming the same field when it refuses a report, or be listed in
+:data:`LOCAL_DIFFERS` with why.
 """
 
 from __future__ import annotations
@@ -31,18 +27,14 @@ from kftrain.job.kinds.trainjob.options import TrainJobOptions
 from kftrain.job.kinds.trainjob.policies import STATUS_MOUNT_PATH, status_path
 from kftrain.job.manifest.load import render_manifest
 from kftrain.job.request import JobRequest
+from testbed.controlplane import suite
 from testbed.controlplane.cluster import ControlPlane, for_tests
 from testbed.controlplane.namespaces import install_cluster_runtimes, ready_namespace
 from testbed.controlplane.node_agent import RUN, NodeAgent
 from testbed.controlplane.trainer_node import Answer, Credentials, node_credentials, post
 from testbed.controlplane.trainer_node import report as node_report
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.controlplane,
-    # One control plane per worker: keep the module's tests on one.
-    pytest.mark.xdist_group("controlplane"),
-]
+pytestmark = suite.MARKS
 
 NAMESPACE = "kftrain-status"
 OTHER_NAMESPACE = "kftrain-status-other"

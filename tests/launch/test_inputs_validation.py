@@ -20,19 +20,10 @@ from kftrain.job.pod_apply import pvc_volume_name
 from kftrain.job.validate import validate_job
 from kftrain.launch.inputs import parse_launch_inputs
 from testbed.manifests import replicated_job, training_runtime
+from testbed.pod_security import RESTRICTED, SECURITY_CONTEXT_REFUSED
 
 PROGRAM = ["python", "-c", "print(1)"]
-# What the restricted Pod Security Standard asks of a container (kubernetes@v1.36.3:staging/src/k8s.io/
-# pod-security-admission/policy: check_runAsNonRoot.go, check_seccompProfile_restricted.go,
-# check_allowPrivilegeEscalation.go, check_capabilities_restricted.go), with a user id for an image that has none; and
-# the part of it a pod's securityContext holds. Used against the real API server too (tests/controlplane).
-RESTRICTED = {
-    "runAsNonRoot": True,
-    "runAsUser": 1000,
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
+# The part of RESTRICTED a pod's securityContext holds.
 RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}}
 
 
@@ -45,25 +36,6 @@ def build(kind: str = "PyTorchJob", **inputs: Any) -> dict[str, Any]:
     validate_job(job)
     return render_manifest(job)
 
-
-# A ``security_context`` the API server refuses on a pod, and the field kftrain names.
-SECURITY_CONTEXT_REFUSED: list[tuple[Any, str]] = [
-    (["runAsNonRoot"], "security_context"),
-    ({"runAsUser": -1}, "security_context.runAsUser"),
-    ({"runAsGroup": 2**31}, "security_context.runAsGroup"),
-    ({"privileged": "yes"}, "security_context.privileged"),
-    ({"seccompProfile": {"type": "Default"}}, "security_context.seccompProfile.type"),
-    ({"seccompProfile": {"type": "Localhost"}}, "security_context.seccompProfile.localhostProfile"),
-    (
-        {"seccompProfile": {"type": "RuntimeDefault", "localhostProfile": "p.json"}},
-        "security_context.seccompProfile.localhostProfile",
-    ),
-    ({"appArmorProfile": {"type": "Localhost"}}, "security_context.appArmorProfile.localhostProfile"),
-    ({"capabilities": {"drop": "ALL"}}, "security_context.capabilities.drop"),
-    ({"procMount": "Masked"}, "security_context.procMount"),
-    ({"allowPrivilegeEscalation": False, "privileged": True}, "security_context"),
-    ({"allowPrivilegeEscalation": False, "capabilities": {"add": ["CAP_SYS_ADMIN"]}}, "security_context"),
-]
 
 REFUSED = [
     # node selector: label keys (IsQualifiedName) and values (IsValidLabelValue)
