@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import math
 import os
 import sys
 
@@ -18,33 +17,13 @@ from kftrain.cli.compile import cmd_compile
 from kftrain.cli.jobs import add_commands as add_jobs_commands
 from kftrain.cli.kfp import add_commands as add_kfp_commands
 from kftrain.cli.launch import cmd_convert, cmd_launch, cmd_validate
+from kftrain.cli.numbers import seconds, whole
 from kftrain.cli.reference import COMPILE_HELP
 from kftrain.cli.reference import HELP as PIPELINE_HELP
 from kftrain.cli.run import DEFAULT_PIPELINE, cmd_run
 from kftrain.errors import JobFailedError, KftrainError
 from kftrain.redaction import redact
 from kftrain.signals import Terminated
-
-
-def seconds(text: str) -> float:
-    """A duration in seconds for argparse: a finite number above zero."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number of seconds above 0")
-    return value
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of at least 1")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     launch.add_argument(
         "--max-local-replicas",
-        type=positive_int,
+        type=whole("replicas", low=1),
         default=None,
         help="local backend: the most replicas a job may have on this machine (default 64)",
     )

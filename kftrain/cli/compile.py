@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from kftrain.cli import doc_tables
+from kftrain.cli.isolated import compile_isolated
 from kftrain.cli.pipelines import COMPONENTS_PACKAGE, PIPELINES_PACKAGE, compile_settings, defined_object, variants
-from kftrain.cli.reference import check_output, compile_to, load_for_compile, parse_reference, pipeline_name
+from kftrain.cli.reference import Kind, check_output, compile_to, load_for_compile, parse_reference, pipeline_name
 from kftrain.errors import KftrainError
 
 PACKAGES = {"components": COMPONENTS_PACKAGE, "pipelines": PIPELINES_PACKAGE}
@@ -135,13 +137,23 @@ def compile_one(given: str, output: str | None, *, check: bool, root: str) -> in
         raise KftrainError("--check and --root are for the committed files (kftrain compile [--check]), not a PIPELINE")
     if output:
         check_output(Path(output))  # before the module is imported
-    pipeline = load_for_compile(parse_reference(given))
-    path = Path(output) if output else Path(f"{pipeline_name(pipeline)}.yaml")
-    compile_to(pipeline, path)
+    ref = parse_reference(given)
+    if ref.kind is Kind.FUNCTION:  # a user's module: imported in a child process (kftrain.cli.isolated)
+        with tempfile.TemporaryDirectory(prefix="kftrain-compile-") as tmp:
+            compiled = compile_isolated(given, Path(tmp) / "pipeline.yaml", for_cluster=True)
+            name = compiled.name
+            path = Path(output) if output else Path(f"{name}.yaml")
+            check_output(path)
+            shutil.copyfile(compiled.path, path)
+    else:
+        pipeline = load_for_compile(ref)
+        name = pipeline_name(pipeline)
+        path = Path(output) if output else Path(f"{name}.yaml")
+        compile_to(pipeline, path)
     registry, pull_secrets = compile_settings()
     secrets = ", ".join(pull_secrets) or "none"
     print(
-        f"wrote {path}: pipeline {pipeline_name(pipeline)}; kftrain's step images from {registry} "
+        f"wrote {path}: pipeline {name}; kftrain's step images from {registry} "
         f"(KFTRAIN_IMAGE_REGISTRY), pull secrets of every step: {secrets} (KFTRAIN_IMAGE_PULL_SECRETS)"
     )
     return 0

@@ -18,6 +18,7 @@ from kftrain.backends import KubernetesConfig, LocalConfig, make_backend
 from kftrain.backends.base import Backend, JobPhase, JobStatus
 from kftrain.backends.kept import download_outputs
 from kftrain.backends.local.state import LOST
+from kftrain.cli.numbers import whole
 from kftrain.errors import KftrainError
 from kftrain.progress import format_duration
 
@@ -35,7 +36,7 @@ def add_commands(sub: Any) -> None:
     logs = verbs.add_parser("logs", help="a job's replica logs (live, else the kept ones)")
     logs.add_argument("name")
     logs.add_argument("--replica", default=None, help="one replica (worker-1); default: every one")
-    logs.add_argument("--tail", type=int, default=None, help="only the last N lines of each")
+    logs.add_argument("--tail", type=whole("lines", low=1), default=None, help="only the last N lines of each")
     logs.add_argument("--follow", action="store_true", help="then print new lines while the replicas run")
     verbs.add_parser("delete", help="stop and forget the job").add_argument("name")
     download = verbs.add_parser("download", help="copy the job's model and logs to a local folder")

@@ -3,7 +3,7 @@ pipeline's name (``pytorch-digits``), a compiled pipeline file (``pipeline.yaml`
 pipeline ``FUNCTION`` of a module of the user's, ``my_pipeline:my_pipeline`` or ``path/to/file.py:my_pipeline``).
 
 :func:`parse_reference` tells which one a text is before anything is imported; :func:`load_pipeline` gives the
-pipeline to run or compile, and :func:`check_params` holds the ``--param`` given against what the pipeline takes,
+pipeline to run or compile, and :func:`check_params` holds the ``--param`` names given against what the pipeline takes
 for every command the same way.
 """
 
@@ -170,17 +170,3 @@ def compile_to(pipeline: Any, output: Path) -> None:
     from kfp import compiler
 
     compiler.Compiler().compile(pipeline, str(output))
-
-
-def check_param_types(given: str, pipeline: Any, params: Mapping[str, Any]) -> None:
-    """Refuse a ``--param`` value of the wrong type for a loaded pipeline, as KFP refuses it when the pipeline is
-    called (kubeflow/pipelines@2.17.0:sdk/python/kfp/dsl/pipeline_task.py, ``PipelineTask.__init__``), but before."""
-    from kfp.dsl.types import type_utils
-
-    inputs = pipeline.component_spec.inputs or {}
-    for name, value in params.items():
-        if name in inputs:
-            try:
-                type_utils.verify_type_compatibility(value, inputs[name], f"--param {name}={value!r}: ")
-            except type_utils.InconsistentTypeException as exc:
-                raise KftrainError(f"{given}: {exc}") from None

@@ -23,10 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kftrain.cli.isolated import ImportTags, compile_isolated
 from kftrain.cli.local_s3 import environment
+from kftrain.cli.param_values import check_param_values, types_of_pipeline
 from kftrain.cli.params import parse_params
 from kftrain.cli.quiet import QuietFilter, StepFailure, quiet_output
-from kftrain.cli.reference import check_param_types, check_params, load_pipeline, parameters, parse_reference
+from kftrain.cli.reference import Kind, check_params, load_pipeline, parameters, parse_reference
 from kftrain.errors import JobFailedError
 from kftrain.tracking.local import tracked_pipeline
 
@@ -65,12 +67,20 @@ def init_local_runner(pipeline_root: str | Path, workspace_root: str | Path | No
     return root
 
 
-def load_for_run(given: str, params: Mapping[str, Any]) -> Any:
-    """The pipeline ``given`` names, its parameters checked: every error here comes before anything is created."""
-    pipeline = load_pipeline(parse_reference(given))
+def load_for_run(given: str, params: Mapping[str, Any], tags: ImportTags | None = None) -> Any:
+    """The pipeline ``given`` names, its parameters checked: every error here comes before anything is created.
+
+    A user's module is imported first in a child process (:func:`kftrain.cli.isolated.compile_isolated`: an exit or
+    a hang at import is reported there), then here, what it starts carrying ``tags``' token."""
+    ref = parse_reference(given)
+    if ref.kind is Kind.FUNCTION:
+        with tempfile.TemporaryDirectory(prefix="kftrain-probe-") as tmp:
+            compile_isolated(given, Path(tmp) / "pipeline.yaml", for_cluster=False)
+    with tags.importing() if tags is not None else contextlib.nullcontext():
+        pipeline = load_pipeline(ref)
     declared, required = parameters(pipeline)
     check_params(given, declared, required, params)
-    check_param_types(given, pipeline, params)
+    check_param_values(given, types_of_pipeline(pipeline), params)
     return pipeline
 
 
@@ -159,7 +169,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``kftrain run``: run the pipeline, then list each step's outputs and scalar metrics."""
     params = parse_params(args.param, args.params_file)
     verbose = bool(getattr(args, "verbose", False) or getattr(args, "run_verbose", False))
-    pipeline = load_for_run(args.pipeline, params)
+    tags = ImportTags(args.pipeline)
+    try:
+        return _run(args, params, load_for_run(args.pipeline, params, tags), verbose=verbose)
+    finally:
+        tags.stop_left()
+
+
+def _run(args: argparse.Namespace, params: Mapping[str, Any], pipeline: Any, *, verbose: bool) -> int:
     if args.storage == "s3":
         from kftrain import storage
         from kftrain.cli.local_s3 import BUCKET, environment, local_s3

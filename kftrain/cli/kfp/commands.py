@@ -9,6 +9,7 @@ from kftrain.cli.kfp.connection import ENV_HOST, ENV_NAMESPACE, ENV_TOKEN
 from kftrain.cli.kfp.schedule import CHANGES, cmd_schedule_change, cmd_schedule_create, cmd_schedule_list
 from kftrain.cli.kfp.submit import cmd_submit
 from kftrain.cli.kfp.upload import DEFAULT_EXPERIMENT
+from kftrain.cli.numbers import seconds, whole
 from kftrain.cli.reference import HELP as PIPELINE_HELP
 
 
@@ -49,8 +50,8 @@ def add_commands(subparsers: Any) -> None:
     )
     submit.add_argument("--run-name", help="display name of the run (default: pipeline, version and time)")
     submit.add_argument("--wait", action="store_true", help="follow the run; exit non-zero unless it SUCCEEDED")
-    submit.add_argument("--poll-seconds", type=float, default=5.0, help="with --wait: seconds between polls")
-    submit.add_argument("--timeout", type=float, default=None, help="with --wait: give up after S seconds")
+    submit.add_argument("--poll-seconds", type=seconds, default=5.0, help="with --wait: seconds between polls")
+    submit.add_argument("--timeout", type=seconds, default=None, help="with --wait: give up after S seconds")
     submit.set_defaults(func=cmd_submit)
 
     schedule = subparsers.add_parser("schedule", help="recurring runs: create, list, enable, disable, delete")
@@ -59,7 +60,7 @@ def add_commands(subparsers: Any) -> None:
     create = actions.add_parser("create", parents=[conn, pipeline], help="create a recurring run")
     when = create.add_mutually_exclusive_group(required=True)
     when.add_argument("--cron", help="KFP cron, 6 fields with seconds first: '0 0 3 * * *' is 03:00 daily")
-    when.add_argument("--interval-seconds", type=int, help="run every N seconds")
+    when.add_argument("--interval-seconds", type=whole("seconds", low=1), help="run every N seconds")
     create.add_argument("--name", help="name of the recurring run (default: '<pipeline> schedule')")
     create.add_argument("--max-concurrency", type=int, default=1, help="runs at once (1-10, default 1)")
     create.add_argument(

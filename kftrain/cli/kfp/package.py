@@ -12,17 +12,18 @@ import argparse
 import contextlib
 import hashlib
 import importlib.util
-import inspect
 import subprocess
 import tempfile
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kftrain import __version__
+from kftrain.cli.isolated import compile_isolated
+from kftrain.cli.param_values import check_param_values
 from kftrain.cli.params import parse_params
-from kftrain.cli.reference import Kind, check_params, compile_to, load_for_compile, parse_reference, pipeline_name
+from kftrain.cli.reference import Kind, check_params, parse_reference
 from kftrain.errors import KftrainError
 
 
@@ -34,6 +35,7 @@ class PipelinePackage:
     required: frozenset[str] = frozenset()  # those without a default
     origin: Path | None = None  # the folder whose git commit names a version (None: the file's)
     digest: str = ""  # the start of the compiled file's SHA-256, for a pipeline compiled now
+    types: Mapping[str, str] = field(default_factory=dict)  # each root input parameter's parameterType
 
 
 def resolve_package(pipeline: str, workdir: Path | None = None) -> PipelinePackage:
@@ -53,14 +55,13 @@ def resolve_package(pipeline: str, workdir: Path | None = None) -> PipelinePacka
         return _read_package(path)
     if workdir is None:
         raise ValueError("a MODULE:FUNCTION pipeline is compiled into a folder: give workdir")
-    loaded = load_for_compile(ref)
-    path = workdir / f"{pipeline_name(loaded)}.yaml"
-    compile_to(loaded, path)
-    source = inspect.getsourcefile(loaded.pipeline_func)
+    # A user's module: imported and compiled in a child process (kftrain.cli.isolated).
+    compiled = compile_isolated(pipeline, workdir / "pipeline.yaml", for_cluster=True)
+    path = compiled.path.rename(workdir / f"{compiled.name}.yaml")
     package = _read_package(path)
     return replace(
         package,
-        origin=Path(source).resolve().parent if source else None,
+        origin=Path(compiled.source).resolve().parent if compiled.source else None,
         digest=hashlib.sha256(path.read_bytes()).hexdigest()[:8],
     )
 
@@ -82,7 +83,10 @@ def _read_package(path: Path) -> PipelinePackage:
     required = {
         p for p, d in params.items() if isinstance(d, dict) and not d.get("isOptional") and "defaultValue" not in d
     }
-    return PipelinePackage(path=path, name=name, parameters=frozenset(params), required=frozenset(required))
+    types = {p: str(d.get("parameterType", "")) for p, d in params.items() if isinstance(d, dict)}
+    return PipelinePackage(
+        path=path, name=name, parameters=frozenset(params), required=frozenset(required), types=types
+    )
 
 
 def git_sha(where: Path) -> str:
@@ -125,6 +129,7 @@ def prepare(args: argparse.Namespace) -> Iterator[Prepared]:
     with tempfile.TemporaryDirectory(prefix="kftrain-compiled-") as workdir:
         package = resolve_package(args.pipeline, Path(workdir))
         check_params(package.name, package.parameters, package.required, params)
+        check_param_values(package.name, package.types, params)  # as kftrain run checks them
         name = args.pipeline_name or package.name
         from kfp.client.client import validate_pipeline_display_name
 

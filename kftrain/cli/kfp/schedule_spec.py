@@ -2,7 +2,9 @@
 
 KFP's scheduler uses robfig/cron with a seconds field: 6 fields (second minute hour day-of-month
 month day-of-week), ``*`` / ``?`` / ranges / steps / lists, month and day names. Every check here runs
-before the first request, so a bad schedule uploads nothing; each error names the field that is wrong.
+before the first request, so a bad schedule uploads nothing; each error names the field that is wrong. The
+server only parses a cron (kubeflow/pipelines@2.17.0:backend/src/apiserver/server/api_converter.go:2088): a
+schedule that can never fire (31 February, an end already past) is refused here.
 """
 
 from __future__ import annotations
@@ -45,19 +47,45 @@ def validate_cron(expr: str) -> str:
             f"--cron {expr!r}: KFP cron needs 6 fields (second minute hour day-of-month month day-of-week), "
             f"got {len(fields)}{hint}"
         )
-    for value, (name, low, high, names) in zip(fields, _CRON_FIELDS, strict=True):
-        for part in value.split(","):
-            match = _CRON_PART.match(part)
-            if not match:
-                raise KftrainError(f"--cron {expr!r}: {name} field {value!r}: cannot parse {part!r}")
-            bounds = match["range"]
-            if bounds not in ("*", "?"):
-                ends = [_cron_number(expr, name, b, low, high, names) for b in bounds.split("-")]
-                if len(ends) == 2 and ends[0] > ends[1]:
-                    raise KftrainError(f"--cron {expr!r}: {name} field {value!r}: range {bounds} is backwards")
-            if match["step"] is not None and int(match["step"]) == 0:
-                raise KftrainError(f"--cron {expr!r}: {name} field {value!r}: step must be > 0")
+    parsed = [_cron_field(expr, value, *field) for value, field in zip(fields, _CRON_FIELDS, strict=True)]
+    (days, _), (months, _), (_, any_weekday) = parsed[3:]
+    # robfig/cron@v1.2.0:spec.go:149 (dayMatches): with a day-of-week of * or ?, a time fires only on a listed day
+    # of the month; spec.go:70: Next gives up after five years, and KFP then schedules nothing.
+    if any_weekday and not any(day <= _DAYS_IN[month - 1] for day in days for month in months):
+        raise KftrainError(
+            f"--cron {expr!r}: no month of {fields[4]!r} has a day {fields[3]!r}: the schedule would never run"
+        )
     return " ".join(fields)
+
+
+_DAYS_IN = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+
+
+def _cron_field(
+    expr: str, value: str, name: str, low: int, high: int, names: Mapping[str, int]
+) -> tuple[set[int], bool]:
+    """The values a field matches, and whether it has a ``*`` or ``?`` part (robfig/cron@v1.2.0:parser.go:220
+    marks those, a step too)."""
+    found: set[int] = set()
+    starred = False
+    for part in value.split(","):
+        match = _CRON_PART.match(part)
+        if not match:
+            raise KftrainError(f"--cron {expr!r}: {name} field {value!r}: cannot parse {part!r}")
+        bounds = match["range"]
+        step = int(match["step"]) if match["step"] is not None else 1
+        if step == 0:
+            raise KftrainError(f"--cron {expr!r}: {name} field {value!r}: step must be > 0")
+        if bounds in ("*", "?"):
+            starred, start, end = True, low, high
+        else:
+            ends = [_cron_number(expr, name, b, low, high, names) for b in bounds.split("-")]
+            if len(ends) == 2 and ends[0] > ends[1]:
+                raise KftrainError(f"--cron {expr!r}: {name} field {value!r}: range {bounds} is backwards")
+            # "N/step" is N to the field's end (robfig/cron@v1.2.0:parser.go:249).
+            start, end = ends[0], ends[-1] if len(ends) == 2 or match["step"] is None else high
+        found.update(range(start, end + 1, step))
+    return found, starred
 
 
 def _cron_number(expr: str, name: str, text: str, low: int, high: int, names: Mapping[str, int]) -> int:
@@ -84,6 +112,19 @@ def validate_time(flag: str, text: str | None) -> str | None:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _parsed(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+
+
+def _check_first_run(interval: int, begin: datetime, end: str | None) -> None:
+    """The first run (``begin`` plus the interval, as kubeflow/pipelines@2.17.0:backend/src/crd/controller/
+    scheduledworkflow/util/periodic_schedule.go:60 adds them) comes before ``end`` and the year 9999."""
+    last = _parsed(end) if end else datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
+    if interval > (last - begin).total_seconds():
+        until = f"--end {end}" if end else "the year 9999"
+        raise KftrainError(f"--interval-seconds {interval}: the first run would come after {until}; it would never run")
+
+
 @dataclass(frozen=True)
 class ScheduleSpec:
     """A recurring run's trigger (a cron expression or an interval), its window and how many runs at once."""
@@ -98,8 +139,6 @@ class ScheduleSpec:
     def from_args(cls, args: argparse.Namespace) -> ScheduleSpec:
         """The ``schedule create`` options, each checked; the first wrong one raises :class:`KftrainError`."""
         cron = validate_cron(args.cron) if args.cron is not None else None
-        if args.interval_seconds is not None and args.interval_seconds <= 0:
-            raise KftrainError(f"--interval-seconds {args.interval_seconds}: must be > 0")
         low, high = MAX_CONCURRENCY_RANGE
         if not low <= args.max_concurrency <= high:
             raise KftrainError(f"--max-concurrency {args.max_concurrency}: KFP accepts {low} to {high}")
@@ -107,6 +146,11 @@ class ScheduleSpec:
         end = validate_time("--end", args.end)
         if start and end and end <= start:
             raise KftrainError(f"--end {args.end} is not after --start {args.start}")
+        now = datetime.now(timezone.utc)
+        if end and _parsed(end) <= now:
+            raise KftrainError(f"--end {args.end} is already past: the schedule would never run")
+        if args.interval_seconds is not None:
+            _check_first_run(args.interval_seconds, max(now, _parsed(start)) if start else now, end)
         return cls(
             cron=cron,
             interval_seconds=args.interval_seconds,
