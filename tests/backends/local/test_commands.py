@@ -110,7 +110,8 @@ def _worker_env(env: list[dict]) -> dict:
 
 UNBALANCED = "python -c 'print(1)"  # a quote never closed
 MISSING = "no-such-program-xyz"
-# (id, manifest, extra args, fragment of the one-line message)
+# (id, manifest, extra args, fragment of the one-line message); a large manifest is made when its test runs (a
+# function), not when the module is collected.
 CASES = [
     ("timeout-nan", None, ["--timeout", "nan"], "argument --timeout: 'nan': expected a finite number of seconds"),
     ("timeout-inf", None, ["--timeout", "inf"], "argument --timeout: 'inf': expected a finite number"),
@@ -134,19 +135,19 @@ CASES = [
     ),
     (
         "20k-env-vars-E2BIG",
-        _worker_env([{"name": f"V{i}", "value": "x" * 100} for i in range(20_000)]),
+        lambda: _worker_env([{"name": f"V{i}", "value": "x" * 100} for i in range(20_000)]),
         [],
         "containers[tensorflow].env: the program's arguments and environment (2",
     ),
     (
         "one-huge-variable",
-        _worker_env([{"name": "BIG", "value": "x" * 200_000}]),
+        lambda: _worker_env([{"name": "BIG", "value": "x" * 200_000}]),
         [],
         "containers[tensorflow].env[BIG]: 200005 bytes: more than the 131072 bytes",
     ),
     (
         "var-reference-bomb",
-        _worker_env(
+        lambda: _worker_env(
             [{"name": "A0", "value": "x" * 1000}]
             + [{"name": f"A{i}", "value": f"$(A{i - 1})" * 50} for i in range(1, 6)]
         ),
@@ -169,6 +170,8 @@ def test_bad_launch_is_one_line_exit_2_and_starts_nothing(manifest, args, fragme
     not_executable.write_text("print('hi')\n")
     not_executable.chmod(0o644)
     paths = {"not_executable": not_executable, "folder": tmp_path}
+    if callable(manifest):
+        manifest = manifest()
     job = _write(tmp_path, manifest or tfjob({"Worker": replica(1, "tensorflow", [PY, "-c", "pass"])}))
     argv = ["launch", "--local", "-f", job, *[a.format(**paths) for a in args]]
     try:
