@@ -1,7 +1,9 @@
 """What model servers read: Triton's ``config.pbtxt`` and KServe's ``InferenceService`` manifest.
 
 The tensors in a Triton config come from the exported model itself (its input and output names, element
-types and the shapes measured by running it on the test split), so the config matches what Triton loads.
+types and the shapes measured by running it on the test split), so the config matches what Triton loads. Every
+value reaches a file through a writer that escapes it: :mod:`~kftrain.steps.export.pbtxt` for ``config.pbtxt``,
+``yaml.safe_dump`` for the manifest (``export.json``: ``json``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ with requires("data", "export"):
 import yaml
 
 from kftrain.errors import KftrainError
+from kftrain.steps.export import pbtxt
+from kftrain.steps.export.pbtxt import Enum
 
 TRITON_TYPES = {
     "float32": "TYPE_FP32",
@@ -59,21 +63,27 @@ class Tensor:
             raise ExportError(f"tensor {name!r} is {dtype}: Triton serves {', '.join(TRITON_TYPES)}")
         return cls(name, dtype, tuple(int(d) for d in value.shape[1:]))
 
-    def render(self) -> str:
+    def message(self) -> dict[str, Any]:
+        """The tensor as a Triton ``ModelInput``/``ModelOutput`` message."""
+        out: dict[str, Any] = {"name": self.name, "data_type": Enum(TRITON_TYPES[self.dtype])}
         # A [batch] tensor has no dimension left once batching takes the first: Triton wants [1], reshaped.
-        dims, reshape = (self.dims, "") if self.dims else ((1,), " reshape: { shape: [ ] }")
-        shown = ", ".join(str(d) for d in dims)
-        return f'  {{ name: "{self.name}" data_type: {TRITON_TYPES[self.dtype]} dims: [ {shown} ]{reshape} }}'
+        out["dims"] = list(self.dims) or [1]
+        if not self.dims:
+            out["reshape"] = {"shape": []}
+        return out
 
 
 def triton_config(name: str, platform: str, inputs: list[Tensor], outputs: list[Tensor]) -> str:
-    """A Triton ``config.pbtxt``: batching on the first dimension, up to :data:`MAX_BATCH_SIZE` rows."""
-    return (
-        f'name: "{name}"\n'
-        f'platform: "{platform}"\n'
-        f"max_batch_size: {MAX_BATCH_SIZE}\n"
-        "input [\n" + ",\n".join(t.render() for t in inputs) + "\n]\n"
-        "output [\n" + ",\n".join(t.render() for t in outputs) + "\n]\n"
+    """A Triton ``config.pbtxt``: batching on the first dimension, up to :data:`MAX_BATCH_SIZE` rows; every value
+    (a tensor's name comes from the model) written through :func:`pbtxt.render`, escaped."""
+    return pbtxt.render(
+        {
+            "name": name,
+            "platform": platform,
+            "max_batch_size": MAX_BATCH_SIZE,
+            "input": [t.message() for t in inputs],
+            "output": [t.message() for t in outputs],
+        }
     )
 
 
