@@ -110,6 +110,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
     job = load_manifest_file(args.file, runtimes=runtime_catalog(args))
     conversion = kind_of(job).to_trainjob(job, args.runtime)
+    conversion.check_runtime(runtime_catalog(args))  # a runtime of the ML policy the job was converted for
     load_manifest(conversion.manifest, runtimes=runtime_catalog(args))  # the result must load on its runtime
     sys.stdout.write(yaml.safe_dump(conversion.manifest, sort_keys=False, default_flow_style=False))
     for note in conversion.notes:

@@ -4,6 +4,7 @@ The kind converted decides what it becomes (:class:`TrainerSource`: the trainer 
 ``numProcPerNode``, its own notes); :func:`convert` carries what every conversion shares: the trainer's image,
 command, args, env (minus what the runtime's plugin sets) and resources, the pod settings a runtime patch may hold
 (manager ``kftrain.io/convert``), ``suspend``, ``managedBy`` and ``activeDeadlineSeconds``; the rest is in the notes.
+:meth:`Conversion.check_runtime` refuses a runtime whose ML policy is not the one the job was laid out for.
 Trainer's torch plugin sets only the ``PET_*`` variables, so where asked a command that is not ``torchrun`` is started
 through ``torchrun --no-python``, which sets ``MASTER_ADDR``, ``RANK`` and ``WORLD_SIZE`` for the program.
 """
@@ -15,8 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kftrain.errors import JobSpecError
+from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
 from kftrain.job.kinds.trainjob.patch import CONTAINER_PATCH_FIELDS, POD_PATCH_FIELDS
-from kftrain.job.kinds.trainjob.runtime import API_VERSION, NODE
+from kftrain.job.kinds.trainjob.policies import RESERVED
+from kftrain.job.kinds.trainjob.runtime import API_VERSION, CLUSTER_RUNTIME, NODE
 from kftrain.job.kinds.trainjob.webhooks import MANAGED_BY
 from kftrain.job.model import Container, TrainingJob
 from kftrain.job.serde import to_dict
@@ -29,6 +32,19 @@ _TORCHRUN = ("torchrun",)
 class Conversion:
     manifest: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    policy: str = ""  # the ML policy the TrainJob is laid out for: its runtime must have it
+
+    def check_runtime(self, runtimes: RuntimeCatalog) -> None:
+        """Refuse a runtime (from ``runtimes``) whose ML policy is not the one the job was converted for: a
+        PyTorchJob's torchrun on an MPI runtime's launcher, or an MPIJob's mpirun where no hostfile is written."""
+        ref = self.manifest["spec"]["runtimeRef"]
+        runtime = runtimes.find(ref.get("kind", CLUSTER_RUNTIME), ref["name"])
+        if self.policy and runtime.framework != self.policy:
+            raise JobSpecError(
+                "--runtime",
+                f"{runtime.kind} {runtime.name!r} ({runtime.source}) has a {runtime.framework} ML policy; the job "
+                f"was converted for a {self.policy} runtime: name one with mlPolicy.{self.policy}",
+            )
 
 
 @dataclass
@@ -47,6 +63,11 @@ class TrainerSource:
     through_torchrun: bool = False  # a torch runtime's: its plugin sets only the PET_* variables torchrun reads
     same_pods: bool = False  # a torch runtime's: every node runs one pod template (a differing one is noted)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def policy(self) -> str:
+        """The ML policy the job is laid out for: the one whose plugin sets ``reserved_env``."""
+        return next((name for name, names in RESERVED.items() if names == self.reserved_env), "")
 
 
 def convert(job: TrainingJob, source: TrainerSource) -> Conversion:
@@ -89,7 +110,7 @@ def convert(job: TrainingJob, source: TrainerSource) -> Conversion:
     if job.metadata.annotations:
         meta["annotations"] = dict(job.metadata.annotations)
     manifest = {"apiVersion": API_VERSION, "kind": "TrainJob", "metadata": meta, "spec": spec}
-    return Conversion(manifest, notes)
+    return Conversion(manifest, notes, source.policy)
 
 
 def _is_torchrun(command: list[str]) -> bool:

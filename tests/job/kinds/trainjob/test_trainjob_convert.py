@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kftrain.cli.app import main
 from kftrain.errors import JobSpecError
 from kftrain.job import kind_of, load_manifest, render_manifest
 from kftrain.job.kinds.trainjob.convert import PATCH_MANAGER
@@ -90,6 +91,70 @@ def test_what_cannot_become_a_trainjob_is_refused():
     intel["spec"]["mpiImplementation"] = "Intel"
     with pytest.raises(JobSpecError, match="OpenMPI only"):
         to_trainjob(load_manifest(intel))
+
+
+def _pytorchjob_file() -> dict[str, Any]:
+    return pytorchjob({"Master": replica(1, command=["python", "t.py"]), "Worker": replica(1)}, name="p")
+
+
+def _mpijob_file() -> dict[str, Any]:
+    return mpijob_v2({"Launcher": replica(1, "mpi", command=["mpirun", "python", "h.py"]), "Worker": replica(2, "mpi")})
+
+
+def _refused(runtime: str, policy: str, wanted: str) -> str:
+    return (
+        f"kftrain: error: --runtime: ClusterTrainingRuntime {runtime!r} (built-in {runtime} (Trainer v2.3.0)) has a "
+        f"{policy} ML policy; the job was converted for a {wanted} runtime: name one with mlPolicy.{wanted}\n"
+    )
+
+
+# Each case: the job, the --runtime given (None: the kind's default), and "" (converted) or the one error line.
+RUNTIME_CASES = {
+    "a PyTorchJob on its default": (_pytorchjob_file, None, ""),
+    "a PyTorchJob on torch-distributed": (_pytorchjob_file, "torch-distributed", ""),
+    "a PyTorchJob on deepspeed-distributed": (
+        _pytorchjob_file,
+        "deepspeed-distributed",
+        _refused("deepspeed-distributed", "mpi", "torch"),
+    ),
+    "a PyTorchJob on mlx-distributed": (
+        _pytorchjob_file,
+        "mlx-distributed",
+        _refused("mlx-distributed", "mpi", "torch"),
+    ),
+    "a PyTorchJob on jax-distributed": (
+        _pytorchjob_file,
+        "jax-distributed",
+        _refused("jax-distributed", "jax", "torch"),
+    ),
+    "an MPIJob on its default": (_mpijob_file, None, ""),
+    "an MPIJob on mlx-distributed": (_mpijob_file, "mlx-distributed", ""),
+    "an MPIJob on torch-distributed": (
+        _mpijob_file,
+        "torch-distributed",
+        _refused("torch-distributed", "torch", "mpi"),
+    ),
+    "an MPIJob on xgboost-distributed": (
+        _mpijob_file,
+        "xgboost-distributed",
+        _refused("xgboost-distributed", "xgboost", "mpi"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", RUNTIME_CASES)
+def test_a_job_converted_onto_a_runtime_of_another_ml_policy_is_refused(case, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("KFTRAIN_TRAINER_RUNTIMES", raising=False)
+    make, runtime, error = RUNTIME_CASES[case]
+    source = tmp_path / "job.yaml"
+    source.write_text(yaml.safe_dump(make()))
+    code = main(["convert", "-f", str(source), *(["--runtime", runtime] if runtime else [])])
+    out, err = capsys.readouterr()
+    if error:
+        assert (code, out, err) == (2, "", error)
+    else:
+        assert code == 0, err
+        assert yaml.safe_load(out)["spec"]["runtimeRef"]["name"] == runtime or runtime is None
 
 
 def test_a_converted_pytorchjob_runs_locally_with_real_gloo(tmp_path):
