@@ -1,9 +1,18 @@
 """The runtimes a TrainJob can name: those Kubeflow Trainer v2.3.0 installs (:mod:`kftrain.job.kinds.trainjob.builtin`),
-and those read from manifests (files, folders, ``KFTRAIN_TRAINER_RUNTIMES``), which win by kind and name."""
+and those read from manifests (files, folders, ``KFTRAIN_TRAINER_RUNTIMES``), which win by kind and name.
+
+A file's runtime of a built-in's kind and name is taken, with a line saying so: a cluster holds one
+ClusterTrainingRuntime of a name, got by name alone
+(kubeflow/trainer@v2.3.0:pkg/runtime/core/clustertrainingruntime.go:68), so the file describes the cluster's. A
+TrainingRuntime is another object, got by the job's namespace and name (pkg/runtime/core/trainingruntime.go:97): it
+replaces nothing (runtimeRef.kind defaults to ClusterTrainingRuntime: pkg/apis/trainer/v1alpha1/trainjob_types.go:174).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -13,7 +22,15 @@ from kftrain.errors import JobSpecError
 from kftrain.job.kinds.trainjob.builtin import builtin_runtimes
 from kftrain.job.kinds.trainjob.runtime import RUNTIME_KINDS, Runtime, parse_runtime
 
+log = logging.getLogger(__name__)
+
 RUNTIMES_ENV = "KFTRAIN_TRAINER_RUNTIMES"  # runtime files or folders, separated by ":"
+_REPLACED_SAID: set[tuple[str, str, str]] = set()  # (source, kind, name): said once a process, not per catalog
+
+
+@functools.cache
+def _builtin() -> dict[tuple[str, str], Runtime]:
+    return {(r.kind, r.name): r for r in builtin_runtimes()}
 
 
 class RuntimeCatalog:
@@ -28,7 +45,22 @@ class RuntimeCatalog:
             self.add(runtime)
 
     def add(self, runtime: Runtime) -> None:
-        self._runtimes[(runtime.kind, runtime.name)] = runtime
+        """Add ``runtime``; one of a built-in's kind and name replaces it, and a line says so."""
+        key = (runtime.kind, runtime.name)
+        builtin = _builtin().get(key)
+        if builtin is not None and self._runtimes.get(key) == builtin and runtime.manifest != builtin.manifest:
+            said = (runtime.source, *key)
+            if said not in _REPLACED_SAID:
+                _REPLACED_SAID.add(said)
+                log.warning(
+                    "%s: %s %r replaces Trainer v2.3.0's built-in one of that name (a cluster has one %s of a name: "
+                    "this is taken as the cluster's)",
+                    runtime.source,
+                    runtime.kind,
+                    runtime.name,
+                    runtime.kind,
+                )
+        self._runtimes[key] = runtime
 
     @classmethod
     def from_paths(
