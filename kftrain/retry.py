@@ -1,11 +1,9 @@
 """One retry mechanism for every remote call: object storage, the Kubernetes API and the KFP API.
 
-A call is retried only when its error says "try again" (throttling, a server error, a dropped
-connection), never when it says "you are wrong" (not found, forbidden, invalid). What counts as
-transient differs per service, so each caller passes its own classifier; how long to wait and how
-often to try is a :class:`RetryPolicy`. Waits grow exponentially, are capped, optionally jittered
-(many clients retrying in lock-step would hit a recovering server together), and honour a server's
-``Retry-After`` hint within the cap.
+A call is retried only when its error says "try again" (throttling, a server error, a dropped connection); each
+caller passes its own classifier. A :class:`RetryPolicy` says how long and how often: waits grow exponentially,
+capped, optionally jittered (clients in lock-step would hit a recovering server together), honouring
+``Retry-After`` within the cap.
 """
 
 from __future__ import annotations

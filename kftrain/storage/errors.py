@@ -1,15 +1,9 @@
 """What went wrong with a URI, and whether trying again can help.
 
-Every storage call raises :class:`StorageError` naming the URI and the cause, with the S3 error code
-when there is one (``NoSuchBucket``, ``AccessDenied``, ``SlowDown``...) and a hint for the common ones,
-so a failed step's log says which artifact and why without a traceback through s3fs and botocore.
-
-Transient faults (throttling, server errors, dropped connections, a server restarting) are retried
-through :mod:`kftrain.retry` under one policy, :data:`RETRY_POLICY`; :func:`is_transient` tells them
-from errors that never get better (not found, forbidden). This layer sits above botocore's per-request
-retries and s3fs's own: it covers what those give up on.
-
-This module is the bottom of the package: it imports nothing else from it.
+:class:`StorageError` names the URI and the cause (the S3 error code, a hint for common ones), so a failed step's log
+says which artifact and why without a traceback through s3fs. :func:`is_transient` tells throttling, server errors
+and dropped connections from errors that never get better; those are retried under :data:`RETRY_POLICY`
+(:mod:`kftrain.retry`), above botocore's and s3fs's own retries. The bottom of the package: it imports nothing of it.
 """
 
 from __future__ import annotations

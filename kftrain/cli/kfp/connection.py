@@ -1,12 +1,8 @@
 """The KFP API server: where it is, the ``kfp.Client`` for it, its errors as readable messages, and paging.
 
-The server is ``--host`` / ``KFP_HOST``; the namespace (multi-user deployments) ``--namespace`` /
-``KFP_NAMESPACE``; a bearer token ``--token`` / ``KFP_TOKEN``. ``kfp`` and its server API are
-imported only when a command talks to the server, so ``kftrain --help`` stays fast.
-
-Every request has a connect and a read timeout (:data:`CONNECT_TIMEOUT_S`, :data:`READ_TIMEOUT_S`): a server
-that accepts connections and never answers is an error in about a minute, not a silent hang. A host given
-with credentials (``https://user:pass@host``) is never printed with them (:func:`kftrain.errors.redact_urls`).
+``--host``/``KFP_HOST``, ``--namespace``/``KFP_NAMESPACE``, ``--token``/``KFP_TOKEN``; ``kfp`` is imported only when
+a command talks to the server. Every request has :data:`CONNECT_TIMEOUT_S` and :data:`READ_TIMEOUT_S`, and a host's
+credentials are never printed (:func:`kftrain.redaction.redact`).
 """
 
 from __future__ import annotations
