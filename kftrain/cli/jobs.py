@@ -9,8 +9,10 @@ records them (:mod:`kftrain.backends.kept`), so it works once the job's pods or 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import time
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +57,10 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     backend = backend_for(args)
     if args.verb == "list":
         print(f"{'NAME':40} {'KIND':11} {'PHASE':10} {'AGE':>7}  RUN/TASK")
-        for job in backend.list_jobs():
+        for job in map(printable_job, backend.list_jobs()):
             print(f"{job.name:40} {job.kind:11} {job.phase:10} {_age(job):>7}  {_run_of(job)}")
     elif args.verb == "status":
-        job = backend.get_job(args.name)
+        job = printable_job(backend.get_job(args.name))
         print(f"{job.name}: {job.kind} {job.phase} ({_age(job)} old)")
         for line in job.details:
             print(f"  {line}")
@@ -66,17 +68,43 @@ def cmd_jobs(args: argparse.Namespace) -> int:
             print(f"  model: {job.model_uri}\n  logs: {job.logs_uri}")
     elif args.verb == "logs":
         if args.replica is not None:
-            _check_replica(backend.get_job(args.name), args.replica, following=args.follow)
+            _check_replica(printable_job(backend.get_job(args.name)), printable(args.replica), following=args.follow)
         for label, line in backend.job_logs(args.name, args.replica, args.tail, args.follow):
-            print(f"[{label}] {line}", flush=True)  # followed lines show as they come
+            print(f"[{printable(label)}] {line}", flush=True)  # followed lines show as they come
     elif args.verb == "delete":
         backend.delete_job(args.name)
         print(f"deleted {args.name}")
     else:
         job = backend.get_job(args.name)
         for what, source, target in download_outputs(job, Path(args.dest)):
+            source, target = printable(source), printable(target)
             print(f"{what}: {source} -> {target}" if target else f"{what}: none at {source} (the job wrote none)")
     return 0
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character (a terminal's escape sequences, a carriage return, C1 controls, line
+    separators, bidirectional overrides) written as its escape, ``\\x1b``: what a record holds is never a command
+    to the terminal."""
+    return "".join(_escaped(ch) for ch in text)
+
+
+def _escaped(ch: str) -> str:
+    if unicodedata.category(ch) in ("Cc", "Zl", "Zp") or "\u202a" <= ch <= "\u202e" or "\u2066" <= ch <= "\u2069":
+        return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+    return ch
+
+
+def printable_job(job: JobStatus) -> JobStatus:
+    """``job`` with every text field :func:`printable`: the one way a job's fields reach the terminal."""
+    changed: dict[str, Any] = {}
+    for item in dataclasses.fields(job):
+        value = getattr(job, item.name)
+        if isinstance(value, str):
+            changed[item.name] = printable(value)
+        elif isinstance(value, tuple):
+            changed[item.name] = tuple(printable(str(v)) for v in value)
+    return dataclasses.replace(job, **changed)
 
 
 def _check_replica(job: JobStatus, replica: str, *, following: bool) -> None:

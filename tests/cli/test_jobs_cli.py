@@ -25,6 +25,7 @@ from kftrain.backends.kubernetes.config import KubernetesConfig
 from kftrain.backends.local.state import STATE_DIR_ENV
 from kftrain.cli.app import main
 from kftrain.job import load_manifest_file
+from kftrain.job.naming import RUN_ID_LABEL
 from testbed.fake_k8s import FakeKube, JobSim, OperatorSim
 from testbed.k8s_harness import api_client, make_backend, pytorch_job, running, stamped
 from testbed.launch_cluster import LAUNCHES, RUN_ID, TASK_ID, Launch, s_success, step_inputs
@@ -413,3 +414,31 @@ def test_the_replicas_a_status_lists(details: tuple[str, ...], replicas: list[st
     assert (
         replicas_of(JobStatus(name="j", kind="PyTorchJob", phase="Running", created=0.0, details=details)) == replicas
     )
+
+
+# (the verbs that print it, a record's field, a value with control characters in it, how it is printed)
+HOSTILE_FIELDS = [
+    pytest.param("list status", "kind", "PyTorchJob\x1b[2J", "PyTorchJob\\x1b[2J", id="kind-clears-the-screen"),
+    pytest.param("list status", "phase", "Failed\rSucceeded", "Failed\\x0dSucceeded", id="phase-carriage-return"),
+    pytest.param("status", "reason", "x\x1b]0;title\x07", "x\\x1b]0;title\\x07", id="reason-sets-the-title"),
+    pytest.param("status", "message", "a\x9b31mred", "a\\x9b31mred", id="message-c1-csi"),
+    pytest.param("status", "model_uri", "/m/\u202eevil", "/m/\\u202eevil", id="model-bidi-override"),
+    pytest.param("status", "logs_uri", "/l/\u2028next", "/l/\\u2028next", id="logs-line-separator"),
+    pytest.param("status", "replicas", ["master-0\x1b[1A"], "master-0\\x1b[1A", id="replica-cursor-up"),
+    pytest.param("list", "labels", {RUN_ID_LABEL: "r\x1b[8m"}, "r\\x1b[8m", id="run-id-hidden-text"),
+]
+
+
+@pytest.mark.parametrize(("verbs", "field", "value", "shown"), HOSTILE_FIELDS)
+def test_every_field_of_a_record_is_printed_with_its_control_characters_escaped(
+    state: Path, capsys: pytest.CaptureFixture[str], verbs: str, field: str, value: object, shown: str
+) -> None:
+    from kftrain.backends.local import state as local_state
+
+    fields: dict[str, object] = {"kind": "PyTorchJob", "phase": "Failed", "replicas": ["master-0"], field: value}
+    local_state.write("hostile", **fields)
+    for verb in verbs.split():
+        out = jobs(capsys, *([verb] if verb == "list" else [verb, "hostile"]))
+        assert shown in out, out
+        controls = [c for c in out if c != "\n" and (ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c in "\u202e\u2028")]
+        assert controls == [], out

@@ -146,15 +146,18 @@ def delete_job(name: str) -> None:
     if path.exists() and not local_state.is_mine(path):
         owner = path.lstat().st_uid
         raise KftrainError(f"job {name} was launched by another user (uid {owner}): only that user can delete it")
-    launcher = local_state.launcher(r) if r.get("phase") == local_state.RUNNING else None
+    # The job's launcher is the process holding its name's lock, never a pid a record names (a record is
+    # untrusted: a forged one may name any process of this user's, a garbage one none while the job runs). It stops
+    # every replica, as on cancel, and removes the job's folders; the job is gone once it lets go of the lock.
+    launcher = local_state.name_holder(name)
     if launcher is not None:
-        # Its launcher (the same pid *and* start time: never a process that reused the pid) stops every replica,
-        # as on cancel, and removes the job's folders.
         with contextlib.suppress(psutil.NoSuchProcess):
             launcher.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 30
-        while (local_state.read(name) or {}).get("phase") == local_state.RUNNING and time.monotonic() < deadline:
+        while local_state.name_holder(name) is not None and time.monotonic() < deadline:
             time.sleep(0.1)
+        if local_state.name_holder(name) is not None:
+            raise KftrainError(f"job {name} still runs 30s after its launcher (pid {launcher.pid}) was stopped")
     # A launcher killed outright left the job's folders behind: they go too (only those kftrain made for the job,
     # and not while a launcher still holds them).
     remove_owned(local_state.read(name) or r)

@@ -295,7 +295,7 @@ def drop_kept(name: str) -> None:
 def launcher(record: dict[str, Any]) -> psutil.Process | None:
     """The process the record names as its launcher while it still runs: the same pid *and* the same start time, so
     a pid reused by another process is never taken for the launcher (a record without the start time cannot tell:
-    None). psutil checks the same identity again when the process is signalled."""
+    None). What a record says is only listed: a process is signalled only as :func:`name_holder`."""
     pid, started = record.get("launcher_pid"), record.get("launcher_started")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or not isinstance(started, (int, float)):
         return None
@@ -305,6 +305,29 @@ def launcher(record: dict[str, Any]) -> psutil.Process | None:
             return proc
     except psutil.Error:
         pass
+    return None
+
+
+def name_holder(name: str) -> psutil.Process | None:
+    """The process that holds job ``name``'s lock (:func:`claim_name`), as the kernel says (``/proc/locks``): the
+    job's own launcher, whatever a record claims, since a record's pid and start time can name any process. None
+    when no live process of this user's holds it (or the kernel cannot say)."""
+    try:
+        info = (state_dir() / f".{checked_name(name)}.lock").lstat()
+        locks = Path("/proc/locks").read_text()
+    except (OSError, KftrainError):
+        return None
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+        return None
+    # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:1234 0 EOF" (major:minor in hex); a waiter's line has "->" after "1:".
+    where = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    for line in locks.splitlines():
+        fields = line.split()
+        if len(fields) > 5 and fields[1:4] == ["FLOCK", "ADVISORY", "WRITE"] and fields[5] == where:
+            with contextlib.suppress(ValueError, psutil.Error):
+                proc = psutil.Process(int(fields[4]))
+                if proc.uids().effective == os.geteuid() and proc.status() != psutil.STATUS_ZOMBIE:
+                    return proc
     return None
 
 

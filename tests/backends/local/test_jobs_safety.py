@@ -70,11 +70,13 @@ def bystander() -> Iterator[psutil.Process]:
 @pytest.mark.parametrize(
     ("started", "signalled"),
     [
-        (lambda p: p.create_time(), True),  # the launcher that wrote the record: stopped
+        # Its pid and start time, but it holds no lock on the job's name: a forged record, left alone
+        # (the launcher holding the lock is stopped: tests/backends/local/test_launcher_identity.py).
+        (lambda p: p.create_time(), False),
         (lambda p: p.create_time() - 3600.0, False),  # the pid was reused by another process: left alone
         (lambda p: None, False),  # a record that cannot tell (no start time): left alone
     ],
-    ids=["same-process", "pid-reused", "no-start-time"],
+    ids=["same-start-time-no-lock", "pid-reused", "no-start-time"],
 )
 def test_delete_signals_a_recorded_pid_only_while_it_is_the_same_process(
     state: Path, bystander: psutil.Process, started: Any, signalled: bool
