@@ -1,31 +1,11 @@
 """The object store of a KFP task, found as KFP's own launcher finds it, so a step needs no credentials of its own.
 
-KFP's launcher, in the same pod and under the same service account as the step, uploads and downloads the
-step's artifacts. It reads the ``kfp-launcher`` ConfigMap of the run's namespace (optional): ``providers``
-(YAML) configures each scheme's store, and without a provider a ``minio://`` root gets KFP's default store.
-This module applies the same rules to any ``minio://`` or ``s3://`` URI a step reads or writes, and reads the
-credentials' secret through the Kubernetes API as the launcher does:
-
-- ``providers.<minio|s3>.default`` gives ``endpoint``, ``region``, ``disableSSL`` (default false) and
-  ``credentials``: ``fromEnv`` (the pod's environment, AWS's chain) or ``secretRef`` (``secretName``,
-  ``accessKeyKey``, ``secretKeyKey``); the first of ``overrides`` whose ``bucketName`` is the URI's bucket and
-  whose ``keyPrefix`` starts its key replaces what it sets
-  (kubeflow/pipelines@2.17.0:backend/src/v2/config/s3.go, S3ProviderConfig.ProvideSessionInfo; minio.go reads
-  the same structure; env.go, ``providers`` is YAML under the keys ``minio``, ``s3``, ``gs``);
-- ``minio://`` without a provider: region ``minio``, plain HTTP, the secret ``mlpipeline-minio-artifact``
-  (keys ``accesskey``/``secretkey``), and the endpoint of the backend's version: ``seaweedfs.kubeflow:9000``
-  from 2.16.0 (kubeflow/pipelines@2.16.0:backend/src/v2/objectstore/config.go,
-  ``DefaultEndpointInMultiUserMode``), ``minio-service.kubeflow:9000`` at 2.15 (a constant:
-  kubeflow/pipelines@2.15.0:backend/src/v2/config/env.go:182), before it the ``minio-service`` of the pod's own
-  namespace when Kubernetes gave it ``MINIO_SERVICE_SERVICE_HOST``/``_PORT``, else ``minio-service.kubeflow:9000``
-  (kubeflow/pipelines@2.5.0:backend/src/v2/objectstore/config.go, MinioDefaultEndpoint; config/env.go,
-  getDefaultMinioSessionInfo);
-- ``s3://`` without a provider: the environment (``fromEnv``).
-
-The backend's version is the tag of the step pod's ``kfp-launcher`` init container image (the release
-manifests pin it to the release: ``ghcr.io/kubeflow/kfp-launcher:2.16.0``); a pod whose launcher image
-carries no release tag gets the newest default, and says so in the log. Only a pod KFP created (it has
-``KFP_POD_NAME``) looks any of this up, once per process; anywhere else nothing changes.
+Only in a pod KFP created (``KFP_POD_NAME``), once per process, for ``minio://`` and ``s3://`` URIs: the
+``kfp-launcher`` ConfigMap's ``providers`` give each scheme's endpoint, region, ``disableSSL`` and credentials
+(``fromEnv``, or a ``secretRef`` read through the Kubernetes API), an ``overrides`` entry matching the bucket and key
+prefix winning (kubeflow/pipelines@2.17.0:backend/src/v2/config/s3.go: S3ProviderConfig.ProvideSessionInfo). Without
+a provider ``s3://`` uses the environment, and ``minio://`` KFP's default store for the backend's version (the tag of
+the pod's ``kfp-launcher`` image; untagged: refused, naming what to set): see :func:`default_minio_endpoint`.
 """
 
 from __future__ import annotations
@@ -105,12 +85,12 @@ def split_bucket(uri: str) -> tuple[str, str, str]:
     return scheme, bucket, key
 
 
-def default_minio_endpoint(version: tuple[int, int] | None, env: dict[str, str] | os._Environ[str]) -> str:
-    """KFP's default store endpoint at ``version`` (None: unknown, the newest): before 2.15 the pod's
+def default_minio_endpoint(version: tuple[int, int], env: dict[str, str] | os._Environ[str]) -> str:
+    """KFP's default store endpoint at ``version``: before 2.15 the pod's
     ``minio-service`` variables when both are set (kubeflow/pipelines@2.14.0:backend/src/v2/config/env.go:169,
     objectstore/config.go:166-180, MinioDefaultEndpoint); at 2.15 the constant ``minio-service.kubeflow:9000``
     alone (@2.15.0 config/env.go:182, objectstore/config.go:29); from 2.16 ``seaweedfs.kubeflow:9000``."""
-    if version is None or version >= SEAWEEDFS_SINCE:
+    if version >= SEAWEEDFS_SINCE:
         return SEAWEEDFS_ENDPOINT
     if version >= SERVICE_ENV_UNTIL:
         return MINIO_SERVICE_ENDPOINT
@@ -276,9 +256,12 @@ def kfp_store(uri: str) -> KfpStore | None:
     has_provider = bool((providers or {}).get(scheme))
     default_endpoint = ""
     if scheme == "minio" and not has_provider:
-        version = cluster.version()
+        image = cluster.launcher_image()
+        version = launcher_version(image)
+        if version is None:
+            raise unknown_version(uri, image)
         default_endpoint = default_minio_endpoint(version, os.environ)
-        source = f"KFP {'.'.join(map(str, version)) if version else '(newest)'} default store"
+        source = f"KFP {'.'.join(map(str, version))} default store"
     else:
         source = f"kfp-launcher ConfigMap providers.{scheme}" if has_provider else "the environment"
     session = session_info(uri, providers, default_endpoint)
@@ -286,6 +269,18 @@ def kfp_store(uri: str) -> KfpStore | None:
         f"{scheme}://{bucket}", session.endpoint_url or "", source, "" if session.from_env else session.secret_name
     )
     return KfpStore(session, source)
+
+
+def unknown_version(uri: str, image: str) -> StorageError:
+    """The refusal of a ``minio://`` URI whose default store this pod cannot tell: its ``kfp-launcher`` image has no
+    release tag (KFP's own fallback is ``:latest``: kubeflow/pipelines@2.17.0:backend/src/v2/compiler/argocompiler/
+    container.go:50, and @2.5.0 container.go:44), and the default store differs by release."""
+    return StorageError(
+        f"{uri}: KFP's default store differs by release ({MINIO_SERVICE_ENDPOINT} before 2.16, {SEAWEEDFS_ENDPOINT} "
+        f"from 2.16) and this pod's kfp-launcher image ({image or 'none'}) names no release; set the store in the "
+        f"{LAUNCHER_CONFIGMAP} ConfigMap's providers.minio.default (endpoint, disableSSL, credentials.secretRef: KFP's "
+        "launcher reads the same), or MINIO_ENDPOINT for the step"
+    )
 
 
 @functools.cache
@@ -352,14 +347,15 @@ class _Cluster:
             raise StorageError(f"kfp-launcher ConfigMap: providers is not valid YAML: {problem}") from None
         return decode_providers(parsed)  # every field typed here, once, as the launcher decodes them
 
-    def version(self) -> tuple[int, int] | None:
+    def launcher_image(self) -> str:
+        """The image of this pod's ``kfp-launcher`` init container; "" when it has none."""
         pod = self._get("pod", self.core.read_namespaced_pod, os.environ.get("KFP_POD_NAME", ""))
         containers = ((pod or {}).get("spec") or {}).get("initContainers") or []
         images = [str(c.get("image") or "") for c in containers if c.get("name") == LAUNCHER_CONTAINER]
-        version = launcher_version(images[0]) if images else None
-        if version is None:
-            log.info("KFP's version is unknown (launcher image %s): its newest default store applies", images or "none")
-        return version
+        return images[0] if images else ""
+
+    def version(self) -> tuple[int, int] | None:
+        return launcher_version(self.launcher_image())
 
     def _decoded(self, name: str, data: Any) -> dict[str, str]:
         """A secret's ``data`` (base64, as the API returns it) as text; a value that is not is named, never shown."""

@@ -114,7 +114,6 @@ def test_malformed_providers_are_refused_naming_the_field(providers: dict[str, A
             "seaweedfs.kubeflow:9000",
         ),
         ((2, 17), {}, "seaweedfs.kubeflow:9000"),  # @2.16.0+: DefaultEndpointInMultiUserMode
-        (None, {}, "seaweedfs.kubeflow:9000"),  # unknown: the newest
     ],
 )
 def test_default_endpoint_of_each_backend_version(version: Any, env: dict[str, str], endpoint: str) -> None:
@@ -215,3 +214,25 @@ def test_a_missing_secret_is_named(task_pod: Any) -> None:
     add_task_pod(task_pod, "ghcr.io/kubeflow/kfp-launcher:2.17.0")
     with pytest.raises(storage.StorageError, match="team-a/mlpipeline-minio-artifact"):
         storage.filesystem("minio://b/x")
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["ghcr.io/kubeflow/kfp-launcher:latest", "ghcr.io/kubeflow/kfp-launcher@sha256:" + "0" * 64, "kfp-launcher"],
+)
+def test_a_launcher_image_without_a_release_is_refused_naming_what_to_set(task_pod: Any, image: str) -> None:
+    """KFP's own fallback launcher image is ``:latest`` whatever the release, whose default store may be MinIO's: the
+    step does not guess it."""
+    add_task_pod(task_pod, image)
+    task_pod.add_secret(NAMESPACE, "mlpipeline-minio-artifact", {"accesskey": "ak-1", "secretkey": "sk-1"})
+    with pytest.raises(storage.StorageError) as refused:
+        storage.s3_endpoint("minio://mlpipeline/v2/artifacts/x")
+    assert f"kfp-launcher image ({image}) names no release" in str(refused.value)
+    assert "providers.minio.default" in str(refused.value) and "MINIO_ENDPOINT" in str(refused.value)
+
+
+def test_a_launcher_image_without_a_release_takes_the_configured_store(task_pod: Any) -> None:
+    add_task_pod(task_pod, "ghcr.io/kubeflow/kfp-launcher:latest")
+    providers = {"minio": {"default": {"endpoint": "store.team-a:9000", "credentials": {"secretRef": SECRET_REF}}}}
+    task_pod.add_configmap(NAMESPACE, "kfp-launcher", {"providers": yaml.safe_dump(providers)})
+    assert storage.s3_endpoint("minio://b/r/x") == "https://store.team-a:9000"
