@@ -11,6 +11,7 @@ from there. Best-effort: a failure is a warning, and the export stays done.
 from __future__ import annotations
 
 import logging
+import posixpath
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,11 +27,15 @@ ARTIFACT_PATH = "exported"
 
 
 def check_model_name(name: str) -> None:
-    """Refuse a registered model name MLflow would refuse (mlflow/mlflow@v3.17.2:mlflow/utils/validation.py,
-    _validate_model_name)."""
-    if name and (name != name.strip() or "/" in name or ":" in name or name in (".", "..")):
+    """Refuse a registered model name MLflow would refuse (mlflow/mlflow@v3.17.2:mlflow/utils/validation.py:692,
+    _validate_model_name: no '/' or ':'; :342, path_not_unique: as a path it is itself, not '.', no '..' first)."""
+    norm = posixpath.normpath(name)
+    clashes = norm != name or norm == "." or norm.startswith("..")  # a name that, as a path, is another
+    if name and (name != name.strip() or "/" in name or ":" in name or clashes):
         raise JobSpecError(
-            "register_model", f"{name!r}: a registered model's name has no '/' or ':' nor surrounding spaces"
+            "register_model",
+            f"{name!r}: a registered model's name has no '/' or ':', does not start with '..', is not '.', and has "
+            "no surrounding spaces",
         )
 
 
