@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -121,22 +122,42 @@ def _alive(pid: int) -> bool:
 
 class ImportTags:
     """``kftrain run`` imports a user's module in this process: what it starts while :meth:`importing` carries a
-    token, and :meth:`stop_left` (at the end of the run) stops those still running."""
+    token, and :meth:`stop_left` (at the end of the run) stops those still running; :meth:`end` ends this process
+    without waiting for a thread the import started."""
 
     def __init__(self, given: str) -> None:
         self.given = given
         self.token = secrets.token_hex(16)
+        self.threads: list[threading.Thread] = []
 
     @contextlib.contextmanager
     def importing(self) -> Iterator[None]:
         os.environ[TOKEN_ENV] = self.token
+        before = set(threading.enumerate())
         try:
             yield
         finally:
             os.environ.pop(TOKEN_ENV, None)
+            self.threads = [t for t in threading.enumerate() if t not in before and not t.daemon]
 
     def stop_left(self) -> None:
         _warn_left(self.given, stop_tagged(self.token))
+
+    def end(self, code: int) -> int:
+        """``code``; but with a thread the import started still running, this process ends now with it (Python
+        would wait for that thread at exit, for ever)."""
+        left = [t.name for t in self.threads if t.is_alive()]
+        if left:
+            module = self.given.rpartition(":")[0]
+            print(
+                f"kftrain: warning: {self.given}: importing {module} started thread(s) {', '.join(left)}, still "
+                "running; kftrain ends without waiting for them",
+                file=sys.stderr,
+            )
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        return code
 
 
 def _warn_left(given: str, left: list[int]) -> None:

@@ -171,9 +171,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     verbose = bool(getattr(args, "verbose", False) or getattr(args, "run_verbose", False))
     tags = ImportTags(args.pipeline)
     try:
-        return _run(args, params, load_for_run(args.pipeline, params, tags), verbose=verbose)
+        code = _run(args, params, load_for_run(args.pipeline, params, tags), verbose=verbose)
     finally:
         tags.stop_left()
+    return tags.end(code)
 
 
 def _run(args: argparse.Namespace, params: Mapping[str, Any], pipeline: Any, *, verbose: bool) -> int:

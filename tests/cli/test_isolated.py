@@ -125,6 +125,15 @@ def test_run_stops_the_processes_a_module_started_at_import(tmp_path: Path) -> N
                 os.kill(pid, 9)
 
 
+def test_run_ends_with_a_thread_the_module_started_at_import(tmp_path: Path) -> None:
+    """A non-daemon thread started at import does not keep ``kftrain run`` from ending once the pipeline has run."""
+    (tmp_path / "mine.py").write_text(PIPELINE + CASES["non-daemon-thread"][0])
+    proc = _kftrain(tmp_path, "run", "mine.py:mine", "--pipeline-root", "runs")
+    assert proc.returncode == 0, proc.stderr
+    assert "pipeline mine.py:mine succeeded" in proc.stdout
+    assert "importing mine.py started thread(s) Thread-1 (sleep), still running" in proc.stderr
+
+
 def test_only_the_tokens_processes_are_stopped(tmp_path: Path) -> None:
     """:func:`stop_tagged` finds processes by the token in their environment: another process is left alone."""
     tagged = subprocess.Popen(["sleep", "60"], env={**os.environ, "KFTRAIN_IMPORT_TOKEN": "t1"})
