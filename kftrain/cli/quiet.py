@@ -143,19 +143,25 @@ class QuietFilter:
             self._say(f"[kftrain]   the job's replica logs: {failure.logs_command()}")
 
     def _summary(self) -> str:
-        """`` (model, job, metrics: name=value ...)`` from the step's executor output."""
+        """`` (job, metrics: name=value ..., model, passed=True)`` from the step's executor output: its artifacts by
+        name (KFP writes them in no fixed order), then its scalar output parameters by name, a string one quoted
+        (``model_version=''``) unless it repeats one of the step's artifact URIs."""
         try:
             data = json.loads(self._outputs.read_text()) if self._outputs else {}
         except (OSError, ValueError):
             return ""
         names: list[str] = []
-        for name, entry in (data.get("artifacts") or {}).items():
+        uris: set[str] = set()
+        for name, entry in sorted((data.get("artifacts") or {}).items()):
+            uris.update(str(a.get("uri", "")) for a in entry.get("artifacts", []))
             values = [a.get("metadata", {}) for a in entry.get("artifacts", [])] if name == "metrics" else []
             scalars = [f"{k}={v:.4g}" for meta in values for k, v in meta.items() if isinstance(v, int | float)]
             names.append(f"{name}: {' '.join(scalars)}" if scalars else name)
-        names += [
-            f"{k}={v}" for k, v in (data.get("parameterValues") or {}).items() if isinstance(v, bool | int | float)
-        ]
+        for key, value in sorted((data.get("parameterValues") or {}).items()):
+            if isinstance(value, bool | int | float):
+                names.append(f"{key}={value}")
+            elif isinstance(value, str) and value not in uris:
+                names.append(f"{key}={value!r}")
         return f" ({', '.join(names)})" if names else ""
 
 

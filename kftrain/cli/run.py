@@ -37,6 +37,7 @@ DEFAULT_PIPELINE = "pytorch-digits"
 # sdk/python/kfp/local/pipeline_orchestrator.py, log_and_maybe_raise_for_failure), colors removed.
 _PIPELINE_FAILED = re.compile(r"Pipeline '.+' finished with status \w+\. Inner task failed: (?P<tasks>.+)\.$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+HTML_TYPE = "system.HTML"  # an artifact a browser shows (dsl.HTML)
 
 
 @dataclass(frozen=True)
@@ -199,12 +200,38 @@ def _run(args: argparse.Namespace, params: Mapping[str, Any], pipeline: Any, *, 
     print(f"\n[kftrain] pipeline {run.pipeline} succeeded in {run.seconds:.1f}s")
     print(f"[kftrain] outputs under {run.pipeline_root}:")
     newest = max((p for p in run.pipeline_root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    html = html_outputs(pipeline)
     for step in sorted(p for p in newest.iterdir() if p.is_dir()):
-        for artifact in sorted(p for p in step.iterdir() if p.name != "executor_output.json"):
-            print(f"  {artifact}")
+        for artifact in sorted(p for p in step.iterdir() if p.name != "executor_output.json" and p.suffix != ".html"):
+            print(f"  {browsable(artifact) if (step.name, artifact.name) in html else artifact}")
         for name, value in _scalar_metrics(step / "executor_output.json").items():
             print(f"  {step.name}: {name} = {value}")
     return 0
+
+
+def html_outputs(pipeline: Any) -> set[tuple[str, str]]:
+    """The (task, output) pairs of ``pipeline`` whose artifact is declared ``system.HTML``, in any of its DAGs."""
+    spec = pipeline.pipeline_spec
+    html: set[tuple[str, str]] = set()
+    for dag in [spec.root.dag, *(c.dag for c in spec.components.values())]:
+        for task, task_spec in dag.tasks.items():
+            outputs = spec.components[task_spec.component_ref.name].output_definitions.artifacts
+            html.update((task, name) for name, out in outputs.items() if out.artifact_type.schema_title == HTML_TYPE)
+    return html
+
+
+def browsable(artifact: Path) -> str:
+    """A ``file://`` link to ``artifact`` (an HTML file KFP's local runner names after its output, with no extension)
+    that a browser renders: a link ``<name>.html`` beside it. The artifact itself stays where its URI says, which the
+    pipeline's later steps and KFP's records use."""
+    link = artifact.with_name(f"{artifact.name}.html")
+    try:
+        link.symlink_to(artifact.name)
+    except FileExistsError:
+        pass
+    except OSError:  # a file system without symbolic links
+        shutil.copyfile(artifact, link)
+    return link.as_uri()
 
 
 def _scalar_metrics(executor_output: Path) -> dict[str, Any]:

@@ -53,8 +53,42 @@ def test_a_step_is_two_lines_and_the_progress_line(tmp_path: Path) -> None:
     assert shown == [
         "[kftrain] pytorchjob-launch: started",
         "[kftrain]   progress: epoch 1/20 loss 2.218 val_accuracy 0.5922 (master-0)",
-        "[kftrain] pytorchjob-launch: finished in 4.0s (model, metrics: val_accuracy=0.98 epoch=20)",
+        "[kftrain] pytorchjob-launch: finished in 4.0s (metrics: val_accuracy=0.98 epoch=20, model)",
     ]
+
+
+def finished_line(tmp_path: Path, executor_output: dict[str, object]) -> str:
+    """The ``finished`` line of a step whose executor output is ``executor_output``."""
+    out = tmp_path / "executor_output.json"
+    out.write_text(json.dumps(executor_output))
+    shown: list[str] = []
+    quiet = QuietFilter(shown.append, clock=Clock())
+    for line in [
+        "21:45:51.688 - INFO - Executing task 'export-model'\n",
+        f"    [KFP Executor 2026-11-23 21:46:08,027 INFO]: Wrote executor output file to {out}.\n",
+        "21:46:08.162 - INFO - Task 'export-model' finished with status SUCCESS\n",
+    ]:
+        quiet.feed(line)
+    return shown[-1]
+
+
+def test_a_steps_outputs_are_listed_in_one_order_whatever_order_kfp_wrote_them(tmp_path: Path) -> None:
+    artifacts = {name: {"artifacts": [{"uri": f"/runs/x/{name}"}]} for name in ("curves", "model", "job")}
+    params = {"score": 0.5, "passed": True}
+    lines = {
+        finished_line(tmp_path, {"artifacts": dict(order_a), "parameterValues": dict(order_p)})
+        for order_a in (list(artifacts.items()), list(reversed(artifacts.items())))
+        for order_p in (list(params.items()), list(reversed(params.items())))
+    }
+    assert lines == {"[kftrain] export-model: finished in 4.0s (curves, job, model, passed=True, score=0.5)"}
+
+
+def test_a_steps_string_outputs_are_shown_but_not_one_repeating_an_artifacts_uri(tmp_path: Path) -> None:
+    data = {
+        "artifacts": {"exported": {"artifacts": [{"uri": "/runs/x/export-model/exported"}]}},
+        "parameterValues": {"model_version": "", "exported_uri": "/runs/x/export-model/exported", "args": ["-v"]},
+    }
+    assert finished_line(tmp_path, data) == "[kftrain] export-model: finished in 4.0s (exported, model_version='')"
 
 
 def failed_step(tmp_path: Path, log: list[str]) -> list[str]:
