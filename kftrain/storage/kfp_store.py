@@ -51,6 +51,10 @@ class SessionInfo:
     secret_name: str = ""
     access_key_key: str = ""
     secret_key_key: str = ""
+    # Path-style requests (http://host/bucket/key), as KFP's launcher makes them unless forcePathStyle is false
+    # (kubeflow/pipelines@2.17.0:backend/src/v2/config/s3.go:111-114, 147-148; objectstore/config.go:225-233: unset
+    # is true, also for the default store; object_store.go:355 applies it).
+    force_path_style: bool = True
 
     @property
     def endpoint_url(self) -> str | None:
@@ -207,6 +211,7 @@ def session_info(uri: str, providers: dict[str, Any] | None, default_endpoint: s
         raise _refuse(f"{where}.default.credentials", "missing")
     endpoint, region = default["endpoint"] or "", default["region"] or ""
     disable_ssl = bool(default["disableSSL"])  # s3.go: unset is false
+    path_style = default["forcePathStyle"] is not False  # s3.go: unset is true
     credentials, credentials_at = default["credentials"], f"{where}.default.credentials"
     for i, override in enumerate(overrides or []):
         # s3.go getOverrideByPrefix: the first whose bucket is the URI's and whose keyPrefix starts its key
@@ -215,6 +220,8 @@ def session_info(uri: str, providers: dict[str, Any] | None, default_endpoint: s
         endpoint, region = override["endpoint"] or endpoint, override["region"] or region
         if override["disableSSL"] is not None:
             disable_ssl = override["disableSSL"]
+        if override["forcePathStyle"] is not None:
+            path_style = override["forcePathStyle"]
         if override["credentials"] is None:  # s3.go: "missing override credentials"
             raise _refuse(f"{where}.Overrides[{i}].credentials", "missing")
         credentials, credentials_at = override["credentials"], f"{where}.Overrides[{i}].credentials"
@@ -235,8 +242,9 @@ def session_info(uri: str, providers: dict[str, Any] | None, default_endpoint: s
             secret["secretName"],
             secret["accessKeyKey"] or "",
             secret["secretKeyKey"] or "",
+            path_style,
         )
-    return SessionInfo(endpoint, region, disable_ssl, True)
+    return SessionInfo(endpoint, region, disable_ssl, True, force_path_style=path_style)
 
 
 def launcher_version(image: str) -> tuple[int, int] | None:

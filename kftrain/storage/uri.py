@@ -206,6 +206,16 @@ def _s3_credentials(uri: str) -> dict[str, str]:
     return dict((store.credentials() if store is not None else None) or {})
 
 
+def _addressing_style(uri: str) -> str | None:
+    """botocore's ``addressing_style`` for ``uri`` in KFP's store (its ``forcePathStyle``), if it is KFP's store."""
+    if any(os.environ.get(name) for name in ("MINIO_ENDPOINT", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")):
+        return None  # another endpoint is not KFP's store
+    store = kfp_store(uri) if uri.split("://", 1)[0] in ("minio", "s3") else None
+    if store is None:
+        return None
+    return "path" if store.session.force_path_style else "virtual"
+
+
 def _region(uri: str) -> str | None:
     """The region KFP's store configuration gives ``uri`` (some S3-compatible stores check it), if any."""
     explicit = ("AWS_REGION", "AWS_DEFAULT_REGION", "MINIO_ENDPOINT", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3")
@@ -269,6 +279,9 @@ def filesystem(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
             options["client_kwargs"] = client_kwargs
         options.update(_s3_credentials(uri))
         options["config_kwargs"] = _botocore_config()
+        style = _addressing_style(uri)
+        if style:
+            options["config_kwargs"]["s3"] = {"addressing_style": style}
         # Markers are written by other processes (other pods); a cached listing would hide them.
         options["use_listings_cache"] = False
     extra = _EXTRA_OF_SCHEME.get(scheme)

@@ -236,3 +236,57 @@ def test_a_launcher_image_without_a_release_takes_the_configured_store(task_pod:
     providers = {"minio": {"default": {"endpoint": "store.team-a:9000", "credentials": {"secretRef": SECRET_REF}}}}
     task_pod.add_configmap(NAMESPACE, "kfp-launcher", {"providers": yaml.safe_dump(providers)})
     assert storage.s3_endpoint("minio://b/r/x") == "https://store.team-a:9000"
+
+
+class _Sent(Exception):
+    pass
+
+
+def _request_url(fs: Any) -> str:
+    """Where botocore, configured as ``fs`` configures its client, sends a read of ``mlpipeline/r/x`` (never sent)."""
+    import botocore.session
+    from botocore.config import Config
+
+    client = botocore.session.get_session().create_client(
+        "s3",
+        aws_access_key_id="k",
+        aws_secret_access_key="s",
+        config=Config(**fs.config_kwargs),
+        **{"region_name": "us-east-1", **fs.client_kwargs},
+    )
+    urls: list[str] = []
+
+    def capture(request: Any, **_: Any) -> None:
+        urls.append(request.url)
+        raise _Sent
+
+    client.meta.events.register("before-send.s3", capture)
+    with pytest.raises(_Sent):
+        client.head_object(Bucket="mlpipeline", Key="r/x")
+    return urls[0]
+
+
+@pytest.mark.parametrize(
+    "force_path_style, url",
+    [
+        (None, "http://store.team-a:9000/mlpipeline/r/x"),
+        (True, "http://store.team-a:9000/mlpipeline/r/x"),
+        (False, "http://mlpipeline.store.team-a:9000/r/x"),
+    ],
+)
+def test_force_path_style_addresses_the_bucket_as_kfps_launcher_does(
+    task_pod: Any, force_path_style: bool | None, url: str
+) -> None:
+    """Unset is true (KFP's s3.go): a bucket in the path, which a store behind a cluster DNS name needs."""
+    add_task_pod(task_pod, "ghcr.io/kubeflow/kfp-launcher:2.17.0")
+    default: dict[str, Any] = {
+        "endpoint": "store.team-a:9000",
+        "disableSSL": True,
+        "credentials": {"secretRef": SECRET_REF},
+    }
+    if force_path_style is not None:
+        default["forcePathStyle"] = force_path_style
+    task_pod.add_configmap(NAMESPACE, "kfp-launcher", {"providers": yaml.safe_dump({"minio": {"default": default}})})
+    task_pod.add_secret(NAMESPACE, "s3-creds", {"AK": "team-key", "SK": "team-secret"})
+    fs, _ = storage.filesystem("minio://mlpipeline/r/x")
+    assert _request_url(fs) == url
