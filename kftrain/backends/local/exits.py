@@ -8,6 +8,8 @@ that kept failing is named rather than hidden behind "ran longer than")."""
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 
 from kftrain.backends.base import JobPhase, JobResult
@@ -52,19 +54,22 @@ def exited(
                 f"{state.workers_running()} worker(s)"
             )
             return None
-        return failure(replica, "ReplicaFailed", f"{replica.id.label} exited with code {exit_code}")
+        return failure(replica, "ReplicaFailed", f"{replica.id.label} exited with code {exit_code}", state)
     counted = state.restarts[backoff.job or ""]
     if backoff.spent(replica.policy, counted):
         if backoff.in_place(replica.policy):
             why = f"restarting it would make {counted + 1} restart(s) of {backoff.counted()}'s pods"
         else:
             why = f"{counted + 1} of {backoff.counted()}'s pods have failed"
-        message = f"{replica.id.label} exited with code {exit_code}; {why}, and backoffLimit is {backoff.limit}"
+        restarted = _restarted(state, replica, counted, backoff.counted(), now)
+        message = (
+            f"{replica.id.label} exited with code {exit_code}{restarted}; {why}, and backoffLimit is {backoff.limit}"
+        )
         after = kind.after_job_failure(job, replica.id.type, state.whole_restarts_counted) if backoff.job else None
         if after is None:
-            return failure(replica, "BackoffLimitExceeded", message)
+            return failure(replica, "BackoffLimitExceeded", message, state)
         if not after.restart:
-            return failure(replica, after.reason, f"{message}; {after.why}")
+            return failure(replica, after.reason, f"{message}; {after.why}", state)
         return RestartAll(counted=after.counted, message=f"{message}; {after.why}")
     delay = min(config.restart_backoff_s * 2**replica.restarts, config.max_restart_backoff_s)
     replica.restarts += 1
@@ -79,7 +84,32 @@ def exited(
     return None
 
 
-def failure(replica: LocalReplica, reason: str, message: str) -> JobResult:
+def _restarted(state: RunningJob, replica: LocalReplica, counted: int, where: str, now: float) -> str:
+    """`` after N restart(s) of X's pods in Ts (...)``: why a program that fails at once took this long to fail the
+    job; "" when nothing was restarted."""
+    if not counted:
+        return ""
+    return (
+        f" after {counted} restart(s) of {where}'s pods in {now - state.started_at:.0f}s (restartPolicy "
+        f"{replica.policy.value} restarts it on this exit code; Never fails the job at once)"
+    )
+
+
+def own_paths(state: RunningJob, lines: list[str]) -> list[str]:
+    """``lines`` with each path through the replicas' working folder (a link farm of the launch folder,
+    :func:`~kftrain.backends.local.workdirs.replica_cwd`) written as the user's own file in the launch folder: a
+    traceback names the user's script, not a folder that goes with the job."""
+    folders = sorted({str(state.cwd), str(state.cwd.resolve())}, key=len, reverse=True)
+    pattern = re.compile(f"(?:{'|'.join(map(re.escape, folders))})/([^/\\s\"']+)")
+
+    def mapped(found: re.Match[str]) -> str:
+        entry = state.cwd / found.group(1)
+        return os.readlink(entry) if entry.is_symlink() else found.group(0)
+
+    return [pattern.sub(mapped, line) for line in lines]
+
+
+def failure(replica: LocalReplica, reason: str, message: str, state: RunningJob) -> JobResult:
     """The job failed for ``replica``, which is done for: its exit code and its last lines."""
     replica.finished = True
     return JobResult(
@@ -88,7 +118,7 @@ def failure(replica: LocalReplica, reason: str, message: str) -> JobResult:
         message=message,
         exit_code=shell_exit_code(replica.last_exit or 1),
         failed_replica=replica.id.label,
-        log_tail=list(replica.tail),
+        log_tail=own_paths(state, list(replica.tail)),
     )
 
 
@@ -103,4 +133,4 @@ def blame_crash_loop(state: RunningJob, result: JobResult) -> None:
     result.message += (
         f"; {worst.id.label} was crash-looping: it last exited with code {code} after {worst.restarts} restart(s)"
     )
-    result.exit_code, result.failed_replica, result.log_tail = code, worst.id.label, list(worst.tail)
+    result.exit_code, result.failed_replica, result.log_tail = code, worst.id.label, own_paths(state, list(worst.tail))
