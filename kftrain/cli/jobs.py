@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import re
 import time
 import unicodedata
@@ -22,6 +23,7 @@ from kftrain.backends.kept import download_outputs
 from kftrain.backends.local.state import LOST
 from kftrain.cli.numbers import whole
 from kftrain.errors import KftrainError
+from kftrain.metrics.collect import Collector
 from kftrain.progress import format_duration
 
 _POD_LINE = re.compile(r"pod \S+ \(([^)]+)\): ")
@@ -34,7 +36,7 @@ def add_commands(sub: Any) -> None:
     verbs = jobs.add_subparsers(dest="verb", required=True)
     listing = verbs.add_parser("list", help="jobs with kind, phase, age, run and task")
     listing.add_argument("--all", action="store_true", help="local: every user's jobs in a shared state folder")
-    verbs.add_parser("status", help="conditions, replicas, restarts, events").add_argument("name")
+    verbs.add_parser("status", help="conditions, replicas, restarts, events, progress").add_argument("name")
     logs = verbs.add_parser("logs", help="a job's replica logs (live, else the kept ones)")
     logs.add_argument("name")
     logs.add_argument("--replica", default=None, help="one replica (worker-1); default: every one")
@@ -64,6 +66,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         print(f"{job.name}: {job.kind} {job.phase} ({_age(job)} old)")
         for line in job.details:
             print(f"  {line}")
+        if (progress := progress_of(backend, args.name)) is not None:
+            print(f"  {printable(progress)}")
         if job.model_uri or job.logs_uri:
             print(f"  model: {job.model_uri}\n  logs: {job.logs_uri}")
     elif args.verb == "logs":
@@ -80,6 +84,21 @@ def cmd_jobs(args: argparse.Namespace) -> int:
             source, target = printable(source), printable(target)
             print(f"{what}: {source} -> {target}" if target else f"{what}: none at {source} (the job wrote none)")
     return 0
+
+
+def progress_of(backend: Backend, name: str) -> str | None:
+    """The job's progress as its launch step prints it (``progress: epoch 3/20 loss 0.41 (master-0)``), from the
+    metrics lines of its replicas' logs so far (:class:`kftrain.metrics.collect.Collector`); None when they reported
+    none, or the logs cannot be read."""
+    said: list[str] = []
+    collector = Collector(said.append, every_s=math.inf, clock=lambda: 0.0)  # no rate: the points came long ago
+    try:
+        for label, line in backend.job_logs(name, None, None, False):
+            collector.feed(label, line)
+    except (KftrainError, OSError):
+        return None
+    collector.close()
+    return next((line for line in reversed(said) if line.startswith("progress:")), None)
 
 
 def printable(text: str) -> str:
