@@ -172,4 +172,7 @@ cp "$built" "$KEY_DIR/"
 echo "build_horovod: built $(basename "$built") in $((SECONDS - started))s, cached in $KEY_DIR"
 install_wheel "$KEY_DIR/$(basename "$built")"
 wanted_ok || { echo "build_horovod: the installed Horovod lacks a wanted framework" >&2; exit 1; }
-"$VENV/bin/horovodrun" --check-build
+# Its table only: importing TensorFlow to fill it prints some 60 lines of TensorFlow/absl start-up logging.
+check="$("$VENV/bin/horovodrun" --check-build 2>&1)" || { echo "$check" >&2; exit 1; }
+table="$(sed -n '/^Horovod v/,$p' <<<"$check")"
+echo "${table:-$check}"
