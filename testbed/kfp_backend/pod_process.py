@@ -3,8 +3,9 @@
 The main container's PID 1 is Argo's emissary; its command is KFP's launcher, which runs the step as a plain child
 with no process group of its own and no signal handling. A cancel reaches the step as SIGTERM and leaves it between
 0 and 1 s, not the pod's grace period (the chain, cited, is beside :data:`EMISSARY_POLL_S`). :func:`run_step` starts
-the step as the leader of a process group standing for the launcher's; a cancel sends the group SIGTERM, waits
-``grace_s`` (the emissary's poll, :data:`EMISSARY_POLL_S` at most) and sends SIGKILL.
+the step as the leader of a process group standing for the launcher's, its output piped as the launcher pipes it
+(:class:`_LauncherPipe`); a cancel ends that pipe and sends the group SIGTERM, waits ``grace_s`` (the emissary's poll,
+:data:`EMISSARY_POLL_S` at most) and sends SIGKILL.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -78,22 +80,69 @@ class Cancel:
         self.requested.set()
 
 
+class _LauncherPipe:
+    """The step's stdout and stderr as KFP's launcher takes them by default (``PUBLISH_LOGS`` "true" in every
+    release's manifests, kubeflow/pipelines@2.17.0:manifests/kustomize/base/pipeline/
+    ml-pipeline-apiserver-deployment.yaml:114-115, and the launcher's own flag default, backend/src/v2/cmd/
+    launcher-v2/main.go:49): one pipe, copied by the launcher to its stdout and the executor-logs file
+    (backend/src/v2/component/launcher_v2.go:699-711, getLogWriter 632-652: ``io.MultiWriter``). When the launcher
+    exits on SIGTERM its end of the pipe goes with it: what the step writes after that is lost (EPIPE)."""
+
+    def __init__(self, log: Path) -> None:
+        self.read_fd, self.write_fd = os.pipe()
+        self._stop = threading.Event()
+        self._copier = threading.Thread(target=self._copy, args=(log,), daemon=True)
+
+    def start(self) -> None:
+        os.close(self.write_fd)  # the step holds the only writer: end of file when it ends
+        self._copier.start()
+
+    def _copy(self, log: Path) -> None:
+        try:
+            with log.open("wb") as out:
+                while not self._stop.is_set():
+                    if not select.select([self.read_fd], [], [], 0.02)[0]:
+                        continue
+                    chunk = os.read(self.read_fd, 65536)
+                    if not chunk:
+                        return
+                    out.write(chunk)
+                    out.flush()
+        finally:
+            os.close(self.read_fd)
+
+    def launcher_exits(self) -> None:
+        """The launcher's exit (Go's default for SIGTERM): the pipe's read end is closed, nothing more is copied."""
+        self._stop.set()
+        self._copier.join()
+
+    def drained(self) -> None:
+        """The step ended: what is left in the pipe is copied (``cmd.Run`` waits for it) before the log is read."""
+        self._copier.join()
+
+
 def run_step(
     argv: list[str], *, env: dict[str, str], cwd: Path, log: Path, timeout: float, cancel: Cancel | None
 ) -> int:
-    """Run the step's command to its end (its output in ``log``); its exit code. Raises :class:`StepCancelled` when
-    ``cancel`` is set meanwhile, :class:`TimeoutError` past ``timeout``."""
-    with log.open("w") as out:
+    """Run the step's command to its end (its output in ``log``, through :class:`_LauncherPipe`); its exit code.
+    Raises :class:`StepCancelled` when ``cancel`` is set meanwhile, :class:`TimeoutError` past ``timeout``."""
+    pipe = _LauncherPipe(log)
+    try:
         # Its own process group, led by the step: the group stands for the launcher's, which the step shares.
         process = subprocess.Popen(
             argv,
             env=env,
             cwd=cwd,
-            stdout=out,
-            stderr=subprocess.STDOUT,
+            stdout=pipe.write_fd,
+            stderr=pipe.write_fd,
             start_new_session=True,
             preexec_fn=_die_with_the_harness,
         )
+    except BaseException:
+        os.close(pipe.read_fd)
+        os.close(pipe.write_fd)
+        raise
+    pipe.start()
     deadline = time.monotonic() + timeout
     try:
         while True:
@@ -103,7 +152,10 @@ def run_step(
                 pass
             if cancel is not None and cancel.requested.is_set():
                 cancel.sigterm_at = time.monotonic()
-                os.killpg(process.pid, signal.SIGTERM)  # the emissary forwards it to the launcher's group
+                # The emissary forwards SIGTERM to the launcher's group: the launcher exits at once, the step's
+                # handler runs on with its output going nowhere.
+                pipe.launcher_exits()
+                os.killpg(process.pid, signal.SIGTERM)
                 # The launcher's exit does not end the step's: the emissary's next poll does, grace_s later.
                 while time.monotonic() < cancel.sigterm_at + cancel.grace_s and _group_alive(process):
                     time.sleep(0.01)
@@ -116,3 +168,5 @@ def run_step(
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)  # what is left dies with the container's PID namespace
         process.wait()
+        # Every writer is gone now: the copier reads to the end (a cancel already closed the pipe).
+        pipe.drained()
