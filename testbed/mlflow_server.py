@@ -6,6 +6,7 @@ SQLite and artifacts in the folder it is given, on 127.0.0.1, its job runner off
 :func:`kfp_task_run`: the parent and nested runs KFP 2.17 makes for a task, and the variables its driver gives it
 (kubeflow/pipelines@2.17.0:backend/src/v2/common/plugins/mlflow/handler.go, OnTaskStart, RetrieveUserContainerEnvVars).
 :func:`hostile_server`: throttling for an hour, 500, 401, or a body trickling in, on 127.0.0.1.
+``python -m testbed.mlflow_server [FOLDER]``: the same server for a reader to try ``kftrain run --mlflow`` on.
 """
 
 from __future__ import annotations
@@ -219,3 +220,29 @@ def hostile_server(mode: str) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m testbed.mlflow_server [FOLDER]``: the tracking server ``make install`` provides, to try
+    ``kftrain run --mlflow``; what it keeps stays in FOLDER (default ``mlflow-data``); Ctrl-C stops it."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m testbed.mlflow_server", description=main.__doc__)
+    parser.add_argument("folder", nargs="?", default="mlflow-data", type=Path)
+    folder = parser.parse_args(argv).folder.resolve()
+    if not MLFLOW.exists():
+        print(f"no MLflow server in {SERVER_VENV}: run {INSTALL}", file=sys.stderr)
+        return 1
+    stopped = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopped.set())
+    with mlflow_server(folder) as server:
+        print(f"MLflow tracking server: {server.uri} (its data in {folder}; Ctrl-C stops it). Try:", flush=True)
+        print(f"  kftrain run pytorch-digits --mlflow {server.uri}", flush=True)
+        stopped.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
