@@ -144,8 +144,8 @@ class QuietFilter:
 
     def _summary(self) -> str:
         """`` (job, metrics: name=value ..., model, passed=True)`` from the step's executor output: its artifacts by
-        name (KFP writes them in no fixed order), then its scalar output parameters by name, a string one quoted
-        (``model_version=''``) unless it repeats one of the step's artifact URIs."""
+        name (KFP writes them in no fixed order), then its scalar output parameters by name (a number as a metric is,
+        a string quoted: ``model_version=''``, unless it repeats one of the step's artifact URIs)."""
         try:
             data = json.loads(self._outputs.read_text()) if self._outputs else {}
         except (OSError, ValueError):
@@ -158,7 +158,9 @@ class QuietFilter:
             scalars = [f"{k}={v:.4g}" for meta in values for k, v in meta.items() if isinstance(v, int | float)]
             names.append(f"{name}: {' '.join(scalars)}" if scalars else name)
         for key, value in sorted((data.get("parameterValues") or {}).items()):
-            if isinstance(value, bool | int | float):
+            if isinstance(value, float):
+                names.append(f"{key}={value:.4g}")
+            elif isinstance(value, bool | int):
                 names.append(f"{key}={value}")
             elif isinstance(value, str) and value not in uris:
                 names.append(f"{key}={value!r}")

@@ -74,13 +74,14 @@ def finished_line(tmp_path: Path, executor_output: dict[str, object]) -> str:
 
 def test_a_steps_outputs_are_listed_in_one_order_whatever_order_kfp_wrote_them(tmp_path: Path) -> None:
     artifacts = {name: {"artifacts": [{"uri": f"/runs/x/{name}"}]} for name in ("curves", "model", "job")}
-    params = {"score": 0.5, "passed": True}
+    params = {"score": 0.9832869080779945, "passed": True, "rows": 359}
     lines = {
         finished_line(tmp_path, {"artifacts": dict(order_a), "parameterValues": dict(order_p)})
         for order_a in (list(artifacts.items()), list(reversed(artifacts.items())))
         for order_p in (list(params.items()), list(reversed(params.items())))
     }
-    assert lines == {"[kftrain] export-model: finished in 4.0s (curves, job, model, passed=True, score=0.5)"}
+    summary = "(curves, job, model, passed=True, rows=359, score=0.9833)"
+    assert lines == {f"[kftrain] export-model: finished in 4.0s {summary}"}
 
 
 def test_a_steps_string_outputs_are_shown_but_not_one_repeating_an_artifacts_uri(tmp_path: Path) -> None:
