@@ -1,4 +1,4 @@
-"""``kftrain run``'s output: one line per step and the training's progress, instead of KFP's dumps.
+"""``kftrain run``'s output: two lines per step and the training's progress, instead of KFP's dumps.
 
 :func:`quiet_output` routes file descriptors 1 and 2 (the steps' subprocesses too) through :class:`QuietFilter`:
 ``[kftrain] <step>: started``, ``finished in 6.4s (outputs)``, the progress lines. A step's warnings show as they

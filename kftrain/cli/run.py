@@ -125,7 +125,7 @@ def run_locally(
     mlflow: str = "",
 ) -> LocalRun:
     """Run ``pipeline`` (loaded by :func:`load_for_run` from ``given``) to its end; a failed task raises
-    :class:`JobFailedError` naming it. Not ``verbose``: one line per step and the training's progress. With
+    :class:`JobFailedError` naming it. Not ``verbose``: two lines per step and the training's progress. With
     ``mlflow`` (a tracking URI) or ``MLFLOW_TRACKING_URI`` set, tracked in MLflow as KFP 2.17 tracks a pipeline run
     (:mod:`kftrain.tracking.local`)."""
     scratch = Path(tempfile.mkdtemp(prefix="kftrain-run-"))
