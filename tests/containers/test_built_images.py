@@ -131,13 +131,20 @@ def test_a_warm_build_rebuilds_nothing(env: dict[str, str], built: dict[str, str
 
 # A framework image is not built here (GBs, and a cold build past the tier's budget: P8), but where `make images`
 # built it, its trainer's modules load and compute on the CPU (a cuda variant's wheels run without a GPU).
-FRAMEWORK_CHECKS = {
+FRAMEWORK_CHECKS = {  # image: (program, the last line it prints)
     images.image(images.PYTORCH, images.CUDA): (
-        "import torch, kftrain.programs.torch_ddp; print(float(torch.ones(3).sum()), torch.cuda.is_available())"
+        "import torch, kftrain.programs.torch_ddp; print(float(torch.ones(3).sum()), torch.cuda.is_available())",
+        "3.0 False",
     ),
     images.image(images.TENSORFLOW, images.CPU): (
         "import tensorflow as tf, kftrain.programs.tf_distributed; "
-        "print(float(tf.reduce_sum(tf.ones(3))), bool(tf.config.list_physical_devices('GPU')))"
+        "print(float(tf.reduce_sum(tf.ones(3))), bool(tf.config.list_physical_devices('GPU')))",
+        "3.0 False",
+    ),
+    images.image(images.HOROVOD_TENSORFLOW, images.CPU): (
+        "import tensorflow as tf, horovod.tensorflow as hvd, kftrain.programs.horovod_tf; hvd.init(); "
+        "print(float(tf.reduce_sum(hvd.allreduce(tf.ones(3)))), hvd.size())",
+        "3.0 1",
     ),
 }
 
@@ -147,5 +154,6 @@ def test_a_framework_image_built_here_computes_on_the_cpu(env: dict[str, str], r
     found = subprocess.run(["podman", "image", "exists", ref], env=env, capture_output=True)
     if found.returncode != 0:
         pytest.skip(f"{ref} is not built here (make images builds it)")
-    out = _run(env, ref, "-c", FRAMEWORK_CHECKS[ref], entrypoint="python")
-    assert out.strip().splitlines()[-1] == "3.0 False", out
+    program, expected = FRAMEWORK_CHECKS[ref]
+    out = _run(env, ref, "-c", program, entrypoint="python")
+    assert out.strip().splitlines()[-1] == expected, out
