@@ -27,7 +27,7 @@ BUILD = REPO_ROOT / "scripts" / "build_images.sh"
 LIGHT = {"launch": images.image(images.LAUNCH), "data": images.image(images.DATA)}
 # The modules each image's steps start with (as its Dockerfile's own check imports them).
 STEP_MODULES = {"launch": "kftrain.launch.component", "data": "kftrain.steps.prep"}
-# A cold build of the base and both images on a loaded 2-core machine (12.4 min measured; P8 in bench/results.md).
+# A cold build of the base and both images on a loaded 2-core machine: 12.4 min measured (docs/install.md, Images).
 BUILD_TIMEOUT_S = 1100
 
 
