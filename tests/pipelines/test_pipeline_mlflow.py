@@ -1,15 +1,16 @@
 """``kftrain run pytorch-digits --mlflow URI`` against a real MLflow tracking server: the runs laid out as KFP 2.17
 lays out a pipeline run's (one parent, one nested run per task, a DAG task's under it), the training's every epoch,
 the evaluation's scores and report, the export registered as a model version; read back through MLflow's own
-client, and shown by the MLflow UI in Chromium. The same run against a server that is down ends within 10 s."""
+client, and shown by the MLflow UI in Chromium. The same run against a server that is down goes on untracked after
+one line, said within 10 s."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -143,9 +144,8 @@ def test_the_mlflow_ui_shows_the_pipeline_runs_nested_runs(tracked, runs, tmp_pa
         shutil.copyfile(shot, DOCS_IMAGE)
 
 
-def test_the_same_run_with_the_server_down_ends_within_10s_in_one_line(tmp_path):
+def test_the_same_run_with_the_server_down_goes_on_untracked_after_one_line(tmp_path):
     uri = f"http://127.0.0.1:{free_port()}"
-    started = time.monotonic()
     proc = subprocess.run(
         [
             sys.executable,
@@ -160,13 +160,15 @@ def test_the_same_run_with_the_server_down_ends_within_10s_in_one_line(tmp_path)
         ],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
         cwd=REPO,
     )
-    took = time.monotonic() - started
-    assert proc.returncode == 2 and took < 10, (took, proc.stdout[-2000:], proc.stderr[-2000:])
-    assert proc.stderr.strip().splitlines() == [
-        f"kftrain: error: MLFLOW_TRACKING_URI: the MLflow tracking server {uri} cannot be reached "
-        + proc.stderr.split("cannot be reached ", 1)[1].strip()
-    ]
-    assert not [p for p in Path(tmp_path).iterdir() if p.is_dir()]  # no step ran
+    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])  # MLflow is best-effort, as in KFP
+    said = [line for line in proc.stdout.splitlines() if "mlflow:" in line]
+    assert len(said) == 1 and said[0].startswith(
+        f"[kftrain]   mlflow: MLFLOW_TRACKING_URI: the MLflow tracking server {uri} cannot be reached"
+    ), said
+    assert said[0].endswith("the pipeline goes on untracked")
+    took = float(re.search(r"\(after ([0-9.]+)s\)", said[0]).group(1))  # type: ignore[union-attr]
+    assert took < 10, said
+    assert [p for p in Path(tmp_path).iterdir() if p.is_dir()]  # the run went on: its steps ran
