@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from typing import Any, NoReturn
 
@@ -68,6 +70,24 @@ redact_urls = redact
 
 
 def fail_step(message: str, exit_code: int = 1) -> NoReturn:
-    """End a pipeline step: the message in its log, the exit code as its status."""
-    print(f"ERROR: {redact(message)}", file=sys.stderr)
+    """End a pipeline step: the message in its log, the exit code as its status.
+
+    The exit code holds even when the log is gone: under KFP's launcher with PUBLISH_LOGS the step's output is a pipe
+    that closes when the launcher exits on a cancel (kubeflow/pipelines@2.17.0:backend/src/v2/component/
+    launcher_v2.go:699-711), and a write then raises BrokenPipeError.
+    """
+    try:
+        print(f"ERROR: {redact(message)}", file=sys.stderr, flush=True)
+    except (BrokenPipeError, ValueError):
+        _drop_closed_output()
     raise SystemExit(exit_code)
+
+
+def _drop_closed_output() -> None:
+    """Point stdout and stderr at /dev/null, so that the interpreter's flush at exit cannot fail on the closed pipe
+    and replace the step's exit code with 120 (docs.python.org/3/library/signal.html, "Note on SIGPIPE")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(devnull, stream.fileno())
+    os.close(devnull)
