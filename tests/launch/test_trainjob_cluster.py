@@ -106,7 +106,7 @@ def cluster_namespace(kube: FakeKube) -> str:
 def test_a_runtime_already_there_must_match_the_files(
     cluster: FakeKube, operator: OperatorSim, tmp_path: Path, same: bool
 ) -> None:
-    from tests.launch.test_launch_kubernetes import expected_namespace
+    from testbed.launch_cluster import expected_namespace
 
     there = runtime()
     if not same:
