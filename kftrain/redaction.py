@@ -27,15 +27,15 @@ MIN_SECRET_CHARS = 4
 # holding an "@" is hidden whole.
 _URL_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")
 
-_registered: set[str] = set()
-_lock = threading.Lock()
+registered: set[str] = set()
+lock = threading.Lock()
 
 
 def add_secret(value: str | None) -> None:
     """From now on, ``value`` (in every shape :func:`redact` knows) is never printed."""
     if value and value.strip():
-        with _lock:
-            _registered.add(value)
+        with lock:
+            registered.add(value)
 
 
 def userinfo(uri: str) -> tuple[str, str]:
@@ -51,8 +51,8 @@ def userinfo(uri: str) -> tuple[str, str]:
 def secrets(environ: Mapping[str, str] | None = None) -> set[str]:
     """Every secret value known now: registered ones, secret-named variables' values, URIs' passwords."""
     env = os.environ if environ is None else environ
-    with _lock:
-        found = set(_registered)
+    with lock:
+        found = set(registered)
     for name, value in env.items():
         if _SECRET_NAME.search(name):
             found.add(value)

@@ -22,6 +22,7 @@ from typing import Any
 import psutil
 import pytest
 
+from kftrain import redaction
 from kftrain.backends.local.state import STATE_DIR_ENV
 from kftrain.job.manifest.schema import CRDSchemas
 from testbed import reference
@@ -64,6 +65,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def local_job_state(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The local backend records its jobs (``kftrain jobs``) here, not in the home folder of whoever runs the tests."""
     os.environ.setdefault(STATE_DIR_ENV, str(tmp_path_factory.mktemp("kftrain-jobs")))
+
+
+@pytest.fixture(autouse=True)
+def secrets_of_this_test() -> Iterator[None]:
+    """A secret a test registers (``--token wrong``) is forgotten after it: ``redact`` in a later test of the same
+    worker must not mask that word in its own output."""
+    with redaction.lock:
+        before = set(redaction.registered)
+    yield
+    with redaction.lock:
+        redaction.registered.intersection_update(before)
 
 
 # --- the operators' reference data -------------------------------------------------------------------
