@@ -2,7 +2,7 @@
 run on the local backend (tests/backends/local/test_restarts.py) and on the real controllers
 (tests/controlplane/test_restarts.py), so the local backend's restarts are held to the real ones.
 
-Whoever restarts a replica counts its failures (:class:`kftrain.job.kinds.base.Backoff`): training-operator across a
+Whoever restarts a replica counts its failures (:class:`kftrain.job.kinds.restarts.Backoff`): training-operator across a
 job, or the batch Job that runs it (mpi-operator's launcher; each replicated Job of a TrainJob's JobSet) over that
 Job's pods. Each replica runs :data:`FAILING_REPLICA`, which fails its first runs as the case plans, then succeeds or
 runs on; on the control plane the node agent does the same with the pod of that replica.

@@ -121,7 +121,7 @@ class TrainingJob:
     replica_specs: dict[str, ReplicaSpec] = field(default_factory=dict)
     spec: JobSpec = field(default_factory=JobSpec)
     # What a kind whose manifest is not laid out as replica specs keeps of it (a TrainJob's own spec and its
-    # resolved runtime, kftrain.job.kinds.trainjob.kind.TrainJobSource); the replica specs above are then what it
+    # resolved runtime, kftrain.job.kinds.trainjob.nodes.TrainJobSource); the replica specs above are then what it
     # resolves to. None for the kinds whose manifest is their replica specs.
     source: Any = None
 

@@ -83,7 +83,7 @@ def check_exit_code_ends(
     policy: RestartPolicy | None, run_policy: RunPolicy, *, policy_field: str, limit_field: str, deadline_field: str
 ) -> None:
     """A job under ExitCode must have a deadline (or a backoffLimit of 0): training-operator replaces a replica killed
-    by a signal without counting it against any other limit (:meth:`~kftrain.job.kinds.base.Backoff.counts`), so a
+    by a signal without counting it against any other limit (:meth:`~kftrain.job.kinds.restarts.Backoff.counts`), so a
     replica killed every time (out of memory) would be replaced for ever."""
     if policy != RestartPolicy.EXIT_CODE or run_policy.backoff_limit == 0 or run_policy.active_deadline_seconds:
         return

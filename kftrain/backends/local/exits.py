@@ -1,10 +1,9 @@
-"""What a replica's exit means for its job, as the operator decides it: the replica's restart policy (Never,
-OnFailure, Always, ExitCode) within the backoffLimit of whoever restarts it (:class:`~kftrain.job.kinds.base.Backoff`:
-the operator, counting the job's restarts together, or the batch Job that runs the replica, counting its own), with a
-growing delay; what the owner of a batch Job that failed does (a TrainJob's JobSet may restart the whole job); the
-kind's success rule; whether an elastic job survives the loss; and, when the job fails, the result
-that names the failing replica with its exit code and its last lines (a deadline's or timeout's included: a replica
-that kept failing is named rather than hidden behind "ran longer than")."""
+"""What a replica's exit means for its job, as the operator decides it.
+
+The replica's restart policy (Never, OnFailure, Always, ExitCode) within the backoffLimit of whoever restarts it
+(:class:`~kftrain.job.kinds.restarts.Backoff`), with a growing delay; what the owner of a failed batch Job does (a
+TrainJob's JobSet may restart the whole job); the kind's success rule; whether an elastic job survives the loss; and,
+when the job fails, the result naming the failing replica with its exit code and last lines."""
 
 from __future__ import annotations
 

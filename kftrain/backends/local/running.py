@@ -42,7 +42,7 @@ class RunningJob:
     # Workers that run no program here (an MPIJob's), which the operator's files list while they "run".
     hosted: list[ReplicaId]
     next_hosted: int = 0
-    # Restarts made so far, by whoever counts them (kftrain.job.kinds.base.Backoff.job; "": the job's operator).
+    # Restarts made so far, by whoever counts them (kftrain.job.kinds.restarts.Backoff.job; "": the job's operator).
     restarts: Counter[str] = field(default_factory=Counter)
     # Restarts of the whole job (a TrainJob's JobSet recreating its Jobs), and those that count towards its limit.
     whole_restarts: int = 0

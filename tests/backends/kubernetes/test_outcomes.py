@@ -33,8 +33,8 @@ from testbed.k8s_harness import (
 
 
 def s_failed_pod_deleted(sim: JobSim) -> None:
-    """As training-operator v1.9.0 does with backoffLimit 0 (tests/controlplane/test_operators.py): the failed pod is
-    deleted as the job is marked Failed, so no pod listed after the end shows its exit code."""
+    """As training-operator v1.9.0 does with backoffLimit 0 (tests/controlplane/test_operator_endings.py): the failed
+    pod is deleted as the job is marked Failed, so no pod listed after the end shows its exit code."""
     running(sim)
     sim.log("worker-0", "Traceback (most recent call last):", "RuntimeError: CUDA out of memory")
     sim.sleep(0.1)

@@ -3,7 +3,7 @@ when an operator's create-failure event says Pod Security Admission forbade them
 invalid, whichever operator recorded it and on which of the job's objects; any other refusal (a quota may clear),
 or one about another job or an earlier job of the same name, is waited on.
 
-The real operators' events, in a namespace enforcing ``restricted``: tests/controlplane/test_launch_life.py."""
+The real operators' events, in a namespace enforcing ``restricted``: tests/controlplane/test_launch_pod_security.py."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def test_a_job_whose_master_runs_while_its_workers_are_refused_fails_at_once_nam
     kube: FakeKube, operator: OperatorSim
 ) -> None:
     """What the real training-operator does in a ``restricted`` namespace when only its ``init-pytorch`` breaks
-    the level (tests/controlplane/test_launch_life.py): the Master is created and runs, every Worker's create is
+    the level (tests/controlplane/test_launch_pod_security.py): the Master is created and runs, every Worker's create is
     refused, and the job never gets a status. The step reads the events while the job has fewer pods than
     replicas, and says how a cluster gives the operator's container a securityContext."""
 

@@ -3,7 +3,7 @@
 ValidateListSetsAndMaps): a list of ``x-kubernetes-list-type: map`` holds each tuple of its
 ``x-kubernetes-list-map-keys`` once, one of ``set`` each item once. ``CRDSchemas`` (``kftrain validate/launch
 --crd-dir``) refuses a repeat in every kind's CRD (the operators' CRDs in /work/shared/reference/crds), naming the
-repeat's path and its key, as tests/controlplane/test_admission.py finds the real API server does."""
+repeat's path and its key, as tests/controlplane/test_admission_bad_input.py finds the real API server does."""
 
 from __future__ import annotations
 
