@@ -7,7 +7,6 @@ Pod Security Admission, the four operators, a node agent): each kind's pods as t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,58 +16,27 @@ from testbed.controlplane import suite
 from testbed.controlplane.cluster import ControlPlane
 from testbed.controlplane.launch_life import (
     ENFORCING,
-    NAMESPACE,
     TYPED,
-    empty_namespace,
     fails_at_once,
     job_pods,
-    prepare,
     run_step_beside,
     running_job,
     succeed,
     use_namespace,
 )
-from testbed.controlplane.node_agent import RUN, NodeAgent
+from testbed.controlplane.launch_life_fixtures import (  # noqa: F401 (the module's fixtures)
+    api_fixture,
+    clean_namespace_fixture,
+    cluster_fixture,
+    kubeconfig_fixture,
+    node_fixture,
+    stray_sigterm_recorded_fixture,
+)
+from testbed.controlplane.node_agent import NodeAgent
 from testbed.launch_cluster import Launch, step_inputs
 from testbed.pod_security import RESTRICTED
 
 pytestmark = suite.MARKS
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[ControlPlane]:
-    yield from suite.operated()
-
-
-@pytest.fixture(scope="module")
-def node(cluster: ControlPlane) -> Iterator[NodeAgent]:
-    yield from suite.node(cluster, lambda pod: RUN)
-
-
-@pytest.fixture(scope="module")
-def api(cluster: ControlPlane) -> Iterator[Any]:
-    with cluster.api_client() as api_client:
-        prepare(api_client)
-        yield api_client
-
-
-@pytest.fixture
-def kubeconfig(cluster: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    return use_namespace(cluster, NAMESPACE, tmp_path, monkeypatch)
-
-
-@pytest.fixture(autouse=True)
-def stray_sigterm_recorded(sigterm_outside_the_step: list[int]) -> list[int]:
-    """For every test: the SIGTERM :func:`run_step_beside` sends when its action fails may come once the step has
-    returned, and must not end the test run."""
-    return sigterm_outside_the_step
-
-
-@pytest.fixture(autouse=True)
-def clean_namespace(api: Any) -> Iterator[None]:
-    """Each test starts with nothing of an earlier one in the namespace."""
-    yield
-    empty_namespace(api)
 
 
 # --- the tests --------------------------------------------------------------------------------------------------

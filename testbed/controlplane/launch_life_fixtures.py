@@ -1,0 +1,53 @@
+"""The fixtures of the modules that run the launch step against the real control plane (test_launch_life.py,
+test_launch_pod_security.py). A module imports them (``<name>_fixture``, registered as ``<name>``) and gets its own
+control plane, node agent and admin client (module scope), a kubeconfig for the namespace, and a namespace emptied
+after every test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testbed.controlplane import suite
+from testbed.controlplane.cluster import ControlPlane
+from testbed.controlplane.launch_life import NAMESPACE, empty_namespace, prepare, use_namespace
+from testbed.controlplane.node_agent import RUN, NodeAgent
+
+
+@pytest.fixture(scope="module", name="cluster")
+def cluster_fixture() -> Iterator[ControlPlane]:
+    yield from suite.operated()
+
+
+@pytest.fixture(scope="module", name="node")
+def node_fixture(cluster: ControlPlane) -> Iterator[NodeAgent]:
+    yield from suite.node(cluster, lambda pod: RUN)
+
+
+@pytest.fixture(scope="module", name="api")
+def api_fixture(cluster: ControlPlane) -> Iterator[Any]:
+    with cluster.api_client() as api_client:
+        prepare(api_client)
+        yield api_client
+
+
+@pytest.fixture(name="kubeconfig")
+def kubeconfig_fixture(cluster: ControlPlane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return use_namespace(cluster, NAMESPACE, tmp_path, monkeypatch)
+
+
+@pytest.fixture(autouse=True, name="stray_sigterm_recorded")
+def stray_sigterm_recorded_fixture(sigterm_outside_the_step: list[int]) -> list[int]:
+    """For every test: the SIGTERM :func:`run_step_beside` sends when its action fails may come once the step has
+    returned, and must not end the test run."""
+    return sigterm_outside_the_step
+
+
+@pytest.fixture(autouse=True, name="clean_namespace")
+def clean_namespace_fixture(api: Any) -> Iterator[None]:
+    """Each test starts with nothing of an earlier one in the namespace."""
+    yield
+    empty_namespace(api)
