@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kftrain.errors import JobSpecError
-from kftrain.storage.uri import is_local, join, local_path
+from kftrain.storage.uri import is_local, join, local_path, split_uri
 from kftrain.tracking.calls import TrackingError
 from kftrain.tracking.client import TaskRun
 from kftrain.tracking.env import RUN_ID, TRACKING_URI, tracking_from_env
@@ -109,7 +109,9 @@ def _register(
             tags[f"evaluation.{metric}"] = str(value)
     if gate_passed is not None:
         tags["kftrain.gate.passed"] = str(gate_passed).lower()
-    source = exported_uri
+    # MLflow downloads s3:// at MLFLOW_S3_ENDPOINT_URL; minio:// (KFP's store) is the same bucket, a scheme it lacks.
+    scheme, path = split_uri(exported_uri)
+    source = f"s3://{path}" if scheme == "s3" else exported_uri
     if is_local(exported_uri) and not _local_store(run.tracking.uri):
         run.call(f"log {ARTIFACT_PATH}/", "log_artifacts", run.run_id, str(local_path(exported_uri)), ARTIFACT_PATH)
         source = f"runs:/{run.run_id}/{ARTIFACT_PATH}"

@@ -33,6 +33,7 @@ from kftrain.steps.export.targets import (
     write_savedmodel,
     write_torchscript,
 )
+from kftrain.storage.uri import split_uri
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,11 @@ class ExportReport:
     rows_compared: int = 0
     exports: list[ExportedModel] = field(default_factory=list)
     inference_service: dict[str, Any] = field(default_factory=dict)
+    service_account: dict[str, Any] = field(default_factory=dict)  # empty: the namespace's default serves it
+
+    def manifest(self) -> str:
+        """The InferenceService, then the ServiceAccount it names if any: the manifest ``kubectl apply`` takes."""
+        return serving.manifest_yaml(self.inference_service, *([self.service_account] if self.service_account else []))
 
     def to_metadata(self) -> dict[str, Any]:
         return {
@@ -143,8 +149,15 @@ def export_model(
             )
         first = written[0]
         served = storage.join(output_uri, "triton") if first.platform else storage.join(output_uri, first.model_dir)
-        report.inference_service = serving.inference_service(model_name, first.target, served)
-        writer.write_bytes(MANIFEST, serving.manifest_yaml(report.inference_service).encode())
+        # A store at an endpoint of its own (KFP's MinIO) is reached through a ServiceAccount naming it.
+        endpoint = storage.s3_endpoint(output_uri) if split_uri(output_uri)[0] == "s3" else None
+        if endpoint:
+            report.service_account = serving.service_account(f"{model_name}-storage", endpoint)
+        account = report.service_account.get("metadata", {}).get("name", "")
+        report.inference_service = serving.inference_service(
+            model_name, first.target, serving.storage_uri(served), account
+        )
+        writer.write_bytes(MANIFEST, report.manifest().encode())
         writer.metadata = report.to_metadata()
         writer.write_json("export.json", report.to_metadata())
     return report

@@ -6,7 +6,6 @@ from typing import Any
 
 from kftrain.step import component_step
 from kftrain.steps.export import export_model
-from kftrain.steps.export.serving import manifest_yaml
 from kftrain.steps.inputs.export import ExportInputs
 from kftrain.storage.io import write_once
 from kftrain.tracking.client import task_run
@@ -40,7 +39,7 @@ def export_component(**values: Any) -> tuple[str]:
             verify_rows=given.verify_rows,
         )
         # Whole or not at all: a step killed while writing leaves no half manifest at the output.
-        write_once(iter([manifest_yaml(report.inference_service).encode()]), inference_service.uri)
+        write_once(iter([report.manifest().encode()]), inference_service.uri)
         exported.metadata.update(report.to_metadata())
         served = _served(report)
         inference_service.metadata.update({"kind": "InferenceService", "name": model_name, "storageUri": served})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 
 import numpy as np
@@ -14,9 +15,10 @@ from kftrain import storage
 from kftrain.data.dataset import load_split
 from kftrain.models import predictor_for, save_model
 from kftrain.steps import export as export_step
-from kftrain.steps.export import ExportError, export_model
+from kftrain.steps.export import ExportError, export_model, serving
 from testbed.bundled import fit_linear
 from testbed.needs import require
+from testbed.s3_server import ACCESS_KEY, SECRET_KEY
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +72,48 @@ def test_torchscript_to_triton_libtorch_and_onnx(tmp_path, dataset, linear):
     assert served["modelFormat"] == {"name": "triton"} and served["storageUri"] == str(out / "triton")
     assert (out / "triton" / "cancer" / "config.pbtxt").is_file()  # the repository the manifest points at
     assert json.loads((out / "export.json").read_text())["targets"] == ["triton", "triton-onnx"]
+
+
+def test_a_minio_export_is_served_from_s3_through_a_service_account(tmp_path, dataset, linear, s3_env):
+    """KServe's storage initializer has no minio:// (KFP's default root): the manifest serves the same bucket as
+    s3://, through a ServiceAccount naming the endpoint as KServe reads it and the user's Secret, no key in it."""
+    model, example = linear
+    save_model(model, str(tmp_path / "m"), example_input=example)
+    bucket = s3_env.removeprefix("s3://")
+    export_model(str(tmp_path / "m"), dataset, f"minio://{bucket}/run/exported", model_name="cancer")
+    text = storage.read_bytes(f"{s3_env}/run/exported/kserve/inferenceservice.yaml").decode()
+    service, account = yaml.safe_load_all(text)
+    assert service["spec"]["predictor"]["model"]["storageUri"] == f"s3://{bucket}/run/exported/triton"
+    assert service["spec"]["predictor"]["serviceAccountName"] == account["metadata"]["name"] == "cancer-storage"
+    assert account["kind"] == "ServiceAccount" and account["secrets"] == [{"name": serving.STORAGE_SECRET}]
+    endpoint = os.environ["AWS_ENDPOINT_URL"]  # the moto server, plain HTTP
+    assert account["metadata"]["annotations"] == {
+        "serving.kserve.io/s3-endpoint": endpoint.removeprefix("http://"),
+        "serving.kserve.io/s3-usehttps": "0",
+    }
+    assert ACCESS_KEY not in text and SECRET_KEY not in text
+
+
+def test_an_https_endpoint_is_annotated_as_https():
+    account = serving.service_account("cancer-storage", "https://minio.example.com:9000")
+    assert account["metadata"]["annotations"] == {
+        "serving.kserve.io/s3-endpoint": "minio.example.com:9000",
+        "serving.kserve.io/s3-usehttps": "1",
+    }
+
+
+@pytest.mark.parametrize(
+    ("uri", "served"),
+    [
+        ("minio://b/k/triton", "s3://b/k/triton"),
+        ("s3a://b/k", "s3://b/k"),
+        ("s3://b/k", "s3://b/k"),
+        ("gs://b/k", "gs://b/k"),
+        ("/data/out/triton", "/data/out/triton"),
+    ],
+)
+def test_the_storage_uri_is_one_kserve_downloads(uri, served):
+    assert serving.storage_uri(uri) == served
 
 
 def test_a_one_dimensional_output_is_reshaped_for_triton(tmp_path, dataset):
