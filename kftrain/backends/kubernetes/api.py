@@ -6,6 +6,8 @@ needs through :func:`kftrain.retry.call_with_retry` with :func:`is_transient` as
 errors, dropped connections are retried; an error saying the request is wrong is not). The watches are the
 exception: :class:`~kftrain.backends.kubernetes.watch.Watcher` retries them with :mod:`.backoff`, from the requests
 :meth:`KubeApi.job_collection` and :meth:`KubeApi.pod_collection` give it. Nothing else reaches the client directly.
+Every way a call gives up (an answer that is not JSON, a refusal, a server out of reach) is one line naming the
+server, the call and what came back.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ import urllib3.exceptions
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from kftrain.answers import AnswerError, check_answers, expect_json, quoted
 from kftrain.backends.base import JobHandle
 from kftrain.errors import KftrainError
 from kftrain.job.kinds import kind_for
 from kftrain.kube_client import SERVICE_ACCOUNT_NAMESPACE, load_client
+from kftrain.redaction import redact
 from kftrain.retry import RetryPolicy, call_with_retry
 
 T = TypeVar("T")
@@ -55,6 +59,22 @@ def api_message(exc: ApiException) -> str:
         return str(json.loads(exc.body or "{}").get("message") or exc.reason)
     except (ValueError, AttributeError):
         return str(exc.reason)
+
+
+class KubeAnswerError(AnswerError):
+    """An :class:`~kftrain.answers.AnswerError` with the server and the call it answered named."""
+
+
+class KubeCallError(ApiException, KftrainError):
+    """A call the server refused for good: still an :class:`ApiException` (callers look at ``status``), and one
+    line for the user naming the server, the call, the status and what came back."""
+
+    def __init__(self, line: str, cause: ApiException) -> None:
+        ApiException.__init__(self, status=cause.status, reason=cause.reason)
+        self.body, self.headers, self.line = cause.body, cause.headers, line
+
+    def __str__(self) -> str:
+        return self.line
 
 
 @dataclass(frozen=True)
@@ -119,7 +139,7 @@ class KubeApi:
     def api_client(self) -> client.ApiClient:
         if self._client is None:
             self._client, self._kubeconfig_namespace = load_client()
-        return self._client
+        return check_answers(self._client)
 
     @property
     def server(self) -> str:
@@ -135,8 +155,27 @@ class KubeApi:
         return client.CoreV1Api(self.api_client)
 
     def call(self, what: str, fn: Callable[[], T]) -> T:
-        """``fn()``, retried while it fails transiently; ``what`` names it in the retry's log line."""
-        return call_with_retry(fn, policy=self.retry, is_transient=is_transient, what=what, describe=describe)
+        """``fn()``, retried while it fails transiently; ``what`` names it in the retry's log line.
+
+        Every way it can give up is one line naming the server and the call: an answer that is not JSON
+        (:class:`KubeAnswerError`), a refusal (:class:`KubeCallError`), a server that cannot be reached.
+        """
+        try:
+            return call_with_retry(fn, policy=self.retry, is_transient=is_transient, what=what, describe=describe)
+        except KubeCallError:
+            raise  # an inner call's, already said
+        except KubeAnswerError:
+            raise  # an inner call's, already said
+        except AnswerError as exc:
+            raise KubeAnswerError(f"kubernetes backend: {self.server}: {what}: {exc}") from None
+        except ApiException as exc:
+            answer = quoted((exc.headers or {}).get("Content-Type"), exc.body) if exc.body else "no body"
+            line = f"kubernetes backend: {self.server}: {what}: HTTP {exc.status} {exc.reason} ({answer})"
+            raise KubeCallError(line, exc) from None
+        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+            cause = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) else exc
+            why = redact(f"{type(cause).__name__}: {cause}")[:200]
+            raise KftrainError(f"kubernetes backend: {self.server}: {what}: cannot reach the server ({why})") from None
 
     # -- where -----------------------------------------------------------------------------------
 
@@ -328,7 +367,7 @@ def read_json(request: Callable[..., Any], **params: Any) -> dict[str, Any]:
     """Make ``request`` and return its body as JSON: pods stay the API's objects rather than client models."""
     resp = request(_preload_content=False, **params)
     try:
-        body: dict[str, Any] = json.loads(resp.data)
+        body: dict[str, Any] = expect_json(resp.data, resp.headers.get("Content-Type"), dict)
     finally:
         with contextlib.suppress(Exception):
             resp.release_conn()
