@@ -41,16 +41,19 @@ def expect_json(body: Any, content_type: str | None, kind: type = object) -> Any
     raise AnswerError(f"not a JSON {'object' if kind is dict else 'answer'} ({quoted(content_type, body)})")
 
 
-def check_answers(api_client: Any) -> Any:
+def check_answers(api_client: Any, server: str = "") -> Any:
     """``api_client``, made to refuse as :class:`AnswerError` any answer it would deserialize that is not JSON
-    (a text answer, ``str``, and a download, ``file``, are what they are)."""
+    (a text answer, ``str``, and a download, ``file``, are what they are); ``server``: named in the message."""
     if getattr(api_client, "_answers_checked", False):
         return api_client
     original = api_client.deserialize
 
     def deserialize(response: Any, response_type: Any) -> Any:
         if response_type not in ("str", "file"):
-            expect_json(response.data, response.getheader("Content-Type"))
+            try:
+                expect_json(response.data, response.getheader("Content-Type"))
+            except AnswerError as exc:
+                raise AnswerError(f"{server}: {exc}" if server else str(exc)) from None
         return original(response, response_type)
 
     api_client.deserialize = deserialize

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kftrain.answers import check_answers
 from kftrain.errors import KftrainError, redact_urls
 from kftrain.redaction import add_secret
 
@@ -77,7 +78,10 @@ def connect(conn: Connection) -> Any:
     rest.RESTClientObject = _bounded(plain)
     try:
         with quiet():
-            return kfp.Client(host=conn.host, namespace=conn.namespace or "kubeflow", existing_token=conn.token)
+            made = kfp.Client(host=conn.host, namespace=conn.namespace or "kubeflow", existing_token=conn.token)
+        # The one ApiClient every service of kfp.Client shares.
+        check_answers(made._run_api.api_client, redact_urls(f"KFP API server at {conn.host}"))
+        return made
     finally:
         rest.RESTClientObject = plain
 
