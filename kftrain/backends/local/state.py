@@ -14,6 +14,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import math
 import os
 import re
 import stat
@@ -31,6 +32,8 @@ STATE_DIR_ENV = "KFTRAIN_STATE_DIR"
 RUNNING, LOST, UNREADABLE = "Running", "Lost", "Unreadable"
 # A record is a few hundred bytes; anything much larger is not one.
 MAX_RECORD_BYTES = 1 << 20
+# How deeply a record may nest (kftrain writes 3 levels at most); a deeper one is refused, not walked.
+MAX_RECORD_DEPTH = 16
 # The end of each replica's log kept beside the record once the job has ended.
 KEPT_LOG_BYTES = 1 << 20
 # The fields of a record and their types, as a record is read back.
@@ -359,9 +362,11 @@ def _load(path: Path) -> dict[str, Any] | None:
             raise ValueError("a symbolic link, not a record") from None
         raise
     try:
-        record = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
+        record = json.loads(data, parse_constant=_no_constant, parse_float=_finite)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ValueError(f"not JSON: {exc}") from None
+    if _depth(record) > MAX_RECORD_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_RECORD_DEPTH}")
     if not isinstance(record, dict):
         raise ValueError(f"not a JSON object but a {type(record).__name__}")
     for key, expected in _FIELD_TYPES.items():
@@ -370,6 +375,31 @@ def _load(path: Path) -> dict[str, Any] | None:
     if record.get("name", path.stem) != path.stem:
         raise ValueError(f"it names the job {record['name']!r}")
     return record
+
+
+def _no_constant(name: str) -> None:
+    """JSON's non-standard NaN/Infinity/-Infinity: no record kftrain writes holds one (its age, a sort key)."""
+    raise ValueError(f"a non-finite number ({name})")
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float, refused when it overflows to infinity (``1e999``)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"a non-finite number ({text[:20]})")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value``'s lists and objects nest (iteratively: a hostile record must not exhaust the stack)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            if level <= MAX_RECORD_DEPTH:
+                todo.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def _unreadable(path: Path, why: str) -> dict[str, Any]:
