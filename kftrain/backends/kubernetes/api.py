@@ -162,20 +162,29 @@ class KubeApi:
         """
         try:
             return call_with_retry(fn, policy=self.retry, is_transient=is_transient, what=what, describe=describe)
-        except KubeCallError:
-            raise  # an inner call's, already said
-        except KubeAnswerError:
-            raise  # an inner call's, already said
-        except AnswerError as exc:
-            raise KubeAnswerError(f"kubernetes backend: {self.server}: {what}: {exc}") from None
-        except ApiException as exc:
+        except Exception as exc:
+            said = self.gave_up(what, exc)
+            if said is exc:
+                raise
+            raise said from None
+
+    def gave_up(self, what: str, exc: Exception) -> Exception:
+        """The one-line error for ``what`` failing with ``exc`` (a call's last try, a watch's end); ``exc`` itself
+        when it is already one, or not the server's doing."""
+        if isinstance(exc, KubeCallError | KubeAnswerError):
+            return exc  # an inner call's, already said
+        if isinstance(exc, AnswerError):
+            return KubeAnswerError(f"kubernetes backend: {self.server}: {what}: {exc}")
+        if isinstance(exc, ApiException):
             answer = quoted((exc.headers or {}).get("Content-Type"), exc.body) if exc.body else "no body"
-            line = f"kubernetes backend: {self.server}: {what}: HTTP {exc.status} {exc.reason} ({answer})"
-            raise KubeCallError(line, exc) from None
-        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+            return KubeCallError(
+                f"kubernetes backend: {self.server}: {what}: HTTP {exc.status} {exc.reason} ({answer})", exc
+            )
+        if isinstance(exc, urllib3.exceptions.HTTPError | http.client.HTTPException | OSError):
             cause = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) else exc
             why = redact(f"{type(cause).__name__}: {cause}")[:200]
-            raise KftrainError(f"kubernetes backend: {self.server}: {what}: cannot reach the server ({why})") from None
+            return KftrainError(f"kubernetes backend: {self.server}: {what}: cannot reach the server ({why})")
+        return exc
 
     # -- where -----------------------------------------------------------------------------------
 

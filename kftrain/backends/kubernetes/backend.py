@@ -365,7 +365,10 @@ class KubernetesBackend(Backend):
         job = JobRef.of(handle)
         if (job.namespace, job.name) in self._deleted:
             return
-        self._delete(job)
+        try:
+            self._delete(job)
+        except KftrainError as exc:
+            raise KftrainError(f"{job} was created and is left on the cluster: deleting it failed ({exc})") from None
         self.console.say(f"deleted {job}")
 
     def left_running(self, handle: JobHandle) -> str:

@@ -219,8 +219,13 @@ class Watcher:
 
     def raise_error(self) -> None:
         """Raise the error the watch gave up on, if it did."""
-        if self._error is not None:
-            raise self._error
+        error = self._error
+        if isinstance(error, Exception):
+            said = self._api.gave_up(f"watch of {self._what}", error)  # one line, as a call's last try is
+            if said is not error:
+                raise said from None
+        if error is not None:
+            raise error
 
     # -- the thread ------------------------------------------------------------------------------
 
