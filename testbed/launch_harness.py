@@ -66,24 +66,28 @@ def kfp_outputs(tmp_path: Path) -> dict[str, Any]:
     }
 
 
+def call_launch(component: Any, folder: Path, **inputs: Any) -> SimpleNamespace:
+    """Call ``component``'s Python function as a pipeline would (its outputs in ``folder``, run ``run-1``, task
+    ``task-1``); returns its Model output."""
+    model = SimpleNamespace(uri=str(folder / "model"), metadata={})
+    given = {"run_id": "run-1", "task_id": "task-1", **inputs}
+    component.python_func(model=model, job=str(folder / "job"), **kfp_outputs(folder), **given)
+    return model
+
+
 def render_launch(component: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **inputs: Any) -> Rendered:
     """Call ``component``'s Python function as a pipeline would; only the job's run is replaced by a record of it."""
     seen: dict[str, Any] = {}
-    model = SimpleNamespace(uri=str(tmp_path / "model"), metadata={})
+    weights = tmp_path / "model" / "model.bin"
 
     def record(job: TrainingJob, config: BackendConfig, *, timeout: float | None = None) -> JobResult:
         seen["manifest"], seen["kind"], seen["config"] = render_manifest(job), job.kind, config
-        (Path(model.uri) / "model.bin").parent.mkdir(parents=True, exist_ok=True)
-        (Path(model.uri) / "model.bin").write_bytes(b"weights")  # what a succeeding trainer leaves behind
+        weights.parent.mkdir(parents=True, exist_ok=True)
+        weights.write_bytes(b"weights")  # what a succeeding trainer leaves behind
         return JobResult(JobPhase.SUCCEEDED)
 
     monkeypatch.setattr(kftrain.launch.component, "run_job", record)
-    component.python_func(
-        model=model,
-        job=str(tmp_path / "job"),
-        **kfp_outputs(tmp_path),
-        **{"run_id": "run-1", "task_id": "task-1", "dataset_uri": "/data/ds", **inputs},
-    )
+    model = call_launch(component, tmp_path, **{"dataset_uri": "/data/ds", **inputs})
     return Rendered(seen["manifest"], seen["kind"], seen["config"], model.metadata)
 
 

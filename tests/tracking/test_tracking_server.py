@@ -10,7 +10,6 @@ import hashlib
 import json
 import textwrap
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from kfp import dsl
@@ -61,20 +60,12 @@ def test_the_launch_step_logs_every_point_and_its_job_and_replicas_log_into_the_
     mlflow_server, task_env, tmp_path, monkeypatch, capfd
 ):
     from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
-    from testbed.launch_harness import kfp_outputs
+    from testbed.launch_harness import call_launch
 
     run_id = task_env("pytorchjob-launch")
     monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", CANARY)  # the server takes any token; no log nor manifest may
-    model = SimpleNamespace(uri=str(tmp_path / "model"), metadata={})
-    pytorchjob_launch.python_func(
-        model=model,
-        job=str(tmp_path / "job"),
-        **kfp_outputs(tmp_path),
-        run_id="run-1",
-        task_id="task-1",
-        backend="local",
-        command=["python", "-c", PROGRAM],
-        node_selector={"pool": "cpu"},
+    model = call_launch(
+        pytorchjob_launch, tmp_path, backend="local", command=["python", "-c", PROGRAM], node_selector={"pool": "cpu"}
     )
     client = mlflow_server.client()
     run = client.get_run(run_id)

@@ -83,7 +83,7 @@ def test_the_launch_step_trains_and_keeps_its_model_when_the_server_fails(
     failure, tmp_path, monkeypatch, capfd, caplog, no_leftover_processes
 ):
     from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
-    from testbed.launch_harness import kfp_outputs
+    from testbed.launch_harness import call_launch
 
     server, _ = SERVERS[failure]
     program = (
@@ -94,16 +94,7 @@ def test_the_launch_step_trains_and_keeps_its_model_when_the_server_fails(
         monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
         monkeypatch.setenv("MLFLOW_RUN_ID", "4c0ffee")
         monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", CANARY)
-        model = SimpleNamespace(uri=str(tmp_path / "model"), metadata={})
-        pytorchjob_launch.python_func(
-            model=model,
-            job=str(tmp_path / "job"),
-            **kfp_outputs(tmp_path),
-            run_id="run-1",
-            task_id="task-1",
-            backend="local",
-            command=["python", "-c", program],
-        )
+        model = call_launch(pytorchjob_launch, tmp_path, backend="local", command=["python", "-c", program])
     printed = capfd.readouterr()
     assert (tmp_path / "model" / "w").exists() and model.metadata  # the model was written and described
     assert any("the step goes on untracked" in w for w in kftrain_warnings(caplog))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from types import SimpleNamespace
 
 from testbed import step_calls
 from testbed.hostile.case import CLEAR, FINE, WRONG, Case, Observed, Sandbox
@@ -85,21 +84,17 @@ def _replica_reads(uri: str) -> Callable[[Sandbox], None]:
 
     def run(sb: Sandbox) -> None:
         from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
-        from testbed.launch_harness import kfp_outputs
+        from testbed.launch_harness import call_launch
 
         seen = sb.work / "seen.txt"
-        model = SimpleNamespace(uri=str(sb.work / "model"), metadata={})
         sb.ready()
-        pytorchjob_launch.python_func(
-            model=model,
-            job=str(sb.work / "job"),
-            run_id="run-1",
-            task_id="task-1",
+        call_launch(
+            pytorchjob_launch,
+            sb.work,
             backend="local",
             dataset_uri=uri,
             command=[sys.executable, "-c", SEEN, str(seen)],
             workers=0,
-            **kfp_outputs(sb.work),
         )
         if seen.read_text() != uri:
             raise Observed(WRONG, f"the replica read {seen.read_text()!r}, not {uri!r}")
