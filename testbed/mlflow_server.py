@@ -15,7 +15,6 @@ import contextlib
 import http.server
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -25,18 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from testbed.ports import free_port
 from testbed.reference import REPO
 
 SERVER_VENV = REPO / ".venv" / "mlflow-server"
 MLFLOW = SERVER_VENV / "bin" / "mlflow"
 INSTALL = "scripts/install_mlflow_server.sh (run by make install)"
 START_TIMEOUT_S = 120.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

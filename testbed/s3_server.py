@@ -26,14 +26,10 @@ from pathlib import Path
 
 import pytest
 
+from testbed.ports import free_port
+
 ACCESS_KEY = "testing"
 SECRET_KEY = "testing"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _moto_command() -> list[str]:

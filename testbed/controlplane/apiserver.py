@@ -16,7 +16,8 @@ from typing import Any
 import yaml
 
 from testbed.controlplane import pki
-from testbed.controlplane.host import ControlPlaneError, Host, Part, Spec, free_port, http_ok
+from testbed.controlplane.host import ControlPlaneError, Host, Part, Spec, http_ok
+from testbed.ports import free_port
 
 # The admin's identity: system:masters is allowed everything by the authorizer the API server puts before RBAC
 # (kubernetes@v1.36.3:pkg/kubeapiserver/authorizer/reload.go, authorizerfactory.NewPrivilegedGroups).

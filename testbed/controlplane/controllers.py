@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from testbed.controlplane.host import Host, Part, Spec, free_port, http_ok, unverified_tls
+from testbed.controlplane.host import Host, Part, Spec, http_ok, unverified_tls
+from testbed.ports import free_port
 
 # The controllers the operators rely on, and no others: job (an MPIJob's launcher and a JobSet's replicas are
 # batch Jobs), garbagecollector (what an operator creates is owned by its job, and goes with it), serviceaccount

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from testbed.controlplane.host import Host, Part, Spec, free_port, http_ok
+from testbed.controlplane.host import Host, Part, Spec, http_ok
+from testbed.ports import free_port
 
 
 class Etcd(Part):

@@ -217,14 +217,6 @@ def _stop(proc: subprocess.Popen[bytes], wait_s: float) -> None:
             proc.wait()
 
 
-def free_port() -> int:
-    """A port free now. Another process may take it before ours binds it: the start then fails with
-    ControlPlaneError, the log lines it carries naming the port, and a new start picks other ports."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def port_free(port: int) -> bool:
     """Whether a Go program could listen on ``port`` of every interface now (Go sets SO_REUSEADDR, so connections
     in TIME_WAIT from an earlier run do not hold it)."""

@@ -25,8 +25,9 @@ from typing import Any
 from testbed.controlplane import kubeflow_operators as releases
 from testbed.controlplane import pki
 from testbed.controlplane.apiserver import APIServer, write_kubeconfig
-from testbed.controlplane.host import STOP_TIMEOUT_S, Host, Part, Spec, free_port, http_ok
+from testbed.controlplane.host import STOP_TIMEOUT_S, Host, Part, Spec, http_ok
 from testbed.controlplane.kubeflow_operators import OPERATORS, Launch, Operator, Ports
+from testbed.ports import free_port
 
 SERVICE_ACCOUNT_DIR = "secrets/kubernetes.io/serviceaccount"  # under /run: where the kubelet mounts a pod's token
 TOKEN_SECONDS = 24 * 3600  # longer than any test run; the operator reads the token once, at its start

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed.mlflow_server import free_port
 from testbed.pipeline_harness import executor_output, run_pipeline
+from testbed.ports import refusing_url
 from testbed.reference import REPO
 
 pytestmark = pytest.mark.slow
@@ -145,24 +145,24 @@ def test_the_mlflow_ui_shows_the_pipeline_runs_nested_runs(tracked, runs, tmp_pa
 
 
 def test_the_same_run_with_the_server_down_goes_on_untracked_after_one_line(tmp_path):
-    uri = f"http://127.0.0.1:{free_port()}"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kftrain.cli",
-            "run",
-            "pytorch-digits",
-            "--pipeline-root",
-            str(tmp_path),
-            "--mlflow",
-            uri,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-    )
+    with refusing_url() as uri:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kftrain.cli",
+                "run",
+                "pytorch-digits",
+                "--pipeline-root",
+                str(tmp_path),
+                "--mlflow",
+                uri,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=REPO,
+        )
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])  # MLflow is best-effort, as in KFP
     said = [line for line in proc.stdout.splitlines() if "mlflow:" in line]
     assert len(said) == 1 and said[0].startswith(

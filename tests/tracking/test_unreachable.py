@@ -22,16 +22,12 @@ from kftrain.tracking.evaluation import log_evaluation
 from kftrain.tracking.export import register_export
 from kftrain.tracking.local import tracked_pipeline
 from testbed.fixtures import CANARY
-from testbed.mlflow_server import free_port, hostile_server
+from testbed.mlflow_server import hostile_server
 from testbed.needs import requires
+from testbed.ports import refusing_url
 
 pytestmark = requires("mlflow", reason="kftrain's [mlflow] extra (make install)")
 LIMIT_S = 10.0
-
-
-@contextlib.contextmanager
-def nothing_listening() -> Iterator[str]:
-    yield f"http://127.0.0.1:{free_port()}"
 
 
 @contextlib.contextmanager
@@ -44,7 +40,7 @@ def never_answers() -> Iterator[str]:
 
 
 SERVERS: dict[str, tuple[Callable[[], Any], str]] = {
-    "down": (nothing_listening, "cannot be reached"),
+    "down": (refusing_url, "cannot be reached"),
     "silent": (never_answers, "cannot be reached"),  # two reads of 3 s each (BOUNDED_HTTP)
     "refuses credentials": (lambda: hostile_server("401"), "refused the credentials (HTTP 401"),
     "503 Retry-After 3600": (lambda: hostile_server("retry-after"), "cannot be reached"),

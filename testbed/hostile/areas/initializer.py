@@ -232,10 +232,11 @@ def _hub_answers(status: int) -> Callable[[Sandbox], None]:
 
 def _unreachable(sb: Sandbox) -> None:
     from kftrain.programs.initializer import initialize
-    from testbed.s3_server import free_port
+    from testbed.ports import refusing_url
 
     sb.ready()
-    initialize("dataset", _env(sb, "hf://o/n", HF_ENDPOINT=f"http://127.0.0.1:{free_port()}", ACCESS_TOKEN=TOKEN))
+    with refusing_url() as endpoint:
+        initialize("dataset", _env(sb, "hf://o/n", HF_ENDPOINT=endpoint, ACCESS_TOKEN=TOKEN))
 
 
 def _put(sb: Sandbox, bucket: str, objects: dict[str, bytes]) -> str:

@@ -4,7 +4,6 @@ what came back: through ``kftrain jobs`` (the CLI's own entry) and through the b
 from __future__ import annotations
 
 import contextlib
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from kftrain.cli.app import main
 from kftrain.errors import KftrainError
 from kftrain.retry import RetryPolicy
 from testbed.http_answer import answering
+from testbed.ports import refusing_url
 
 SECRET = "s3cr3t-value-in-the-page"
 HTML = f"<html><head><title>Sign in</title></head><body>{SECRET}</body></html>".encode()
@@ -40,12 +40,6 @@ SAYS = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(params=sorted(ANSWERS))
 def server(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -53,7 +47,7 @@ def server(
     """A kubeconfig (named by ``KUBECONFIG``) whose server answers as the case says; the case, and the server."""
     answer = ANSWERS[request.param]
     with contextlib.ExitStack() as stack:
-        url = f"http://127.0.0.1:{free_port()}" if answer is None else stack.enter_context(answering(*answer))
+        url = stack.enter_context(refusing_url() if answer is None else answering(*answer))
         yield from configured(request.param, url, tmp_path, monkeypatch)
 
 
