@@ -1,8 +1,9 @@
 """The quality gate: whether a model's score on one metric is good enough to export it.
 
 A gate is a metric and a threshold: ``accuracy >= 0.9``, ``roc_auc >= 0.95``, ``r2 >= 0.3``, ``rmse <= 60``
-(error metrics pass at or below the threshold). With a baseline (the model in production, scored on the same
-split) the new model must also be at least as good.
+(error metrics pass at or below the threshold); for a language model ``exact_match >= 0.8`` or ``perplexity <= 3``
+(:mod:`kftrain.llm.evaluate`). With a baseline (the model in production, or a fine-tuned model's base, scored on the
+same split) the new model must also be at least as good.
 """
 
 from __future__ import annotations
@@ -11,14 +12,15 @@ from dataclasses import dataclass
 
 from kftrain.steps.evaluate.scores import EvaluationError
 
-BINARY, MULTICLASS, REGRESSION = "binary", "multiclass", "regression"
+BINARY, MULTICLASS, REGRESSION, LANGUAGE = "binary", "multiclass", "regression", "language"
 METRICS = {
     BINARY: ("accuracy", "macro_f1", "log_loss", "roc_auc", "pr_auc"),
     MULTICLASS: ("accuracy", "macro_f1", "log_loss"),
     REGRESSION: ("mae", "rmse", "r2"),
+    LANGUAGE: ("exact_match", "prefix_match", "contains", "token_f1", "eval_loss", "perplexity"),
 }
-DEFAULT_METRIC = {BINARY: "accuracy", MULTICLASS: "accuracy", REGRESSION: "r2"}
-LOWER_IS_BETTER = {"log_loss", "mae", "rmse"}
+DEFAULT_METRIC = {BINARY: "accuracy", MULTICLASS: "accuracy", REGRESSION: "r2", LANGUAGE: "exact_match"}
+LOWER_IS_BETTER = {"log_loss", "mae", "rmse", "eval_loss", "perplexity"}
 
 
 @dataclass
