@@ -8,6 +8,7 @@ failed job with the failing replica's last log lines and its exit code (:mod:`kf
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -91,8 +92,13 @@ def launch_component(
     inputs.
     """
     step_kind = kind_for(kind)
-    with component_step(), task_run("the launch step's MLflow logging") as tracked:
+    with component_step(), contextlib.ExitStack() as stack:
         parsed = parse_launch_inputs(step_kind, inputs)
+        # The task's run KFP gave; else, given a tracking URI, one made for the step, named as KFP names the task.
+        logging_to = task_run(
+            "the launch step's MLflow logging", uri=parsed.step.mlflow_tracking_uri, run_name=f"{kind.lower()}-launch"
+        )
+        tracked = stack.enter_context(logging_to)
         request, step = parsed.request, parsed.step
         # The run and task are read from the output URI KFP gave, before it moves to object storage.
         identity = resolve_run_identity(step.run_id, step.task_id, model.uri)
@@ -113,7 +119,7 @@ def launch_component(
             task=PodSettings.from_task_config(task_config) if task_config is not None else None,
             run_id=identity.run_id,
             task_id=identity.task_id,
-            env=replica_env(),  # the task's MLflow run, for a program that logs into it itself
+            env=replica_env(run=tracked.tracking if tracked else None),  # for a program logging itself
         )
         log.info(
             "run %s, task %s (from %s): job %s", identity.run_id, identity.task_id, identity.source, training_job.name

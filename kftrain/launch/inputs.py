@@ -18,6 +18,7 @@ from kftrain.job import pod_checks as check
 from kftrain.job.kinds import Kind, KindOptions, launch_input
 from kftrain.job.pod_settings import PodSettings, pipeline_settings
 from kftrain.job.request import RUN_POLICY, JobRequest
+from kftrain.redaction import userinfo
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,13 @@ class StepInputs:
     )
     run_id: str = launch_input("", "The KFP run id; empty: read from the step's output URI.")
     task_id: str = launch_input("", "The KFP task id; empty: read from the step's output URI.")
+    # KFP gives a step its task's MLflow run only with its plugin's injectUserEnvVars on, off by default
+    # (kftrain.tracking.env): without it, this input is where the step logs. No credential travels in it.
+    mlflow_tracking_uri: str = launch_input(
+        "",
+        "MLflow server where the step makes a run of its own (its replicas log into it) when KFP gives the step "
+        "no run; credentials by MLFLOW_TRACKING_TOKEN (or _USERNAME/_PASSWORD) from a Secret, never in the URI.",
+    )
 
     def __post_init__(self) -> None:
         """Refuse what would fail only once the job exists (a timeout that is not a number, a negative one that
@@ -51,8 +59,15 @@ class StepInputs:
         for field in ("timeout_seconds", "pending_timeout_seconds"):
             value = check.integer(field, getattr(self, field), low=0)
             object.__setattr__(self, field, value)
-        for field in ("manifest", "dataset_uri", "checkpoint_uri", "backend", "run_id", "task_id"):
+        for field in (f.name for f in dataclasses.fields(self) if f.type == "str"):  # every text input
             object.__setattr__(self, field, check.text(field, getattr(self, field)))
+        object.__setattr__(self, "mlflow_tracking_uri", self.mlflow_tracking_uri.strip())
+        if any(userinfo(self.mlflow_tracking_uri)):  # its value is never shown: it holds a credential
+            raise JobSpecError(
+                "mlflow_tracking_uri",
+                "holds credentials (user:password@): give the server's URI alone, and the credentials as "
+                "MLFLOW_TRACKING_TOKEN (or MLFLOW_TRACKING_USERNAME and _PASSWORD) from a Secret",
+            )
         from kftrain.storage.uri import check_input_uri  # not at import, as below
 
         for field in ("dataset_uri", "checkpoint_uri"):  # where these URIs enter the launch step, checked once

@@ -32,8 +32,6 @@ KFP_CONFIG = "KFP_MLFLOW_CONFIG"
 # The Secret KFP's plugin reads credentials from (its name is fixed), and the runtime config key naming each key.
 CREDENTIAL_SECRET = "kfp-mlflow-credentials"
 CREDENTIAL_KEYS = {TOKEN: "tokenKey", USERNAME: "usernameKey", PASSWORD: "passwordKey"}
-# What every replica is given as it is: where to log and into which run; none of them is a secret.
-_PLAIN = (TRACKING_URI, RUN_ID, EXPERIMENT_ID, WORKSPACE, TRACKING_AUTH)
 
 # MLflow's client retries a failed request 7 times with a doubling back-off and waits 120 s for an answer
 # (mlflow/mlflow@v3.17.2:mlflow/environment_variables.py, MLFLOW_HTTP_REQUEST_MAX_RETRIES and _TIMEOUT): minutes
@@ -141,9 +139,9 @@ def credential_keys(environ: Mapping[str, str]) -> dict[str, str]:
     return {name: key for name, key in keys.items() if isinstance(key, str) and key}
 
 
-def replica_env(environ: Mapping[str, str] | None = None) -> list[EnvVar]:
+def replica_env(environ: Mapping[str, str] | None = None, run: Tracking | None = None) -> list[EnvVar]:
     """The MLflow variables every training replica gets, so that a program calling ``mlflow.log_metric`` logs into
-    the task's run.
+    the task's run: the one the variables name, or ``run`` when the step made it (a tracking-URI input).
 
     Credentials are passed only by reference, never as a value in the job's manifest: each as the
     ``valueFrom.secretKeyRef`` KFP gave the step (``kfp-mlflow-credentials``, the key KFP_MLFLOW_CONFIG names);
@@ -154,12 +152,19 @@ def replica_env(environ: Mapping[str, str] | None = None) -> list[EnvVar]:
     program's own ``mlflow.log_metric`` would wait on that server in turn.
     """
     env = os.environ if environ is None else environ
-    tracking = tracking_from_env(env)
+    tracking = run if run is not None and run.owned else tracking_from_env(env)
     if tracking is None or tracking.run_id in _UNUSABLE:
         return []
-    out = [EnvVar(name=name, value=without_userinfo(env[name])) for name in _PLAIN if env.get(name)]
+    plain = {
+        TRACKING_URI: tracking.uri,
+        RUN_ID: tracking.run_id,
+        EXPERIMENT_ID: tracking.experiment_id,
+        WORKSPACE: tracking.workspace,
+        TRACKING_AUTH: env.get(TRACKING_AUTH, "").strip(),
+    }
+    out = [EnvVar(name=name, value=without_userinfo(value)) for name, value in plain.items() if value]
     keys = credential_keys(env)
-    in_uri = dict(zip((USERNAME, PASSWORD), userinfo(env[TRACKING_URI]), strict=True))
+    in_uri = dict(zip((USERNAME, PASSWORD), userinfo(tracking.uri), strict=True))
     for name in CREDENTIAL_KEYS:
         if not (env.get(name) or in_uri.get(name)):
             continue

@@ -110,6 +110,9 @@ REFUSED = [
     ({"storage_secret": "minio", "env": {"AWS_SECRET_ACCESS_KEY": "literal"}}, "env.AWS_SECRET_ACCESS_KEY"),
     ({"storage_secret": "minio", "env": {"AWS_ACCESS_KEY_ID": "literal"}}, "env.AWS_ACCESS_KEY_ID"),
     ({"secret_env": {"WANDB_API_KEY": "wandb/key"}, "env": {"WANDB_API_KEY": "literal"}}, "env.WANDB_API_KEY"),
+    # no credential in a tracking URI: those come from a Secret
+    ({"mlflow_tracking_uri": "https://user:pass@mlflow.example:5000"}, "mlflow_tracking_uri"),
+    ({"mlflow_tracking_uri": "https://token@mlflow.example"}, "mlflow_tracking_uri"),
     # mounts: each path once, not where the settings mount something else, no '..'
     ({"shm_size": "1Gi", "pvc_mounts": {"/dev/shm": "claim"}}, "pvc_mounts./dev/shm"),
     ({"pvc_mounts": {"/a": "c1", "/a/": "c2"}}, "pvc_mounts./a/"),

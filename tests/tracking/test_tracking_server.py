@@ -86,6 +86,46 @@ def test_the_launch_step_logs_every_point_and_its_job_and_replicas_log_into_the_
     assert CANARY not in written + out + err + json.dumps(tags)
 
 
+def test_without_kfps_variables_a_tracking_uri_input_makes_the_launch_steps_run_and_its_replicas_log_into_it(
+    mlflow_server, tmp_path, monkeypatch
+):
+    """KFP's plugin with injectUserEnvVars off (its default): the step has KFP_MLFLOW_CONFIG, no MLFLOW_* variable."""
+    from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
+    from testbed.launch_harness import call_launch
+
+    client = mlflow_server.client()
+    experiment = client.create_experiment("without-injection")
+    parent = client.create_run(experiment, run_name="pipeline-run").info.run_id
+    for name in ("MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    config = {"endpoint": mlflow_server.uri, "experimentId": experiment, "parentRunId": parent}
+    monkeypatch.setenv("KFP_MLFLOW_CONFIG", json.dumps(config))
+    call_launch(
+        pytorchjob_launch,
+        tmp_path,
+        backend="local",
+        command=["python", "-c", PROGRAM],
+        mlflow_tracking_uri=mlflow_server.uri,
+    )
+    (run,) = client.search_runs([experiment], filter_string=f"tags.mlflow.parentRunId = '{parent}'")
+    assert (run.info.run_name, run.info.status) == ("pytorchjob-launch", "FINISHED")
+    assert history(client, run.info.run_id, "curves/loss") == [(e, pytest.approx(1.0 / e)) for e in range(1, 6)]
+    assert history(client, run.info.run_id, "from_rank0") == [(5, 42.0)]  # the replica logged into the step's run
+    assert run.data.tags["kftrain.job.kind"] == "PyTorchJob"
+
+
+def test_a_tracking_uri_input_holding_a_credential_is_refused_before_anything_is_made(tmp_path, capfd):
+    from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
+    from testbed.launch_harness import call_launch
+
+    with pytest.raises(SystemExit) as ended:
+        uri = f"http://user:{CANARY}@127.0.0.1:9"
+        call_launch(pytorchjob_launch, tmp_path, backend="local", command=["true"], mlflow_tracking_uri=uri)
+    out, err = capfd.readouterr()
+    assert ended.value.code == 2 and "ERROR: mlflow_tracking_uri: holds credentials" in err
+    assert CANARY not in out + err and not (tmp_path / "model").exists()
+
+
 def test_evaluation_logs_its_scores_verdict_reports_and_curves(mlflow_server, task_env, tmp_path, breast_cancer):
     from kftrain_components.evaluation.evaluate_model.component import evaluate_model
 
