@@ -41,7 +41,7 @@ def run_pipeline(
 ) -> PipelineRun:
     """``kftrain run NAME --pipeline-root ROOT ARGS...``; fails the test with the output's tail unless it succeeds.
 
-    ``verbose``: the whole output (every step's log), which the tests read; else one line per step."""
+    ``verbose``: the whole output (every step's log), which the tests read; else two lines per step."""
     proc = subprocess.run(
         [sys.executable, "-m", "kftrain.cli", "run", name, "--pipeline-root", str(root), *args]
         + (["--verbose"] if verbose else []),

@@ -111,7 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="s3: start a local S3 server and keep every dataset/model artifact on s3://",
     )
     run.add_argument(
-        "--verbose", dest="run_verbose", action="store_true", help="show KFP's whole output, not one line per step"
+        "--verbose",
+        dest="run_verbose",
+        action="store_true",
+        help="show KFP's whole output (each step's executor_input, log and outputs), not two lines per step "
+        "(started, finished) and the training's progress",
     )
     run.set_defaults(func=cmd_run)
 

@@ -1,4 +1,4 @@
-"""``kftrain run``'s quiet output: KFP's local runner's lines in, one line per step and the progress out."""
+"""``kftrain run``'s quiet output: KFP's local runner's lines in, two lines per step and the progress out."""
 
 from __future__ import annotations
 
@@ -55,6 +55,15 @@ def test_a_step_is_two_lines_and_the_progress_line(tmp_path: Path) -> None:
         "[kftrain]   progress: epoch 1/20 loss 2.218 val_accuracy 0.5922 (master-0)",
         "[kftrain] pytorchjob-launch: finished in 4.0s (metrics: val_accuracy=0.98 epoch=20, model)",
     ]
+
+
+def test_run_help_says_what_is_shown_without_verbose(capsys: pytest.CaptureFixture[str]) -> None:
+    from kftrain.cli.app import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "not two lines per step (started, finished) and the training's progress" in shown
 
 
 def finished_line(tmp_path: Path, executor_output: dict[str, object]) -> str:
