@@ -12,14 +12,21 @@ from kftrain.steps.inputs import REQUIRED, Output, artifact, component_input, fu
 from kftrain.steps.inputs.evaluate import EvaluateInputs
 from kftrain.steps.inputs.export import ExportInputs
 from kftrain.steps.inputs.prep import PrepareInputs
+from kftrain.steps.inputs.prep_instructions import PrepareInstructionsInputs
 
 
 def components() -> list[tuple[Any, type]]:
     from kftrain_components.data.prepare_dataset.component import prepare_dataset
+    from kftrain_components.data.prepare_instructions.component import prepare_instructions
     from kftrain_components.evaluation.evaluate_model.component import evaluate_model
     from kftrain_components.export.export_model.component import export_model
 
-    return [(evaluate_model, EvaluateInputs), (export_model, ExportInputs), (prepare_dataset, PrepareInputs)]
+    return [
+        (evaluate_model, EvaluateInputs),
+        (export_model, ExportInputs),
+        (prepare_dataset, PrepareInputs),
+        (prepare_instructions, PrepareInstructionsInputs),
+    ]
 
 
 @pytest.mark.parametrize(("component", "table"), components(), ids=lambda c: getattr(c, "name", ""))
@@ -36,7 +43,7 @@ def test_the_signature_is_the_table(component, table):
     assert all(described[f.name].description == f.metadata["doc"] for f in fields if f.name in described)
 
 
-@pytest.mark.parametrize("table", [EvaluateInputs, ExportInputs, PrepareInputs])
+@pytest.mark.parametrize("table", [EvaluateInputs, ExportInputs, PrepareInputs, PrepareInstructionsInputs])
 def test_a_step_refuses_an_input_its_component_does_not_have(table):
     required = {f.name: None for f in dataclasses.fields(table) if f.default is dataclasses.MISSING}
     table(**required)  # the required ones suffice
