@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from testbed.fake_k8s.selectors import matches
+from testbed.fake_k8s.state import KubeState
 from testbed.fake_k8s.watch import Watches
-
-if TYPE_CHECKING:
-    from testbed.fake_k8s.server import FakeKube
 
 
 class CoreObjects(Watches):
@@ -77,7 +75,7 @@ class CoreObjects(Watches):
             with kube.cond:
                 kube.stats.closed("log-follow")
 
-    def _follow_log(self, kube: FakeKube, ns: str, name: str, uid: str, run: int, sent: int) -> None:
+    def _follow_log(self, kube: KubeState, ns: str, name: str, uid: str, run: int, sent: int) -> None:
         while True:
             with kube.cond:
                 current = kube.pods.get((ns, name))

@@ -27,18 +27,10 @@ from testbed.fake_k8s.accounting import Fault, Stats
 from testbed.fake_k8s.api import DEFAULT_SERVED, group_of, kind_at, now_iso
 from testbed.fake_k8s.core import restart_count
 from testbed.fake_k8s.routes import Handler
+from testbed.fake_k8s.state import History
 from testbed.reference import schemas_in
 
 __all__ = ["FakeKube", "Fault", "Stats", "iter_history"]
-
-
-@dataclass
-class _History:
-    rv: int
-    plural: str
-    namespace: str
-    type: str
-    obj: dict[str, Any]
 
 
 @dataclass
@@ -66,7 +58,7 @@ class FakeKube:
         # Core objects read by name only (GET): ConfigMaps, and Secrets (their data base64, as the API serves it).
         self.configmaps: dict[tuple[str, str], dict[str, Any]] = {}
         self.secrets: dict[tuple[str, str], dict[str, Any]] = {}
-        self.history: list[_History] = []
+        self.history: list[History] = []
         self._history_rvs: list[int] = []  # the rv of each history entry, ascending: watches bisect it
         self.compacted_rv = 0
         self.last_rv: dict[str, int] = {}  # by plural: the version of its last change (a watch's bookmarks carry it)
@@ -180,13 +172,13 @@ class FakeKube:
         """A change of a job (``plural``) or of a pod (``"pods"``), as watches see it."""
         obj["metadata"]["resourceVersion"] = self.bump()
         self.last_rv[plural] = self.rv
-        self.history.append(_History(self.rv, plural, namespace, kind, copy.deepcopy(obj)))
+        self.history.append(History(self.rv, plural, namespace, kind, copy.deepcopy(obj)))
         self._history_rvs.append(self.rv)
         self.cond.notify_all()
         if plural == "pods":
             self.pod_changed(obj["metadata"]["uid"])
 
-    def history_after(self, rv: int) -> list[_History]:
+    def history_after(self, rv: int) -> list[History]:
         """The changes after resourceVersion ``rv`` (call with the lock held)."""
         return self.history[bisect.bisect_right(self._history_rvs, rv) :]
 

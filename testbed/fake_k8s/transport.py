@@ -13,21 +13,19 @@ import socket
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from testbed.fake_k8s.accounting import verb_of
 from testbed.fake_k8s.api import status_body
 from testbed.fake_k8s.rules import unsupported_field
 from testbed.fake_k8s.selectors import parse_selector
+from testbed.fake_k8s.state import KubeState
 from testbed.http_answer import send_json
-
-if TYPE_CHECKING:
-    from testbed.fake_k8s.server import FakeKube
 
 
 class Transport(BaseHTTPRequestHandler):
-    kube: FakeKube
+    kube: KubeState
     # (path pattern, handler) in the order tried: the first whose pattern matches the whole path answers.
     routes: Sequence[tuple[str, Callable[..., None]]] = ()
     protocol_version = "HTTP/1.1"  # keep-alive and chunked streams, as the real API server

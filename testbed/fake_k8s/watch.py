@@ -10,14 +10,12 @@ from __future__ import annotations
 import copy
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from testbed.fake_k8s.api import KIND_NAMES, group_of, status_body
 from testbed.fake_k8s.selectors import matches
+from testbed.fake_k8s.state import KubeState
 from testbed.fake_k8s.transport import Transport
-
-if TYPE_CHECKING:
-    from testbed.fake_k8s.server import FakeKube
 
 
 class Watches(Transport):
@@ -44,7 +42,7 @@ class Watches(Transport):
 
     def _watch_events(
         self,
-        kube: FakeKube,
+        kube: KubeState,
         ns: str,
         plural: str,
         labels: dict[str, str],
