@@ -138,12 +138,16 @@ class Split:
     shared_prompts: int  # examples whose prompt another example (with another response) has too
 
 
+def check_test_fraction(test_fraction: float) -> None:
+    if not 0 < test_fraction < 1:
+        raise DataValidationError(f"test_fraction must be in (0, 1), got {test_fraction}")
+
+
 def split(examples: Iterable[Example], test_fraction: float, seed: int) -> Split:
     """Duplicates (the same :meth:`Example.key`) dropped, the first kept; then the prompts shuffled from ``seed``
     and the first ``round(n * test_fraction)`` examples' worth taken for test. Examples of one prompt stay together:
     a test prompt is never a training prompt."""
-    if not 0 < test_fraction < 1:
-        raise DataValidationError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    check_test_fraction(test_fraction)
     seen: set[tuple[str, str]] = set()
     groups: dict[str, list[Example]] = {}
     total = duplicates = 0

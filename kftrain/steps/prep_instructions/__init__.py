@@ -16,7 +16,17 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kftrain.data.dataset import DataValidationError
-from kftrain.llm.instructions import Example, Fields, describe, example_of, problem, publish, split
+from kftrain.llm.instructions import (
+    Example,
+    Fields,
+    check_test_fraction,
+    describe,
+    example_of,
+    problem,
+    publish,
+    split,
+)
+from kftrain.redaction import userinfo
 from kftrain.steps.prep_instructions import sources
 
 log = logging.getLogger(__name__)
@@ -47,7 +57,7 @@ def prepare_instructions(
     published manifest."""
     started = time.monotonic()
     fields = Fields(prompt_field, response_field, messages_field)
-    check_inputs(fields, max_chars, invalid, test_fraction)
+    check_inputs(source, fields, max_chars, invalid, test_fraction)
     dropped: Counter[str] = Counter()
     forms: Counter[str] = Counter()
 
@@ -100,14 +110,18 @@ def _chat(record: Any, fields: Fields) -> bool:
     return isinstance(record, Mapping) and record.get(fields.messages) is not None
 
 
-def check_inputs(fields: Fields, max_chars: int, invalid: str, test_fraction: float) -> None:
+def check_inputs(source: str, fields: Fields, max_chars: int, invalid: str, test_fraction: float) -> None:
     """The step's own inputs, each refused by name."""
+    if any(userinfo(source)):  # it would be in every error and in the manifest; never quoted here
+        raise DataValidationError(
+            "source: a URI with credentials (user:password@) is refused: give them through the environment "
+            "(AWS_ACCESS_KEY_ID..., HF_TOKEN)"
+        )
     if invalid not in POLICIES:
         raise DataValidationError(f"invalid: {invalid!r} is not one of {', '.join(POLICIES)}")
     if max_chars < 0:
         raise DataValidationError(f"max_chars must be >= 0 (0: no limit), got {max_chars}")
-    if not 0 < test_fraction < 1:
-        raise DataValidationError(f"test_fraction must be in (0, 1), got {test_fraction}")
+    check_test_fraction(test_fraction)
     names = {"prompt_field": fields.prompt, "response_field": fields.response, "messages_field": fields.messages}
     for name, value in names.items():
         if not value.strip():

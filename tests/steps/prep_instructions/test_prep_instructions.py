@@ -208,11 +208,14 @@ def test_a_builtin_task_is_read_like_a_file(tmp_path):
         ({"prompt_field": ""}, "prompt_field: empty"),
         ({"response_field": "prompt"}, "must differ"),
         ({"format": "csv"}, "format: 'csv' is not one of auto, jsonl, parquet"),
+        ({"source": "s3://AKIAKEY:s3cr3t-value@bucket/d.jsonl"}, "source: a URI with credentials"),
+        ({"source": "hf://hf_t0ken-value@owner/name"}, "source: a URI with credentials"),
     ],
 )
 def test_an_input_of_the_step_is_refused_by_name(tmp_path, options, said):
     source = jsonl(tmp_path / "d.jsonl", pairs(10))
+    options = {"source": source, **options}
     with pytest.raises(DataValidationError) as raised:
-        prepare_instructions(str(tmp_path / "out"), source=source, **options)
-    assert said in str(raised.value)
+        prepare_instructions(str(tmp_path / "out"), **options)
+    assert said in str(raised.value) and "s3cr3t" not in str(raised.value) and "t0ken" not in str(raised.value)
     assert not (tmp_path / "out").exists()
