@@ -16,6 +16,7 @@ import json
 import os
 import posixpath
 import tempfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
@@ -114,7 +115,7 @@ def _jsonl(opened: Opened, f: tabular.SourceFile, name: str) -> Iterator[tuple[s
             for number, raw in enumerate(handle, 1):
                 yield from _line(raw, f"{name}: line {number}")
                 found = found or bool(raw.strip())
-        except (OSError, EOFError) as exc:  # a truncated or corrupt .gz
+        except (OSError, EOFError, zlib.error) as exc:  # a truncated or corrupt .gz
             raise DataValidationError(f"{name}: cannot be read ({type(exc).__name__})") from None
     if not found:
         raise DataValidationError(f"{name}: no records (blank lines only)")

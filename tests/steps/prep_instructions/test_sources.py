@@ -19,6 +19,14 @@ from testbed.fake_hub import hub_dataset
 RECORD = {"prompt": "p", "response": "r"}
 
 
+def _corrupt_gzip() -> bytes:
+    """A gzip stream whose compressed bytes are flipped past its header."""
+    data = bytearray(gzip.compress(b'{"prompt": "p", "response": "r"}\n' * 50))
+    for i in range(12, len(data) - 8):
+        data[i] ^= 0x5A
+    return bytes(data)
+
+
 def read(text: str, fmt: str = "auto") -> list[tuple[str, object]]:
     with opened(text, fmt) as source:
         return list(records(source))
@@ -44,11 +52,12 @@ def test_a_builtin_source_is_named_as_written(tmp_path):
         ("d.jsonl", b"\n\n", "d.jsonl: no records (blank lines only)"),
         ("d.jsonl", b"", "d.jsonl: empty file (0 bytes)"),
         ("d.jsonl.gz", gzip.compress(b'{"prompt": "p", "response": "r"}\n' * 50)[:40], "d.jsonl.gz: cannot be read"),
+        ("d.jsonl.gz", _corrupt_gzip(), "d.jsonl.gz: cannot be read"),
         ("d.jsonl.bz2", bz2.compress(b'{"prompt": "p", "response": "r"}\n'), "only gzip (.gz) is read"),
         ("d.parquet", b"PAR1 not really", "d.parquet: not a valid parquet file"),
         ("d.jsonl", b"PAR1", "a Parquet file named as jsonl"),
     ],
-    ids=["csv", "blank-lines", "empty", "truncated-gzip", "bzip2", "bad-parquet", "parquet-as-jsonl"],
+    ids=["csv", "blank-lines", "empty", "truncated-gzip", "corrupt-gzip", "bzip2", "bad-parquet", "parquet-as-jsonl"],
 )
 def test_a_file_that_cannot_be_read_is_refused_by_name(tmp_path, name, content, said):
     (tmp_path / name).write_bytes(content)
