@@ -296,6 +296,16 @@ def breast_cancer(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, A
     return str(tmp / "model"), dataset, model
 
 
+@pytest.fixture(scope="session")
+def finetuned_llm(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """(model URI, dataset URI): a micro Llama LoRA-tuned on 12 examples of the synthetic task, written as the
+    fine-tuning program writes its output, and the instruction dataset of them (:func:`testbed.llm_models.
+    finetuned_case`). Read it; write elsewhere."""
+    from testbed.llm_models import finetuned_case
+
+    return finetuned_case(tmp_path_factory.mktemp("finetuned-llm"))
+
+
 # The temporary folder of the whole test run, and of every process it starts: each test's tmp_path, the local
 # backend's work folders of the failed jobs the tests run on purpose (kept by design, bounded by
 # LocalConfig.keep_finished), and what a step killed outright (as a pod dies) could not remove. Removed when the run
