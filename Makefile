@@ -20,7 +20,7 @@ PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
 # The 30 slowest tests (setup, call and teardown) listed at the end of every run, so that CI's log shows them.
 DURATIONS := --durations=30
 # What the tests need: the tools, and every extra but [gcs] (`pip install kftrain` alone is the authoring install).
-EXTRAS := dev,data,samples,torch,tf,onnx,s3,examples,crd,mlflow
+EXTRAS := dev,data,samples,torch,tf,onnx,s3,examples,crd,mlflow,llm
 
 # What `make run` installs: the extras the chosen pipeline's steps need (their images' extras, and [samples] for the
 # bundled digits), not the Horovod build, TensorFlow, Chromium or the MLflow server's venv that the tests need; a

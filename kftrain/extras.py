@@ -2,7 +2,7 @@
 
 ``pip install kftrain`` is what authoring, compiling, submitting and launching need; data prep, evaluation,
 export and the programs need extras (``kftrain[data]``, ``[samples]``, ``[torch]``, ``[tf]``, ``[onnx]``, ``[s3]``,
-``[gcs]``, ``[horovod]``), and so does logging to MLflow (``[mlflow]``). A module that needs one imports those packages
+``[gcs]``, ``[horovod]``, ``[llm]``), and so does logging to MLflow (``[mlflow]``). A module that needs one imports those packages
 under :func:`requires`, so a step run without its extra fails with one line naming the extra to install, not a bare
 ``ModuleNotFoundError``.
 """
@@ -26,6 +26,7 @@ EXTRA_MODULES: dict[str, frozenset[str]] = {
     "horovod": frozenset({"horovod"}),
     "crd": frozenset({"celpy", "lark", "pendulum", "re2"}),
     "mlflow": frozenset({"mlflow"}),
+    "llm": frozenset({"transformers", "peft", "accelerate", "safetensors", "tokenizers", "torch"}),
 }
 
 
