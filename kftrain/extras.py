@@ -2,9 +2,9 @@
 
 ``pip install kftrain`` is what authoring, compiling, submitting and launching need; data prep, evaluation,
 export and the programs need extras (``kftrain[data]``, ``[samples]``, ``[torch]``, ``[tf]``, ``[onnx]``, ``[s3]``,
-``[gcs]``, ``[horovod]``, ``[llm]``), and so does logging to MLflow (``[mlflow]``). A module that needs one imports those packages
-under :func:`requires`, so a step run without its extra fails with one line naming the extra to install, not a bare
-``ModuleNotFoundError``.
+``[gcs]``, ``[horovod]``, ``[llm]``), and so does logging to MLflow (``[mlflow]``). A module that needs one imports
+those packages under :func:`requires`, so a step run without its extra fails with one line naming the extra to
+install, not a bare ``ModuleNotFoundError``.
 """
 
 from __future__ import annotations
