@@ -38,6 +38,8 @@ from testbed.controlplane.host import (
     port_free,
     run_part,
 )
+from testbed.controlplane.node import BINARIES as NODE_BINARIES
+from testbed.controlplane.node import Node
 from testbed.controlplane.operators import Operators, can_enter_private_tmp, crds_not_in
 
 __all__ = ["ADMIN_GROUP", "ADMIN_USER", "ControlPlane", "ControlPlaneError", "Resource", "control_plane", "for_tests"]
@@ -67,10 +69,13 @@ def bin_dir() -> Path:
     return Path(out.stdout.strip())
 
 
-def missing_binaries(folder: Path | None = None, *, with_controller_manager: bool = False) -> list[str]:
+def missing_binaries(
+    folder: Path | None = None, *, with_controller_manager: bool = False, with_node: bool = False
+) -> list[str]:
     """The binaries :func:`control_plane` needs that ``folder`` (default :func:`bin_dir`) lacks."""
     folder = folder or bin_dir()
     wanted = (*BINARIES, "kube-controller-manager") if with_controller_manager else BINARIES
+    wanted = (*wanted, *NODE_BINARIES) if with_node else wanted
     return [name for name in wanted if not (folder / name).is_file()]
 
 
@@ -229,16 +234,19 @@ def control_plane(
     start_timeout_s: float = START_TIMEOUT_S,
     operators: Sequence[str] = (),
     apiserver_flags: Sequence[str] = (),
+    node_images: Sequence[str] | None = None,
 ) -> Iterator[ControlPlane]:
     """etcd and kube-apiserver with ``crd_files`` (default: :func:`default_crd_files` of the reference CRDs, and the
     CRDs of ``operators`` the reference lacks) installed and Established; with ``operators`` (names of
     :data:`~testbed.controlplane.kubeflow_operators.OPERATORS`), kube-controller-manager and those operators too,
     each ready (its webhooks served); ``apiserver_flags`` added to kube-apiserver's. Everything stopped, in reverse
-    order, and its folder removed on exit."""
+    order, and its folder removed on exit. With ``node_images`` (a list, maybe empty), a real node too (node.py:
+    containerd, kubelet, kube-scheduler, and kube-controller-manager), those images moved into its containerd."""
     from testbed import reference
 
     binaries = binaries or bin_dir()
-    missing = missing_binaries(binaries, with_controller_manager=bool(operators))
+    with_node = node_images is not None
+    missing = missing_binaries(binaries, with_controller_manager=bool(operators) or with_node, with_node=with_node)
     if missing:
         raise ControlPlaneError(f"{', '.join(missing)} not in {binaries}: run {BUILD_HINT}")
     operators = kubeflow_operators.in_start_order(operators)
@@ -254,6 +262,10 @@ def control_plane(
     phases: dict[str, float] = {}
     with contextlib.ExitStack() as stack:
         host = Host(stack)
+        node = Node(binaries, host.root / "kubeconfig", node_images or ()) if with_node else None
+        if node is not None:
+            node.prepare(stack)
+            apiserver_flags = [*apiserver_flags, *node.apiserver_flags]
         store = Etcd(binaries / "etcd")
         run_part(stack, host, store, deadline)
         phases[store.name] = time.monotonic() - began
@@ -275,11 +287,13 @@ def control_plane(
         with plane.api_client() as api_client:
             plane.resources = install_crds(api_client, crd_files, deadline)
         plane.started_in_s = phases["crds"] = time.monotonic() - began
-        if operators:
-            for part in (
-                ControllerManager(binaries / "kube-controller-manager", apiserver.kubeconfig),
-                Operators(operators, operator_bins, apiserver),
-            ):
+        if operators or node is not None:
+            parts: list[Part] = [ControllerManager(binaries / "kube-controller-manager", apiserver.kubeconfig)]
+            parts += [Operators(operators, operator_bins, apiserver)] if operators else []
+            if node is not None:
+                node.kubeconfig = apiserver.kubeconfig
+                parts.append(node)
+            for part in parts:
                 run_part(stack, host, part, deadline)
                 plane.parts[part.name] = part
                 plane.started_in_s = phases[part.name] = time.monotonic() - began
