@@ -135,6 +135,12 @@ def inference_service(name: str, target: str, storage_uri: str, account: str = "
             "protocolVersion": "v2",
             "storageUri": storage_uri,
         }
+    return predictor_service(name, model, account)
+
+
+def predictor_service(name: str, model: dict[str, Any], account: str = "") -> dict[str, Any]:
+    """A KServe ``InferenceService`` named ``name`` whose predictor is ``model`` (its ``modelFormat``,
+    ``storageUri``...), pulled with ``account`` ("" for the namespace's default ServiceAccount)."""
     return {
         "apiVersion": "serving.kserve.io/v1beta1",
         "kind": "InferenceService",
