@@ -88,6 +88,7 @@ class LocalBackend(Backend):
             self.console.say(f"{kind_of(job).spec.suspend_field} is true: running {job.name} as if admitted (--admit)")
         kind = kind_of(job)
         self.config.check_replicas(job)
+        kind.check_local(job)  # what cannot run on this machine, said before anything of it exists
         # One job of a name at a time, as on a cluster: refused before anything of it exists.
         name_lock = job_state.claim_name(job.name, f"{kind.spec.plural}.{kind.spec.group}")
         owns = self.config.workdir is None

@@ -187,6 +187,9 @@ class Kind:
     def validate(self, job: TrainingJob) -> None:
         """The kind's own rules, beyond what every kind checks (kftrain.job.validate)."""
 
+    def check_local(self, job: TrainingJob) -> None:
+        """Refuse ``job`` (a :class:`~kftrain.errors.JobSpecError`, one line) when it cannot run on this machine."""
+
     def replica_types(self, job: TrainingJob) -> tuple[str, ...]:
         """The replica types ``job`` may have: the kind's fixed set (a TrainJob's come from its runtime)."""
         return self.spec.replica_types

@@ -16,7 +16,7 @@ from typing import Any
 from kftrain.errors import JobSpecError
 from kftrain.job.kinds.base import ClusterObject, Kind, KindSpec, MountedFile
 from kftrain.job.kinds.restarts import AfterJobFailure, Backoff
-from kftrain.job.kinds.trainjob import policies
+from kftrain.job.kinds.trainjob import policies, torchtune
 from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog, bundled_catalog, runtime_difference
 from kftrain.job.kinds.trainjob.failure_policy import BACKOFF_LIMIT_EXCEEDED, BACKOFF_LIMIT_MESSAGE
 from kftrain.job.kinds.trainjob.nodes import (
@@ -90,6 +90,7 @@ def load_trainjob(data: Mapping[str, Any], runtimes: RuntimeCatalog | None = Non
         },
         source=TrainJobSource(spec, resolved),
     )
+    torchtune.complete(job)  # a `tune run` trainer's command, as the torch plugin completes it
     job.spec.run_policy = RunPolicy(
         suspend=spec.get("suspend"),
         managed_by=spec.get("managedBy"),
@@ -204,7 +205,18 @@ class TrainJobKind(Kind):
         src = source(job)
         # The TrainJob as it is submitted: what was put on its pods since it was loaded (the launch inputs, the launch
         # task's own settings, the step's variables) is in its spec there (trainer.env...), where the webhook sees it.
-        validate_trainjob(carry_changes(job, src.spec, src.resolved), src.resolved)
+        submitted = carry_changes(job, src.spec, src.resolved)
+        validate_trainjob(submitted, src.resolved)
+        torchtune.check(job, submitted)
+
+    def check_local(self, job: TrainingJob) -> None:
+        """A ``tune run`` trainer runs here only where torchtune imports with this environment's torch."""
+        trainer = source(job).spec.get("trainer") or {}
+        if list(trainer.get("command") or []) == torchtune.ENTRYPOINT and self.framework(job) == "torch":
+            problem = torchtune.local_problem()
+            if problem:
+                raise JobSpecError("spec.trainer.command", f"{torchtune.ENTRYPOINT} runs locally only where "
+                                   f"torchtune does: {problem}")  # fmt: skip
 
     # -- the contract of each node ---------------------------------------------------------------------
 
@@ -221,10 +233,11 @@ class TrainJobKind(Kind):
         if on_trainer and given is not None and trainer is not None:
             node0 = ReplicaId(trainer.name, 0)
             if policy == "torch":
-                _refuse_torchtune(given)
                 plugin = policies.torch_env(
                     trainer.count, torch_nproc_per_node(job), replica.index, topology.host, topology.ports[node0]
                 )
+                if list(given.get("command") or []) == torchtune.ENTRYPOINT:  # torch.go:175-177: no master
+                    plugin = [(k, v) for k, v in plugin if k not in ("PET_MASTER_ADDR", "PET_MASTER_PORT")]
             elif policy == "jax":
                 plugin = policies.jax_env(trainer.count, replica.index, topology.address(node0))
             elif policy == "xgboost":
@@ -369,14 +382,3 @@ def _replicated_job(job: TrainingJob, replica_type: str) -> ReplicatedJob:
     if rjob is None:
         raise KeyError(f"{job.name}: the runtime has no replicated job {replica_type!r}")
     return rjob
-
-
-def _refuse_torchtune(trainer: Mapping[str, Any]) -> None:
-    """A ``tune run`` command is rewritten by the torch plugin on a cluster (plugins/torch/torch.go:175-201: recipe,
-    config and the runtime's overrides appended); kftrain does not rewrite it."""
-    if list(trainer.get("command") or []) == ["tune", "run"]:
-        raise JobSpecError(
-            "spec.trainer.command",
-            "['tune', 'run']: the torch plugin completes a torchtune command with its recipe and config on a "
-            "cluster (plugins/torch/torch.go:175-201); kftrain runs it on a cluster only, not locally",
-        )

@@ -270,16 +270,14 @@ def test_env_injection_targets_must_exist():
         load_manifest(trainjob("mine", trainer={"numNodes": 1}), runtimes=catalog)
 
 
-def test_flux_and_torchtune_are_refused_locally_naming_why():
+def test_flux_is_refused_locally_naming_why():
+    """(A ``tune run`` trainer is tests/job/kinds/trainjob/test_torchtune.py's.)"""
     flux = _runtime(mlPolicy={"numNodes": 1, "flux": {}})
     job = load_manifest(
         trainjob("mine", trainer={"command": ["x"]}), runtimes=RuntimeCatalog([parse_runtime(flux, "f")])
     )
     with pytest.raises(JobSpecError, match="Flux"):
         node_env(job, ReplicaId("node", 0))
-    tune = load_manifest(trainjob(TORCH, trainer={"command": ["tune", "run"]}))
-    with pytest.raises(JobSpecError, match=r"torch.go:175-201"):
-        node_env(tune, ReplicaId("node", 0))
 
 
 def test_jax_and_xgboost_trainjobs_render_back_unchanged(crd_schemas):
