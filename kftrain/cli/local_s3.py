@@ -8,7 +8,6 @@ registries here; anything S3-compatible works the same through ``AWS_ENDPOINT_UR
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import socket
 import subprocess
@@ -64,18 +63,3 @@ def local_s3(bucket: str = BUCKET) -> Iterator[dict[str, str]]:
             proc.wait(timeout=10)
         if proc.poll() is None:
             proc.kill()
-
-
-@contextlib.contextmanager
-def environment(values: dict[str, str]) -> Iterator[None]:
-    """Set these environment variables for the block; restore (or unset) each afterwards."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, old in saved.items():
-            if old is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = old

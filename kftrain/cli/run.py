@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from kftrain.cli.isolated import ImportTags, compile_isolated
-from kftrain.cli.local_s3 import environment
 from kftrain.cli.param_values import check_param_values, types_of_pipeline
 from kftrain.cli.params import parse_params
 from kftrain.cli.quiet import QuietFilter, StepFailure, quiet_output
 from kftrain.cli.reference import Kind, check_params, load_pipeline, parameters, parse_reference
+from kftrain.environ import environment
 from kftrain.errors import JobFailedError
 from kftrain.tracking.local import tracked_pipeline
 
@@ -181,7 +181,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, params: Mapping[str, Any], pipeline: Any, *, verbose: bool) -> int:
     if args.storage == "s3":
         from kftrain import storage
-        from kftrain.cli.local_s3 import BUCKET, environment, local_s3
+        from kftrain.cli.local_s3 import BUCKET, local_s3
 
         with local_s3() as s3_env, environment({**s3_env, storage.ARTIFACT_ROOT_ENV: f"s3://{BUCKET}/runs"}):
             run = run_locally(

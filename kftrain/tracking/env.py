@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+from kftrain.environ import environment
 from kftrain.job import EnvVar
 from kftrain.redaction import userinfo
 
@@ -103,30 +104,17 @@ def step_credentials(uri: str) -> Iterator[None]:
     Secret ends in a newline, which no header may hold), and the credentials a tracking URI holds also as
     ``MLFLOW_TRACKING_USERNAME``/``PASSWORD`` (unless set): where the local backend's replicas read them from."""
     from_uri = dict(zip((USERNAME, PASSWORD), map(unquote, userinfo(uri)), strict=True))
-    changed = {k: os.environ.get(k) for k in CREDENTIAL_KEYS if os.environ.get(k, "").strip() != os.environ.get(k, "")}
-    changed.update({k: None for k, v in from_uri.items() if v and k not in os.environ})
-    for name in changed:
-        os.environ[name] = os.environ.get(name, "").strip() or from_uri.get(name, "")
-    try:
+    names = [k for k in CREDENTIAL_KEYS if os.environ.get(k, "").strip() != os.environ.get(k, "")]
+    names += [k for k, v in from_uri.items() if v and k not in os.environ]
+    with environment({name: os.environ.get(name, "").strip() or from_uri.get(name, "") for name in names}):
         yield
-    finally:
-        for name, was in changed.items():
-            if was is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = was
 
 
 @contextlib.contextmanager
 def bounded_http() -> Iterator[None]:
     """Within the block, MLflow's HTTP requests are bounded as :data:`BOUNDED_HTTP` says, unless already set."""
-    added = {k: v for k, v in BOUNDED_HTTP.items() if k not in os.environ}
-    os.environ.update(added)
-    try:
+    with environment({k: v for k, v in BOUNDED_HTTP.items() if k not in os.environ}):
         yield
-    finally:
-        for name in added:
-            os.environ.pop(name, None)
 
 
 def credential_keys(environ: Mapping[str, str]) -> dict[str, str]:

@@ -198,10 +198,29 @@ def _with_env(executors: Mapping[str, Any], label: str, env: Mapping[str, str]) 
     return {**executors, label: spec}
 
 
+def _ended(
+    runs: LocalPipelineRuns, run_id: str, component: Any, kwargs: dict[str, Any], run: Any, *, outputs_logged: bool
+) -> Any:
+    """``run(**kwargs)`` (KFP's own execution of a task or a DAG), its nested run then ended as KFP's launcher ends
+    it: FINISHED, FAILED, or KILLED when interrupted; the task's outputs logged when ``outputs_logged``."""
+    from kfp.local import status as kfp_status
+
+    status, outputs = "KILLED", {}
+    try:
+        outputs, run_status = run(**kwargs)
+        status = _status(run_status == kfp_status.Status.SUCCESS)
+        return outputs, run_status
+    except Exception:
+        status = "FAILED"
+        raise
+    finally:
+        logged = outputs if outputs_logged else {}
+        runs.end_task(run_id, status, logged, _task_params(kwargs["task_spec"], kwargs["io_store"], component))
+
+
 @contextlib.contextmanager
 def wrapped_runner(runs: LocalPipelineRuns) -> Iterator[None]:
     """KFP's local runner with every task and DAG task given its nested run, while the block runs."""
-    from kfp.local import status as kfp_status
     from kfp.local.orchestrator import enhanced_dag_orchestrator, task_executor
 
     run_task = task_executor.execute_single_task
@@ -213,16 +232,7 @@ def wrapped_runner(runs: LocalPipelineRuns) -> Iterator[None]:
         executors = kwargs["executors"]
         if run_id and executors[component.executor_label].WhichOneof("spec") == "container":
             kwargs["executors"] = _with_env(executors, component.executor_label, runs.task_env(run_id))
-        status, outputs = "KILLED", {}
-        try:
-            outputs, task_status = run_task(**kwargs)
-            status = _status(task_status == kfp_status.Status.SUCCESS)
-            return outputs, task_status
-        except Exception:
-            status = "FAILED"
-            raise
-        finally:
-            runs.end_task(run_id, status, outputs, _task_params(kwargs["task_spec"], kwargs["io_store"], component))
+        return _ended(runs, run_id, component, kwargs, run_task, outputs_logged=True)
 
     def any_task(**kwargs: Any) -> Any:
         component = kwargs["components"][kwargs["task_spec"].component_ref.name]
@@ -230,17 +240,10 @@ def wrapped_runner(runs: LocalPipelineRuns) -> Iterator[None]:
             return run_any(**kwargs)
         run_id = runs.start_task(kwargs["task_name"], kwargs["pipeline_resource_name"])
         token = _PARENT.set(run_id or _PARENT.get())
-        status = "KILLED"
         try:
-            outputs, dag_status = run_any(**kwargs)
-            status = _status(dag_status == kfp_status.Status.SUCCESS)
-            return outputs, dag_status
-        except Exception:
-            status = "FAILED"
-            raise
+            return _ended(runs, run_id, component, kwargs, run_any, outputs_logged=False)
         finally:
             _PARENT.reset(token)
-            runs.end_task(run_id, status, {}, _task_params(kwargs["task_spec"], kwargs["io_store"], component))
 
     task_executor.execute_single_task = container_task
     enhanced_dag_orchestrator.execute_task = any_task
