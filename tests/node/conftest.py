@@ -1,0 +1,23 @@
+"""The node tier's one control plane with a real node (testbed/controlplane/node.py), shared by its pod tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from testbed.controlplane import node_pods
+from testbed.controlplane.cluster import ControlPlane
+
+
+@pytest.fixture(scope="session")
+def node_cluster() -> Iterator[ControlPlane]:
+    yield from node_pods.for_tests([node_pods.LAUNCH_IMAGE])
+
+
+@pytest.fixture(scope="session")
+def core(node_cluster: ControlPlane) -> Iterator[Any]:
+    with node_cluster.api_client() as api_client:
+        yield client.CoreV1Api(api_client)
