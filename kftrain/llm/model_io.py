@@ -117,7 +117,11 @@ def load_finetuned(uri: str, *, merge: bool = False, dtype: str = "float32") -> 
         else:
             model, _ = load_model(str(info.get("base_model") or ""), dtype)
         tokenizer = _load_tokenizer(path, uri)
-        peft_model = PeftModel.from_pretrained(model, str(path / ADAPTER_DIR))
+        adapter = path / ADAPTER_DIR
+        # Without its files PEFT would take the path for a Hub repository id (and fail with a traceback).
+        if not (adapter / "adapter_config.json").is_file() or not list(adapter.glob("adapter_model.*")):
+            raise ModelLoadError(f"{uri}: no LoRA adapter in {ADAPTER_DIR}/ (adapter_config.json, adapter_model.*)")
+        peft_model = PeftModel.from_pretrained(model, str(adapter))
         return (peft_model.merge_and_unload() if merge else peft_model), tokenizer, info
 
 
