@@ -19,6 +19,7 @@ from typing import Any
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from kftrain.job.manifest.schema import as_go_json
 from testbed.kfp_backend import mlmd
 from testbed.kfp_backend.driver import DriverError
 from testbed.kfp_backend.layout import local_path
@@ -45,18 +46,6 @@ class LaunchRecord:
     log: str = ""
 
 
-def as_protojson(value: Any) -> Any:
-    """``value`` as Go's protojson writes a ``structpb.Value``: every number is a double, written without a
-    fraction when it has none (42, not 42.0), which Python's json reads back as an int."""
-    if isinstance(value, dict):
-        return {k: as_protojson(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [as_protojson(v) for v in value]
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
-        return int(value)
-    return value
-
-
 def with_defaults(executor_input: dict[str, Any], component: dict[str, Any]) -> dict[str, Any]:
     """The parameters the task was not given get their component defaults before the command sees them
     (addDefaultParams: E:358, E:928; F:425, F:1310)."""
@@ -80,23 +69,32 @@ class PodFilesystem:
         return self.root / container_path.lstrip("/")
 
 
+@dataclass(frozen=True)
+class TaskFiles:
+    """Where a task's files are: the store's bucket, the run's folder in it (``run_dir``), the store's session (as
+    recorded on each output artifact) and the pod's own files."""
+
+    bucket: Bucket
+    run_dir: str
+    session_info: str
+    pod_fs: PodFilesystem
+
+
 def run_task(
     *,
     backend: Backend,
     executor_input: dict[str, Any],
     component: dict[str, Any],
     container: dict[str, Any],
-    bucket: Bucket,
-    run_dir: str,
-    session_info: str,
-    pod_fs: PodFilesystem,
+    files: TaskFiles,
     env: dict[str, str],
     timeout: float,
     cancel: Cancel | None = None,
 ) -> tuple[LaunchRecord, dict[str, Any], dict[str, list[dict[str, Any]]]]:
-    """Run one container task of the run whose folder is ``run_dir``; returns what happened, its output parameters
-    and its recorded output artifacts (``session_info``: the store's session, recorded on each of them). The
-    command is the container's command and args with ``{{$}}`` replaced by the executor input (JSON)."""
+    """Run one container task of the run whose files ``files`` holds; returns what happened, its output parameters
+    and its recorded output artifacts. The command is the container's command and args with ``{{$}}`` replaced by
+    the executor input (JSON)."""
+    bucket, pod_fs = files.bucket, files.pod_fs
     executor_input = with_defaults(executor_input, component)
     record = LaunchRecord(executor_input, env)
     for name, listed in executor_input.get("inputs", {}).get("artifacts", {}).items():
@@ -111,7 +109,7 @@ def run_task(
                 pod_fs.path(local).parent.mkdir(parents=True, exist_ok=True)
     for spec in executor_input.get("outputs", {}).get("parameters", {}).values():
         pod_fs.path(spec["outputFile"]).parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(as_protojson(executor_input))
+    text = json.dumps(as_go_json(executor_input))  # as protojson writes it
     command = [text if part == "{{$}}" else part for part in container["command"]]
     args = [text if part == "{{$}}" else part for part in container.get("args", [])]
     left = [p for p in command + args if "{{$" in p]
@@ -127,7 +125,7 @@ def run_task(
         raise LauncherError(f"exit code {record.exit_code}:\n{record.log[-6000:]}")
     output = executor_output(pod_fs.path(executor_input["outputs"]["outputFile"]))
     parameters = output_parameters(executor_input, output, component, pod_fs)
-    artifacts = upload_outputs(executor_input, output, bucket, run_dir, session_info, pod_fs, record)
+    artifacts = upload_outputs(executor_input, output, files, record)
     return record, parameters, artifacts
 
 
@@ -187,13 +185,7 @@ def output_parameters(
 
 
 def upload_outputs(
-    executor_input: dict[str, Any],
-    output: dict[str, Any],
-    bucket: Bucket,
-    run_dir: str,
-    session_info: str,
-    pod_fs: PodFilesystem,
-    record: LaunchRecord,
+    executor_input: dict[str, Any], output: dict[str, Any], files: TaskFiles, record: LaunchRecord
 ) -> dict[str, list[dict[str, Any]]]:
     """Upload each output artifact and record it as ML Metadata keeps it; the recorded artifacts by output.
 
@@ -204,7 +196,7 @@ def upload_outputs(
     client.go:420) and KeyFromURI refuses a URI outside it (E:561-564; kubeflow/pipelines@2.5.0:backend/src/v2/
     objectstore/config.go:82-97, 103-137): a URI in another run's folder fails the task. A URI of a scheme with no
     local path is recorded without an upload (E:558-560)."""
-    run_bucket = prefixed_bucket(run_dir)
+    run_bucket = prefixed_bucket(files.run_dir)
     recorded: dict[str, list[dict[str, Any]]] = {}
     for name, listed in executor_input.get("outputs", {}).get("artifacts", {}).items():
         artifact = copy.deepcopy(listed["artifacts"][0])
@@ -220,11 +212,11 @@ def upload_outputs(
                 key_from_uri(run_bucket, artifact["uri"])
             except ValueError as exc:
                 raise LauncherError(f"failed to upload output artifact {name!r}: {exc}") from None
-            source = pod_fs.path(local)
+            source = files.pod_fs.path(local)
             if source.exists():
-                record.uploaded_bytes[name] = bucket.upload(source, artifact["uri"])
+                record.uploaded_bytes[name] = files.bucket.upload(source, artifact["uri"])
         try:
-            metadata = mlmd.recorded(name, artifact.get("metadata") or {}, session_info)
+            metadata = mlmd.recorded(name, artifact.get("metadata") or {}, files.session_info)
         except mlmd.MetadataError as exc:
             raise LauncherError(str(exc)) from None
         recorded[name] = [{**artifact, "name": mlmd.artifact_id(), "metadata": metadata}]

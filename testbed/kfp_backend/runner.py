@@ -32,7 +32,7 @@ from testbed.kfp_backend.driver import (
     task_order,
     will_trigger,
 )
-from testbed.kfp_backend.launcher import SITE_DIR, LauncherError, PodFilesystem, pod_environment, run_task
+from testbed.kfp_backend.launcher import SITE_DIR, LauncherError, PodFilesystem, TaskFiles, pod_environment, run_task
 from testbed.kfp_backend.platform import build_pod
 from testbed.kfp_backend.pod_process import Cancel
 from testbed.kfp_backend.store import Bucket
@@ -295,10 +295,7 @@ class _Walk:
             executor_input=executor_input,
             component=component,
             container=container,
-            bucket=self.bucket,
-            run_dir=self.run_dir,
-            session_info=self.store.as_json(),
-            pod_fs=PodFilesystem(pod_root),
+            files=TaskFiles(self.bucket, self.run_dir, self.store.as_json(), PodFilesystem(pod_root)),
             env=env,
             timeout=self.step_timeout,
             cancel=self.cancel,

@@ -388,17 +388,17 @@ def _identity(value: Any) -> str:
     JSON: ``1``, ``1.0`` and ``true`` differ), an object or a list by its JSON (``json.Marshal``: keys sorted, a whole
     float written as an integer)."""
     if isinstance(value, (Mapping, list)):
-        return "json:" + json.dumps(_as_go_json(value), sort_keys=True, separators=(",", ":"))
+        return "json:" + json.dumps(as_go_json(value), sort_keys=True, separators=(",", ":"))
     return f"{type(value).__name__}:{value!r}"
 
 
-def _as_go_json(value: Any) -> Any:
-    """``value`` with each whole float below 1e21 as an integer: Go's JSON writes ``1.0`` as ``1`` (and Python as
-    ``1.0``), so an object of either is one value to the API server."""
+def as_go_json(value: Any) -> Any:
+    """``value`` with each whole float below 1e21 as an integer: Go's JSON (``json.Marshal``, and protojson for a
+    ``structpb.Value``) writes ``1.0`` as ``1`` (Python as ``1.0``), so an object of either is one value to Go."""
     if isinstance(value, Mapping):
-        return {k: _as_go_json(v) for k, v in value.items()}
+        return {k: as_go_json(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_as_go_json(v) for v in value]
+        return [as_go_json(v) for v in value]
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
         return int(value)
     return value

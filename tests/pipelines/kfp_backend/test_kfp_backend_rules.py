@@ -27,6 +27,7 @@ from testbed.kfp_backend.launcher import (
     LauncherError,
     LaunchRecord,
     PodFilesystem,
+    TaskFiles,
     download,
     executor_output,
     upload_outputs,
@@ -300,8 +301,8 @@ def test_an_output_is_uploaded_only_into_its_runs_folder(reported: str, error: s
     reported_output = {"artifacts": {"dataset": {"artifacts": [{"uri": reported}]}}}
 
     def upload() -> dict[str, Any]:
-        record = LaunchRecord({}, {})
-        return upload_outputs(given, reported_output, NO_STORE, RUN_DIR, "{}", PodFilesystem(tmp_path), record)
+        files = TaskFiles(NO_STORE, RUN_DIR, "{}", PodFilesystem(tmp_path))
+        return upload_outputs(given, reported_output, files, LaunchRecord({}, {}))
 
     if error:
         with pytest.raises(LauncherError, match=error):
@@ -341,7 +342,7 @@ def recorded_metadata(metadata: dict[str, Any], tmp_path: Path) -> dict[str, Any
     given = {"outputs": {"artifacts": {"dataset": {"artifacts": [artifact(uri)]}}}}
     written = {"artifacts": {"dataset": {"artifacts": [{"uri": uri, "metadata": metadata}]}}}
     record = LaunchRecord({}, {})
-    recorded = upload_outputs(given, written, NO_STORE, RUN_DIR, "{}", PodFilesystem(tmp_path), record)
+    recorded = upload_outputs(given, written, TaskFiles(NO_STORE, RUN_DIR, "{}", PodFilesystem(tmp_path)), record)
     return dict(recorded["dataset"][0]["metadata"])
 
 
