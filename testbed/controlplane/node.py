@@ -34,6 +34,7 @@ from testbed.controlplane.node_images import (
     ctr,
     ensure_pause_image,
     import_images,
+    lock_store,
 )
 from testbed.controlplane.node_net import Bridge, create_bridge, delete_bridge
 from testbed.ports import free_port
@@ -58,6 +59,7 @@ class Node(Part):
         self.bridge: Bridge | None = None
         self.paths = NodePaths(Path())
         self.before: node_host.HostState | None = None
+        self.store: Path | None = None  # containerd's root kept between runs, when this node holds it
         self.port = self.healthz_port = self.scheduler_port = 0
         # Seconds each step of the start took ("containerd", "images", "kubelet", "ready"), and each image's import.
         self.phases: dict[str, float] = {}
@@ -75,13 +77,14 @@ class Node(Part):
         """Read the host, then create the bridge; both undone (and the host checked) when ``stack`` unwinds."""
         self.before = node_host.snapshot()
         stack.callback(self._restore_host)
+        self.store = lock_store(stack)
         self.bridge = create_bridge()
 
     def start(self, host: Host, deadline: float) -> None:
         assert self.bridge is not None and self.before is not None, "prepare() first"
         from testbed.dockerfiles import image_env
 
-        self.paths = NodePaths(host.root / "node")
+        self.paths = NodePaths(host.root / "node", self.store)
         self.paths.root.mkdir()
         began = time.monotonic()
         env = image_env()
@@ -95,7 +98,9 @@ class Node(Part):
         )
         host.wait_until(deadline, self._containerd_up, "containerd", watched=["containerd"])
         self.phases["containerd"] = time.monotonic() - began
-        self.imported = import_images(self.paths.socket, [PAUSE_IMAGE, *self.images], env, self.paths.root / "images")
+        self.imported = import_images(
+            self.paths.socket, [PAUSE_IMAGE, *self.images], env, self.paths.root / "images", self.store
+        )
         self.phases["images"] = time.monotonic() - began
         write_cni_config(self.paths, self.bridge)
         self.port, self.healthz_port, self.scheduler_port = free_port(), free_port(), free_port()
@@ -238,7 +243,8 @@ class Node(Part):
         """Unmount what is left mounted under the node's folder (rootfs, shm, netns, volumes), newest first."""
         if not str(self.paths.root) or self.paths.root == Path():
             return
-        for point in reversed(node_host.mount_points((str(self.paths.root),))):
+        folders = (str(self.paths.root), *([str(self.store)] if self.store else []))
+        for point in reversed(node_host.mount_points(folders)):
             if subprocess.run(["umount", point], capture_output=True, check=False).returncode:
                 subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
 
@@ -248,6 +254,8 @@ class Node(Part):
             delete_bridge(self.bridge)
         failed = node_host.restore(self.before)
         left = node_host.differences(self.before, node_host.snapshot())
+        folders = (str(self.paths.root), *([str(self.store)] if self.store else []))
+        left += [f"mount left: {point}" for point in node_host.mount_points(folders) if self.paths.root != Path()]
         if failed or left:
             raise ControlPlaneError("the node left the host changed: " + "; ".join([*failed, *left]))
 

@@ -25,9 +25,11 @@ NO_REGISTRY = "http://127.0.0.1:9"
 
 @dataclass(frozen=True)
 class NodePaths:
-    """The node's folders and files, all under ``root`` (the control plane's folder's ``node``)."""
+    """The node's folders and files, all under ``root`` (the control plane's folder's ``node``) but containerd's
+    root (its images and snapshots), ``store``: a cache kept between runs (node_images.py) or under ``root``."""
 
     root: Path
+    store: Path | None = None
 
     @property
     def containerd(self) -> Path:
@@ -58,7 +60,7 @@ def write_containerd_config(paths: NodePaths) -> Path:
         (hosts / registry / "hosts.toml").write_text(f'server = "{NO_REGISTRY}"\n')
     cri = 'plugins."io.containerd.grpc.v1.cri"'
     text = f"""version = 2
-root = "{c / "root"}"
+root = "{paths.store or c / "root"}"
 state = "{c / "state"}"
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
   "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs",

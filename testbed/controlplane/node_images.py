@@ -6,6 +6,10 @@ images import``. Nothing is pulled from a registry.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
+import os
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -15,6 +19,10 @@ from testbed.controlplane.host import ControlPlaneError
 from testbed.controlplane.node_config import PAUSE_IMAGE
 
 CATATONIT = Path("/usr/bin/catatonit")
+STORE_CACHE = Path(
+    os.environ.get("KFTRAIN_NODE_CACHE")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kftrain/node"
+)
 # containerd's namespace for the kubelet's images and containers (containerd@v1.6.20:pkg/cri/constants).
 K8S_NAMESPACE = "k8s.io"
 
@@ -46,6 +54,23 @@ def ensure_pause_image(env: Mapping[str, str]) -> None:
         subprocess.run(["buildah", "rm", container], env=dict(env), capture_output=True, check=False)
 
 
+def lock_store(stack: contextlib.ExitStack) -> Path | None:
+    """containerd's root in :data:`STORE_CACHE`, locked until ``stack`` unwinds; None when another node holds it."""
+    STORE_CACHE.mkdir(parents=True, exist_ok=True)
+    lock = (STORE_CACHE / "lock").open("w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        return None
+    stack.callback(lock.close)
+    return STORE_CACHE / "containerd"
+
+
+def image_id(ref: str, env: Mapping[str, str]) -> str:
+    return _run(["podman", "image", "inspect", "--format", "{{.Id}}", ref], env).strip()
+
+
 def ctr(socket: Path, *args: str) -> list[str]:
     return ["ctr", "--address", str(socket), "--namespace", K8S_NAMESPACE, *args]
 
@@ -54,16 +79,26 @@ def containerd_images(socket: Path) -> set[str]:
     return set(_run(ctr(socket, "images", "list", "--quiet")).split())
 
 
-def import_images(socket: Path, refs: Sequence[str], env: Mapping[str, str], scratch: Path) -> dict[str, float]:
-    """Move each of ``refs`` from the image storage into containerd (unpacked for its snapshotter); the seconds each
-    took. A ref not in the storage fails, naming it and how to build it."""
+def import_images(
+    socket: Path, refs: Sequence[str], env: Mapping[str, str], scratch: Path, store: Path | None
+) -> dict[str, float]:
+    """Move each of ``refs`` from the image storage into containerd (unpacked for its snapshotter), unless the
+    cached ``store`` holds it already; the seconds each took (0 when kept). A ref not in the storage fails, naming
+    it and how to build it."""
     missing = [ref for ref in refs if not image_exists(ref, env)]
     if missing:
         raise ControlPlaneError(f"not in the image storage: {', '.join(missing)} (run `make images`)")
+    record = store.parent / "imported.json" if store else None
+    imported: dict[str, str] = json.loads(record.read_text()) if record and record.exists() else {}
+    present = containerd_images(socket)
     took = {}
     scratch.mkdir(parents=True, exist_ok=True)
     for ref in refs:
         began = time.monotonic()
+        storage_id = image_id(ref, env)
+        if ref in present and imported.get(ref) == storage_id:
+            took[ref] = 0.0
+            continue
         archive = scratch / "image.tar"
         try:
             _run(["podman", "save", "--quiet", "--format", "oci-archive", "-o", str(archive), ref], env, "podman save")
@@ -75,4 +110,7 @@ def import_images(socket: Path, refs: Sequence[str], env: Mapping[str, str], scr
         if ref not in containerd_images(socket):
             raise ControlPlaneError(f"{ref} not in containerd after import: {sorted(containerd_images(socket))}")
         took[ref] = time.monotonic() - began
+        if record:
+            imported[ref] = storage_id
+            record.write_text(json.dumps(imported, indent=1))
     return took
