@@ -79,11 +79,13 @@ def register_export(
     evaluation: Mapping[str, Any] | None = None,
     gate_passed: bool | None = None,
     model_uri: str = "",
+    source: str = "",
 ) -> str:
     """Register the export as a new version of ``name``; returns the version, "" (and a warning) when the tracking
-    server failed: the export stays where it is."""
+    server failed: the export stays where it is. ``source``: what the version is made from when not the export's
+    files (a model the run logged in an MLflow flavor, ``runs:/<run>/<path>``)."""
     try:
-        return _register(run, name, exported_uri, evaluation or {}, gate_passed, model_uri)
+        return _register(run, name, exported_uri, evaluation or {}, gate_passed, model_uri, source)
     except TrackingError as exc:
         log.warning("%s; the export is kept at %s, not registered", exc, exported_uri)
         return ""
@@ -96,6 +98,7 @@ def _register(
     evaluation: Mapping[str, Any],
     gate_passed: bool | None,
     model_uri: str,
+    logged: str,
 ) -> str:
     pipeline_run_id, pipeline_tags = run.pipeline_run()
     tags: dict[str, str] = {"kftrain.exported_uri": exported_uri, "kftrain.model_uri": model_uri}
@@ -112,7 +115,9 @@ def _register(
     # MLflow downloads s3:// at MLFLOW_S3_ENDPOINT_URL; minio:// (KFP's store) is the same bucket, a scheme it lacks.
     scheme, path = split_uri(exported_uri)
     source = f"s3://{path}" if scheme == "s3" else exported_uri
-    if is_local(exported_uri) and not _local_store(run.tracking.uri):
+    if logged:
+        source = logged
+    elif is_local(exported_uri) and not _local_store(run.tracking.uri):
         run.call(f"log {ARTIFACT_PATH}/", "log_artifacts", run.run_id, str(local_path(exported_uri)), ARTIFACT_PATH)
         source = f"runs:/{run.run_id}/{ARTIFACT_PATH}"
     try:
