@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client
@@ -129,10 +130,18 @@ def s_image_pull(sim: JobSim) -> None:
     sim.wait_deleted()
 
 
-def s_forever(sim: JobSim) -> None:
-    running(sim, pending_s=0.0)
-    n = 0
-    while True:
-        n += 1
-        sim.log("master-0", f"step {n}")
-        sim.sleep(0.05)
+def forever(label: str) -> Callable[[JobSim], None]:
+    """A scenario: the job runs, replica ``label`` logging a step every 50 ms, until it is deleted."""
+
+    def scenario(sim: JobSim) -> None:
+        running(sim, pending_s=0.0)
+        n = 0
+        while True:
+            n += 1
+            sim.log(label, f"step {n}")
+            sim.sleep(0.05)
+
+    return scenario
+
+
+s_forever = forever("master-0")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,25 +21,13 @@ from kubernetes.client.rest import ApiException
 from testbed import REPO_ROOT, reference
 from testbed.controlplane import suite
 from testbed.controlplane.admission import Manifest, create, example_files, kftrain_validate, load, not_kept
-from testbed.controlplane.cluster import ControlPlane, for_tests
+from testbed.controlplane.cluster import ControlPlane
+from testbed.controlplane.module_fixtures import bare_cluster_fixture, custom_fixture  # noqa: F401
 from testbed.pod_security import RESTRICTED, SECURITY_CONTEXT_REFUSED
 
 pytestmark = suite.MARKS
 
 NAMESPACE = "kftrain-admission"
-
-
-@pytest.fixture(scope="session")
-def cluster() -> Iterator[ControlPlane]:
-    # A control plane of this module's own: the other module's tests create cluster-wide objects of the same names.
-    yield from for_tests()
-
-
-@pytest.fixture(scope="session")
-def custom(cluster: ControlPlane) -> Iterator[Any]:
-    """CustomObjectsApi on the control plane, with the namespace the tests create their objects in."""
-    for api_client in suite.admin_with_namespace(cluster, NAMESPACE):
-        yield client.CustomObjectsApi(api_client)
 
 
 # --- what must be admitted --------------------------------------------------------------------------

@@ -25,24 +25,12 @@ from testbed.controlplane import suite
 from testbed.controlplane.admission import EXAMPLES, Manifest, create, kftrain_validate, load
 from testbed.controlplane.cluster import ControlPlane, for_tests
 from testbed.controlplane.kubeflow_operators import OPERATORS
+from testbed.controlplane.module_fixtures import bare_cluster_fixture, custom_fixture  # noqa: F401
 from testbed.controlplane.namespaces import install_cluster_runtimes, ready_namespace
 
 pytestmark = suite.MARKS
 
 NAMESPACE = "kftrain-admission"
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[ControlPlane]:
-    # A control plane of this module's own: the other modules' tests create cluster-wide objects of the same names.
-    yield from for_tests()
-
-
-@pytest.fixture(scope="module")
-def custom(cluster: ControlPlane) -> Iterator[Any]:
-    """CustomObjectsApi on the control plane, with the namespace the tests create their objects in."""
-    for api_client in suite.admin_with_namespace(cluster, NAMESPACE):
-        yield client.CustomObjectsApi(api_client)
 
 
 # --- what must be refused ---------------------------------------------------------------------------

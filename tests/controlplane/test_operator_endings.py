@@ -5,7 +5,7 @@ ends): the job's phase, the failing replica's exit code and log, and a pod no no
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,6 +23,7 @@ from kftrain.job.request import JobRequest
 from kftrain.retry import RetryPolicy
 from testbed.controlplane import suite
 from testbed.controlplane.cluster import ControlPlane
+from testbed.controlplane.module_fixtures import api_fixture, node_fixture, operated_cluster_fixture  # noqa: F401
 from testbed.controlplane.node_agent import SUCCEED, NodeAgent, Outcome, Plans, fail, unschedulable
 
 pytestmark = suite.MARKS
@@ -34,21 +35,6 @@ WAIT_S = 90.0
 # What the node does with each pod of a job, by the job's name and the pod's replica label (master-0); a pod of a job
 # without a plan runs until the module ends.
 PLANS = Plans()
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[ControlPlane]:
-    yield from suite.operated()
-
-
-@pytest.fixture(scope="module")
-def node(cluster: ControlPlane) -> Iterator[NodeAgent]:
-    yield from suite.node(cluster, PLANS)
-
-
-@pytest.fixture(scope="module")
-def api(cluster: ControlPlane) -> Iterator[Any]:
-    yield from suite.admin_in(cluster, NAMESPACE)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from kftrain.job.request import JobRequest
 from kftrain.job.topology import LOCAL_HOST, ReplicaId, Topology, all_replicas
 from testbed.controlplane import suite
 from testbed.controlplane.cluster import ControlPlane
+from testbed.controlplane.module_fixtures import api_fixture, node_fixture, operated_cluster_fixture  # noqa: F401
 from testbed.controlplane.node_agent import NodeAgent, Plans
 
 pytestmark = suite.MARKS
@@ -71,24 +72,9 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[ControlPlane]:
-    yield from suite.operated()
-
-
 # What the node does with each pod of a job, by the job's name and the pod's replica label (worker-1); a pod of a job
 # without a plan runs until the module ends.
 PLANS = Plans()
-
-
-@pytest.fixture(scope="module")
-def node(cluster: ControlPlane) -> Iterator[NodeAgent]:
-    yield from suite.node(cluster, PLANS)
-
-
-@pytest.fixture(scope="module")
-def api(cluster: ControlPlane) -> Iterator[Any]:
-    yield from suite.admin_in(cluster, NAMESPACE)
 
 
 def build(case: Case) -> TrainingJob:

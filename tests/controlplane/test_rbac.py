@@ -17,7 +17,7 @@ import contextlib
 import datetime
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -37,11 +37,11 @@ from kftrain.retry import RetryPolicy
 from kftrain.storage import kfp_store
 from testbed import REPO_ROOT
 from testbed.controlplane import suite
-from testbed.controlplane.cluster import ControlPlane, for_tests
+from testbed.controlplane.cluster import ControlPlane
+from testbed.controlplane.module_fixtures import admin_fixture, bare_cluster_fixture  # noqa: F401
 from testbed.controlplane.rbac_accounts import (
     Account,
     account_client,
-    admin_client,
     bind,
     grants,
     new_namespace,
@@ -59,17 +59,6 @@ WAIT_S = 30.0
 
 
 # --- the cluster and the account under test ---------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def cluster() -> Iterator[ControlPlane]:
-    # A control plane of this module's own: the other module's tests create cluster-wide objects of the same names.
-    yield from for_tests()
-
-
-@pytest.fixture(scope="session")
-def admin(cluster: ControlPlane) -> Iterator[client.ApiClient]:
-    yield from admin_client(cluster)
 
 
 # --- the jobs: one of each kind, and a TrainJob whose file carries its TrainingRuntime ------------------

@@ -5,7 +5,7 @@ would need. What the backend does need: test_rbac.py."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,22 +13,12 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from testbed.controlplane import suite
-from testbed.controlplane.cluster import ControlPlane, for_tests
-from testbed.controlplane.rbac_accounts import account_client, admin_client, bind, new_namespace
+from testbed.controlplane.cluster import ControlPlane
+from testbed.controlplane.module_fixtures import admin_fixture, bare_cluster_fixture  # noqa: F401
+from testbed.controlplane.rbac_accounts import account_client, bind, new_namespace
 from testbed.controlplane.rbac_requests import Call, Grant
 
 pytestmark = suite.MARKS
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[ControlPlane]:
-    # A control plane of this module's own: the other modules' tests create cluster-wide objects of the same names.
-    yield from for_tests()
-
-
-@pytest.fixture(scope="module")
-def admin(cluster: ControlPlane) -> Iterator[client.ApiClient]:
-    yield from admin_client(cluster)
 
 
 # What the account must not do, whatever the backend needs: each request, as the account, and the grant it would

@@ -11,7 +11,6 @@ same number of failures, as the local backend gives the same job in tests/backen
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from kftrain.job import load_manifest
 from kftrain.retry import RetryPolicy
 from testbed.controlplane import suite
 from testbed.controlplane.cluster import ControlPlane
+from testbed.controlplane.module_fixtures import api_fixture, node_fixture, operated_cluster_fixture  # noqa: F401
 from testbed.controlplane.node_agent import RUN, SUCCEED, NodeAgent, Plans, fail, job_of
 from testbed.polling import wait_until
 from testbed.restart_cases import COUNTED, Counted, on_restarting_runtime
@@ -38,21 +38,6 @@ WAIT_S = 120.0
 ON_CLUSTER = [c for c in COUNTED if not c.not_on_cluster]
 PLANS = Plans()
 THEN = {"run": RUN, "succeed": SUCCEED}
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[ControlPlane]:
-    yield from suite.operated()
-
-
-@pytest.fixture(scope="module")
-def node(cluster: ControlPlane) -> Iterator[NodeAgent]:
-    yield from suite.node(cluster, PLANS)
-
-
-@pytest.fixture(scope="module")
-def api(cluster: ControlPlane) -> Iterator[Any]:
-    yield from suite.admin_in(cluster, NAMESPACE)
 
 
 def test_every_case_the_cluster_cannot_run_says_why() -> None:

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from kftrain.backends.base import load_identity
-from testbed.fake_k8s import FakeKube, JobSim, OperatorSim
-from testbed.k8s_harness import make_backend, pytorch_job
+from testbed.fake_k8s import FakeKube, OperatorSim
+from testbed.k8s_harness import forever, make_backend, pytorch_job
 from testbed.manifests import pytorchjob, trainjob
 from testbed.reference import REPO
 
@@ -42,17 +42,7 @@ CLI_JOBS = {
 @pytest.mark.parametrize("kind", list(CLI_JOBS))
 def test_sigterm_deletes_the_job(kind: str, kube: FakeKube, operator: OperatorSim, tmp_path: Path) -> None:
     manifest, streaming = CLI_JOBS[kind]
-
-    def forever(sim: JobSim) -> None:
-        sim.create_pods()
-        sim.start()
-        n = 0
-        while True:
-            n += 1
-            sim.log(streaming, f"step {n}")
-            sim.sleep(0.05)
-
-    operator.scenario = forever
+    operator.scenario = forever(streaming)
     job_file = tmp_path / "job.yaml"
     job_file.write_text(yaml.safe_dump(manifest))
     identity = tmp_path / "job.json"

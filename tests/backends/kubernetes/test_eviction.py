@@ -15,8 +15,8 @@ import pytest
 
 from kftrain.backends.base import JobLeftRunning
 from kftrain.signals import Terminated
-from testbed.fake_k8s import FakeKube, JobSim, OperatorSim
-from testbed.k8s_harness import make_backend, pytorch_job, stamped
+from testbed.fake_k8s import FakeKube, OperatorSim
+from testbed.k8s_harness import make_backend, pytorch_job, s_forever, stamped
 
 STEP_POD, STEP_UID = "run-1-launch-1", "uid-step-1"
 WORKFLOW = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "name": "run-1", "uid": "uid-wf-1"}
@@ -43,20 +43,10 @@ def step_pod(*conditions: dict[str, Any], owners: tuple[dict[str, Any], ...] = (
     }
 
 
-def training_forever(sim: JobSim) -> None:
-    sim.create_pods()
-    sim.start()
-    n = 0
-    while True:
-        n += 1
-        sim.log("master-0", f"step {n}")
-        sim.sleep(0.05)
-
-
 def sigterm_while_waiting(kube: FakeKube, operator: OperatorSim) -> tuple[Terminated, str]:
     """Run a job as the step in pod STEP_POD and send this process SIGTERM once its master's log streams: what
     ``run`` raised, and what it printed."""
-    operator.scenario = training_forever
+    operator.scenario = s_forever
     backend, out = make_backend(kube, owner_pod_name=STEP_POD, owner_pod_uid=STEP_UID)
 
     def signal_when_streaming() -> None:
