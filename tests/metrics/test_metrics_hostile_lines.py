@@ -19,6 +19,7 @@ from kftrain.metrics import collect, html, parse_line
 from kftrain.metrics.collect import Collector
 from kftrain.metrics.html import render
 from kftrain.metrics.tensorboard import FLOAT32_MAX, scalar_events
+from testbed.manifests import as_yaml, pytorchjob, replica
 
 
 def line(**values: object) -> str:
@@ -141,19 +142,6 @@ STEP = textwrap.dedent(
     from kftrain.launch.observe import observing
     from kftrain.signals import Terminated
 
-    MANIFEST = """
-    apiVersion: kubeflow.org/v1
-    kind: PyTorchJob
-    metadata: {name: metrics}
-    spec:
-      pytorchReplicaSpecs:
-        Master:
-          replicas: 1
-          template:
-            spec:
-              containers: [{name: pytorch, image: python:3.11, command: [python]}]
-    """
-
 
     class Console:
         """The step's output; its pod is deleted (SIGTERM) as soon as the logs are kept, the curves not yet."""
@@ -168,7 +156,7 @@ STEP = textwrap.dedent(
 
 
     try:
-        with observing(BackendConfig(out=Console()), load_manifest(MANIFEST), sys.argv[1], 3600.0) as observer:
+        with observing(BackendConfig(out=Console()), load_manifest(sys.argv[2]), sys.argv[1], 3600.0) as observer:
             for replica in range(50):
                 for step in range(100):
                     observer.sink(f"worker-{replica}", f'KFTRAIN_METRICS {{"step": {step}, "loss": {replica + step}}}')
@@ -185,7 +173,7 @@ def test_a_sigterm_while_the_curves_are_written_is_honoured(tmp_path: Path) -> N
     spool.mkdir()
     model = tmp_path / "model"
     done = subprocess.run(
-        [sys.executable, str(script), str(model)],
+        [sys.executable, str(script), str(model), as_yaml(pytorchjob({"Master": replica(1, "pytorch", ["python"])}))],
         capture_output=True,
         text=True,
         timeout=300,
