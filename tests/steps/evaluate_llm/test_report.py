@@ -40,7 +40,9 @@ def test_a_hostile_generation_and_prompt_are_text_on_the_page():
     page = html_report(after, decision, before, title="<i>t</i>")
     parsed = Tags()
     parsed.feed(page)
-    assert "script" not in parsed.tags and "img" not in parsed.tags and "b" not in parsed.tags and "i" not in parsed.tags
+    assert (
+        "script" not in parsed.tags and "img" not in parsed.tags and "b" not in parsed.tags and "i" not in parsed.tags
+    )
     assert parsed.cells.count(HOSTILE) == 2  # the prompt and the answer, each whole, as text
     assert "<b>bold</b>" in parsed.cells and "<i>t</i>" in parsed.cells
     assert "max_new_tokens=7" in page and "greedy" in page
@@ -63,4 +65,6 @@ def test_without_a_base_the_report_has_no_base_column():
     after = evaluation("cba", {"exact_match": 1.0})
     page = html_report(after, quality_gate(after.metrics, "exact_match", 0.5), None)
     assert "<th>base</th>" not in page.split('id="samples"')[1]
-    assert "| exact_match | n/a | 1.0000 |  |" in markdown_report(after, quality_gate(after.metrics, "exact_match", 0.5))
+    assert "| exact_match | n/a | 1.0000 |  |" in markdown_report(
+        after, quality_gate(after.metrics, "exact_match", 0.5)
+    )
