@@ -26,10 +26,11 @@ EXTRAS := dev,data,samples,torch,tf,onnx,s3,examples,crd,mlflow,llm
 # bundled digits), not the Horovod build, TensorFlow, Chromium or the MLflow server's venv that the tests need; a
 # pipeline not listed here (or STORAGE=s3: moto's server is a dev tool) gets the whole install.
 RUN_EXTRAS_pytorch-digits := data,samples,torch,onnx,s3,mlflow
+RUN_EXTRAS_llm-finetune := data,llm,s3,mlflow
 RUN_EXTRAS := $(if $(filter local,$(STORAGE)),$(RUN_EXTRAS_$(PIPELINE)))
 RUN_STAMP := $(if $(RUN_EXTRAS),$(VENV)/.run-installed-$(shell echo '$(RUN_EXTRAS)' | cat - pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut -c1-12),$(STAMP))
 
-.PHONY: help install run test test-all controlplane lint format compile check-compiled bench images images-clean clean
+.PHONY: help install run test test-all test-node cluster-up cluster-down node-tools controlplane lint format compile check-compiled bench images images-clean clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -65,8 +66,21 @@ run: $(RUN_STAMP) ## run the full PyTorch pipeline locally, installing only what
 test: install lint check-compiled ## before a change (minutes): lint, compiled YAML, the fast tests, one real pipeline per job kind
 	$(PY) -m pytest $(PARALLEL) -m "not slow or e2e" $(DURATIONS) $(PYTEST_ARGS)
 
-test-all: install lint check-compiled controlplane ## everything, the slow tiers too (what CI runs)
-	$(PY) -m pytest $(PARALLEL) $(DURATIONS) $(PYTEST_ARGS)
+test-all: install lint check-compiled controlplane ## everything, the slow tiers too (what CI runs), but the node tier
+	$(PY) -m pytest $(PARALLEL) -m "not node" $(DURATIONS) $(PYTEST_ARGS)
+
+# The node tier needs root, the node's tools, the control plane built and the launch image: not in test-all yet.
+test-node: install controlplane node-tools ## real pods on a real node (kubelet, containerd; root; ~1 min warm after make images)
+	$(PY) -m pytest -p no:xdist -m node tests/node $(DURATIONS) $(PYTEST_ARGS)
+
+node-tools: ## install the node's runtime from Debian (containerd, runc, CNI plugins, catatonit)
+	./scripts/install_node_tools.sh
+
+cluster-up: controlplane node-tools ## start the test cluster with a real node in the background; prints KUBECONFIG
+	$(PY) -m testbed.controlplane --node --image "$$($(PY) -c 'from kftrain import images; print(images.image(images.LAUNCH))')" up
+
+cluster-down: ## stop the cluster cluster-up started; the host is put back as it was found
+	$(PY) -m testbed.controlplane down
 
 controlplane: ## build etcd, kube-apiserver, kube-controller-manager and the Kubeflow operators from Go modules (cached; ~11 min cold, instant warm)
 	@if command -v go >/dev/null 2>&1; then bash testbed/controlplane/build.sh && bash testbed/controlplane/operators/build.sh; \

@@ -102,8 +102,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
 
 def write_cni_config(paths: NodePaths, bridge: Bridge) -> Path:
-    """One network: the bridge plugin on the fixture's bridge (the pods' gateway its address), host-local handing
-    out the rest of its /24 with its state under the node's folder, no masquerade."""
+    """One network: the bridge plugin on the fixture's bridge (which holds the node's address already), host-local
+    handing out the rest of its /24 with its state under the node's folder. No gateway, no default route, no
+    masquerade: a pod reaches its subnet only (the node's address and other pods), and IP forwarding, which the plugin
+    turns on for a gateway, stays as the host has it (containernetworking/plugins@v1.1.1:plugins/main/bridge/
+    bridge.go:540-575, cmdAdd: enableIPForward only under n.IsGW)."""
     subnet = bridge.subnet
     conf = {
         "cniVersion": "1.0.0",
@@ -112,13 +115,12 @@ def write_cni_config(paths: NodePaths, bridge: Bridge) -> Path:
             {
                 "type": "bridge",
                 "bridge": bridge.name,
-                "isGateway": True,
+                "isGateway": False,
                 "ipMasq": False,
                 "hairpinMode": True,
                 "ipam": {
                     "type": "host-local",
                     "ranges": [[{"subnet": str(subnet), "rangeStart": str(subnet.network_address + 10)}]],
-                    "routes": [{"dst": "0.0.0.0/0"}],
                     "dataDir": str(paths.root / "cni" / "ipam"),
                 },
             },

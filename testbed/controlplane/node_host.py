@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # The kubelet's kernel tunables, set at start (kubernetes@v1.36.3:pkg/kubelet/cm/container_manager_linux.go,
-# setupKernelTunables), and ip_forward, which the CNI bridge plugin turns on for a gateway bridge
-# (containernetworking/plugins@v1.1.1:plugins/main/bridge/bridge.go, enableIPForward).
+# setupKernelTunables), and ip_forward, which the CNI bridge plugin turns on for a gateway bridge (node_config.py
+# configures none).
 SYSCTLS = (
     "vm.overcommit_memory",
     "vm.panic_on_oom",
