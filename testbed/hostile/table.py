@@ -20,6 +20,7 @@ AREAS = (
     "dataset_uri",
     "run_module",
     "prep",
+    "state_dir",
 )
 
 
