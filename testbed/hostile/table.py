@@ -21,6 +21,7 @@ AREAS = (
     "run_module",
     "prep",
     "state_dir",
+    "compile_module",
 )
 
 
