@@ -3,18 +3,19 @@
 A call is retried only when its error says "try again" (throttling, a server error, a dropped connection); each
 caller passes its own classifier. A :class:`RetryPolicy` says how long and how often: waits grow exponentially,
 capped, optionally jittered (clients in lock-step would hit a recovering server together), honouring
-``Retry-After`` within the cap.
+``Retry-After`` within the cap. Under a :class:`~kftrain.deadline.Deadline` no wait outlasts it: a call whose next
+try (or the server's ``Retry-After``) would come after it gives up at once.
 """
 
 from __future__ import annotations
 
 import logging
 import random
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from kftrain.deadline import Deadline, DeadlinePassed, pause
 from kftrain.errors import redact_urls
 
 log = logging.getLogger(__name__)
@@ -76,21 +77,33 @@ def call_with_retry(
     policy: RetryPolicy,
     is_transient: Callable[[BaseException], bool],
     what: str,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] = pause,
     describe: Callable[[BaseException], str] | None = None,
+    deadline: Deadline | None = None,
 ) -> T:
     """``fn()``, retried while it raises an error ``is_transient`` accepts, up to ``policy.attempts`` tries.
 
-    The last error (or the first one that is not transient) is raised unchanged.
+    The last error (or the first one that is not transient) is raised unchanged. Under ``deadline``, a retry that
+    would begin after it (the server's ``Retry-After`` included) is not waited for: :class:`DeadlinePassed` says
+    why, raised from the last error.
     """
     for retry in range(policy.attempts):
         try:
             return fn()
+        except DeadlinePassed:
+            raise
         except Exception as exc:
             if retry + 1 >= policy.attempts or not is_transient(exc):
                 raise
-            delay = policy.delay(retry, retry_after_s(exc))
+            hint = retry_after_s(exc)
+            delay = policy.delay(retry, hint)
             text = redact_urls(describe(exc) if describe else f"{type(exc).__name__}: {exc}")
+            left = deadline.left() if deadline is not None else None
+            if left is not None and max(delay, hint or 0.0) >= left:
+                asks = f"Retry-After {hint:g}s" if hint is not None and hint >= left else f"a retry in {delay:.1f}s"
+                raise DeadlinePassed(
+                    f"{text[:200]}; {asks} is past the call's {deadline} deadline ({left:.1f}s left)"
+                ) from exc
             log.warning("%s failed (%s); retry %d/%d in %.2fs", what, text[:200], retry + 1, policy.attempts - 1, delay)
             sleep(delay)
     raise AssertionError("unreachable: the last attempt returns or raises")

@@ -23,7 +23,7 @@ class Fault:
 
     ``action`` is an HTTP status (``"500"``, ``"429"``), ``"reset"`` (drop the connection
     without answering) or ``"hold"`` (answer only once :attr:`released` is set, as a slow server
-    would); ``times`` consecutive matching requests get it.
+    would); ``times`` consecutive matching requests get it; a status is sent with ``Retry-After: retry_after``.
     """
 
     action: str
@@ -32,6 +32,7 @@ class Fault:
     nth: int = 1
     times: int = 1
     query: str = ""
+    retry_after: str = "0"  # the Retry-After header of a 429 or 5xx answer
     seen: int = 0
     fired: int = 0
     released: threading.Event = field(default_factory=threading.Event)

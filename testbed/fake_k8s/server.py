@@ -316,9 +316,16 @@ class FakeKube:
             return [copy.deepcopy(o) for (p, ns, _), o in self.jobs.items() if p == plural and ns in (namespace, ns)]
 
     def fault(
-        self, action: str, path: str = "", method: str | None = None, nth: int = 1, times: int = 1, query: str = ""
+        self,
+        action: str,
+        path: str = "",
+        method: str | None = None,
+        nth: int = 1,
+        times: int = 1,
+        query: str = "",
+        retry_after: str = "0",
     ) -> Fault:
-        fault = Fault(action=action, path=path, method=method, nth=nth, times=times, query=query)
+        fault = Fault(action, path, method, nth, times, query, retry_after)
         with self.cond:
             self.faults.append(fault)
         return fault

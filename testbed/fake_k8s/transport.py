@@ -89,7 +89,10 @@ class Transport(BaseHTTPRequestHandler):
                 return
             code = int(fired.action)
             self._status(
-                code, "TooManyRequests" if code == 429 else "InternalError", "injected fault", {"Retry-After": "0"}
+                code,
+                "TooManyRequests" if code == 429 else "InternalError",
+                "injected fault",
+                {"Retry-After": fired.retry_after},
             )
             return
         for pattern, handler in self.routes:

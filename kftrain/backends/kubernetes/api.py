@@ -6,8 +6,10 @@ needs through :func:`kftrain.retry.call_with_retry` with :func:`is_transient` as
 errors, dropped connections are retried; an error saying the request is wrong is not). The watches are the
 exception: :class:`~kftrain.backends.kubernetes.watch.Watcher` retries them with :mod:`.backoff`, from the requests
 :meth:`KubeApi.job_collection` and :meth:`KubeApi.pod_collection` give it. Nothing else reaches the client directly.
-Every way a call gives up (an answer that is not JSON, a refusal, a server out of reach) is one line naming the
-server, the call and what came back.
+Every way a call gives up (an answer that is not JSON, a refusal, a server out of reach, its deadline passed) is one
+line naming the server, the call and what came back. Every call, its retries included, ends by a whole-call deadline
+(:mod:`kftrain.deadline`): ``call_deadline_s``, or sooner what :meth:`KubeApi.capped` sets (the step's timeout, the
+time a stop is given); every request of the client, a watch's too, is answered in whole by then.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import functools
 import http.client
 import json
 import socket
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,15 +31,19 @@ from kubernetes.client.exceptions import ApiException
 
 from kftrain.answers import AnswerError, check_answers, expect_json, quoted
 from kftrain.backends.base import JobHandle
+from kftrain.deadline import Deadline, DeadlinePassed, bound_requests
 from kftrain.errors import KftrainError
 from kftrain.job.kinds import kind_for
 from kftrain.kube_client import SERVICE_ACCOUNT_NAMESPACE, load_client
 from kftrain.redaction import redact
-from kftrain.retry import RetryPolicy, call_with_retry
+from kftrain.retry import RetryPolicy, call_with_retry, exception_chain
 
 T = TypeVar("T")
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+# A call's whole-call deadline, its retries included: kube-apiserver's own limit on a request (--request-timeout,
+# kubernetes/kubernetes@v1.34.0:staging/src/k8s.io/apiserver/pkg/server/config.go, RequestTimeout 60 s).
+CALL_DEADLINE_S = 60.0
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -129,17 +136,40 @@ class KubeApi:
         retry: RetryPolicy,
         api_client: client.ApiClient | None = None,
         namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE,
+        call_deadline_s: float = CALL_DEADLINE_S,
     ) -> None:
         self.retry = retry
         self._client = api_client
         self._kubeconfig_namespace: str | None = None
         self._namespace_file = namespace_file
+        self.call_deadline_s = call_deadline_s
+        self._cap: Deadline | None = None  # what capped() sets: every call ends by it
+        self._calling = threading.local()  # .deadline: the call this thread is making (its requests end by it)
 
     @property
     def api_client(self) -> client.ApiClient:
         if self._client is None:
             self._client, self._kubeconfig_namespace = load_client()
+        bound_requests(self._client.rest_client, self._request_left)
         return check_answers(self._client)
+
+    def deadline(self) -> Deadline:
+        """The deadline of a call that begins now: ``call_deadline_s`` away, or sooner the cap."""
+        return Deadline.after(self.call_deadline_s).sooner(self._cap)
+
+    def _request_left(self) -> float | None:
+        """The seconds a request that begins now has: what is left of this thread's call, else of a new call's."""
+        return (getattr(self._calling, "deadline", None) or self.deadline()).left()
+
+    @contextlib.contextmanager
+    def capped(self, deadline: Deadline) -> Iterator[None]:
+        """Within the block, every call (and request) ends by ``deadline``: it replaces any cap set before, so that
+        the stop after a step's timeout has time of its own."""
+        before, self._cap = self._cap, deadline
+        try:
+            yield
+        finally:
+            self._cap = before
 
     @property
     def server(self) -> str:
@@ -160,19 +190,31 @@ class KubeApi:
         Every way it can give up is one line naming the server and the call: an answer that is not JSON
         (:class:`KubeAnswerError`), a refusal (:class:`KubeCallError`), a server that cannot be reached.
         """
+        deadline = self.deadline()
+        outer, self._calling.deadline = getattr(self._calling, "deadline", None), deadline
         try:
-            return call_with_retry(fn, policy=self.retry, is_transient=is_transient, what=what, describe=describe)
+            return call_with_retry(
+                fn, policy=self.retry, is_transient=is_transient, what=what, describe=describe, deadline=deadline
+            )
         except Exception as exc:
             said = self.gave_up(what, exc)
             if said is exc:
                 raise
             raise said from None
+        finally:
+            self._calling.deadline = outer
 
     def gave_up(self, what: str, exc: Exception) -> Exception:
         """The one-line error for ``what`` failing with ``exc`` (a call's last try, a watch's end); ``exc`` itself
         when it is already one, or not the server's doing."""
         if isinstance(exc, KubeCallError | KubeAnswerError):
             return exc  # an inner call's, already said
+        if isinstance(exc, DeadlinePassed):
+            # Still an ApiException (the last answer's status, else 0), for the callers that read one best-effort.
+            cause = next((e for e in exception_chain(exc) if isinstance(e, ApiException)), None)
+            return KubeCallError(
+                f"kubernetes backend: {self.server}: {what}: {exc}", cause or ApiException(0, "no answer in time")
+            )
         if isinstance(exc, AnswerError):
             return KubeAnswerError(f"kubernetes backend: {self.server}: {what}: {exc}")
         if isinstance(exc, ApiException):

@@ -7,7 +7,9 @@ watches (:mod:`.watch`) and decides on every change or deadline: a condition end
 unscheduled too long (:mod:`.pending`), or the timeout passed; a job given up on is deleted, every replica's log is
 in the step's output (:mod:`.logs`), and a failure names its replica, exit code, last lines and events.
 **cancel** (SIGTERM, Ctrl-C) deletes the job, unless the SIGTERM is this pod's eviction (:mod:`.eviction`). Every
-request goes through :class:`KubeApi`.
+request goes through :class:`KubeApi`, under a whole-call deadline: a run's calls end by the step's timeout, a stop's
+(the delete after a SIGTERM or the timeout) by ``stop_s`` of its own, a ``kftrain jobs`` command's by
+``call_deadline_s``; a delete that cannot get through says the job is left and where.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from kubernetes.client.exceptions import ApiException
 
 from kftrain.backends.base import Backend, JobHandle, JobPhase, JobResult, JobStatus
 from kftrain.backends.console import Console
-from kftrain.backends.kubernetes.api import JobRef, KubeApi, api_message, describe
+from kftrain.backends.kubernetes.api import JobRef, KubeApi, KubeCallError, api_message, describe
 from kftrain.backends.kubernetes.config import KubernetesConfig
 from kftrain.backends.kubernetes.eviction import eviction_of
 from kftrain.backends.kubernetes.jobs import ClusterJobs
@@ -35,6 +37,7 @@ from kftrain.backends.kubernetes.pending import PendingTracker, SuspensionTracke
 from kftrain.backends.kubernetes.pod_state import FailureMemory, diagnose_failure
 from kftrain.backends.kubernetes.refused import RefusedPods
 from kftrain.backends.kubernetes.watch import JobWatches, ProgressRelay, StatusPrinter, result_of
+from kftrain.deadline import Deadline
 from kftrain.errors import JobSpecError, KftrainError
 from kftrain.job.kinds import KINDS, kind_of, without_mesh_sidecars
 from kftrain.job.kinds.base import ClusterObject
@@ -75,8 +78,16 @@ class KubernetesBackend(Backend):
     def __init__(self, config: KubernetesConfig | None = None, api_client: client.ApiClient | None = None) -> None:
         self.config = config or KubernetesConfig()
         self.console = Console(self.config.out, self.config.line_sinks)
-        self.api = KubeApi(self.config.retry, api_client, namespace_file=self.config.namespace_file)
+        self.api = KubeApi(
+            self.config.retry,
+            api_client,
+            namespace_file=self.config.namespace_file,
+            call_deadline_s=self.config.call_deadline_s,
+        )
         self._deleted: set[tuple[str, str]] = set()
+        # Jobs whose delete could not get through, said once (a failed stop is not tried again by the cancel after).
+        self._left: set[tuple[str, str]] = set()
+        self._step = Deadline()  # a run's: its timeout from its start
         # Jobs this backend created, as the create returned them: waiting on one watches it and its pods from
         # that version, with no first list of either (all its pods are created after it).
         self._created: dict[tuple[str, str], dict[str, Any]] = {}
@@ -197,6 +208,10 @@ class KubernetesBackend(Backend):
             self.console.say(f"created {ref}")
             self._created[(ref.namespace, ref.name)] = obj
         except ApiException as exc:
+            if isinstance(exc, KubeCallError) and exc.status == 0:  # no answer in time: the server may have it
+                raise KftrainError(
+                    f"{exc}; it may yet be created: kubectl -n {ref.namespace} get {ref.plural}.{ref.group} {ref.name}"
+                ) from None
             if exc.status != 409:
                 raise KftrainError(
                     f"kubernetes backend: creating {ref} failed: HTTP {exc.status} {api_message(exc)}"
@@ -233,12 +248,25 @@ class KubernetesBackend(Backend):
             existing = self.api.patch_job(ref, {"metadata": {"ownerReferences": [*owners, owner]}})
         return existing
 
+    def run(self, job: TrainingJob, timeout: float | None = None) -> JobResult:
+        """:meth:`Backend.run`, every call before the stop ending by the step's ``timeout`` (the create included)."""
+        self._step = Deadline.after(timeout)
+        try:
+            with self.api.capped(self._step):
+                return super().run(job, timeout)
+        finally:
+            self._step = Deadline()
+
     # -- wait ------------------------------------------------------------------------------------
 
     def wait(self, handle: JobHandle, timeout: float | None = None) -> JobResult:
+        left = self._step.left()
+        if timeout is not None and left is not None:
+            timeout = min(timeout, left)  # what the submit took is the step's too
         clock = CLOCK
         started = clock.now()
-        result = self._wait(JobRef.of(handle), timeout, started, clock)
+        with self.api.capped(Deadline.after(timeout).sooner(self._step)):  # a call in the wait ends by its end
+            result = self._wait(JobRef.of(handle), timeout, started, clock)
         result.duration_s = clock.now() - started
         self.console.say(f"{handle.name} {result.phase.value.lower()} in {result.duration_s:.1f}s")
         return result
@@ -283,18 +311,22 @@ class KubernetesBackend(Backend):
                     return JobResult(JobPhase.FAILED, reason="Deleted", message=f"{job} was deleted while running")
                 ended = result_of(job.name, obj) if obj is not None else None
                 if ended is not None:
-                    if logs is not None:
-                        logs.finish(cfg.log_drain_s, collect=True)  # every replica's log before the verdict
-                    if not ended.succeeded:
-                        self._explain_failure(job, obj, ended, logs, failures)
+                    # Ended by the timeout's time maybe: the logs and the verdict have time of their own.
+                    with self.api.capped(Deadline.after(cfg.log_drain_s + cfg.stop_s / 2)):
+                        if logs is not None:
+                            logs.finish(cfg.log_drain_s, collect=True)  # every replica's log before the verdict
+                        if not ended.succeeded:
+                            self._explain_failure(job, obj, ended, logs, failures)
                     return ended
                 give_up = watching.check(obj, pods.items() if pods.listed else None, now)
                 if give_up is not None:
                     if give_up.failed_replica is None:
                         # A replica in a crash loop is the likely cause, whatever ended the wait: name it, its code.
-                        self._explain_failure(job, obj, give_up, logs, failures)
-                    self._delete(job)
-                    give_up.message += "; deleted the job"
+                        # Best-effort, in time of its own (the step's may be spent), half a stop's.
+                        with self.api.capped(Deadline.after(cfg.stop_s / 2)):
+                            self._explain_failure(job, obj, give_up, logs, failures)
+                    left = self._stop(job)
+                    give_up.message += f"; {left}" if left else "; deleted the job"
                     return give_up
                 clock.wait(changed, watching.sleep_s(now))
         except BaseException:
@@ -346,10 +378,12 @@ class KubernetesBackend(Backend):
         return ClusterJobs(self.api, self.resolve_namespace(), self.config)
 
     def list_jobs(self) -> list[JobStatus]:
-        return self._jobs().list_jobs()
+        with self.api.capped(Deadline.after(self.config.call_deadline_s)):  # the command's, whole
+            return self._jobs().list_jobs()
 
     def get_job(self, name: str) -> JobStatus:
-        return self._jobs().get_job(name)
+        with self.api.capped(Deadline.after(self.config.call_deadline_s)):  # the command's, whole
+            return self._jobs().get_job(name)
 
     def job_logs(
         self, name: str, replica: str | None = None, tail: int | None = None, follow: bool = False
@@ -357,18 +391,18 @@ class KubernetesBackend(Backend):
         return self._jobs().job_logs(name, replica, tail, follow)
 
     def delete_job(self, name: str) -> None:
-        self._jobs().delete_job(name)
+        with self.api.capped(Deadline.after(self.config.call_deadline_s)):  # the command's, whole
+            self._jobs().delete_job(name)
 
     # -- cancel ----------------------------------------------------------------------------------
 
     def cancel(self, handle: JobHandle) -> None:
         job = JobRef.of(handle)
-        if (job.namespace, job.name) in self._deleted:
-            return
-        try:
-            self._delete(job)
-        except KftrainError as exc:
-            raise KftrainError(f"{job} was created and is left on the cluster: deleting it failed ({exc})") from None
+        if (job.namespace, job.name) in self._deleted | self._left:
+            return  # deleted, or its delete already said it is left
+        left = self._stop(job)
+        if left:
+            raise KftrainError(left)
         self.console.say(f"deleted {job}")
 
     def left_running(self, handle: JobHandle) -> str:
@@ -380,12 +414,13 @@ class KubernetesBackend(Backend):
             return ""
         job = JobRef.of(handle)
         try:
-            eviction = eviction_of(self.api, pod, self.api.resolve_namespace())
-            if eviction is None:
-                return ""
-            owners = list((self.api.get_job(job).get("metadata") or {}).get("ownerReferences") or [])
-            if all(o.get("uid") != eviction.workflow["uid"] for o in owners):
-                self.api.patch_job(job, {"metadata": {"ownerReferences": [*owners, eviction.workflow]}})
+            with self.api.capped(Deadline.after(self.config.stop_s / 4)):  # the delete after it has stop_s
+                eviction = eviction_of(self.api, pod, self.api.resolve_namespace())
+                if eviction is None:
+                    return ""
+                owners = list((self.api.get_job(job).get("metadata") or {}).get("ownerReferences") or [])
+                if all(o.get("uid") != eviction.workflow["uid"] for o in owners):
+                    self.api.patch_job(job, {"metadata": {"ownerReferences": [*owners, eviction.workflow]}})
         except Exception as exc:  # cannot tell: a cancel, as always
             self.console.say(f"could not tell an eviction of pod {pod} from a cancel ({describe(exc)}): a cancel")
             return ""
@@ -393,9 +428,17 @@ class KubernetesBackend(Backend):
         self.console.say(why)
         return why
 
-    def _delete(self, job: JobRef) -> None:
-        self.api.delete_job(job, self.config.propagation_policy)  # already gone is what we wanted
+    def _stop(self, job: JobRef) -> str:
+        """Delete the job within ``stop_s`` of its own (the step's time may be spent): "" once deleted, else the line
+        saying it is left on the cluster, where, and why (said once: a cancel after it does not try again)."""
+        try:
+            with self.api.capped(Deadline.after(self.config.stop_s)):
+                self.api.delete_job(job, self.config.propagation_policy)  # already gone is what we wanted
+        except KftrainError as exc:
+            self._left.add((job.namespace, job.name))
+            return f"{job} was created and is left on the cluster: deleting it failed ({exc})"
         self._deleted.add((job.namespace, job.name))
+        return ""
 
 
 @dataclass

@@ -41,6 +41,12 @@ class KubernetesConfig(BackendConfig):
     # control-plane upgrade restarts kube-apiserver) before the step gives up; the job runs on meanwhile.
     outage_s: float = 300.0
     namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE
+    # Every API call, its retries included, ends within this (see api.CALL_DEADLINE_S); a run's calls also by the
+    # step's timeout, and a ``kftrain jobs`` command's by this from its start.
+    call_deadline_s: float = 60.0
+    # What a stop (the delete after a SIGTERM or the timeout, the eviction check before it) may take in all: within
+    # the 30 s a pod is given to end (terminationGracePeriodSeconds, k8s.io/api@v0.34.0:core/v1/types.go).
+    stop_s: float = 20.0
 
     REPLICA_LIMIT_WHY = (
         "more than {limit}: the launch step follows one log stream per replica of a job; raise "

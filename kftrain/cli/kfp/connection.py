@@ -1,8 +1,9 @@
 """The KFP API server: where it is, the ``kfp.Client`` for it, its errors as readable messages, and paging.
 
 ``--host``/``KFP_HOST``, ``--namespace``/``KFP_NAMESPACE``, ``--token``/``KFP_TOKEN``; ``kfp`` is imported only when
-a command talks to the server. Every request has :data:`CONNECT_TIMEOUT_S` and :data:`READ_TIMEOUT_S`, and a host's
-credentials are never printed (:func:`kftrain.redaction.redact`).
+a command talks to the server. Every request is answered in whole within :data:`REQUEST_DEADLINE_S` (its connect,
+its reads and urllib3's retries included: :func:`kftrain.deadline.bound_requests`), and a host's credentials are
+never printed (:func:`kftrain.redaction.redact`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kftrain.answers import check_answers
+from kftrain.deadline import DeadlinePassed, bound_requests
 from kftrain.errors import KftrainError, redact_urls
 from kftrain.redaction import add_secret
 
@@ -30,7 +32,9 @@ ENV_NAMESPACE = "KFP_NAMESPACE"
 ENV_TOKEN = "KFP_TOKEN"
 PAGE_SIZE = 100
 CONNECT_TIMEOUT_S = 10.0
-READ_TIMEOUT_S = 60.0
+# A request's whole answer: a server trickling its answer a byte every 2 s, or one asking (Retry-After) to be asked
+# again in an hour, is an error within this (docs/cluster.md, "Submitting and scheduling").
+REQUEST_DEADLINE_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -72,8 +76,8 @@ def connect(conn: Connection) -> Any:
     from kfp_server_api import rest
 
     # kfp.Client builds its REST client (and asks the server's healthz) in its constructor, and passes no timeout
-    # to any request: the class it builds it from is replaced for that moment by one that gives every request
-    # both timeouts (kfp_server_api's own _request_timeout argument) and leaves a timed-out read unretried.
+    # to any request: the class it builds it from is replaced for that moment by one whose every request has a
+    # whole-call deadline, and which leaves a timed-out read unretried.
     plain = rest.RESTClientObject
     rest.RESTClientObject = _bounded(plain)
     try:
@@ -87,7 +91,7 @@ def connect(conn: Connection) -> Any:
 
 
 def _bounded(plain: type) -> type:
-    """``plain`` (kfp_server_api's REST client) with a connect and read timeout on every request."""
+    """``plain`` (kfp_server_api's REST client), every request of which is answered within its deadline."""
     import urllib3
     from urllib3.exceptions import MaxRetryError, ReadTimeoutError
 
@@ -112,10 +116,8 @@ def _bounded(plain: type) -> type:
         def __init__(self, configuration: Any, *args: Any, **kwargs: Any) -> None:
             configuration.retries = NoRetryOfSilence(3)
             super().__init__(configuration, *args, **kwargs)
-
-        def request(self, *args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
-            timeout = _request_timeout or (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
-            return super().request(*args, _request_timeout=timeout, **kwargs)
+            # Read at each request: a test shortens it.
+            bound_requests(self, lambda: REQUEST_DEADLINE_S, connect_s=CONNECT_TIMEOUT_S)
 
     return BoundedRESTClient
 
@@ -146,14 +148,16 @@ def api_errors(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.
         from kfp_server_api.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
+        host = getattr(args, "host", None) or os.environ.get(ENV_HOST)
         try:
             return func(args)
         except ApiException as exc:
             hint = " (check --token / KFP_TOKEN)" if exc.status in (401, 403) else ""
-            raise KftrainError(f"KFP API server: {api_error_message(exc)}{hint}") from exc
-        except HTTPError as exc:
-            host = getattr(args, "host", None) or os.environ.get(ENV_HOST)
+            raise KftrainError(redact_urls(f"KFP API server at {host}: {api_error_message(exc)}{hint}")) from exc
+        except (HTTPError, DeadlinePassed) as exc:
             why = "it did not answer in time" if timed_out(exc) else str(exc)
+            if isinstance(exc, DeadlinePassed):
+                why = f"it did not answer in time ({exc})"
             raise KftrainError(redact_urls(f"cannot reach the KFP API server at {host}: {why}")) from exc
 
     return wrapper
