@@ -5,8 +5,8 @@ a ``file://`` URI, an object-store prefix (``s3://``, ``minio://``, through :cla
 checked against its completion marker when it has one), or Trainer's model-initializer folder ``/workspace/model``
 (``$KFTRAIN_WORKSPACE/model`` where a local run cannot mount ``/workspace``). The fine-tuning program's output is
 self-describing: ``kftrain-llm.json`` (:data:`INFO_FILE`: ``base_model``, ``method``...), the tokenizer, and either
-the full weights or ``adapter/`` (PEFT) plus ``base/`` when the base was made at run time. :func:`write_finetuned`
-publishes that folder atomically; :func:`load_finetuned` reads it back.
+the full weights or ``adapter/`` (PEFT), and ``base/`` when the base was made at run time. :func:`write_finetuned`
+publishes that folder atomically; :func:`load_finetuned` reads it back, :func:`load_base` the base it started from.
 """
 
 from __future__ import annotations
@@ -112,10 +112,7 @@ def load_finetuned(uri: str, *, merge: bool = False, dtype: str = "float32") -> 
             return model, tokenizer, info
         from peft import PeftModel
 
-        if (path / BASE_DIR / "config.json").is_file():
-            model, _ = _load_pretrained(path / BASE_DIR, f"{uri}/{BASE_DIR}", dtype)
-        else:
-            model, _ = load_model(str(info.get("base_model") or ""), dtype)
+        model, _ = _base(path, uri, info, dtype)
         tokenizer = _load_tokenizer(path, uri)
         adapter = path / ADAPTER_DIR
         # Without its files PEFT would take the path for a Hub repository id (and fail with a traceback).
@@ -125,22 +122,33 @@ def load_finetuned(uri: str, *, merge: bool = False, dtype: str = "float32") -> 
         return (peft_model.merge_and_unload() if merge else peft_model), tokenizer, info
 
 
+def load_base(uri: str, dtype: str = "float32") -> tuple[Any, Any]:
+    """(model, tokenizer) of the base the fine-tuned model at ``uri`` started from: its ``base/`` (a base made at
+    run time travels with it), else the model ``kftrain-llm.json``'s ``base_model`` names."""
+    info = read_info(uri)
+    with local_folder(uri) as path:
+        return _base(path, uri, info, dtype)
+
+
+def _base(path: Path, uri: str, info: dict[str, Any], dtype: str) -> tuple[Any, Any]:
+    if (path / BASE_DIR / "config.json").is_file():
+        return _load_pretrained(path / BASE_DIR, f"{uri}/{BASE_DIR}", dtype)
+    return load_model(str(info.get("base_model") or ""), dtype)
+
+
 def write_finetuned(
     uri: str, model: Any, tokenizer: Any, info: dict[str, Any], *, base_folder: str | Path | None = None
 ) -> dict[str, Any]:
     """Publish the fine-tuned ``model`` at ``uri`` atomically (nothing half-written): full weights, or with
-    ``info["method"] == "lora"`` the PEFT adapter in ``adapter/`` (and ``base_folder``, a local model folder, as
-    ``base/``); the tokenizer and ``kftrain-llm.json`` beside. The completion manifest."""
+    ``info["method"] == "lora"`` the PEFT adapter in ``adapter/``; ``base_folder`` (a local model folder: the base
+    made at run time) as ``base/``; the tokenizer and ``kftrain-llm.json`` beside. The completion manifest."""
     if info.get("method") not in METHODS:
         raise ModelLoadError(f"method {info.get('method')!r} is not one of {', '.join(METHODS)}")
     staging = Path(tempfile.mkdtemp(prefix="kftrain-llm-"))
     try:
-        if info["method"] == "lora":
-            model.save_pretrained(staging / ADAPTER_DIR)
-            if base_folder is not None:
-                shutil.copytree(base_folder, staging / BASE_DIR)
-        else:
-            model.save_pretrained(staging)
+        model.save_pretrained(staging / ADAPTER_DIR if info["method"] == "lora" else staging)
+        if base_folder is not None:
+            shutil.copytree(base_folder, staging / BASE_DIR)
         tokenizer.save_pretrained(staging)
         with storage.ArtifactWriter(uri, metadata={"format": FORMAT, "method": info["method"]}) as writer:
             writer.add(staging)

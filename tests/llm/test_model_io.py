@@ -120,3 +120,26 @@ def test_unknown_method_writes_nothing(tiny_folder: Path, tmp_path: Path) -> Non
 def test_a_plain_model_folder_is_not_a_finetuned_one(tiny_folder: Path) -> None:
     with pytest.raises(model_io.ModelLoadError, match=r"no kftrain-llm.json"):
         model_io.load_finetuned(str(tiny_folder))
+
+
+def test_a_full_fine_tune_of_a_base_made_at_run_time_keeps_that_base(tiny_folder: Path, tmp_path: Path) -> None:
+    base, tok = model_io.load_model(str(tiny_folder))
+    tuned, _ = model_io.load_model(str(tiny_folder))
+    with torch.no_grad():
+        tuned.lm_head.weight.mul_(1.5)
+    out = str(tmp_path / "out")
+    info = {"method": "full", "base_model": "embedded:tiny"}
+    manifest = model_io.write_finetuned(out, tuned, tok, info, base_folder=tiny_folder)
+    assert {"model.safetensors", "base/model.safetensors"} <= set(manifest["files"])
+    again, _ = model_io.load_base(out)
+    assert torch.equal(_logits(base, tok), _logits(again, tok))
+    assert not torch.equal(_logits(tuned, tok), _logits(again, tok))
+
+
+def test_the_base_of_a_lora_on_a_named_base_is_that_base(tiny_folder: Path, tmp_path: Path) -> None:
+    model, tok = model_io.load_model(str(tiny_folder))
+    expected = _logits(model, tok)
+    out = str(tmp_path / "out")
+    model_io.write_finetuned(out, _lora(model), tok, {"method": "lora", "base_model": str(tiny_folder)})
+    base, _ = model_io.load_base(out)
+    assert torch.equal(expected, _logits(base, tok))
