@@ -8,12 +8,10 @@ Pod Security Admission, the four operators, a node agent): each kind's pods as t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from testbed.controlplane import suite
-from testbed.controlplane.cluster import ControlPlane
 from testbed.controlplane.launch_life import (
     ENFORCING,
     TYPED,
@@ -24,15 +22,8 @@ from testbed.controlplane.launch_life import (
     succeed,
     use_namespace,
 )
-from testbed.controlplane.launch_life_fixtures import (  # noqa: F401 (the module's fixtures)
-    api_fixture,
-    clean_namespace_fixture,
-    cluster_fixture,
-    kubeconfig_fixture,
-    node_fixture,
-    stray_sigterm_recorded_fixture,
-)
-from testbed.controlplane.node_agent import NodeAgent
+from testbed.controlplane.launch_life_fixtures import *  # noqa: F403 (the module's fixtures)
+from testbed.controlplane.launch_life_fixtures import StepBed
 from testbed.launch_cluster import Launch, step_inputs
 from testbed.pod_security import RESTRICTED
 
@@ -45,14 +36,7 @@ pytestmark = suite.MARKS
 @pytest.mark.parametrize("level", list(ENFORCING))
 @pytest.mark.parametrize("launch", TYPED, ids=lambda launch: launch.kind)
 def test_in_a_namespace_enforcing_pod_security_the_step_runs_or_says_at_once_why_not(
-    level: str,
-    launch: Launch,
-    cluster: ControlPlane,
-    api: Any,
-    node: NodeAgent,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    level: str, launch: Launch, bed: StepBed
 ) -> None:
     """Each kind's pods as the step makes them from typed inputs meet ``baseline`` (no host namespace, path or
     port, no privilege, no added capability): the job runs and succeeds. They do not meet ``restricted`` (it requires
@@ -60,31 +44,27 @@ def test_in_a_namespace_enforcing_pod_security_the_step_runs_or_says_at_once_why
     each pod the operators create; the step fails within seconds with the API server's words, not after its pending
     timeout (600 s by default), and deletes the job."""
     namespace = ENFORCING[level]
-    use_namespace(cluster, namespace, tmp_path, monkeypatch)
-    inputs = step_inputs(launch, tmp_path)
+    use_namespace(bed.cluster, namespace, bed.tmp_path, bed.monkeypatch)
+    inputs = step_inputs(launch, bed.tmp_path)
     identity = Path(inputs["job"])
     if level == "baseline":
 
         def run_then_succeed() -> None:
-            name = running_job(api, launch, identity, namespace)
-            succeed(api, node, launch, name, namespace)
+            name = running_job(bed.api, launch, identity, namespace)
+            succeed(bed.api, bed.node, launch, name, namespace)
 
         run_step_beside(run_then_succeed, launch, inputs)
         return
-    said = fails_at_once(lambda: launch.component.python_func(**inputs), api, launch, identity, capsys, namespace)
+    said = fails_at_once(
+        lambda: launch.component.python_func(**inputs), bed.api, launch, identity, bed.capsys, namespace
+    )
     assert "violates PodSecurity" in said and f'"{level}:latest"' in said, said
     assert f"namespace {namespace} enforces Pod Security Admission" in said, said
 
 
 @pytest.mark.parametrize("launch", TYPED, ids=lambda launch: launch.kind)
 def test_with_the_security_context_input_every_kind_runs_in_a_restricted_namespace_but_a_pytorchjobs_workers(
-    launch: Launch,
-    cluster: ControlPlane,
-    api: Any,
-    node: NodeAgent,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    launch: Launch, bed: StepBed
 ) -> None:
     """The same typed inputs with ``security_context`` set to what ``restricted`` requires: the API server admits
     every pod the operators create, and the job runs to its end; every container of every pod is checked, the
@@ -96,23 +76,25 @@ def test_with_the_security_context_input_every_kind_runs_in_a_restricted_namespa
     Master is created and runs, every Worker is refused, and the job never gets a status: the step must fail
     within seconds, naming the operator's container and how a cluster fixes it, and delete the job."""
     namespace = ENFORCING["restricted"]
-    use_namespace(cluster, namespace, tmp_path, monkeypatch)
-    inputs = step_inputs(launch, tmp_path, security_context=RESTRICTED)
+    use_namespace(bed.cluster, namespace, bed.tmp_path, bed.monkeypatch)
+    inputs = step_inputs(launch, bed.tmp_path, security_context=RESTRICTED)
     identity = Path(inputs["job"])
     if launch.kind == "PyTorchJob":
-        said = fails_at_once(lambda: launch.component.python_func(**inputs), api, launch, identity, capsys, namespace)
+        said = fails_at_once(
+            lambda: launch.component.python_func(**inputs), bed.api, launch, identity, bed.capsys, namespace
+        )
         assert 'container "init-pytorch" must set securityContext.allowPrivilegeEscalation=false' in said, said
         assert "runAsNonRoot != true" not in said and "seccompProfile" not in said, said  # inherited from the pod
         assert "container init-pytorch: training-operator adds it" in said, said
         return
 
     def run_then_succeed() -> None:
-        name = running_job(api, launch, identity, namespace)
-        for pod in job_pods(api, launch, name, namespace):
+        name = running_job(bed.api, launch, identity, namespace)
+        for pod in job_pods(bed.api, launch, name, namespace):
             assert pod.spec.security_context.run_as_non_root, pod.metadata.name
             for c in [*pod.spec.containers, *(pod.spec.init_containers or [])]:
                 assert c.security_context.allow_privilege_escalation is False, (pod.metadata.name, c.name)
-        succeed(api, node, launch, name, namespace)
+        succeed(bed.api, bed.node, launch, name, namespace)
 
     run_step_beside(run_then_succeed, launch, inputs)
 
@@ -145,11 +127,7 @@ INIT_PYTORCH_TEMPLATE = """
 
 
 def test_a_pytorchjob_runs_in_a_restricted_namespace_once_the_operators_init_container_template_is_secured(
-    cluster: ControlPlane,
-    api: Any,
-    node: NodeAgent,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    bed: StepBed,
 ) -> None:
     """The fix the step names when a PyTorchJob's Workers are refused for ``init-pytorch``, done as an admin does
     it: training-operator started with an init container template that sets allowPrivilegeEscalation and drops
@@ -157,21 +135,21 @@ def test_a_pytorchjob_runs_in_a_restricted_namespace_once_the_operators_init_con
     init-pytorch inherits), every pod is admitted under restricted and the job runs to its end."""
     launch = next(t for t in TYPED if t.kind == "PyTorchJob")
     namespace = ENFORCING["restricted"]
-    use_namespace(cluster, namespace, tmp_path, monkeypatch)
-    inputs = step_inputs(launch, tmp_path, security_context=RESTRICTED)
+    use_namespace(bed.cluster, namespace, bed.tmp_path, bed.monkeypatch)
+    inputs = step_inputs(launch, bed.tmp_path, security_context=RESTRICTED)
     identity = Path(inputs["job"])
 
     def run_then_succeed() -> None:
-        name = running_job(api, launch, identity, namespace)
-        workers = [p for p in job_pods(api, launch, name, namespace) if "-worker-" in p.metadata.name]
+        name = running_job(bed.api, launch, identity, namespace)
+        workers = [p for p in job_pods(bed.api, launch, name, namespace) if "-worker-" in p.metadata.name]
         assert workers, "no Worker was admitted"
         for pod in workers:
             (init,) = pod.spec.init_containers
             assert init.name == "init-pytorch" and init.security_context.allow_privilege_escalation is False
-        succeed(api, node, launch, name, namespace)
+        succeed(bed.api, bed.node, launch, name, namespace)
 
     template = "/tmp/init-pytorch.yaml"  # in the operator's own /tmp
-    with cluster.operator_redeployed(
+    with bed.cluster.operator_redeployed(
         "training-operator",
         [f"--pytorch-init-container-template-file={template}"],
         {"init-pytorch.yaml": INIT_PYTORCH_TEMPLATE},
