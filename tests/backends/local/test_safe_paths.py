@@ -55,6 +55,11 @@ def _theirs(path: Path, mode: int = 0o777) -> None:
     path.chmod(mode)
 
 
+def _theirs_first(what: str, name: str, act: Callable[[Path, Path], object]) -> Case:
+    """A case: the job's path ``name`` is a folder another user made first, which ``act`` refuses, naming it."""
+    return Case(what, lambda s, victim: _theirs(s / name), act, name, as_root=True)
+
+
 def _placed_kept_files(folder: Path) -> None:
     """The kept files of the job, their folder another user's (what it holds is theirs to choose)."""
     (folder / "cwd").mkdir(parents=True)
@@ -113,13 +118,7 @@ CASES = [
         _keep_logs,
         None,
     ),
-    Case(
-        "kept logs: a folder another user made first",
-        lambda s, victim: _theirs(s / f"{JOB}.logs"),
-        _keep_logs,
-        f"{JOB}.logs",
-        as_root=True,
-    ),
+    _theirs_first("kept logs: a folder another user made first", f"{JOB}.logs", _keep_logs),
     Case(
         "kept logs: a link for the folder",
         lambda s, victim: _link(s / f"{JOB}.logs", victim.parent),
@@ -132,13 +131,7 @@ CASES = [
         _keep_files,
         None,
     ),
-    Case(
-        "kept files: a folder another user made first",
-        lambda s, victim: _theirs(s / f"{JOB}.files"),
-        _keep_files,
-        f"{JOB}.files",
-        as_root=True,
-    ),
+    _theirs_first("kept files: a folder another user made first", f"{JOB}.files", _keep_files),
     Case("name lock: a folder placed for it", lambda s, victim: (s / f".{JOB}.lock").mkdir(), _claim, f".{JOB}.lock"),
     Case(
         "name lock: a link placed for it", lambda s, victim: _link(s / f".{JOB}.lock", victim), _claim, f".{JOB}.lock"
@@ -150,13 +143,7 @@ CASES = [
         f".{JOB}.lock",
         as_root=True,
     ),
-    Case(
-        "name: kept files another user placed",
-        lambda s, victim: _theirs(s / f"{JOB}.files"),
-        _claim,
-        f"{JOB}.files",
-        as_root=True,
-    ),
+    _theirs_first("name: kept files another user placed", f"{JOB}.files", _claim),
     Case(
         "download: DEST/files/cwd a link",
         lambda s, victim: _link(s.parent / "dest" / "files" / "cwd", victim.parent),
