@@ -60,6 +60,16 @@ def _theirs_first(what: str, name: str, act: Callable[[Path, Path], object]) -> 
     return Case(what, lambda s, victim: _theirs(s / name), act, name, as_root=True)
 
 
+def _dest_link(folder: str) -> Case:
+    """A case: DEST/``folder`` of a download is a link to a folder of the victim's, which the download refuses."""
+    return Case(
+        f"download: DEST/{folder} a link",
+        lambda s, victim: _link(s.parent / "dest" / folder, victim.parent),
+        _download,
+        f"../dest/{folder}",
+    )
+
+
 def _placed_kept_files(folder: Path) -> None:
     """The kept files of the job, their folder another user's (what it holds is theirs to choose)."""
     (folder / "cwd").mkdir(parents=True)
@@ -144,35 +154,12 @@ CASES = [
         as_root=True,
     ),
     _theirs_first("name: kept files another user placed", f"{JOB}.files", _claim),
-    Case(
-        "download: DEST/files/cwd a link",
-        lambda s, victim: _link(s.parent / "dest" / "files" / "cwd", victim.parent),
-        _download,
-        "../dest/files/cwd",
-    ),
+    *(_dest_link(folder) for folder in ("files/cwd", "files", "logs", "model")),
     Case(
         "download: DEST/logs/master-0.log a link",
         lambda s, victim: _link(s.parent / "dest" / "logs" / "master-0.log", victim),
         _download,
         None,
-    ),
-    Case(
-        "download: DEST/files a link",
-        lambda s, victim: _link(s.parent / "dest" / "files", victim.parent),
-        _download,
-        "../dest/files",
-    ),
-    Case(
-        "download: DEST/logs a link",
-        lambda s, victim: _link(s.parent / "dest" / "logs", victim.parent),
-        _download,
-        "../dest/logs",
-    ),
-    Case(
-        "download: DEST/model a link",
-        lambda s, victim: _link(s.parent / "dest" / "model", victim.parent),
-        _download,
-        "../dest/model",
     ),
     Case(
         "download: kept files another user placed",
