@@ -229,36 +229,44 @@ def _gate(model_image: str) -> Any:
     """One nested pipeline per image, so the image stays a compile-time constant (a pinned tag in the compiled
     file) rather than a runtime input of the gate; made at import (KFP refuses a pipeline defined in another)."""
     image_name = model_image.rsplit("/", 1)[-1].split(":", 1)[0].removeprefix("python-")
-
     inputs = [
-        ("passed", bool),
         ("model", dsl.Input[dsl.Model]),
         ("evaluation_metrics", dsl.Input[dsl.Metrics]),
         ("dataset_uri", str),
         ("model_name", str),
         ("targets", list),
         ("register_model", str),
-        *((i.name, i.type) for i in PLATFORM if i.name in STEP_PLACEMENTS),
     ]
+    return quality_gate(f"quality-gate-{image_name}", export_model, inputs, model_image)
+
+
+def quality_gate(name: str, export: Any, inputs: list[tuple[str, Any]], image: str | None = None) -> Any:
+    """The nested pipeline ``name``: the gate's ``dsl.If`` on its own input ``passed`` (see the module's docstring for
+    why it is nested), in which ``export`` runs given ``gate_passed`` and ``inputs`` (name, annotation) under their
+    names, placed by :data:`STEP_PLACEMENTS` (the gate's inputs too), in ``image`` (None: the component's own). Make it
+    at import: KFP refuses a pipeline defined in another."""
+    placements = [(i.name, i.type) for i in PLATFORM if i.name in STEP_PLACEMENTS]
     signature = inspect.Signature(
-        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=a) for n, a in inputs]
+        [
+            inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=a)
+            for n, a in [("passed", bool), *inputs, *placements]
+        ]
     )
 
     def gate(*args: Any, **kwargs: Any) -> None:
-        """The gate: a ``dsl.If`` on this pipeline's own input (see the module's docstring for why it is nested).
-        The export is registered in MLflow under ``register_model`` (when set), with the evaluation's metrics and
-        the verdict."""
+        """The gate: the export runs when the evaluation passed. It is registered in MLflow under ``register_model``
+        (when set), with the evaluation's metrics and the verdict."""
         p = SimpleNamespace(**signature.bind(*args, **kwargs).arguments)
         with dsl.If(p.passed == True, name="passed"):  # noqa: E712 (a KFP condition)
-            same_names = ("model", "dataset_uri", "model_name", "targets", "register_model", "evaluation_metrics")
-            export = export_model(gate_passed=p.passed, **{name: getattr(p, name) for name in same_names})
-            export.set_caching_options(False)  # the export reads artifacts that a re-run may have replaced
-            export.set_container_image(model_image)
-            use_platform_settings(export, p)
+            task = export(gate_passed=p.passed, **{n: getattr(p, n) for n, _ in inputs})
+            task.set_caching_options(False)  # the export reads artifacts that a re-run may have replaced
+            if image is not None:
+                task.set_container_image(image)
+            use_platform_settings(task, p)
 
     gate.__signature__ = signature  # type: ignore[attr-defined]
     description = "Export the model when its evaluation passed the quality gate."
-    return dsl.pipeline(name=f"quality-gate-{image_name}", description=description)(gate)
+    return dsl.pipeline(name=name, description=description)(gate)
 
 
 _GATES = {image: _gate(image) for image in MODEL_IMAGES}
