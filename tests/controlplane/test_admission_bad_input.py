@@ -74,11 +74,14 @@ PT_WORKER = ("spec", "pytorchReplicaSpecs", "Worker")
 PT_CONTAINER = (*PT_WORKER, "template", "spec", "containers", 0)
 TF_WORKER = ("spec", "tfReplicaSpecs", "Worker")
 TF_CONTAINER = (*TF_WORKER, "template", "spec", "containers", 0)
-TF_CONTAINER_PATH = "spec.tfReplicaSpecs.Worker.template.spec.containers[0]"
 MPI_WORKER = ("spec", "mpiReplicaSpecs", "Worker")
-MPI_CONTAINER = (*MPI_WORKER, "template", "spec", "containers", 0)
-MPI_CONTAINER_PATH = "spec.mpiReplicaSpecs.Worker.template.spec.containers[0]"
 ENV_TWICE = [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]
+CONTAINER = ("template", "spec", "containers", 0)  # a replica spec's first container
+# Each kind, its Worker replica spec, and that spec's containers as the API server names them.
+WORKER_CONTAINERS = [
+    (kind, ("spec", key, "Worker"), f"spec.{key}.Worker.template.spec.containers")
+    for kind, key in (("pytorchjob", "pytorchReplicaSpecs"), ("tfjob", "tfReplicaSpecs"), ("mpijob", "mpiReplicaSpecs"))
+]
 CHIEF = {"name": "chief", "image": "docker.io/kftrain/python-horovod-pytorch-cpu:0.1.0"}
 PT_MASTER = ("spec", "pytorchReplicaSpecs", "Master")
 MPI_LAUNCHER = ("spec", "mpiReplicaSpecs", "Launcher")
@@ -144,33 +147,15 @@ BAD = [
     # (kubernetes@v1.36.3:staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype/validation.go,
     # ValidateListSetsAndMaps): the CRD validator holds every list to its list type.
     Bad("trainjob-env-twice", "trainjob", at("spec", "trainer", "env", value=ENV_TWICE), names="spec.trainer.env[1]"),
-    Bad(
-        "pytorchjob-container-twice",
-        "pytorchjob",
-        twice(*PT_WORKER, "template", "spec", "containers"),
-        names="spec.pytorchReplicaSpecs.Worker.template.spec.containers[1]",
-    ),
-    Bad(
-        "tfjob-container-twice",
-        "tfjob",
-        twice(*TF_WORKER, "template", "spec", "containers"),
-        names="spec.tfReplicaSpecs.Worker.template.spec.containers[1]",
+    *(
+        Bad(f"{kind}-container-twice", kind, twice(*worker, "template", "spec", "containers"), names=f"{path}[1]")
+        for kind, worker, path in WORKER_CONTAINERS
     ),
     # A container's env: kftrain's own rule (kftrain.job.validate, run with or without CRDs) names the repeat first.
-    Bad(
-        "tfjob-env-twice", "tfjob", at(*TF_CONTAINER, "env", value=ENV_TWICE), names=f"{TF_CONTAINER_PATH}.env[1].name"
-    ),
-    Bad(
-        "mpijob-container-twice",
-        "mpijob",
-        twice(*MPI_WORKER, "template", "spec", "containers"),
-        names="spec.mpiReplicaSpecs.Worker.template.spec.containers[1]",
-    ),
-    Bad(
-        "mpijob-env-twice",
-        "mpijob",
-        at(*MPI_CONTAINER, "env", value=ENV_TWICE),
-        names=f"{MPI_CONTAINER_PATH}.env[1].name",
+    *(
+        Bad(f"{kind}-env-twice", kind, at(*worker, *CONTAINER, "env", value=ENV_TWICE), names=f"{path}[0].env[1].name")
+        for kind, worker, path in WORKER_CONTAINERS
+        if kind != "pytorchjob"  # above: the list-map key's own rule
     ),
     # ports are keyed by (containerPort, protocol), and the API server fills in protocol's default (TCP) first: the
     # two are one key (kubernetes@v1.36.3:staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting/
