@@ -5,13 +5,14 @@ A type is KFP's ``parameterType`` (``NUMBER_INTEGER``, ``NUMBER_DOUBLE``, ``STRI
 ``STRUCT``), read from a loaded pipeline (:func:`types_of_pipeline`) or a compiled file's root inputs. A value is of
 that type exactly, as KFP checks a call (kubeflow/pipelines@2.17.0:sdk/python/kfp/dsl/types/type_utils.py:384,
 ``check_parameter_type_compatibility``: the names must be equal), an integer fits int64 (the proto field), and no
-number anywhere in it is NaN or infinite (JSON has neither).
+number anywhere in it is NaN or infinite (JSON has neither). A value a step would refuse by a rule of its own
+(:func:`value_rules`: the name MLflow registers the export under) is refused here too, before anything runs.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kftrain.errors import KftrainError
@@ -55,8 +56,23 @@ def check_param_values(given: str, types: Mapping[str, str], params: Mapping[str
         if kind is None:
             continue
         problem = "an artifact input, which no --param gives" if kind == ARTIFACT else _problem(kind, value)
+        rule = value_rules().get(name) if kind == "STRING" and not problem else None
+        if rule is not None:
+            try:
+                rule(value)
+            except KftrainError as exc:
+                problem = str(exc)
         if problem:
             raise KftrainError(f"{given}: --param {name}={_shown(value)}: {problem}")
+
+
+def value_rules() -> dict[str, Callable[[str], object]]:
+    """The parameters that carry a value to a rule outside the pipeline, each with that rule: ``register_model``,
+    the name of an MLflow registered model (MLflow's own rule, which the export step applies only after training),
+    whatever pipeline passes it."""
+    from kftrain.tracking.export import check_model_name  # imported when checked: kftrain.storage
+
+    return {"register_model": check_model_name}
 
 
 def _problem(kind: str, value: Any) -> str:

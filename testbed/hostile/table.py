@@ -22,6 +22,7 @@ AREAS = (
     "prep",
     "state_dir",
     "compile_module",
+    "values",
 )
 
 

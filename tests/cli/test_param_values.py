@@ -103,3 +103,35 @@ def _escaped(text: str) -> str:
     import re
 
     return re.escape(text)
+
+
+REGISTERING = """
+from kfp import dsl
+
+@dsl.component(base_image="python:3.11")
+def export(register_model: str) -> None:
+    pass
+
+@dsl.pipeline(name="registering")
+def registering(register_model: str = "") -> None:
+    export(register_model=register_model)
+"""
+
+
+@pytest.mark.parametrize("name", ["..hidden", "a/b", "models:/x", " digits"])
+def test_a_registry_name_mlflow_refuses_is_refused_before_anything_runs(name: str, tmp_path: Path) -> None:
+    """The export step would refuse it only after training; ``run``, ``submit`` and ``schedule`` refuse it first."""
+    import importlib.util
+
+    from kfp import compiler
+
+    (tmp_path / "registering.py").write_text(REGISTERING)
+    spec = importlib.util.spec_from_file_location("registering", tmp_path / "registering.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    compiler.Compiler().compile(module.registering, str(tmp_path / "registering.yaml"))
+    for command in COMMANDS.values():
+        with pytest.raises(KftrainError, match=r"--param register_model=.*a registered model's name"):
+            command(tmp_path / "registering.yaml", f"register_model={name}")
+    load_for_run(str(tmp_path / "registering.yaml"), {"register_model": "digits"})
