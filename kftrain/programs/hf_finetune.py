@@ -176,15 +176,18 @@ def _global_sum(ctx: DistContext, value: float) -> float:
 
 def train(args: argparse.Namespace) -> dict[str, float]:
     torch.set_num_threads(args.threads)
-    ctx = init_distributed(args.backend)
     if args.global_batch_size and (sizes := world_sizes_of_elastic_job(dict(os.environ))) is not None:
         check_world_sizes(args.global_batch_size, sizes)  # before any step, not at the first resize
     train_rows, test_rows = read_split(args.dataset, "train"), read_split(args.dataset, "test")
-    plan = torch_common.batch_plan(args, ctx.world_size)
-    order = GlobalOrder(len(train_rows), global_batch_size(args, ctx.world_size), args.seed)
     with tempfile.TemporaryDirectory(prefix="kftrain-llm-base-") as tmp:
         texts = [prompts.render(e.prompt) + e.response for e in train_rows]
+        # Before the process group: once it exists, save_pretrained writes on rank 0 only
+        # (huggingface/transformers@v5.25.0:src/transformers/distributed/mixin.py:345-350), and each replica makes
+        # the embedded base in a folder of its own.
         base, tokenizer, base_folder = _base_model(args, texts, Path(tmp))
+        ctx = init_distributed(args.backend)
+        plan = torch_common.batch_plan(args, ctx.world_size)
+        order = GlobalOrder(len(train_rows), global_batch_size(args, ctx.world_size), args.seed)
         torch.manual_seed(args.seed)  # the same LoRA initialization on every rank
         model = _adapt(args, base).to(ctx.device)
         model.train()
