@@ -9,10 +9,10 @@ taken for down: the calls after it are skipped, said once. A request the server 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from kftrain import deadline
 from kftrain.errors import KftrainError
 from kftrain.redaction import redact
 
@@ -69,24 +69,12 @@ def refused(exc: BaseException) -> bool:
 
 
 def within(deadline_s: float, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """``fn(*args, **kwargs)``, or :class:`Timeout` once ``deadline_s`` has passed (the call is left to end on its
-    daemon thread: nothing in MLflow's client can be interrupted from outside)."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = fn(*args, **kwargs)
-        except BaseException as exc:  # handed to the caller's thread as it is
-            box["error"] = exc
-
-    thread = threading.Thread(target=run, name="mlflow call", daemon=True)
-    thread.start()
-    thread.join(deadline_s)
-    if thread.is_alive():
-        raise Timeout(f"no whole answer within {deadline_s:.0f}s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    """``fn(*args, **kwargs)``, or :class:`Timeout` once ``deadline_s`` has passed (:func:`kftrain.deadline.within`:
+    the call is left to end on its daemon thread, nothing in MLflow's client can be interrupted from outside)."""
+    try:
+        return deadline.within(deadline_s, fn, *args, **kwargs)
+    except deadline.DeadlinePassed:
+        raise Timeout(f"no whole answer within {deadline_s:.0f}s") from None
 
 
 class Server:

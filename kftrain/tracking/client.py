@@ -27,6 +27,7 @@ from kftrain.tracking.env import (
     Tracking,
     bounded_http,
     kfp_config,
+    local_store,
     step_credentials,
     tracking_from_env,
     unusable,
@@ -189,10 +190,15 @@ def open_task_run(tracking: Tracking, run_name: str = "") -> TaskRun | None:
     under KFP_MLFLOW_CONFIG's ``parentRunId``); None and a warning naming the server and why when it cannot be."""
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking.uri)
+    local = local_store(tracking.uri)
+    if local:
+        unusable(tracking.run_id)
+        log.warning("%s: %s; the step goes on untracked", TRACKING_URI, local)
+        return None
     server = Server(f"MLflow run {tracking.run_id or '(new)'} on {redact(tracking.uri)}")
     started = time.monotonic()
     try:
+        client = server.call("make the client", MlflowClient, tracking_uri=tracking.uri)
         if not tracking.run_id:
             tracking = server.bounded("make the step's run", _make_run, server, client, tracking, run_name)
             server.where = f"MLflow run {tracking.run_id} on {redact(tracking.uri)}"

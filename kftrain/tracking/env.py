@@ -15,11 +15,11 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 from kftrain.environ import environment
 from kftrain.job import EnvVar
-from kftrain.redaction import userinfo
+from kftrain.redaction import redact, userinfo
 
 TRACKING_URI = "MLFLOW_TRACKING_URI"
 RUN_ID = "MLFLOW_RUN_ID"
@@ -90,6 +90,26 @@ def kfp_config(environ: Mapping[str, str] | None = None) -> dict[str, object]:
     except ValueError:
         return {}
     return config if isinstance(config, dict) else {}
+
+
+def local_store(uri: str) -> str:
+    """Why ``uri`` is no tracking server a step can log to ("" when it may be one): a folder (a path, ``file:``) or
+    an SQLite file (``sqlite:``) is on the step's own disk, which its training replicas' pods and the next step
+    cannot read (and MLflow 3 refuses a folder unless told: mlflow/mlflow@v3.17.2:mlflow/store/tracking/
+    file_store.py, FileStore.__init__, MLFLOW_ALLOW_FILE_STORE)."""
+    scheme = urlsplit(uri.strip()).scheme.lower()
+    if uri.strip().lower() in ("databricks", "databricks-uc", "uc"):  # a workspace, named as MLflow names one
+        return ""
+    if scheme in ("", "file") or len(scheme) == 1:  # a path, or a Windows drive
+        what = "a folder"
+    elif scheme.startswith("sqlite"):
+        what = "an SQLite file"
+    else:
+        return ""
+    return (
+        f"{redact(uri)!r} is {what} on this machine's disk, a store the training replicas and the "
+        "next step cannot share: give the http(s):// URL of an MLflow tracking server (mlflow server)"
+    )
 
 
 def without_userinfo(uri: str) -> str:

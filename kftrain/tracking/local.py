@@ -25,7 +25,7 @@ from kftrain.extras import requires
 from kftrain.redaction import redact
 from kftrain.tracking.calls import Server, TrackingError
 from kftrain.tracking.client import PARENT_TAG, experiment_of, point_problem
-from kftrain.tracking.env import EXPERIMENT_ID, RUN_ID, TRACKING_URI, WORKSPACE, bounded_http
+from kftrain.tracking.env import EXPERIMENT_ID, RUN_ID, TRACKING_URI, WORKSPACE, bounded_http, local_store
 
 log = logging.getLogger(__name__)
 
@@ -264,9 +264,9 @@ def open_experiment(uri: str) -> tuple[Any, str, Server] | None:
     except KftrainError as exc:
         server.say(f"{exc}; the pipeline goes on untracked")
         return None
-    client = MlflowClient(tracking_uri=uri)
     started = time.monotonic()
     try:
+        client = server.call("make the client", MlflowClient, tracking_uri=uri)
         return client, server.bounded("open the experiment", experiment_of, server, client), server
     except TrackingError as exc:
         server.say(
@@ -284,6 +284,7 @@ def tracked_pipeline(
     ``MLFLOW_TRACKING_URI``'s (None and nothing done without either, or when the server cannot be used). The
     pipeline's run ends FINISHED, FAILED or KILLED with the block. A ``register_model`` without tracking is refused
     here, before any step runs."""
+    given = bool(uri.strip())
     uri = uri.strip() or os.environ.get(TRACKING_URI, "").strip()
     if register_model and not uri:
         raise JobSpecError(
@@ -293,6 +294,8 @@ def tracked_pipeline(
     if not uri:
         yield None
         return
+    if local_store(uri):
+        raise JobSpecError("--mlflow" if given else TRACKING_URI, local_store(uri))
     with bounded_http():
         opened = open_experiment(uri)
         if opened is None:

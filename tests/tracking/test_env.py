@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from kftrain.job import EnvVar
-from kftrain.tracking.env import BOUNDED_HTTP, Tracking, bounded_http, replica_env, tracking_from_env
+from kftrain.tracking.env import BOUNDED_HTTP, Tracking, bounded_http, local_store, replica_env, tracking_from_env
 from testbed.reference import REPO
 
 URI, RUN = "http://mlflow.kubeflow:5000", "0f3c"
@@ -131,3 +131,28 @@ def test_the_step_uses_its_credentials_without_a_trailing_newline_and_the_uris_a
         assert os.environ["MLFLOW_TRACKING_TOKEN"] == "s3cret"
         assert (os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"]) == ("alice", "pa/ss")
     assert os.environ["MLFLOW_TRACKING_TOKEN"] == "s3cret\n" and "MLFLOW_TRACKING_PASSWORD" not in os.environ
+
+
+# A tracking URI that is a store on the step's own disk (issue 52, class 5): "" where it may be a server.
+LOCAL_STORES = {
+    "file:///mnt/mlruns": "a folder",
+    "sqlite:///mlflow.db": "an SQLite file",
+    "sqlite:": "an SQLite file",
+    "sqlite+pysqlite:///x.db": "an SQLite file",
+    "/var/mlruns": "a folder",
+    "./mlruns": "a folder",
+    "http://mlflow.kubeflow:5000": "",
+    "https://user:pw@mlflow.example.com": "",
+    "databricks": "",
+    "postgresql://db.example.com/mlflow": "",
+}
+
+
+@pytest.mark.parametrize("uri", list(LOCAL_STORES))
+def test_a_store_on_the_steps_own_disk_is_no_tracking_server(uri):
+    why = local_store(uri)
+    if not LOCAL_STORES[uri]:
+        assert why == ""
+        return
+    assert why.startswith(f"{uri!r} is {LOCAL_STORES[uri]} on this machine's disk") and "\n" not in why, why
+    assert "http(s):// URL of an MLflow tracking server" in why

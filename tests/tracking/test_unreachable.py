@@ -156,3 +156,21 @@ def test_a_server_failing_after_the_work_is_done_costs_the_tracking_only(tmp_pat
     assert version == "" and took < LIMIT_S, took
     assert warnings[0].startswith(f"MLflow: could not log metrics (MLflow run r1 on {uri})"), warnings
     assert "not registered" in warnings[-1] and len(warnings) == 2, warnings
+
+
+@pytest.mark.parametrize("uri", ["file://{tmp}/mlruns", "sqlite:///{tmp}/mlflow.db", "{tmp}/mlruns"])
+def test_a_local_store_as_the_tracking_uri_is_one_line_and_nothing_is_written(uri, tmp_path, monkeypatch, caplog):
+    from kftrain.errors import JobSpecError
+
+    uri = uri.format(tmp=tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_RUN_ID", "run-1")
+    with caplog.at_level(logging.WARNING), task_run("a test") as run:  # the launch step: untracked, said once
+        assert run is None
+    (warning,) = kftrain_warnings(caplog)
+    assert warning.startswith(f"MLFLOW_TRACKING_URI: {uri!r} is ") and warning.endswith("the step goes on untracked")
+    assert replica_env() == []
+    with pytest.raises(JobSpecError, match=r"^--mlflow: .* on this machine's disk"):  # kftrain run: refused
+        with tracked_pipeline(tmp_path / "root", uri):
+            pytest.fail("a step ran")
+    assert list(tmp_path.iterdir()) == []
