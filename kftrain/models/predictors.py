@@ -12,7 +12,7 @@ import json
 import os
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,7 +139,7 @@ class OnnxModel:
 
 def onnx_model(model: bytes, where: str) -> OnnxModel:
     """Load ``model`` (an ONNX file's bytes; ``where`` names it in errors) for scoring: one input, the first output."""
-    session = onnx_session(model)
+    session = onnx_session(model, where)
     feeds = session.get_inputs()
     if len(feeds) != 1:
         names = ", ".join(i.name for i in feeds)
@@ -155,7 +155,7 @@ def onnx_model(model: bytes, where: str) -> OnnxModel:
     return OnnxModel(name, output, dtype, predict)
 
 
-def onnx_session(model: bytes) -> Any:
+def onnx_session(model: bytes, where: str = "the ONNX model") -> Any:
     """An ``onnxruntime`` session for ``model`` on the CPU whose idle threads sleep instead of spinning.
 
     The evaluation step reads the next batch on a thread of its own while the model scores this one. onnxruntime's
@@ -166,9 +166,54 @@ def onnx_session(model: bytes) -> Any:
     with requires("onnx", "loading an ONNX model"):
         import onnxruntime
 
+    refuse_external_data(model, where)
     options = onnxruntime.SessionOptions()
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return onnxruntime.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
+    try:
+        return onnxruntime.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime's Fail, InvalidGraph...: one line naming the file
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise ModelError(f"{where}: onnxruntime cannot load the model ({first})") from None
+
+
+def refuse_external_data(model: bytes, where: str) -> None:
+    """Refuse a model that keeps a tensor's data in a file of its own (ONNX external data), naming the tensor and the
+    file: a model is read as one file's bytes, and onnxruntime resolves such a location against the process's working
+    directory (an escape from the model folder, up to an absolute path; onnx/onnx@v1.17.0:docs/ExternalData.md)."""
+    with requires("onnx", "loading an ONNX model"):
+        import onnx
+
+    try:
+        proto = onnx.load_model_from_string(model)
+    except Exception as exc:
+        raise ModelError(f"{where}: not an ONNX model ({str(exc).strip()[:200] or type(exc).__name__})") from None
+    for tensor in _tensors(proto.graph):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        escapes = os.path.isabs(location) or os.path.normpath(location).startswith("..")
+        raise ModelError(
+            f"{where}: tensor {tensor.name!r} keeps its data in {location!r}"
+            + (", outside the model folder" if escapes else "")
+            + ": kftrain reads an ONNX model as one file; save it with its weights inside (onnx.save_model with "
+            "save_as_external_data=False)"
+        )
+
+
+def _tensors(graph: Any) -> Iterator[Any]:
+    """Every tensor of ``graph``: its initializers and the tensors of its nodes' attributes, subgraphs included."""
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield from (sparse.values, sparse.indices)
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            if attr.HasField("g"):
+                yield from _tensors(attr.g)
+            for sub in attr.graphs:
+                yield from _tensors(sub)
 
 
 def _savedmodel(spec: ModelSpec) -> Predictor:

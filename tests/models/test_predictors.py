@@ -71,3 +71,51 @@ def test_evaluation_refuses_class_ids_instead_of_scoring_them_as_logits(tmp_path
     prepare_dataset(str(tmp_path / "ds"), source=table_source(tmp_path, "t", x, y, ["x"]), label_column="target")
     with pytest.raises(ModelError, match=r"int64, shape \[\d+\].*class ids or labels are not scores"):
         evaluate_model(_argmax_model(tmp_path, None), str(tmp_path / "ds"))
+
+
+def _onnx_with_external_weights(location: str) -> bytes:
+    """A MatMul model whose weight tensor ``W`` says its 48 bytes are in the file ``location`` (ONNX external data)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.external_data_helper import set_external_data
+
+    weight = numpy_helper.from_array(np.ones((4, 3), np.float32), "W")
+    set_external_data(weight, location=location, offset=0, length=48)
+    weight.data_location = TensorProto.EXTERNAL
+    weight.ClearField("raw_data")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", 3])],
+        [weight],
+    )
+    model: bytes = helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]).SerializeToString()
+    return model
+
+
+# ONNX external data (issue 52, class 5): where the weights are said to be, and whether that is outside the folder.
+EXTERNAL = {
+    "beside the folder": ("../secret.bin", True),
+    "an absolute path": ("{tmp}/secret.bin", True),
+    "in the working directory, or the folder": ("weights.bin", False),
+}
+
+
+@pytest.mark.parametrize("case", list(EXTERNAL))
+def test_onnx_external_data_is_refused_naming_the_tensor_and_the_file(case, tmp_path, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    location, outside = EXTERNAL[case]
+    location = location.format(tmp=tmp_path)
+    weights = np.full((4, 3), 7, np.float32).tobytes()
+    folder, cwd = tmp_path / "model", tmp_path / "cwd"
+    for where in (tmp_path / "secret.bin", folder / "weights.bin", cwd / "weights.bin"):
+        where.parent.mkdir(exist_ok=True)
+        where.write_bytes(weights)  # each place a runtime could read them from has them: none may be read
+    (folder / "model.onnx").write_bytes(_onnx_with_external_weights(location))
+    monkeypatch.chdir(cwd)
+    with pytest.raises(ModelError) as caught:
+        predictor_for(describe_model(str(folder)))(np.ones((2, 4), np.float32))
+    said = str(caught.value)
+    assert "\n" not in said and f"tensor 'W' keeps its data in {location!r}" in said, said
+    assert ("outside the model folder" in said) == outside, said
