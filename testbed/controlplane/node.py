@@ -3,8 +3,8 @@ own (node_net.py), configured by node_config.py, its images moved in by node_ima
 
 :meth:`Node.prepare` reads the host (node_host.py) and creates the bridge before kube-apiserver starts, which then
 advertises the bridge's address (:attr:`Node.apiserver_flags`); on exit the host is put back and checked.
-:meth:`Node.wait_ready` waits for the Node to be Ready and then takes off the ``not-ready`` taint the kubelet
-registers it with, as the node lifecycle controller does on a cluster (this fixture does not run it). On stop the
+:meth:`Node.wait_ready` waits for the Node to be Ready and then takes off the ``not-ready`` taint its Node was
+admitted with, as the node lifecycle controller does on a cluster (this fixture does not run it). On stop the
 pods are deleted (the kubelet stops their containers and tears down their network), then the processes stop, what
 containerd left is killed and unmounted, and :func:`~testbed.controlplane.node_host.restore` undoes the rest.
 """
@@ -40,9 +40,9 @@ from testbed.controlplane.node_net import Bridge, create_bridge, delete_bridge
 from testbed.ports import free_port
 
 NODE_NAME = "kftrain-node"
-# What the kubelet registers a Node with until it is Ready (kubernetes@v1.36.3:pkg/kubelet/kubelet_node_status.go,
-# initialNode), which the node lifecycle controller removes once it is (pkg/controller/nodelifecycle/
-# node_lifecycle_controller.go, doNoScheduleTaintingPass).
+# The taint kube-apiserver's NodeTaint admission plugin puts on every new Node (kubernetes@v1.36.3:plugin/pkg/
+# admission/nodetaint/admission.go:63-85), which the node lifecycle controller removes once it is Ready
+# (pkg/controller/nodelifecycle/node_lifecycle_controller.go:523, doNoScheduleTaintingPass).
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 # The pods' deletion on stop: the kubelet kills their containers and releases their addresses first.
 DRAIN_TIMEOUT_S = 90.0
