@@ -2,8 +2,9 @@
 
 It works on what the secrets are, not on how a URL usually looks: every value of a variable whose name says it is a
 secret (``*_TOKEN``, ``*_PASSWORD``, ``*_SECRET``...), the password of every URI held in a variable (its user when
-it has none), and every value given to :func:`add_secret` (a ``--token``), each raw, without surrounding whitespace
-(a token read from a file or a Secret ends in a newline), percent-decoded and percent-encoded. A URL's userinfo is
+it has none), every value given to :func:`add_secret` (a ``--token``) and the credential of every URI in a
+command-line argument (:func:`add_uri_credentials`: ``--mlflow URI``), each raw, without surrounding whitespace (a
+token read from a file or a Secret ends in a newline), percent-decoded and percent-encoded. A URL's userinfo is
 hidden too, whoever's it is.
 """
 
@@ -26,6 +27,7 @@ MIN_SECRET_CHARS = 4
 # authority's last "@" (golang/go@go1.24.0:src/net/url/url.go parseAuthority, strings.LastIndex), so a password
 # holding an "@" is hidden whole.
 _URL_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 registered: set[str] = set()
 lock = threading.Lock()
@@ -48,6 +50,20 @@ def userinfo(uri: str) -> tuple[str, str]:
     return user, password
 
 
+def credential(uri: str) -> str:
+    """The credential ``uri`` holds: its password, else its user (a token); empty without userinfo, or where what
+    stands before an ``@`` is a path (``host/file@v2``), not a user."""
+    user, password = userinfo(uri)
+    return password or ("" if "/" in user else user)
+
+
+def add_uri_credentials(text: str) -> None:
+    """From now on, the credential of each URI in ``text`` (a command-line argument: ``--mlflow=URI``,
+    ``source=URI``; a URI runs to the argument's end) is never printed, wherever the URI goes."""
+    for found in _SCHEME.finditer(text):
+        add_secret(credential(text[found.start() :]))
+
+
 def secrets(environ: Mapping[str, str] | None = None) -> set[str]:
     """Every secret value known now: registered ones, secret-named variables' values, URIs' passwords."""
     env = os.environ if environ is None else environ
@@ -57,8 +73,7 @@ def secrets(environ: Mapping[str, str] | None = None) -> set[str]:
         if _SECRET_NAME.search(name):
             found.add(value)
         if "://" in value:
-            user, password = userinfo(value)
-            found.add(password or user)  # without a password, the user is the credential (a token)
+            found.add(credential(value))  # without a password, the user is the credential (a token)
     return {value for value in found if value.strip()}
 
 

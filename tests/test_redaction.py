@@ -115,3 +115,24 @@ def test_the_cli_error_line_is_redacted(capsys, monkeypatch):
     assert app._run(argparse.Namespace(func=fails)) == 2
     err = capsys.readouterr().err
     assert "cli-token-5d2a8b" not in err and "***" in err
+
+
+@pytest.mark.parametrize("password", ["pa/ss9x", "pa#ss9x", "pa?ss9x", "pa ss9x", "p@ss9x"])
+@pytest.mark.parametrize("form", ["--mlflow={uri}", "{uri}", "source={uri}"])
+def test_a_uris_password_given_on_the_command_line_is_never_printed(password: str, form: str, monkeypatch) -> None:
+    """Not from a variable (``--mlflow URI``): what the argument holds is known as a secret from then on."""
+    from kftrain import redaction
+
+    monkeypatch.setattr(redaction, "registered", set())
+    uri = f"http://alice:{password}@mlflow:5000"
+    redaction.add_uri_credentials(form.format(uri=uri))
+    shown = redaction.redact(f"the MLflow tracking server {uri} did not answer; tried {uri}/api/2.0")
+    assert password not in shown and "ss9x" not in shown and "mlflow:5000" in shown
+
+
+def test_a_path_holding_an_at_sign_is_no_credential(monkeypatch) -> None:
+    from kftrain import redaction
+
+    monkeypatch.setattr(redaction, "registered", set())
+    redaction.add_uri_credentials("source=https://example.com/data/set@v2.csv")
+    assert redaction.redact("read example.com/data/set") == "read example.com/data/set"

@@ -23,6 +23,7 @@ AREAS = (
     "state_dir",
     "compile_module",
     "values",
+    "secrets",
 )
 
 
