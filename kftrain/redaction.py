@@ -10,10 +10,13 @@ hidden too, whoever's it is.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import sys
 import threading
 from collections.abc import Iterable, Mapping
+from typing import TextIO
 from urllib.parse import quote, quote_plus, unquote
 
 MASK = "***"
@@ -93,3 +96,18 @@ def redact(text: str, environ: Mapping[str, str] | None = None, extra: Iterable[
     for shape in sorted({s for v in values for s in shapes(v)}, key=len, reverse=True):
         text = text.replace(shape, MASK)
     return _URL_USERINFO.sub(rf"\1{MASK}@", text)
+
+
+class RedactingFormatter(logging.Formatter):
+    """A log line's whole text (its message, its arguments, a traceback) through :func:`redact`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+def log_redacted(level: int, fmt: str, stream: TextIO | None = None) -> None:
+    """``logging.basicConfig(level, fmt, stream)`` whose lines are redacted: how a step, the CLI and a training
+    program log (a no-op, as basicConfig, where logging is set up already)."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(RedactingFormatter(fmt))
+    logging.basicConfig(level=level, handlers=[handler])

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from kftrain.errors import KftrainError, fail_step
+from kftrain.redaction import log_redacted
 from kftrain.signals import Terminated, terminate_raises
 from kftrain.storage import check_input_uri, output_uri
 
@@ -40,7 +41,7 @@ def component_step(*outputs: Artifact, inputs: Mapping[str, str] | None = None) 
     """Run a component's body (see the module doc); ``outputs`` are the artifacts it writes by URI, ``inputs`` the
     URIs it reads, by input name: each checked here, where it enters, before the body runs
     (:func:`kftrain.storage.check_input_uri`); an empty one is the body's to refuse or skip."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    log_redacted(logging.INFO, "%(levelname)s %(message)s")
     with terminate_raises():
         try:
             for field, uri in (inputs or {}).items():

@@ -136,3 +136,40 @@ def test_a_path_holding_an_at_sign_is_no_credential(monkeypatch) -> None:
     monkeypatch.setattr(redaction, "registered", set())
     redaction.add_uri_credentials("source=https://example.com/data/set@v2.csv")
     assert redaction.redact("read example.com/data/set") == "read example.com/data/set"
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "from kftrain.step import component_step\nwith component_step():\n    log()",
+        "from kftrain.programs.common import setup_logging\nsetup_logging()\nlog()",
+        "from kftrain.cli.app import main\nmain(['jobs', 'list'])\nlog()",
+    ],
+    ids=["a step", "a training program", "the cli"],
+)
+def test_every_log_line_is_redacted(setup: str, tmp_path) -> None:
+    """A step's, a training program's and the CLI's log lines (a URI from a variable, an exception's text) go
+    through :func:`redact`, not only their error lines."""
+    import os
+    import subprocess
+    import sys
+
+    program = (
+        "import logging, os\n"
+        "def log():\n"
+        "    logging.getLogger('kftrain.x').warning('cannot reach %s', os.environ['MLFLOW_TRACKING_URI'])\n"
+        "    try:\n"
+        "        raise ValueError('header Bearer ' + os.environ['MLFLOW_TRACKING_TOKEN'])\n"
+        "    except ValueError:\n"
+        "        logging.getLogger('kftrain.x').exception('failed')\n" + setup
+    )
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": "http://alice:pa/ss9Log@mlflow:5000",
+        "MLFLOW_TRACKING_TOKEN": "tok-9LogLine\n",
+        "KFTRAIN_STATE_DIR": str(tmp_path),
+    }
+    done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60)
+    output = done.stdout + done.stderr
+    assert "cannot reach http://" in output and "ValueError" in output, output
+    assert "ss9Log" not in output and "tok-9LogLine" not in output, output

@@ -22,7 +22,7 @@ from kftrain.cli.reference import COMPILE_HELP
 from kftrain.cli.reference import HELP as PIPELINE_HELP
 from kftrain.cli.run import DEFAULT_PIPELINE, cmd_run
 from kftrain.errors import JobFailedError, KftrainError
-from kftrain.redaction import add_uri_credentials, redact
+from kftrain.redaction import add_uri_credentials, log_redacted, redact
 from kftrain.signals import Terminated
 
 
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     for given in sys.argv[1:] if argv is None else argv:
         add_uri_credentials(given)  # a password given here (--mlflow URI) is printed nowhere, by argparse neither
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(message)s")
+    log_redacted(logging.DEBUG if args.verbose else logging.INFO, "%(levelname)s %(message)s")
     try:
         return _run(args)
     finally:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kftrain import metrics
+from kftrain.redaction import log_redacted
 
 
 def trainer_parser(
@@ -134,7 +135,7 @@ def trainer_flags(
 
 
 def setup_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout)
+    log_redacted(logging.INFO, "%(asctime)s %(levelname)s %(message)s", sys.stdout)
 
 
 def print_summary(identity: dict[str, Any], metrics: dict[str, float]) -> None:
