@@ -10,6 +10,7 @@ import pytest
 from kfp import dsl
 
 from kftrain_components.evaluation.evaluate_language_model.component import evaluate_language_model
+from testbed.llm_models import examples, write_model
 from testbed.pipeline_harness import executor_output, step
 
 
@@ -43,6 +44,23 @@ def test_the_gate_fails_below_its_threshold(tmp_path, finetuned_llm):
     result, out = evaluate(tmp_path, *finetuned_llm, max_new_tokens=4, compare_base=False, gate_threshold=0.99)
     assert result == (False, out["metrics"].metadata["exact_match"])  # exact_match: the micro model is no good
     assert "base_eval_loss" not in out["metrics"].metadata
+
+
+def test_a_fully_fine_tuned_model_is_compared_with_the_base_it_names(tmp_path, finetuned_llm):
+    full = write_model(tmp_path / "full", examples(12), method="full", steps=8)  # kftrain-llm.json names its base
+    (tmp_path / "out").mkdir()
+    _, out = evaluate(tmp_path / "out", full, finetuned_llm[1], max_new_tokens=2, gate_threshold=0.0)
+    scores = out["metrics"].metadata
+    assert scores["eval_loss"] < scores["base_eval_loss"]
+
+
+def test_a_given_base_model_is_the_one_compared(tmp_path, finetuned_llm):
+    base = str(Path(finetuned_llm[0]) / "base")  # the LoRA model's own base, given as a plain model folder
+    (tmp_path / "given").mkdir()
+    (tmp_path / "off").mkdir()
+    _, given = evaluate(tmp_path / "given", *finetuned_llm, max_new_tokens=2, base_model_uri=base)
+    _, off = evaluate(tmp_path / "off", *finetuned_llm, max_new_tokens=2)  # the adapter turned off instead
+    assert given["metrics"].metadata["base_eval_loss"] == pytest.approx(off["metrics"].metadata["base_eval_loss"])
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,9 @@
 artifacts, decide the gate.
 
 Every input is checked (the task and gate metrics, the generation config, the model folder, the split) before
-anything is scored or written; a user error ends the step with a one-line message. The base model is the fine-tuned
-one with its LoRA adapter off, else ``base_model_uri`` or the model ``kftrain-llm.json`` names. It returns the outputs
-``(passed, score)``.
+anything is scored or written; a user error ends the step with a one-line message. The base model is
+``base_model_uri``, else the fine-tuned one with its LoRA adapter off, else the base the model folder names. It
+returns the outputs ``(passed, score)``.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def evaluate_llm_component(**values: Any) -> tuple[bool, float]:
             raise EvaluationError("max_examples and samples are 0 or more, batch_size 1 or more")
         examples = read_split(given.dataset_uri, given.split)
         examples = examples[: given.max_examples] if given.max_examples else examples
-        model, tokenizer, info = load_finetuned(given.model.uri)
+        model, tokenizer, _ = load_finetuned(given.model.uri)
 
         def evaluate(m: Any, t: Any) -> LanguageEvaluation:
             return evaluate_language_model(
@@ -58,7 +58,7 @@ def evaluate_llm_component(**values: Any) -> tuple[bool, float]:
 
         base = None
         if given.compare_base:
-            base_model, base_tokenizer, off = _base(model, tokenizer, info, given.model.uri, given.base_model_uri)
+            base_model, base_tokenizer, off = _base(model, tokenizer, given.model.uri, given.base_model_uri)
             with off:
                 base = evaluate(base_model, base_tokenizer)
         evaluation = evaluate(model, tokenizer)
@@ -75,22 +75,17 @@ def evaluate_llm_component(**values: Any) -> tuple[bool, float]:
     return decision.passed, decision.score if math.isfinite(decision.score) else 0.0
 
 
-def _base(
-    model: Any, tokenizer: Any, info: dict[str, Any], folder: str, base_uri: str
-) -> tuple[Any, Any, AbstractContextManager[Any]]:
+def _base(model: Any, tokenizer: Any, folder: str, base_uri: str) -> tuple[Any, Any, AbstractContextManager[Any]]:
     """The base model, its tokenizer, and the context it is the base model in: a LoRA model with its adapter off
-    (PEFT's ``disable_adapter``), else the model at ``base_uri`` or the one ``kftrain-llm.json`` names."""
-    from kftrain.llm.model_io import load_model
+    (PEFT's ``disable_adapter``), else the model at ``base_uri``, else the base the fine-tuned folder names
+    (:func:`kftrain.llm.model_io.load_base`: its ``base/``, or ``kftrain-llm.json``'s ``base_model``)."""
+    from kftrain.llm.model_io import load_base, load_model
 
-    if not base_uri and hasattr(model, "disable_adapter"):
+    if base_uri:
+        return (*load_model(base_uri), nullcontext())
+    if hasattr(model, "disable_adapter"):
         return model, tokenizer, model.disable_adapter()
-    uri = base_uri or str(info.get("base_model") or "")
-    if not uri:
-        raise EvaluationError(
-            f"compare_base: {folder}'s kftrain-llm.json names no base_model: give base_model_uri, or compare_base false"
-        )
-    base_model, base_tokenizer = load_model(uri)
-    return base_model, base_tokenizer, nullcontext()
+    return (*load_base(folder), nullcontext())
 
 
 def log_kfp_metrics(evaluation: LanguageEvaluation, metrics: Any, base: LanguageEvaluation | None) -> None:

@@ -53,11 +53,13 @@ class EvaluateLanguageModelInputs:
     samples: int = component_input(12, "Generations shown in the reports.")
     compare_base: bool = component_input(
         True,
-        "Evaluate the base model too (a LoRA model with its adapter off, else the model kftrain-llm.json names or "
-        "base_model_uri): the reports compare both, and the gate requires the fine-tuned model to be no worse.",
+        "Evaluate the base model too (base_model_uri; else a LoRA model with its adapter off; else the base the model "
+        "folder holds in base/ or kftrain-llm.json names): the reports compare both, and the gate requires the "
+        "fine-tuned model to be no worse.",
     )
     base_model_uri: str = component_input(
-        "", "The base model to compare with (a Hugging Face folder); empty: the one the fine-tuned model came from."
+        "",
+        "The base model to compare with (a Hugging Face model folder); empty: the one the fine-tuned model came from.",
     )
     gate_metric: str = component_input(
         "",
