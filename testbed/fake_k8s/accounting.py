@@ -21,8 +21,8 @@ from testbed.fake_k8s.api import KIND_NAMES
 class Fault:
     """Answer the ``nth`` (1-based) request matching ``method`` and ``path`` (a regex) with ``action``.
 
-    ``action`` is an HTTP status (``"500"``, ``"429"``), ``"reset"`` (drop the connection
-    without answering) or ``"hold"`` (answer only once :attr:`released` is set, as a slow server
+    ``action`` is an HTTP status (``"500"``, ``"429"``), ``"html"`` (a proxy's sign-in page), ``"reset"`` (drop
+    the connection without answering) or ``"hold"`` (answer only once :attr:`released` is set, as a slow server
     would); ``times`` consecutive matching requests get it; a status is sent with ``Retry-After: retry_after``.
     """
 

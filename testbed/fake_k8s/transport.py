@@ -87,6 +87,14 @@ class Transport(BaseHTTPRequestHandler):
             if fired.action == "reset":
                 self._reset()
                 return
+            if fired.action == "html":  # a proxy's sign-in page, where the API's answer was expected
+                page = b"<!doctype html><html><head><title>Sign in</title></head><body>Please sign in</body></html>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+                return
             code = int(fired.action)
             self._status(
                 code,

@@ -24,6 +24,7 @@ from kftrain.backends.kubernetes.backend import KubernetesBackend
 from kftrain.backends.kubernetes.config import KubernetesConfig
 from kftrain.backends.local.state import STATE_DIR_ENV
 from kftrain.cli.app import main
+from kftrain.errors import KftrainError
 from kftrain.job import load_manifest_file
 from kftrain.job.naming import RUN_ID_LABEL
 from testbed.fake_k8s import FakeKube, JobSim, OperatorSim
@@ -442,3 +443,33 @@ def test_every_field_of_a_record_is_printed_with_its_control_characters_escaped(
         assert shown in out, out
         controls = [c for c in out if c != "\n" and (ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c in "\u202e\u2028")]
         assert controls == [], out
+
+
+# A proxy answering its sign-in page where the API's answer was expected, while ``logs --follow`` runs (issue 52,
+# class 5): one line naming the server and what came back; no page dumped as log lines, no traceback.
+HTML_WHERE = {
+    "every log stream": {"path": r"/log$"},
+    "every watch": {"query": "watch="},
+    "every request after the first list": {"nth": 2},
+}
+
+
+@pytest.mark.parametrize("where", list(HTML_WHERE))
+def test_kubernetes_logs_follow_against_html_is_one_line(where: str, kube: FakeKube, operator: OperatorSim) -> None:
+    def train(sim: JobSim) -> None:
+        running(sim)
+        while True:  # until deleted
+            sim.log("master-0", "still training")
+            sim.sleep(0.05)
+
+    name, ops = launched(kube, operator, train)
+    wait_until(lambda: running_now(ops, name), 20, "the job to run")
+    kube.fault("html", times=10_000, **HTML_WHERE[where])
+    followed: list[tuple[str, str]] = []
+    with pytest.raises(KftrainError) as caught:
+        for line in ops.job_logs(name, None, 1, True):
+            followed.append(line)
+    said = str(caught.value)
+    assert "\n" not in said and kube.url in said and "text/html" in said and "Sign in" in said, said
+    assert not any("<" in text for _, text in followed), followed
+    kube.delete_job("pytorchjobs", "default", name)

@@ -138,7 +138,15 @@ class ClusterJobs:
         changed = threading.Event()  # a watch saw a change, or a line came
         lines: queue.Queue[Line] = queue.Queue()
         console = _Collected(lines, changed)
-        follower = LogFollower(self.api, console, ref, tail_lines=cfg.log_tail_lines, stream_from=tail, replica=replica)
+        follower = LogFollower(
+            self.api,
+            console,
+            ref,
+            tail_lines=cfg.log_tail_lines,
+            stream_from=tail,
+            replica=replica,
+            on_refused=lambda _: changed.set(),  # raised here, below
+        )
         watches = JobWatches(self.api, console, ref, retry=cfg.retry, window_s=cfg.watch_window_s, changed=changed)
         watches.pods.add_listener(follower.update)
         watches.start()
@@ -153,6 +161,8 @@ class ClusterJobs:
                     follower.finish(cfg.log_drain_s, collect=True)
                 while not lines.empty():
                     yield lines.get()
+                if follower.refused:
+                    raise KftrainError(follower.refused)
                 if ended:
                     return
                 wait_for(changed, None)  # Ctrl-C is handled at once

@@ -14,12 +14,13 @@ import collections
 import contextlib
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from kftrain.answers import AnswerError
 from kftrain.backends.console import Console
 from kftrain.backends.kubernetes.api import cut, describe
 from kftrain.backends.kubernetes.backoff import Backoff
@@ -50,8 +51,13 @@ class LogFollower:
         tail_lines: int,
         stream_from: int | None = None,
         replica: str | None = None,
+        on_refused: Callable[[str], None] | None = None,
     ) -> None:
         self._api = api
+        # Why a log could not be read at all (an answer that is no log), once; given to ``on_refused`` (None: said on
+        # the console).
+        self.refused = ""
+        self._on_refused = on_refused or (lambda why: console.say(f"{why}; the replicas' logs are not followed"))
         self._console = console
         self._job = job
         self._tail_lines = tail_lines
@@ -116,8 +122,15 @@ class LogFollower:
     # -- while the job runs ----------------------------------------------------------------------
 
     def _follow_safely(self, uid: str) -> None:
-        with contextlib.suppress(Exception):  # a log stream must never end the job
+        try:
             self._follow(uid)
+        except AnswerError as exc:  # a web page where the log was expected (a proxy): no later try mends it
+            with self._cond:
+                said, self.refused = self.refused, self.refused or str(exc)
+            if not said:
+                self._on_refused(str(exc))
+        except Exception:  # a log stream must never end the job
+            pass
 
     def _follow(self, uid: str) -> None:
         refused: Pod | None = None  # the pod as it was when its log could not be opened
