@@ -47,3 +47,36 @@ def test_an_object_is_taken_and_a_list_is_not_where_an_object_is_expected() -> N
     assert expect_json(b'{"items": []}', "application/json", dict) == {"items": []}
     with pytest.raises(AnswerError, match="not a JSON object"):
         expect_json(b"[]", "application/json", dict)
+
+
+def test_a_json_answer_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from kubernetes import client
+
+    from kftrain.answers import check_answers
+
+    parsed: list[object] = []
+    loads = json.loads
+    monkeypatch.setattr(json, "loads", lambda *a, **k: parsed.append(a) or loads(*a, **k))
+    with answering(200, "application/json", b'{"kind": "Namespace", "metadata": {"name": "ns"}}') as url:
+        cfg = client.Configuration()
+        cfg.host = url
+        namespace = client.CoreV1Api(check_answers(client.ApiClient(cfg))).read_namespace("ns")
+    assert namespace.metadata.name == "ns" and len(parsed) == 1, parsed
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["read", "followed"])
+def test_a_page_where_a_log_was_expected_is_refused_naming_what_came_back(stream: bool) -> None:
+    from kubernetes import client
+
+    from kftrain.answers import check_answers
+
+    with answering(200, "text/html; charset=utf-8", HTML) as url:
+        cfg = client.Configuration()
+        cfg.host = url
+        core = client.CoreV1Api(check_answers(client.ApiClient(cfg), f"the API server at {url}"))
+        with pytest.raises(AnswerError) as caught:
+            core.read_namespaced_pod_log("p", "ns", follow=stream, _preload_content=not stream)
+    said = str(caught.value)
+    assert said.startswith(f"the API server at {url}: a page, not the ") and "Sign in" in said and "\n" not in said
