@@ -24,6 +24,7 @@ AREAS = (
     "compile_module",
     "values",
     "secrets",
+    "tracking",
 )
 
 
