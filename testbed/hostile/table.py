@@ -25,6 +25,7 @@ AREAS = (
     "values",
     "secrets",
     "tracking",
+    "data_models",
 )
 
 
