@@ -61,7 +61,7 @@ class Node(Part):
         self.before: node_host.HostState | None = None
         self.store: Path | None = None  # containerd's root kept between runs, when this node holds it
         self.port = self.healthz_port = self.scheduler_port = 0
-        # Seconds each step of the start took ("containerd", "images", "kubelet", "ready"), and each image's import.
+        # Seconds to each step of the start ("containerd", "images"; "ready": the wait), and each image's import.
         self.phases: dict[str, float] = {}
         self.imported: dict[str, float] = {}
 
