@@ -26,6 +26,7 @@ AREAS = (
     "secrets",
     "tracking",
     "data_models",
+    "answers",
 )
 
 
