@@ -26,6 +26,7 @@ from kftrain.cli.params import parse_params
 from kftrain.errors import KftrainError
 from testbed import REPO_ROOT
 from testbed.fake_kfp import FakeKFP
+from testbed.ports import refusing_url
 
 ROOT = REPO_ROOT
 DIGITS_YAML = ROOT / "pipelines" / "training" / "pytorch_digits" / "pipeline.yaml"
@@ -299,9 +300,7 @@ def test_submit_with_a_wrong_token_names_the_problem(fake: FakeKFP) -> None:
 
 
 def test_submit_to_an_unreachable_server(fake: FakeKFP) -> None:
-    url = fake.url
-    fake.stop()
-    with pytest.raises(KftrainError, match="cannot reach the KFP API server"):
+    with refusing_url() as url, pytest.raises(KftrainError, match="cannot reach the KFP API server"):
         kftrain("submit", "pytorch-digits", "--host", url, "--namespace", "ns")
 
 
