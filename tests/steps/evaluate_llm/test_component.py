@@ -11,20 +11,17 @@ import pytest
 from kfp import dsl
 
 from kftrain.steps.evaluate_llm.component import evaluate_llm_component
+from testbed.mlflow_server import kfp_task_run
 
 
 @pytest.fixture
-def tracked_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, str]:
-    """(client, run id): a run in a file store of the test's own, named to the step as KFP's plugin names it."""
-    from mlflow.tracking import MlflowClient
-
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
-    uri = (tmp_path / "mlruns").as_uri()
-    client = MlflowClient(tracking_uri=uri)
-    run_id = client.create_run(client.create_experiment("llm")).info.run_id
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setenv("MLFLOW_RUN_ID", run_id)
-    return client, run_id
+def tracked_run(mlflow_server: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, str]:
+    """(client, run id): the task's run on a real tracking server, named to the step as KFP 2.17's driver names it."""
+    client = mlflow_server.client()
+    env = kfp_task_run(client, mlflow_server.uri, "task")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return client, env["MLFLOW_RUN_ID"]
 
 
 def test_the_run_has_the_metrics_the_gate_the_config_and_the_generations(tmp_path, finetuned_llm, tracked_run):

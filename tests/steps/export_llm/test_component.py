@@ -12,21 +12,18 @@ from kfp import dsl
 
 from kftrain import storage
 from kftrain.steps.export_llm.component import export_llm_component
+from testbed.mlflow_server import kfp_task_run
 
 
 @pytest.fixture
-def tracked_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, str]:
-    """(client, run id): a run in a file store of the test's own, named to the step as KFP's plugin names it."""
+def tracked_run(mlflow_server: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, str]:
+    """(client, run id): the task's run on a real tracking server, named to the step as KFP 2.17's driver names it."""
     pytest.importorskip("mlflow.transformers", reason="MLflow's transformers flavor (the llm extra: pandas)")
-    from mlflow.tracking import MlflowClient
-
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # a store in the test's folder, no server to start
-    uri = (tmp_path / "mlruns").as_uri()
-    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
-    run_id = client.create_run(client.create_experiment("llm")).info.run_id
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setenv("MLFLOW_RUN_ID", run_id)
-    return client, run_id
+    client = mlflow_server.client()
+    env = kfp_task_run(client, mlflow_server.uri, "task")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return client, env["MLFLOW_RUN_ID"]
 
 
 def export(folder: Path, model_uri: str, dataset_uri: str, **inputs: Any) -> tuple[str, dsl.Model]:
@@ -66,10 +63,11 @@ def test_the_merged_model_is_logged_with_the_transformers_flavor_and_registered(
 
 def test_a_kept_adapter_is_registered_as_the_exports_files(tmp_path, finetuned_llm, tracked_run):
     client, run_id = tracked_run
-    version, exported = export(tmp_path, *finetuned_llm, merge_adapters=False)
+    version, _ = export(tmp_path, *finetuned_llm, merge_adapters=False)
     registered = client.get_model_version("reverse", version)
-    assert registered.source == exported.uri  # a store this process writes takes the path itself
+    assert registered.source == f"runs:/{run_id}/exported"  # the export's files, uploaded: the server takes no path
     assert not client.list_artifacts(run_id, "model")
+    assert {a.path for a in client.list_artifacts(run_id, "exported")} >= {"exported/adapter", "exported/model"}
 
 
 def test_a_failing_flavor_is_a_warning_and_the_export_stays(tmp_path, finetuned_llm, tracked_run, monkeypatch, caplog):
