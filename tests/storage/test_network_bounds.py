@@ -135,7 +135,7 @@ def kfp_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[..., in
     for var in (connection.ENV_HOST, connection.ENV_NAMESPACE, connection.ENV_TOKEN):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(connection, "CONNECT_TIMEOUT_S", TIMEOUT_S)
-    monkeypatch.setattr(connection, "READ_TIMEOUT_S", TIMEOUT_S)
+    monkeypatch.setattr(connection, "REQUEST_DEADLINE_S", TIMEOUT_S)
 
     def run(*argv: str) -> int:
         parser = argparse.ArgumentParser(prog="kftrain")
