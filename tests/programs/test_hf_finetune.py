@@ -159,3 +159,23 @@ def test_two_replicas_lose_one_resume_and_train_what_one_process_does(dataset, t
     assert summaries and summaries[-1]["steps"] == 8
     hf_finetune.main(_args(dataset, tmp_path / "single", "--method", "full"))
     assert _close(_weights(str(tmp_path / "model")), _weights(str(tmp_path / "single")), atol=1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_the_embedded_tiny_model_learns_the_synthetic_task(tmp_path) -> None:
+    """The embedded default's promise: the base model's exact match well under 0.1, the fine-tuned one's well over
+    0.8 on held-out prompts (figures and time: bench/bench_llm_finetune.py)."""
+    from kftrain.llm.evaluate import evaluate_language_model
+    from kftrain.llm.instructions import read_split
+    from kftrain.steps.prep_instructions import prepare_instructions
+
+    dataset, out = str(tmp_path / "reverse"), tmp_path / "model"
+    prepare_instructions(dataset, source="builtin:reverse")
+    hf_finetune.main(["--dataset", dataset, "--model-dir", str(out), "--method", "full", "--lr", "3e-3",
+                      "--epochs", "2", "--global-batch-size", "32", "--threads", "2"])  # fmt: skip
+    test = read_split(dataset, "test")
+    before = evaluate_language_model(*model_io.load_base(str(out)), test).metrics["exact_match"]
+    tuned, tokenizer, _ = model_io.load_finetuned(str(out))
+    after = evaluate_language_model(tuned, tokenizer, test).metrics["exact_match"]
+    assert before < 0.1 < 0.8 < after, (before, after)
