@@ -30,6 +30,7 @@ from kftrain.cli.quiet import QuietFilter, StepFailure, quiet_output
 from kftrain.cli.reference import Kind, check_params, load_pipeline, parameters, parse_reference
 from kftrain.environ import environment
 from kftrain.errors import JobFailedError
+from kftrain.redaction import redact
 from kftrain.tracking.local import tracked_pipeline
 
 DEFAULT_PIPELINE = "pytorch-digits"
@@ -205,7 +206,7 @@ def _run(args: argparse.Namespace, params: Mapping[str, Any], pipeline: Any, *, 
         for artifact in sorted(p for p in step.iterdir() if p.name != "executor_output.json" and p.suffix != ".html"):
             print(f"  {browsable(artifact) if (step.name, artifact.name) in html else artifact}")
         for name, value in _scalar_metrics(step / "executor_output.json").items():
-            print(f"  {step.name}: {name} = {value}")
+            print(redact(f"  {step.name}: {name} = {value}"))  # a step's output may quote a URI it was given
     return 0
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from kftrain.contract import WORKSPACE_ENV
 from kftrain.errors import KftrainError
+from kftrain.redaction import redact
 
 WORKSPACE = "/workspace"  # pkg/initializers/utils/utils.py:27 WORKSPACE_PATH
 STORAGE_URI_ENV = "STORAGE_URI"  # pkg/initializers/utils/utils.py:20
@@ -86,7 +87,7 @@ def initialize(what: str, env: Mapping[str, str]) -> Path:
             os.replace(staging / name, dest / name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    print(f"{what} initializer: {len(names)} file(s) from {uri} in {dest}", flush=True)
+    print(redact(f"{what} initializer: {len(names)} file(s) from {uri} in {dest}"), flush=True)
     return dest
 
 
