@@ -58,8 +58,9 @@ def backend_for(args: argparse.Namespace) -> Backend:
 def cmd_jobs(args: argparse.Namespace) -> int:
     backend = backend_for(args)
     if args.verb == "list":
+        listed = backend.list_jobs()  # a failure is its one line alone, with no table header before it
         print(f"{'NAME':40} {'KIND':11} {'PHASE':10} {'AGE':>7}  RUN/TASK")
-        for job in map(printable_job, backend.list_jobs()):
+        for job in map(printable_job, listed):
             print(f"{job.name:40} {job.kind:11} {job.phase:10} {_age(job):>7}  {_run_of(job)}")
     elif args.verb == "status":
         job = printable_job(backend.get_job(args.name))

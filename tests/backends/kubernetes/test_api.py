@@ -83,6 +83,7 @@ def test_jobs_give_one_line_naming_the_server_the_call_and_the_answer(
     assert len(errors) == 1, err
     assert url in errors[0] and SAYS[case] in errors[0], err
     assert "Traceback" not in out + err and SECRET not in err
+    assert out == "", out  # nothing before the line (a table's header was)
     # Retries each say one line too, nothing more.
     assert all(line.startswith(("kftrain: error:", "WARNING ")) for line in lines), err
 
