@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 from collections.abc import Iterator, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from testbed.http_answer import send_body, serving
 
 
 @contextlib.contextmanager
@@ -22,21 +23,10 @@ def hub_dataset(repo: str, files: Mapping[str, bytes]) -> Iterator[str]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             body = routes.get(self.path)
-            self.send_response(404 if body is None else 200)
-            body = b"not found" if body is None else body
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            send_body(self, 404 if body is None else 200, "", b"not found" if body is None else body)
 
         def log_message(self, *args: object) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(5)
+    with serving(Handler) as url:
+        yield url

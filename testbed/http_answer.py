@@ -1,5 +1,6 @@
-"""A JSON answer as the fake servers (the Kubernetes API, the KFP API) write it: its length given, so that a
-kept-alive connection reads exactly one body; and a server that answers every request one fixed way."""
+"""An answer as the fake servers (the Kubernetes API, the KFP API, a hub) write it: its length given, so that a
+kept-alive connection reads exactly one body; a fake server on 127.0.0.1 for a block; and one that answers every
+request one fixed way."""
 
 from __future__ import annotations
 
@@ -11,16 +12,38 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
-def send_json(handler: BaseHTTPRequestHandler, code: int, obj: Any, headers: Mapping[str, str] | None = None) -> None:
-    """Answer ``handler``'s request with status ``code`` and ``obj`` as JSON, with the extra ``headers``."""
-    data = json.dumps(obj).encode()
+def send_body(
+    handler: BaseHTTPRequestHandler, code: int, content_type: str, body: bytes, headers: Mapping[str, str] | None = None
+) -> None:
+    """Answer ``handler``'s request with status ``code`` and ``body`` (no Content-Type where ``content_type`` is
+    empty), with the extra ``headers``."""
     handler.send_response(code)
-    handler.send_header("Content-Type", "application/json")
-    handler.send_header("Content-Length", str(len(data)))
+    if content_type:
+        handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
     for key, value in (headers or {}).items():
         handler.send_header(key, value)
     handler.end_headers()
-    handler.wfile.write(data)
+    handler.wfile.write(body)
+
+
+def send_json(handler: BaseHTTPRequestHandler, code: int, obj: Any, headers: Mapping[str, str] | None = None) -> None:
+    """Answer ``handler``'s request with status ``code`` and ``obj`` as JSON, with the extra ``headers``."""
+    send_body(handler, code, "application/json", json.dumps(obj).encode(), headers)
+
+
+@contextlib.contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A server on 127.0.0.1 answering with ``handler``; its URL, while the block runs (stopped after it)."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)
 
 
 @contextlib.contextmanager
@@ -30,23 +53,12 @@ def answering(code: int, content_type: str, body: bytes) -> Iterator[str]:
 
     class Handler(BaseHTTPRequestHandler):
         def _answer(self) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            send_body(self, code, content_type, body)
 
         do_GET = do_POST = do_DELETE = do_PATCH = do_PUT = _answer
 
         def log_message(self, *args: object) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with serving(Handler) as url:
+        yield url

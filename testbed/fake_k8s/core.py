@@ -12,6 +12,7 @@ from typing import Any
 from testbed.fake_k8s.selectors import matches
 from testbed.fake_k8s.state import KubeState
 from testbed.fake_k8s.watch import Watches
+from testbed.http_answer import send_body
 
 
 class CoreObjects(Watches):
@@ -59,12 +60,7 @@ class CoreObjects(Watches):
         skipped = max(0, len(lines) - int(tail)) if tail is not None else 0  # tailLines: only the last lines
         if query.get("follow", "").lower() != "true":
             lines = lines[skipped:]
-            data = "".join(line + "\n" for line in lines).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_body(self, 200, "text/plain", "".join(line + "\n" for line in lines).encode())
             return
         self._start_chunked("text/plain")
         with kube.cond:

@@ -21,7 +21,7 @@ from testbed.fake_k8s.api import status_body
 from testbed.fake_k8s.rules import unsupported_field
 from testbed.fake_k8s.selectors import parse_selector
 from testbed.fake_k8s.state import KubeState
-from testbed.http_answer import send_json
+from testbed.http_answer import send_body, send_json
 
 
 class Transport(BaseHTTPRequestHandler):
@@ -89,11 +89,7 @@ class Transport(BaseHTTPRequestHandler):
                 return
             if fired.action == "html":  # a proxy's sign-in page, where the API's answer was expected
                 page = b"<!doctype html><html><head><title>Sign in</title></head><body>Please sign in</body></html>"
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html")
-                self.send_header("Content-Length", str(len(page)))
-                self.end_headers()
-                self.wfile.write(page)
+                send_body(self, 200, "text/html", page)
                 return
             code = int(fired.action)
             self._status(
