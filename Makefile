@@ -30,7 +30,7 @@ RUN_EXTRAS_llm-finetune := data,llm,s3,mlflow
 RUN_EXTRAS := $(if $(filter local,$(STORAGE)),$(RUN_EXTRAS_$(PIPELINE)))
 RUN_STAMP := $(if $(RUN_EXTRAS),$(VENV)/.run-installed-$(shell echo '$(RUN_EXTRAS)' | cat - pyproject.toml constraints.txt 2>/dev/null | sha256sum | cut -c1-12),$(STAMP))
 
-.PHONY: help install run test test-all test-node cluster-up cluster-down node-tools controlplane lint format compile check-compiled bench images images-clean clean
+.PHONY: help install run test test-all test-node cluster-up cluster-down node-tools controlplane kserve-crd lint format compile check-compiled bench images images-clean clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -63,10 +63,10 @@ $(VENV)/.run-installed-%: pyproject.toml constraints.txt
 run: $(RUN_STAMP) ## run the full PyTorch pipeline locally, installing only what it needs (PIPELINE=..., PARAMS='--param epochs=5', STORAGE=s3)
 	$(VENV)/bin/kftrain run $(PIPELINE) --pipeline-root $(RUN_ROOT) --storage $(STORAGE) $(PARAMS)
 
-test: install lint check-compiled ## before a change (minutes): lint, compiled YAML, the fast tests, one real pipeline per job kind
+test: install lint check-compiled kserve-crd ## before a change (minutes): lint, compiled YAML, the fast tests, one real pipeline per job kind
 	$(PY) -m pytest $(PARALLEL) -m "not slow or e2e" $(DURATIONS) $(PYTEST_ARGS)
 
-test-all: install lint check-compiled controlplane ## everything, the slow tiers too (what CI runs), but the node tier
+test-all: install lint check-compiled controlplane kserve-crd ## everything, the slow tiers too (what CI runs), but the node tier
 	$(PY) -m pytest $(PARALLEL) -m "not node" $(DURATIONS) $(PYTEST_ARGS)
 
 # The node tier needs root, the node's tools, the control plane built and the launch image: not in test-all yet.
@@ -85,6 +85,10 @@ cluster-down: ## stop the cluster cluster-up started; the host is put back as it
 controlplane: ## build etcd, kube-apiserver, kube-controller-manager and the Kubeflow operators from Go modules (cached; ~11 min cold, instant warm)
 	@if command -v go >/dev/null 2>&1; then bash testbed/controlplane/build.sh && bash testbed/controlplane/operators/build.sh; \
 	else echo "controlplane: no Go here; the real-control-plane tests will skip (install Go, then make controlplane)"; fi
+
+kserve-crd: install ## fetch KServe v0.20.0's Go module (checksum-verified) into Go's cache: its InferenceService CRD, for the tests
+	@if command -v go >/dev/null 2>&1; then $(PY) -m testbed.kserve_crd >/dev/null; \
+	else echo "kserve-crd: no Go here; the tests against KServe's CRD will skip (install Go, then make kserve-crd)"; fi
 
 lint: install ## ruff (lint + format check) and mypy
 	$(VENV)/bin/ruff check .

@@ -77,23 +77,3 @@ def finetuned_case(root: Path, *, method: str = "lora") -> tuple[str, str]:
     model = write_model(root / "model", data, method=method, steps=40)
     return model, write_dataset(root / "dataset", data[:8], data[8:])
 
-
-def inference_service_schemas() -> Any:
-    """KServe's CRD schemas to validate an ``InferenceService`` with: the reference data's (``../shared/reference/
-    crds``), or ``KFTRAIN_CRD_DIR``'s when set; a skip naming the file where neither has KServe's
-    (kserve/kserve@v0.20.0:config/crd/full/serving.kserve.io_inferenceservices.yaml)."""
-    import os
-
-    import pytest
-
-    from kftrain.job.manifest.schema import CRDSchemas
-    from testbed.reference import CRD_DIR, schemas_in
-
-    where = Path(os.environ.get("KFTRAIN_CRD_DIR") or CRD_DIR)
-    schemas: CRDSchemas | None = schemas_in(where) if where.is_dir() else None
-    if schemas is None or schemas.get("serving.kserve.io/v1beta1", "InferenceService") is None:
-        pytest.skip(
-            f"reference data not available: no KServe InferenceService CRD in {where} (kserve/kserve@v0.20.0:"
-            "config/crd/full/serving.kserve.io_inferenceservices.yaml)"
-        )
-    return schemas

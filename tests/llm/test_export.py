@@ -14,7 +14,8 @@ from kftrain.llm.export import export_language_model, inference_service
 from kftrain.llm.generate import GenerationSettings, generate
 from kftrain.llm.model_io import ModelLoadError, load_finetuned, load_model
 from kftrain.steps.export.serving import ExportError
-from testbed.llm_models import examples, inference_service_schemas, write_model
+from testbed import kserve_crd
+from testbed.llm_models import examples, write_model
 
 PROMPTS = ["Reverse: abc", "Reverse: hello"]
 SETTINGS = GenerationSettings(max_new_tokens=5)
@@ -109,7 +110,15 @@ def test_a_bad_model_name_is_refused_before_the_model_is_read(tmp_path):
 def test_the_inference_service_is_valid_against_kserves_crd(keep):
     service, account = inference_service("rev", "s3://bucket/run/exported", keep)
     assert account == {}  # AWS's own S3: no endpoint to name
-    assert inference_service_schemas().errors(service) == []
+    written = yaml.safe_load(llm_export.LanguageExport("rev", "lora", not keep, inference_service=service).manifest())
+    assert kserve_crd.schemas().errors(written) == []
+
+
+@pytest.mark.parametrize("field", sorted(kserve_crd.BROKEN_FIELDS))
+def test_a_broken_inference_service_is_refused_by_kserves_crd(field):
+    service, _ = inference_service("rev", "s3://bucket/run/exported", True)
+    errors = kserve_crd.schemas().errors(kserve_crd.broken(service, field))
+    assert errors and errors[0].startswith(f"{field}:"), errors
 
 
 def test_a_minio_export_is_served_from_s3_through_a_service_account(s3_env):
