@@ -170,7 +170,9 @@ def test_a_local_store_as_the_tracking_uri_is_one_line_and_nothing_is_written(ur
     (warning,) = kftrain_warnings(caplog)
     assert warning.startswith(f"MLFLOW_TRACKING_URI: {uri!r} is ") and warning.endswith("the step goes on untracked")
     assert replica_env() == []
-    with pytest.raises(JobSpecError, match=r"^--mlflow: .* on this machine's disk"):  # kftrain run: refused
-        with tracked_pipeline(tmp_path / "root", uri):
-            pytest.fail("a step ran")
+    with (  # kftrain run: refused
+        pytest.raises(JobSpecError, match=r"^--mlflow: .* on this machine's disk"),
+        tracked_pipeline(tmp_path / "root", uri),
+    ):
+        pytest.fail("a step ran")
     assert list(tmp_path.iterdir()) == []
