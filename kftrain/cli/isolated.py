@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,10 +95,29 @@ def tagged_processes(token: str) -> list[int]:
     return sorted(found)
 
 
-def stop_tagged(token: str, *, group: int | None = None) -> list[int]:
-    """SIGKILL the process group ``group`` and every process carrying ``token``; the PIDs that were still running
-    (the group's leader, when it has not exited, excluded)."""
-    left = [pid for pid in tagged_processes(token) if pid != group or _alive(pid)]
+def descendants(pid: int) -> dict[int, str]:
+    """Every process below ``pid`` (its children, theirs...), each with its start time (field 22 of
+    /proc/PID/stat): a fork that never ran a program carries no tag in its environment, but is found here."""
+    parents: dict[int, tuple[int, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                fields = (entry / "stat").read_text().rpartition(")")[2].split()
+                parents[int(entry.name)] = (int(fields[1]), fields[19])
+    found: dict[int, str] = {}
+    below = {pid}
+    while below:
+        below = {child for child, (parent, _) in parents.items() if parent in below and child not in found}
+        found.update({child: parents[child][1] for child in below})
+    return found
+
+
+def stop_tagged(token: str, *, group: int | None = None, also: Mapping[int, str] | None = None) -> list[int]:
+    """SIGKILL the process group ``group``, every process carrying ``token`` and each of ``also`` (PID: start time,
+    as :func:`descendants` gives them) that is still that process; the PIDs that were still running (the group's
+    leader, when it has not exited, excluded)."""
+    same = [pid for pid, started in (also or {}).items() if _start_time(pid) == started]
+    left = sorted({pid for pid in [*tagged_processes(token), *same] if pid != group or _alive(pid)})
     if group is not None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group, signal.SIGKILL)
@@ -109,6 +128,14 @@ def stop_tagged(token: str, *, group: int | None = None) -> list[int]:
     while time.monotonic() < deadline and any(_alive(p) for p in left if p != group):
         time.sleep(0.02)
     return [pid for pid in left if pid != group]
+
+
+def _start_time(pid: int) -> str:
+    """The start time of ``pid`` (empty when gone): what tells it from a later process given the same PID."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19]
+    except (OSError, IndexError):
+        return ""
 
 
 def _alive(pid: int) -> bool:
@@ -129,19 +156,22 @@ class ImportTags:
         self.given = given
         self.token = secrets.token_hex(16)
         self.threads: list[threading.Thread] = []
+        self.forked: dict[int, str] = {}  # processes below this one the import started (a fork runs no program)
 
     @contextlib.contextmanager
     def importing(self) -> Iterator[None]:
         os.environ[TOKEN_ENV] = self.token
         before = set(threading.enumerate())
+        had = descendants(os.getpid())
         try:
             yield
         finally:
             os.environ.pop(TOKEN_ENV, None)
             self.threads = [t for t in threading.enumerate() if t not in before and not t.daemon]
+            self.forked = {pid: at for pid, at in descendants(os.getpid()).items() if had.get(pid) != at}
 
     def stop_left(self) -> None:
-        _warn_left(self.given, stop_tagged(self.token))
+        _warn_left(self.given, stop_tagged(self.token, also=self.forked))
 
     def end(self, code: int) -> int:
         """``code``; but with a thread the import started still running, this process ends now with it (Python

@@ -110,14 +110,27 @@ def test_run_reports_an_exit_at_import(tmp_path: Path) -> None:
     assert "importing mine.py ended the process (exit status 0)" in proc.stderr
 
 
-def test_run_stops_the_processes_a_module_started_at_import(tmp_path: Path) -> None:
+# A fork that runs no program: its environment is its parent's first one, without the import's tag.
+FORK = f"""
+import os, time
+pid = os.fork()
+if pid == 0:
+    time.sleep(3600)
+    os._exit(0)
+with open({PIDS!r}, "a") as out:
+    out.write(f"{{pid}}\\n")
+"""
+
+
+@pytest.mark.parametrize(("started", "count"), [(START, 4), (FORK, 2)], ids=["programs", "a fork"])
+def test_run_stops_the_processes_a_module_started_at_import(started: str, count: int, tmp_path: Path) -> None:
     """``kftrain run`` imports the module in this process too; what it started there is stopped when the run ends."""
-    (tmp_path / "mine.py").write_text(PIPELINE + START)
+    (tmp_path / "mine.py").write_text(PIPELINE + started)
     proc = _kftrain(tmp_path, "run", "mine.py:mine", "--pipeline-root", "runs")
     try:
         assert proc.returncode == 0, proc.stderr
         assert "started process(es)" in proc.stderr
-        assert len(_started(tmp_path)) == 4  # two in the child that checked it, two in the run itself
+        assert len(_started(tmp_path)) == count  # as many in the child that checked it as in the run itself
         assert [pid for pid in _started(tmp_path) if _alive(pid)] == []
     finally:
         for pid in _started(tmp_path):

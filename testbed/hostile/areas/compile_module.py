@@ -1,6 +1,7 @@
 """Issue 52, class 8: a user's module run at compile time (kftrain/cli/isolated.py): ``os._exit(0)``, a killed
 process, a non-daemon thread or child processes (one in a session of its own) at import, under ``kftrain compile``,
-``kftrain submit`` (to a port that refuses: nothing is sent before the compile) and ``kftrain run``; each command run
+``kftrain submit`` (to a port that refuses: nothing is sent before the compile) and ``kftrain run`` (the pipeline run
+whole with KFP's local runner); each command run
 as a user runs it, in a process of its own, so that a ``kftrain`` that never ends is a hang and a process its module
 started that outlives it is left running.
 """
@@ -37,6 +38,7 @@ ENDS = ("os._exit(0)", "os._exit(3)", "SIGKILL of itself")
 COMMANDS = {
     "compile": ("compile", "mine.py:mine", "-o", "out.yaml"),
     "submit": ("submit", "mine.py:mine", "--host", "http://127.0.0.1:9", "--timeout", "20"),
+    "run": ("run", "mine.py:mine", "--pipeline-root", "runs"),
 }
 
 
@@ -45,7 +47,7 @@ def _command(effect: str, argv: tuple[str, ...]) -> Callable[[Sandbox], int]:
         sb.write("mine.py", EFFECTS[effect] + PIPELINE)
         sb.ready()
         launched = sb.process(*argv)
-        code = launched.finish(timeout=90)
+        code = launched.finish(timeout=150)
         if argv[0] == "compile" and (code == 0) != (sb.work / "out.yaml").is_file():
             raise Observed(WRONG, f"compile ended {code} and its output is {'' if code else 'not '}missing")
         if code:
@@ -72,7 +74,7 @@ CASES: list[Case] = [
         f"kftrain {command} MODULE:FUNCTION",
         _command(effect, argv),
         names=_expect(effect, command)[1],
-        timeout_s=120,
+        timeout_s=180,
     )
     for command, argv in COMMANDS.items()
     for effect in EFFECTS
