@@ -98,14 +98,16 @@ def no_hint_sleeps(pool_manager: Any) -> None:
 def bound_requests(rest: Any, left: Callable[[], float | None], connect_s: float = 10.0) -> Any:
     """``rest`` (an OpenAPI-generated client's REST client) whose every request is answered in whole within ``left()``
     seconds (read as the request begins; None: no limit) or raises :class:`DeadlinePassed` (a stream: its answer
-    begun). A request with no timeout of its own gets ``connect_s`` and ``left()`` as its connect and read timeouts."""
+    begun). A request with no timeout of its own gets ``connect_s`` and ``left()`` as its connect and read timeouts.
+    Bound again, its requests have the new ``left``."""
+    rest._deadline_left = left  # bound again: this ``left`` from now on
     if getattr(rest, "_deadline_bound", False):
         return rest
     no_hint_sleeps(rest.pool_manager)
     plain = rest.request
 
     def request(*args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
-        seconds = left()
+        seconds = rest._deadline_left()
         # A stream (a watch, a followed log) is bounded until its answer begins; it may then stay quiet for long.
         if _request_timeout is None and seconds is not None and kwargs.get("_preload_content", True):
             # A second past the deadline: the deadline, not a read, is what a silent server runs into.

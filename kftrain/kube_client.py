@@ -14,6 +14,9 @@ if TYPE_CHECKING:
 
 # The namespace of the pod this runs in, as its service account's token mount gives it.
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+# A request's whole answer, at most: kube-apiserver's own limit on a request (--request-timeout,
+# kubernetes/kubernetes@v1.34.0:staging/src/k8s.io/apiserver/pkg/server/config.go, NewConfig: RequestTimeout 60 s).
+CALL_DEADLINE_S = 60.0
 
 
 def load_client() -> tuple[client.ApiClient, str | None]:
@@ -25,7 +28,7 @@ def load_client() -> tuple[client.ApiClient, str | None]:
     cfg = client.Configuration()
     try:
         config.load_incluster_config(client_configuration=cfg)
-        return client.ApiClient(cfg), None
+        return _bounded(client.ApiClient(cfg)), None
     except ConfigException:
         pass
     # KUBECONFIG as it is now: the client library reads it once, when it is imported.
@@ -37,4 +40,13 @@ def load_client() -> tuple[client.ApiClient, str | None]:
         raise KftrainError(
             f"kubernetes backend: no cluster configuration (not in a pod, and no usable kubeconfig): {exc}"
         ) from None
-    return client.ApiClient(cfg), (active or {}).get("context", {}).get("namespace")
+    return _bounded(client.ApiClient(cfg)), (active or {}).get("context", {}).get("namespace")
+
+
+def _bounded(api_client: client.ApiClient) -> client.ApiClient:
+    """``api_client``, each request of which is answered in whole within :data:`CALL_DEADLINE_S` (the Kubernetes
+    backend bounds its calls more finely: :mod:`kftrain.backends.kubernetes.api`)."""
+    from kftrain.deadline import bound_requests
+
+    bound_requests(api_client.rest_client, lambda: CALL_DEADLINE_S)
+    return api_client

@@ -34,16 +34,13 @@ from kftrain.backends.base import JobHandle
 from kftrain.deadline import Deadline, DeadlinePassed, bound_requests
 from kftrain.errors import KftrainError
 from kftrain.job.kinds import kind_for
-from kftrain.kube_client import SERVICE_ACCOUNT_NAMESPACE, load_client
+from kftrain.kube_client import CALL_DEADLINE_S, SERVICE_ACCOUNT_NAMESPACE, load_client
 from kftrain.redaction import redact
 from kftrain.retry import RetryPolicy, call_with_retry, exception_chain
 
 T = TypeVar("T")
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
-# A call's whole-call deadline, its retries included: kube-apiserver's own limit on a request (--request-timeout,
-# kubernetes/kubernetes@v1.34.0:staging/src/k8s.io/apiserver/pkg/server/config.go, RequestTimeout 60 s).
-CALL_DEADLINE_S = 60.0
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kftrain.backends.base import BackendConfig
-from kftrain.kube_client import SERVICE_ACCOUNT_NAMESPACE
+from kftrain.kube_client import CALL_DEADLINE_S, SERVICE_ACCOUNT_NAMESPACE
 from kftrain.retry import RetryPolicy
 
 
@@ -41,9 +41,9 @@ class KubernetesConfig(BackendConfig):
     # control-plane upgrade restarts kube-apiserver) before the step gives up; the job runs on meanwhile.
     outage_s: float = 300.0
     namespace_file: Path = SERVICE_ACCOUNT_NAMESPACE
-    # Every API call, its retries included, ends within this (see api.CALL_DEADLINE_S); a run's calls also by the
-    # step's timeout, and a ``kftrain jobs`` command's by this from its start.
-    call_deadline_s: float = 60.0
+    # Every API call, its retries included, ends within this (kftrain.kube_client.CALL_DEADLINE_S); a run's calls
+    # also by the step's timeout, and a ``kftrain jobs`` command's by this from its start.
+    call_deadline_s: float = CALL_DEADLINE_S
     # What a stop (the delete after a SIGTERM or the timeout, the eviction check before it) may take in all: within
     # the 30 s a pod is given to end (terminationGracePeriodSeconds, k8s.io/api@v0.34.0:core/v1/types.go).
     stop_s: float = 20.0
