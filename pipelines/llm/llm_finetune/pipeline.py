@@ -72,11 +72,11 @@ TRAINING = (
     Param("workers", int, 1, "PyTorchJob: Worker replicas besides the Master (DDP over all of them)."),
     Param("num_nodes", int, 2, "TrainJob: the trainer's nodes, each running torchrun."),
     Param("runtime", str, "torch-distributed", "TrainJob: the ClusterTrainingRuntime (a torch one)."),
-    Param("epochs", int, 3, "Passes over the training examples (0: the program's default)."),
+    Param("epochs", int, 5, "Passes over the training examples (0: the program's default)."),
     Param(
         "global_batch_size",
         int,
-        0,
+        64,
         "Examples per optimizer step across all processes, kept when the job changes size (0: batch_size x processes).",
     ),
     Param("batch_size", int, 0, "Most examples a process computes at once (0: the program's default)."),
