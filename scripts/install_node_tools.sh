@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what the control-plane fixture's node mode runs beside its kubelet, from Debian only: containerd (the
 # kubelet's container runtime), runc, the CNI plugins (bridge, host-local, loopback), catatonit (the pause
-# image's one file), iptables (the kubelet's own chains), iproute2 (the fixture's bridge), podman (moves the
+# image's one file), iptables (kube-proxy's rules), nftables (`nft`: the node removes the tables iptables-nft
+# created, which iptables cannot), iproute2 (the fixture's bridge), podman (moves the
 # images into containerd; scripts/install_image_tools.sh installs it with the builders). kubelet and kube-scheduler
 # are built from Go modules by testbed/controlplane/build.sh, not installed here.
 # Pinned to the versions the node mode was proven with (Debian 12): a version apt no longer offers fails here, by
@@ -18,6 +19,7 @@ pins=(
     "containernetworking-plugins=1.1.1*"
     "catatonit=0.1.7*"
     "iptables=1.8.9*"
+    "nftables=1.0.6*"
     "iproute2=6.1.0*"
     "podman=4.3.1*"
 )

@@ -40,8 +40,18 @@ class APIServer(Part):
     name = "kube-apiserver"
     processes = ("kube-apiserver",)
 
-    def __init__(self, binary: Path, etcd_url: str, flags: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        binary: Path,
+        etcd_url: str,
+        flags: Sequence[str] = (),
+        address: str = "127.0.0.1",
+        cert_ips: Sequence[str] = (),
+    ) -> None:
+        """``address``: where it listens (a node's bridge address, so that its pods reach it); ``cert_ips``: more
+        addresses its certificate names."""
         self.binary, self.etcd_url, self.flags = binary, etcd_url, list(flags)
+        self.address, self.cert_ips = address, list(cert_ips)
         # Known once started: where it serves, the CA that signed its certificate, the admin's token and kubeconfig.
         self.server = ""
         self.ca_file = Path()
@@ -49,7 +59,7 @@ class APIServer(Part):
         self.kubeconfig = Path()
 
     def start(self, host: Host, deadline: float) -> None:
-        paths = pki.write_apiserver_pki(host.root / "pki")
+        paths = pki.write_apiserver_pki(host.root / "pki", self.cert_ips)
         self.ca_file, self.token = paths["ca.crt"], secrets.token_hex(16)
         tokens = host.root / "pki" / "tokens.csv"
         # --token-auth-file's format: token,user,uid,"group1,group2"
@@ -57,11 +67,11 @@ class APIServer(Part):
         tokens.write_text(f'{self.token},{ADMIN_USER},{ADMIN_USER},"{ADMIN_GROUP}"\n')
         tokens.chmod(0o600)
         port = free_port()
-        self.server = f"https://127.0.0.1:{port}"
+        self.server = f"https://{self.address}:{port}"
         command = [
             str(self.binary),
             f"--etcd-servers={self.etcd_url}",
-            "--bind-address=127.0.0.1",
+            f"--bind-address={self.address}",
             f"--secure-port={port}",
             f"--advertise-address={ADVERTISE_ADDRESS}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",

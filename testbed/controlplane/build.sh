@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the control plane the controlplane tests run against (etcd, kube-apiserver, kube-controller-manager, and
-# kube-scheduler and kubelet for its node mode) from the Go modules pinned by go.mod/go.sum next to this script,
+# kube-scheduler, kubelet and kube-proxy for its node mode) from the Go modules pinned by go.mod/go.sum next to this script,
 # and prints the folder holding the binaries.
 #
 #   bash testbed/controlplane/build.sh             build if needed, print the bin folder
@@ -28,7 +28,7 @@ digest="$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" | sha256sum | cut -
 key="kubernetes-${kube_version}_etcd-${etcd_version}_${platform}_${digest}"
 out="$cache_root/$key"
 bin="$out/bin"
-binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet)
+binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 
 if [[ "${1:-}" == "--bin-dir" ]]; then
     echo "$bin"
@@ -83,7 +83,8 @@ go build -trimpath -buildvcs=false -ldflags "-s -w$version_flags" -o "$staging/b
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler \
-    k8s.io/kubernetes/cmd/kubelet
+    k8s.io/kubernetes/cmd/kubelet \
+    k8s.io/kubernetes/cmd/kube-proxy
 # etcd's main package is the root of its server module (go.etcd.io/etcd/server/v3@v3.6.8:main.go).
 go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$staging/bin/etcd" go.etcd.io/etcd/server/v3
 

@@ -269,7 +269,12 @@ def control_plane(
         store = Etcd(binaries / "etcd")
         run_part(stack, host, store, deadline)
         phases[store.name] = time.monotonic() - began
-        apiserver = APIServer(binaries / "kube-apiserver", store.url, apiserver_flags)
+        apiserver = APIServer(
+            binaries / "kube-apiserver",
+            store.url,
+            apiserver_flags,
+            **({"address": node.apiserver_address, "cert_ips": node.apiserver_cert_ips} if node is not None else {}),
+        )
         run_part(stack, host, apiserver, deadline)
         phases[apiserver.name] = time.monotonic() - began
         plane = ControlPlane(
@@ -288,7 +293,9 @@ def control_plane(
             plane.resources = install_crds(api_client, crd_files, deadline)
         plane.started_in_s = phases["crds"] = time.monotonic() - began
         if operators or node is not None:
-            parts: list[Part] = [ControllerManager(binaries / "kube-controller-manager", apiserver.kubeconfig)]
+            parts: list[Part] = [
+                ControllerManager(binaries / "kube-controller-manager", apiserver.kubeconfig, apiserver.ca_file)
+            ]
             parts += [Operators(operators, operator_bins, apiserver)] if operators else []
             if node is not None:
                 node.kubeconfig = apiserver.kubeconfig

@@ -13,7 +13,9 @@ from testbed.ports import free_port
 # namespace (deleting one deletes its objects). No node lifecycle controller: the node agent's Node would otherwise be
 # tainted unreachable for a missing kubelet heartbeat (kubernetes@v1.36.3:cmd/kube-controller-manager/names/
 # controller_names.go names them).
-CONTROLLERS = ("job", "garbagecollector", "serviceaccount", "namespace")
+# root-ca-certificate-publisher-controller: the `kube-root-ca.crt` ConfigMap in every namespace, which a pod's
+# ServiceAccount token volume mounts (it needs --root-ca-file: cmd/kube-controller-manager/app/certificates.go:374).
+CONTROLLERS = ("job", "garbagecollector", "serviceaccount", "namespace", "root-ca-certificate-publisher-controller")
 
 
 class ControllerManager(Part):
@@ -23,8 +25,8 @@ class ControllerManager(Part):
     name = "kube-controller-manager"
     processes = ("kube-controller-manager",)
 
-    def __init__(self, binary: Path, kubeconfig: Path) -> None:
-        self.binary, self.kubeconfig = binary, kubeconfig
+    def __init__(self, binary: Path, kubeconfig: Path, root_ca_file: Path) -> None:
+        self.binary, self.kubeconfig, self.root_ca_file = binary, kubeconfig, root_ca_file
         self.port = 0
 
     def start(self, host: Host, deadline: float) -> None:
@@ -37,6 +39,7 @@ class ControllerManager(Part):
             "--bind-address=127.0.0.1",
             f"--secure-port={self.port}",
             f"--cert-dir={host.root / self.name}",
+            f"--root-ca-file={self.root_ca_file}",
             "--profiling=false",
         ]
         host.spawn(Spec(self.name, command, host.log(self.name)))

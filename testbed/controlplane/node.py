@@ -37,6 +37,7 @@ from testbed.controlplane.node_images import (
     lock_store,
 )
 from testbed.controlplane.node_net import Bridge, create_bridge, delete_bridge
+from testbed.controlplane.node_proxy import kubernetes_service_ip, lock_service_routing, write_kube_proxy_config
 from testbed.ports import free_port
 
 NODE_NAME = "kftrain-node"
@@ -46,13 +47,13 @@ NODE_NAME = "kftrain-node"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 # The pods' deletion on stop: the kubelet kills their containers and releases their addresses first.
 DRAIN_TIMEOUT_S = 90.0
-BINARIES = ("kubelet", "kube-scheduler")
-TOOLS = ("containerd", "runc", "ctr", "podman", "buildah", "ip")
+BINARIES = ("kubelet", "kube-scheduler", "kube-proxy")
+TOOLS = ("containerd", "runc", "ctr", "podman", "buildah", "ip", "iptables", "nft")
 
 
 class Node(Part):
     name = "node"
-    processes = ("containerd", "kubelet", "kube-scheduler")
+    processes = ("containerd", "kubelet", "kube-scheduler", "kube-proxy")
 
     def __init__(self, binaries: Path, kubeconfig: Path, images: Sequence[str] = ()) -> None:
         self.binaries, self.kubeconfig, self.images = binaries, kubeconfig, list(images)
@@ -60,7 +61,7 @@ class Node(Part):
         self.paths = NodePaths(Path())
         self.before: node_host.HostState | None = None
         self.store: Path | None = None  # containerd's root kept between runs, when this node holds it
-        self.port = self.healthz_port = self.scheduler_port = 0
+        self.port = self.healthz_port = self.scheduler_port = self.proxy_port = 0
         # Seconds to each step of the start ("containerd", "images"; "ready": the wait), and each image's import.
         self.phases: dict[str, float] = {}
         self.imported: dict[str, float] = {}
@@ -73,8 +74,21 @@ class Node(Part):
         assert self.bridge is not None, "prepare() first"
         return [f"--advertise-address={self.bridge.address}", "--kubelet-preferred-address-types=InternalIP"]
 
+    @property
+    def apiserver_address(self) -> str:
+        """Where kube-apiserver listens: the bridge's address, the `kubernetes` Service's endpoint, which its pods
+        reach (kube-proxy takes the Service's ClusterIP there)."""
+        assert self.bridge is not None, "prepare() first"
+        return self.bridge.address
+
+    @property
+    def apiserver_cert_ips(self) -> list[str]:
+        """The addresses a pod reaches kube-apiserver by: the bridge's, and the Service's (in-cluster config)."""
+        return [self.apiserver_address, kubernetes_service_ip()]
+
     def prepare(self, stack: contextlib.ExitStack) -> None:
         """Read the host, then create the bridge; both undone (and the host checked) when ``stack`` unwinds."""
+        lock_service_routing(stack)
         self.before = node_host.snapshot()
         stack.callback(self._restore_host)
         self.store = lock_store(stack)
@@ -125,6 +139,12 @@ class Node(Part):
             f"--secure-port={self.scheduler_port}",
         ]
         host.spawn(Spec("kube-scheduler", scheduler, host.log("kube-scheduler")))
+        self.proxy_port = free_port()
+        proxy_config = write_kube_proxy_config(
+            self.paths.root / "kube-proxy", self.kubeconfig, NODE_NAME, self.bridge, self.proxy_port, free_port()
+        )
+        proxy = [str(self.binaries / "kube-proxy"), f"--config={proxy_config}", "--v=2"]
+        host.spawn(Spec("kube-proxy", proxy, host.log("kube-proxy")))
 
     def _containerd_up(self) -> bool:
         if not self.paths.socket.exists():
@@ -144,6 +164,9 @@ class Node(Part):
         host.wait_until(deadline, lambda: self._node_ready(host), "kubelet", watched)
         self._untaint()
         host.wait_until(deadline, self._default_service_account, "kube-controller-manager")
+        # kube-proxy's health check answers 200 once it has written its rules for the Services it knows.
+        proxy_health = f"http://127.0.0.1:{self.proxy_port}/healthz"
+        host.wait_until(deadline, lambda: http_ok(proxy_health, expect="lastUpdated"), "kube-proxy", watched)
         self.phases["ready"] = time.monotonic() - began
 
     def _api(self) -> Any:
@@ -184,7 +207,7 @@ class Node(Part):
     def stop(self, host: Host) -> None:
         if "kubelet" in host.processes and host.processes["kubelet"].poll() is None:
             self._delete_pods(host)
-        for name in ("kube-scheduler", "kubelet"):
+        for name in ("kube-proxy", "kube-scheduler", "kubelet"):
             host.stop(name)
         if "containerd" in host.processes:
             self._kill_containers()

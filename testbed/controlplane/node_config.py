@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from testbed.controlplane.apiserver import SERVICE_CIDR
 from testbed.controlplane.node_net import Bridge
 
 CNI_BIN_DIR = "/usr/lib/cni"  # Debian's containernetworking-plugins
@@ -104,7 +105,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 def write_cni_config(paths: NodePaths, bridge: Bridge) -> Path:
     """One network: the bridge plugin on the fixture's bridge (which holds the node's address already), host-local
     handing out the rest of its /24 with its state under the node's folder. No gateway, no default route, no
-    masquerade: a pod reaches its subnet only (the node's address and other pods), and IP forwarding, which the plugin
+    masquerade: a pod reaches its subnet only (the node's address and other pods) and the Service range through the
+    node's address, and IP forwarding, which the plugin
     turns on for a gateway, stays as the host has it (containernetworking/plugins@v1.1.1:plugins/main/bridge/
     bridge.go:540-575, cmdAdd: enableIPForward only under n.IsGW)."""
     subnet = bridge.subnet
@@ -122,6 +124,8 @@ def write_cni_config(paths: NodePaths, bridge: Bridge) -> Path:
                     "type": "host-local",
                     "ranges": [[{"subnet": str(subnet), "rangeStart": str(subnet.network_address + 10)}]],
                     "dataDir": str(paths.root / "cni" / "ipam"),
+                    # Service addresses by way of the node, where kube-proxy's rules take them (node_proxy.py).
+                    "routes": [{"dst": SERVICE_CIDR, "gw": bridge.address}],
                 },
             },
             {"type": "loopback"},

@@ -1,12 +1,13 @@
 """What a node (kubelet, containerd, the CNI plugins) may change on this machine outside the fixture's folder, read
 before it starts and put back after it stops: :func:`snapshot`, :func:`restore`, :func:`differences`.
 
-Read: the sysctls the kubelet sets (:data:`SYSCTLS`) and the one the CNI bridge plugin sets, the iptables rules of
-every table, the mount points under the node's folders, the kubepods cgroups of every hierarchy, the files under
-the folders a kubelet or containerd writes by fixed path (:data:`WATCHED`), and the network links. Only what a node
-makes is read (other work on this machine makes cgroups and mounts of its own). :func:`restore` undoes what differs,
-deepest first (sysctls written back, new cgroups and files removed, new veth and bridge links deleted, new KUBE-/
-CNI- chains flushed and deleted); a mount left under the fixture's folder is its node's to unmount (node.py).
+Read: the sysctls the kubelet and kube-proxy may set (:data:`SYSCTLS`) and the one the CNI bridge plugin sets, the
+iptables rules of every table and the nftables tables (iptables-nft creates one on first use), the mount points
+under the node's folders, the kubepods cgroups of every hierarchy, the files under the folders a kubelet or
+containerd writes by fixed path (:data:`WATCHED`), and the network links. Only what a node makes is read (other work
+on this machine makes cgroups and mounts of its own). :func:`restore` undoes what differs, deepest first (sysctls
+written back, new cgroups and files removed, new veth and bridge links deleted, new KUBE-/CNI- chains flushed and
+deleted, new tables deleted); a mount left under the fixture's folder is its node's to unmount (node.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -30,6 +32,8 @@ SYSCTLS = (
     "kernel.keys.root_maxkeys",
     "kernel.keys.root_maxbytes",
     "net.ipv4.ip_forward",
+    # kube-proxy's, which node_proxy.py tells it to leave (route_localnet for NodePorts on loopback).
+    "net.ipv4.conf.all.route_localnet",
 )
 # Written by fixed path whatever the flags say: the kubelet's container log links (ContainerLogsDir) and its device
 # plugin socket folder (pkg/kubelet/apis/deviceplugin DevicePluginPath under /var/lib/kubelet); containerd's shim
@@ -51,8 +55,10 @@ WATCHED = (
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # The fixture's bridges are named so (node_net.py).
 LINK_PREFIX = "kftrain"
-# iptables-save's lines that change by themselves: comments (a date) and chain counters.
-_VOLATILE = re.compile(r"^#|^:\S+ \S+ \[\d+:\d+\]$")
+# iptables-save's lines that change by themselves: comments (a date); and a chain's counters, kept as its name and
+# policy (":KUBE-SERVICES -").
+_COMMENT = re.compile(r"^#")
+_COUNTERS = re.compile(r" \[\d+:\d+\]$")
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,7 @@ class HostState:
     cgroups: frozenset[str]
     paths: frozenset[str]
     links: frozenset[str]
+    nft_tables: frozenset[str] = frozenset()  # "ip nat": the tables iptables-nft creates on first use
 
 
 def _sysctl_path(name: str) -> Path:
@@ -74,8 +81,15 @@ def _iptables() -> dict[str, tuple[str, ...]]:
     for command in ("iptables-save", "ip6tables-save"):
         if shutil.which(command):
             out = subprocess.run([command], capture_output=True, text=True, check=False).stdout
-            rules[command] = tuple(line for line in out.splitlines() if not _VOLATILE.match(line))
+            rules[command] = tuple(_COUNTERS.sub("", line) for line in out.splitlines() if not _COMMENT.match(line))
     return rules
+
+
+def _nft_tables() -> frozenset[str]:
+    if not shutil.which("nft"):
+        return frozenset()
+    out = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True, check=False).stdout
+    return frozenset(line.removeprefix("table ").strip() for line in out.splitlines() if line.startswith("table "))
 
 
 def mount_points(under: tuple[str, ...]) -> list[str]:
@@ -118,6 +132,7 @@ def snapshot(folders: tuple[str, ...] = ()) -> HostState:
         cgroups=_cgroups(),
         paths=_paths(),
         links=_links(),
+        nft_tables=_nft_tables(),
     )
 
 
@@ -137,6 +152,7 @@ def differences(before: HostState, after: HostState) -> list[str]:
         ("cgroup", before.cgroups, after.cgroups),
         ("path", before.paths, after.paths),
         ("link", before.links, after.links),
+        ("nft table", before.nft_tables, after.nft_tables),
     ):
         out += [f"{kind} added: {x}" for x in sorted(now - was)]
         out += [f"{kind} removed: {x}" for x in sorted(was - now)]
@@ -159,6 +175,11 @@ def restore(before: HostState, folders: tuple[str, ...] = ()) -> list[str]:
             failed.append(f"link {link}: {result.stderr.strip()}")
     for command, rules in now.iptables.items():
         failed += _drop_chains(command, before.iptables.get(command, ()), rules)
+    # A table iptables-nft created (kube-proxy's first rule in it) stays, empty, until deleted; only nft can.
+    for table in sorted(now.nft_tables - before.nft_tables):
+        result = subprocess.run(["nft", "delete", "table", *table.split()], capture_output=True, text=True, check=False)
+        if result.returncode:
+            failed.append(f"nft table {table}: {result.stderr.strip()}")
     # Deepest first: a cgroup goes once its children have.
     for folder in sorted(now.cgroups - before.cgroups, key=len, reverse=True):
         try:
@@ -191,12 +212,13 @@ def _drop_chains(save: str, before: tuple[str, ...], now: tuple[str, ...]) -> li
         if line.startswith("*"):
             table = line[1:]
         elif line.startswith("-A ") and line not in before:
-            parts = line.split()
+            parts = shlex.split(line)  # a comment's words are one quoted argument
             if parts[1] in names or any(p in names for p in parts[2:]):
                 args = [command, "-t", table, "-D", *parts[1:]]
                 if subprocess.run(args, capture_output=True, check=False).returncode:
                     failed.append(f"{command} -t {table}: could not delete {line}")
-    for table, chain in new_chains:
-        for flag in ("-F", "-X"):
+    # All flushed before any is deleted: a chain another one jumps to cannot be deleted (kube-proxy's chain each).
+    for flag in ("-F", "-X"):
+        for table, chain in new_chains:
             subprocess.run([command, "-t", table, flag, chain], capture_output=True, check=False)
     return failed

@@ -56,7 +56,7 @@ def for_tests(images: Sequence[str]) -> Iterator[ControlPlane]:
 
 def pod(name: str, image: str, command: Sequence[str], args: Sequence[str] = (), **spec: Any) -> dict[str, Any]:
     """A one-container pod that never restarts and never pulls (the image must be in the node's containerd), with
-    no ServiceAccount token mounted (this fixture publishes no kube-root-ca.crt ConfigMap)."""
+    no ServiceAccount token mounted unless ``spec`` says ``automountServiceAccountToken=True``."""
     container: dict[str, Any] = {
         "name": "main",
         "image": image,

@@ -105,11 +105,12 @@ def serving(
     before: datetime.timedelta = DAY,
     after: datetime.timedelta = DAY,
     dns_names: Sequence[str] = (),
+    ip_addresses: Sequence[str] = (),
 ) -> x509.Certificate:
-    """A server's certificate for ``dns_names`` and 127.0.0.1, signed by ``issuer`` (self-signed when None: for a
-    server nobody verifies)."""
+    """A server's certificate for ``dns_names``, 127.0.0.1 and ``ip_addresses``, signed by ``issuer`` (self-signed
+    when None: for a server nobody verifies)."""
     names: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
-    names.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+    names += [x509.IPAddress(ipaddress.ip_address(a)) for a in ("127.0.0.1", *ip_addresses)]
     name = _name(common_name)
     builder = (
         _builder(name, name if issuer is None else issuer.cert.subject, key, before, after)
@@ -138,8 +139,9 @@ def key_pem(key: PrivateKey, *, traditional: bool = False) -> bytes:
     return key.private_bytes(serialization.Encoding.PEM, form, serialization.NoEncryption())
 
 
-def write_apiserver_pki(folder: Path) -> dict[str, Path]:
-    """A CA, kube-apiserver's serving certificate signed by it, and the service-account signing key. The verifying
+def write_apiserver_pki(folder: Path, ip_addresses: Sequence[str] = ()) -> dict[str, Path]:
+    """A CA, kube-apiserver's serving certificate signed by it (for 127.0.0.1 and ``ip_addresses`` too: a node's
+    address, the `kubernetes` Service's), and the service-account signing key. The verifying
     key goes in a file of its own: the public key loader (ParsePublicKeysPEM) reads an EC private key only in SEC 1
     form, the signing key loader (ParsePrivateKeyPEM) reads PKCS #8 too."""
     folder.mkdir(mode=0o700)
@@ -148,7 +150,8 @@ def write_apiserver_pki(folder: Path) -> dict[str, Path]:
     names = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
     paths = {name: folder / name for name in ("ca.crt", "apiserver.crt", "apiserver.key", "sa.key", "sa.pub")}
     paths["ca.crt"].write_bytes(cert_pem(ca.cert))
-    paths["apiserver.crt"].write_bytes(cert_pem(serving("kube-apiserver", key, ca, dns_names=names)))
+    cert = serving("kube-apiserver", key, ca, dns_names=names, ip_addresses=ip_addresses)
+    paths["apiserver.crt"].write_bytes(cert_pem(cert))
     paths["apiserver.key"].write_bytes(key_pem(key))
     sa_key = ec_key()
     paths["sa.key"].write_bytes(key_pem(sa_key))

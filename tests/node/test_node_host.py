@@ -66,4 +66,6 @@ def test_the_node_changes_the_host_while_it_runs_and_leaves_it_as_found() -> Non
             assert any(line.startswith("sysctl kernel.panic = 10") for line in during), during
         assert any(line.startswith("cgroup added:") and "kubepods" in line for line in during), during
         assert any(line.startswith("link added: kftrain") for line in during), during
+        # kube-proxy's nat chains (node_proxy.py).
+        assert any(line.startswith("iptables-save: added :KUBE-SERVICES") for line in during), during
     assert node_host.differences(before, node_host.snapshot()) == []
