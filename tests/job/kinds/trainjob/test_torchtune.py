@@ -21,6 +21,7 @@ from kftrain.job.kinds.trainjob.catalog import RuntimeCatalog
 from kftrain.job.kinds.trainjob.nodes import source
 from kftrain.job.kinds.trainjob.runtime import parse_runtime
 from kftrain.job.topology import ReplicaId
+from testbed import REPO_ROOT
 from testbed.manifests import trainjob
 from testbed.needs import installed, require
 from testbed.node_env import node_env
@@ -285,3 +286,11 @@ def test_a_torchtune_runtime_runs_locally_with_the_users_model(tmp_path, monkeyp
     assert done.returncode == 0, out[-4000:]
     assert "full_finetune_single_device" in out or "FullFinetuneRecipeSingleDevice" in out, out[-4000:]
     assert "1|2|Loss:" in out and "tune-tiny succeeded" in out, out[-4000:]
+
+
+def test_the_docs_table_of_overrides_is_the_code_s():
+    """docs/llm-finetuning.md's table of typed inputs and overrides, row by row, is :data:`torchtune.OVERRIDES`."""
+    page = (REPO_ROOT / "docs" / "llm-finetuning.md").read_text()
+    table = page.split("<!-- begin: torchtune overrides", 1)[1].split("<!-- end: torchtune overrides", 1)[0]
+    rows = [line.split("|")[1:3] for line in table.splitlines() if line.startswith("| `")]
+    assert [(a.strip().strip("`"), b.strip().strip("`")) for a, b in rows] == list(torchtune.OVERRIDES)
