@@ -19,10 +19,11 @@ def finetune_args(
     checkpoint_every_steps: int = 0,
     extra: list = [],
 ) -> list:
-    """The flags of `python -m kftrain.programs.hf_finetune` (`--model-uri ... --method lora --epochs 3 ...`), for a
-    launch step's `args`: the flags every trainer takes (as trainer_args writes them), then the fine-tuning ones,
-    then `extra`. A pipeline's parameters reach a list only through a step's inputs, so it is built here, at run
-    time. An empty or zero value (-1 for the seed) leaves the program's own default.
+    """The arguments of `python -m kftrain.programs.hf_finetune`, for a launch step's `args`: the URIs' flags the launch
+    gives this release's programs (`--dataset $(KFTRAIN_DATASET_URI)`, `--model-dir`, `--checkpoint-dir`), the flags
+    every trainer takes (as trainer_args writes them), the fine-tuning ones (`--model-uri ... --method full`), then
+    `extra`. A pipeline's parameters reach a list only through a step's inputs, so it is built here, at run time. An
+    empty or zero value (-1 for the seed) leaves the program's own default.
 
     Args:
         model_uri: --model-uri, the base model (a Hugging Face folder, s3:// prefix, /workspace/model); empty: the
@@ -39,11 +40,12 @@ def finetune_args(
         checkpoint_every_steps: --checkpoint-every-steps (0: the program's default).
         extra: Further arguments, appended as they are.
     """
+    from kftrain.launch.component import PROGRAM_FLAGS
     from kftrain.programs.common import trainer_flags
 
     own = {"--model-uri": model_uri, "--method": method, "--max-length": max_length, "--lora-r": lora_r}
     flags = [part for flag, value in own.items() if value for part in (flag, str(value))]
-    return trainer_flags(
+    common = trainer_flags(
         epochs=epochs,
         global_batch_size=global_batch_size,
         batch_size=batch_size,
@@ -52,3 +54,4 @@ def finetune_args(
         checkpoint_every_steps=checkpoint_every_steps,
         extra=[*flags, *extra],
     )
+    return [*PROGRAM_FLAGS, *common]

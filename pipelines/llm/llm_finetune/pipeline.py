@@ -8,7 +8,6 @@ from typing import Any
 
 from kfp import dsl
 
-from kftrain.launch.component import PROGRAM_FLAGS
 from kftrain_components.control.fail.component import fail
 from kftrain_components.data.prepare_instructions.component import prepare_instructions
 from kftrain_components.evaluation.evaluate_language_model.component import evaluate_language_model
@@ -147,7 +146,7 @@ def wire(p: Any) -> None:
     prep = prepare_instructions(**values(p, DATA))
     prep.set_caching_options(False)  # a source URI's content can change between runs
     training = [t for t in TRAINING if t.name not in ("job_kind", "image", "workers", "num_nodes", "runtime")]
-    flags = finetune_args(**values(p, [*MODEL, *training]), seed=p.seed, extra=list(PROGRAM_FLAGS))
+    flags = finetune_args(**values(p, [*MODEL, *training]), seed=p.seed)
     flags.set_caching_options(False)  # it takes model_uri: no step given a URI is replayed from cache
     for task in (prep, flags):
         use_platform_settings(task, p)
