@@ -19,7 +19,8 @@ and 4x the split), P13 a Python function as a job (bench/bench_function_job.py: 
 SDK's local process backend, and on 2 nodes x 2 processes), P14 P9's launch steps on the real API server
 (bench/bench_launcher_controlplane.py: kube-apiserver and training-operator built from Go modules, requests from its
 audit log, its CPU, beside the fake API server's count), P15 the real control plane itself
-(bench/bench_controlplane.py: its warm and cold builds, the tests' fixture's start, memory, idle CPU and stop).
+(bench/bench_controlplane.py: its warm and cold builds, the tests' fixture's start, memory, idle CPU and stop), P17
+pod creation to Running on the real node (bench/bench_node_pods.py: 20 pods, p50/p99, beside Kubernetes' 5 s target).
 
 Each benchmark is bracketed by a load calibration (bench/load.py): its note says how busy the machine was
 before and after, and a row measured on a busy machine says so beside its verdict.
@@ -1071,6 +1072,49 @@ def _built(build: dict[str, Any]) -> str:
     return f"{build['s'] / 60:.1f} min in all ({parts})"
 
 
+# --- P17: pods on the real node -------------------------------------------------------------------------------
+
+P17_TARGET_S = 5.0  # Kubernetes' pod startup SLO: p99 of pod creation to Running, without an image pull
+
+
+def p17_node_pods(repeat: int, quick: bool) -> Result:
+    res = Result(
+        "P17",
+        "pod creation to Running on the real node (kubelet 1.36.3, containerd 1.6.20, runc, CNI bridge; no pull), "
+        f"20 pods one at a time ÷ Kubernetes' pod startup target ({P17_TARGET_S:g} s)",
+        at_most(1.0, f"p99 ≤ {P17_TARGET_S:g} s"),
+    )
+    sys.path.insert(0, str(ROOT))
+    from testbed.controlplane import node_pods
+    from testbed.controlplane.node_images import image_exists
+    from testbed.dockerfiles import image_env
+
+    why = node_pods.missing() or (
+        "" if image_exists(node_pods.LAUNCH_IMAGE, image_env()) else f"{node_pods.LAUNCH_IMAGE} not built"
+    )
+    if why:
+        res.skipped = why
+        return res
+    pods = 5 if quick else 20
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "p17.json"
+        timed([PY, str(ROOT / "bench" / "bench_node_pods.py"), "--pods", str(pods), "--json", str(out)])
+        data = json.loads(out.read_text())
+    res.ours = data["seconds"]
+    res.baseline = [P17_TARGET_S]
+    res.ratios = [s / P17_TARGET_S for s in data["seconds"]]
+    res.also_missed = data["p99_s"] > P17_TARGET_S
+    rss = ", ".join(f"{name} {b / 2**20:.0f}" for name, b in data["rss_bytes"].items())
+    res.notes.append(
+        f"{pods} pods (sleep in the launch image), each created, timed to a watch event showing it Running, then "
+        f"deleted: p50 {data['p50_s']:.2f} s, p99 {data['p99_s']:.2f} s, mean {data['mean_s']:.2f} s; the cluster "
+        f"with its node started in {data['start_s']:.1f} s (node phases: "
+        + ", ".join(f"{k[5:]} {v:.1f} s" for k, v in data["phases_s"].items() if k.startswith("node "))
+        + f"); memory meanwhile (MiB): {rss}"
+    )
+    return res
+
+
 BENCHES: dict[str, Callable[[int, bool], Result | list[Result]]] = {
     "P1": p1_pipeline_overhead,
     "P2": p2_launch_latency,
@@ -1087,6 +1131,7 @@ BENCHES: dict[str, Callable[[int, bool], Result | list[Result]]] = {
     "P13": p13_function_job,
     "P14": p14_launcher_real_apiserver,
     "P15": p15_controlplane,
+    "P17": p17_node_pods,
 }
 
 

@@ -15,7 +15,15 @@ from testbed.ports import free_port
 # controller_names.go names them).
 # root-ca-certificate-publisher-controller: the `kube-root-ca.crt` ConfigMap in every namespace, which a pod's
 # ServiceAccount token volume mounts (it needs --root-ca-file: cmd/kube-controller-manager/app/certificates.go:374).
-CONTROLLERS = ("job", "garbagecollector", "serviceaccount", "namespace", "root-ca-certificate-publisher-controller")
+# persistentvolume-binder-controller: a claim bound to a volume (the node tier's replicas share a hostPath one).
+CONTROLLERS = (
+    "job",
+    "garbagecollector",
+    "serviceaccount",
+    "namespace",
+    "root-ca-certificate-publisher-controller",
+    "persistentvolume-binder-controller",
+)
 
 
 class ControllerManager(Part):

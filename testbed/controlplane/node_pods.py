@@ -36,8 +36,9 @@ def missing() -> str:
     return ""
 
 
-def for_tests(images: Sequence[str]) -> Iterator[ControlPlane]:
-    """A test module's control plane with a node holding ``images`` (each built by `make images`, else a skip)."""
+def for_tests(images: Sequence[str], operators: Sequence[str] = ()) -> Iterator[ControlPlane]:
+    """A test module's control plane with a node holding ``images`` (each built by `make images`, else a skip), and
+    ``operators`` running."""
     import pytest
 
     from testbed.controlplane.node_images import image_exists
@@ -50,7 +51,7 @@ def for_tests(images: Sequence[str]) -> Iterator[ControlPlane]:
     absent = [ref for ref in images if not image_exists(ref, env)]
     if absent:
         pytest.skip(f"{', '.join(absent)} not built: run `make images`")
-    with control_plane(node_images=images) as plane:
+    with control_plane(node_images=images, operators=operators) as plane:
         yield plane
 
 
@@ -73,7 +74,9 @@ def pod(name: str, image: str, command: Sequence[str], args: Sequence[str] = (),
     }
 
 
-def component_container(component_yaml: Path, parameters: dict[str, Any]) -> tuple[str, list[str], list[str]]:
+def component_container(
+    component_yaml: Path, parameters: dict[str, Any], outputs: dict[str, Any] | None = None
+) -> tuple[str, list[str], list[str]]:
     """(image, command, args) of the one executor a compiled component names, ``{{$}}`` replaced by an executor
     input holding ``parameters`` as KFP's launcher passes it (kubeflow/pipelines@2.5.0:backend/src/v2/component/
     launcher_v2.go, the executor input as JSON in place of the placeholder)."""
@@ -83,7 +86,7 @@ def component_container(component_yaml: Path, parameters: dict[str, Any]) -> tup
     executor_input = json.dumps(
         {
             "inputs": {"parameterValues": parameters},
-            "outputs": {"outputFile": "/tmp/kfp_outputs/output_metadata.json"},
+            "outputs": {"outputFile": "/tmp/kfp_outputs/output_metadata.json", **(outputs or {})},
         }
     )
     args = [executor_input if a == "{{$}}" else a for a in container.get("args", [])]

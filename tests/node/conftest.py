@@ -1,4 +1,5 @@
-"""The node tier's one control plane with a real node (testbed/controlplane/node.py), shared by its pod tests."""
+"""The node tier's one control plane with a real node (testbed/controlplane/node.py) and the training-operator,
+shared by its pod tests."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from testbed.controlplane.cluster import ControlPlane
 
 @pytest.fixture(scope="session")
 def node_cluster() -> Iterator[ControlPlane]:
-    yield from node_pods.for_tests([node_pods.LAUNCH_IMAGE])
+    yield from node_pods.for_tests([node_pods.LAUNCH_IMAGE], operators=["training-operator"])
 
 
 @pytest.fixture(scope="session")
