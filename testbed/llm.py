@@ -1,19 +1,14 @@
-"""Tiny language models for tests: the embedded model at its smallest (a second to build), saved where asked."""
+"""Tiny language models for tests: the embedded model at the micro size of :mod:`testbed.llm_models` (a second to
+build), saved where asked."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from kftrain.llm import synthetic, tiny
+from testbed.llm_models import MICRO as MICRO_SHAPE
 
-# Far below the default's millions of parameters: the tests check loading and writing, not learning.
-MICRO_SHAPE = {
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 2,
-}
+__all__ = ["MICRO_SHAPE", "micro_model", "texts"]
 
 
 def texts(count: int = 50) -> list[str]:
