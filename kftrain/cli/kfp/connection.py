@@ -78,8 +78,9 @@ def connect(conn: Connection) -> Any:
     # kfp.Client builds its REST client (and asks the server's healthz) in its constructor, and passes no timeout
     # to any request: the class it builds it from is replaced for that moment by one whose every request has a
     # whole-call deadline, and which leaves a timed-out read unretried.
-    plain = rest.RESTClientObject
+    plain, plain_healthz = rest.RESTClientObject, kfp.Client.get_kfp_healthz
     rest.RESTClientObject = _bounded(plain)
+    kfp.Client.get_kfp_healthz = _healthz_once  # type: ignore[method-assign]
     try:
         with quiet():
             made = kfp.Client(host=conn.host, namespace=conn.namespace or "kubeflow", existing_token=conn.token)
@@ -88,6 +89,14 @@ def connect(conn: Connection) -> Any:
         return made
     finally:
         rest.RESTClientObject = plain
+        kfp.Client.get_kfp_healthz = plain_healthz  # type: ignore[method-assign]
+
+
+def _healthz_once(client: Any, sleep_duration: int = 5) -> Any:
+    """The server's healthz, asked once and its error the caller's: kfp.Client's own asks five times 5 s apart,
+    logs each failure's traceback, then raises a TimeoutError naming no cause, a 401 or a 500 included
+    (kubeflow/pipelines@2.17.0:sdk/python/kfp/client/client.py:401-432)."""
+    return client._healthz_api.healthz_service_get_healthz()
 
 
 def _bounded(plain: type) -> type:
@@ -155,7 +164,7 @@ def api_errors(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.
             hint = " (check --token / KFP_TOKEN)" if exc.status in (401, 403) else ""
             raise KftrainError(redact_urls(f"KFP API server at {host}: {api_error_message(exc)}{hint}")) from exc
         except (HTTPError, DeadlinePassed) as exc:
-            why = "it did not answer in time" if timed_out(exc) else str(exc)
+            why = "it did not answer in time" if timed_out(exc) else network_reason(exc)
             if isinstance(exc, DeadlinePassed):
                 why = f"it did not answer in time ({exc})"
             raise KftrainError(redact_urls(f"cannot reach the KFP API server at {host}: {why}")) from exc
@@ -165,9 +174,21 @@ def api_errors(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.
 
 def timed_out(exc: BaseException) -> bool:
     """Whether a request ran out of its connect or read timeout (urllib3 wraps it in MaxRetryError)."""
+    from urllib3.exceptions import NewConnectionError
     from urllib3.exceptions import TimeoutError as Urllib3Timeout
 
-    return any(isinstance(e, Urllib3Timeout | TimeoutError) for e in (exc, getattr(exc, "reason", None)))
+    # urllib3 makes a refused connection (NewConnectionError) a subclass of ConnectTimeoutError: not a timeout.
+    return any(
+        isinstance(e, Urllib3Timeout | TimeoutError) and not isinstance(e, NewConnectionError)
+        for e in (exc, getattr(exc, "reason", None))
+    )
+
+
+def network_reason(exc: BaseException) -> str:
+    """What went wrong on the way, not urllib3's pool and retry wording: ``[Errno 111] Connection refused``."""
+    reason = getattr(exc, "reason", None) or exc
+    text = str(reason)
+    return text.split("Failed to establish a new connection: ", 1)[-1] if "new connection" in text else text
 
 
 def is_transient_api_error(exc: BaseException) -> bool:

@@ -54,3 +54,31 @@ def test_submit_to_a_host_that_stalls_or_fails_is_one_line_within_the_deadline(
     assert code != 0 and len(errors) == 1 and "Traceback" not in out + err, out + err
     assert url in errors[0] and said in errors[0], errors[0]
     assert took < DEADLINE_S + 3.0, took  # healthz is the first request: its deadline ends the command
+
+
+# Without --namespace kfp.Client asks the server's healthz first (its own way: five tries 5 s apart, then a
+# TimeoutError naming no cause); kftrain asks it once.
+HEALTHZ: dict[str, tuple[Callable[[], contextlib.AbstractContextManager[str]], str]] = {
+    "401": (lambda: answering(401, "text/plain", b"Unauthorized"), "HTTP 401: Unauthorized (check --token"),
+    "500": (lambda: answering(500, "text/plain", b"internal error"), "HTTP 500: internal error"),
+    "down": (refusing_url, "Connection refused"),
+}
+
+
+@pytest.mark.parametrize("host", list(HEALTHZ))
+def test_a_failing_healthz_is_its_own_cause_in_one_line(
+    host: str, hermetic: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server, said = HEALTHZ[host]
+    with server() as url:
+        started = time.monotonic()
+        code = main(["submit", "pytorch-digits", "--host", url])
+        took = time.monotonic() - started
+    out, err = capsys.readouterr()
+    assert code != 0 and "Traceback" not in out + err and "attempt" not in out + err, out + err
+    assert (
+        [line for line in err.splitlines() if line.strip()]
+        == [line for line in err.splitlines() if line.startswith("kftrain: error:") and url in line and said in line]
+        != []
+    ), err
+    assert took < DEADLINE_S + 3.0, took
