@@ -80,7 +80,7 @@ def connect(conn: Connection) -> Any:
     # whole-call deadline, and which leaves a timed-out read unretried.
     plain, plain_healthz = rest.RESTClientObject, kfp.Client.get_kfp_healthz
     rest.RESTClientObject = _bounded(plain)
-    kfp.Client.get_kfp_healthz = _healthz_once  # type: ignore[method-assign]
+    kfp.Client.get_kfp_healthz = _healthz_once
     try:
         with quiet():
             made = kfp.Client(host=conn.host, namespace=conn.namespace or "kubeflow", existing_token=conn.token)
@@ -89,7 +89,7 @@ def connect(conn: Connection) -> Any:
         return made
     finally:
         rest.RESTClientObject = plain
-        kfp.Client.get_kfp_healthz = plain_healthz  # type: ignore[method-assign]
+        kfp.Client.get_kfp_healthz = plain_healthz
 
 
 def _healthz_once(client: Any, sleep_duration: int = 5) -> Any:
