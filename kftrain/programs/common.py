@@ -14,9 +14,10 @@ import json
 import logging
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from kftrain import metrics
+from kftrain.errors import KftrainError, fail_step
 from kftrain.redaction import log_redacted
 
 
@@ -132,6 +133,18 @@ def trainer_flags(
             continue
         flags += [flag, str(int(value)) if float(value).is_integer() and flag != "--lr" else str(value)]
     return flags + [str(a) for a in extra or []]
+
+
+def run(main: Callable[[], int]) -> NoReturn:
+    """A training program's entry (``run(main)`` under ``__main__``): an error the user caused (a ``KftrainError``:
+    a flag that does not fit the data, a dataset or model that cannot be read) ends it as one ``ERROR:`` line with
+    exit code 2, which the ExitCode restart policy does not retry (:mod:`kftrain.job.kinds.restarts`), not as a
+    traceback in every replica's log."""
+    try:
+        code = main()
+    except KftrainError as exc:
+        fail_step(str(exc), exit_code=2)
+    sys.exit(code)
 
 
 def setup_logging() -> None:

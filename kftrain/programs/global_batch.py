@@ -15,10 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from kftrain.errors import KftrainError
+
 FLAG = "--global-batch-size"
 
 
-class GlobalBatchError(ValueError):
+class GlobalBatchError(KftrainError, ValueError):
     """A global batch the processes cannot share, or one larger than the data."""
 
 

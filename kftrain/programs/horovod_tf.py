@@ -18,7 +18,6 @@ import argparse
 import logging
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,7 +29,7 @@ from kftrain import storage
 from kftrain.data.dataset import DatasetInfo, load_split, read_info
 from kftrain.models import tensorflow as tf_models
 from kftrain.programs import checkpoint
-from kftrain.programs.common import global_batch_size, horovod_main, keras_reporter, trainer_parser
+from kftrain.programs.common import global_batch_size, horovod_main, keras_reporter, run, trainer_parser
 from kftrain.programs.global_batch import plan_batch
 
 log = logging.getLogger("kftrain.trainer")
@@ -242,4 +241,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

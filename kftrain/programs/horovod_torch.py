@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 import threading
 import time
 from typing import Any
@@ -24,7 +23,7 @@ from torch import nn
 from kftrain.data.dataset import load_split, read_info
 from kftrain.models.pytorch import MLP, MLPConfig, write_model
 from kftrain.programs import checkpoint, faults, torch_common
-from kftrain.programs.common import global_batch_size, horovod_main, report_epoch, trainer_parser
+from kftrain.programs.common import global_batch_size, horovod_main, report_epoch, run, trainer_parser
 from kftrain.programs.global_batch import GlobalOrder, SamplerPosition
 
 log = logging.getLogger("kftrain.trainer")
@@ -189,4 +188,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

@@ -21,7 +21,6 @@ import logging
 import math
 import os
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from kftrain import storage
 from kftrain.data.dataset import DatasetInfo, load_split, read_info
 from kftrain.models import tensorflow as tf_models
 from kftrain.programs import faults
-from kftrain.programs.common import global_batch_size, keras_reporter, print_summary, setup_logging, trainer_parser
+from kftrain.programs.common import global_batch_size, keras_reporter, print_summary, run, setup_logging, trainer_parser
 
 log = logging.getLogger("kftrain.trainer")
 
@@ -472,4 +471,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

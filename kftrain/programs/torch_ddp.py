@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,7 @@ from torch.nn.parallel import DistributedDataParallel
 from kftrain.data.dataset import load_split, read_info
 from kftrain.models.pytorch import MLP, MLPConfig, write_model
 from kftrain.programs import checkpoint, faults, torch_common
-from kftrain.programs.common import global_batch_size, print_summary, report_epoch, setup_logging, trainer_parser
+from kftrain.programs.common import global_batch_size, print_summary, report_epoch, run, setup_logging, trainer_parser
 from kftrain.programs.global_batch import GlobalOrder, SamplerPosition, check_world_sizes, world_sizes_of_elastic_job
 
 log = logging.getLogger("kftrain.trainer")
@@ -176,4 +175,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)
