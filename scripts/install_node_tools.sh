@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Install what the control-plane fixture's node mode runs beside its kubelet, from Debian only: containerd (the
 # kubelet's container runtime), runc, the CNI plugins (bridge, host-local, loopback), catatonit (the pause
-# image's one file), iptables (kube-proxy's rules), nftables (`nft`: the node removes the tables iptables-nft
-# created, which iptables cannot), iproute2 (the fixture's bridge), podman (moves the
-# images into containerd; scripts/install_image_tools.sh installs it with the builders). kubelet and kube-scheduler
-# are built from Go modules by testbed/controlplane/build.sh, not installed here.
+# image's one file), busybox-static (the PyTorchJob init container's sh and nslookup), iptables (kube-proxy's
+# rules), nftables (`nft`: the node removes the tables iptables-nft created, which iptables cannot), iproute2 (the
+# fixture's bridge), podman (moves the images into containerd; scripts/install_image_tools.sh installs it with the
+# builders). kubelet, kube-scheduler, kube-proxy and CoreDNS are built from Go modules by
+# testbed/controlplane/build.sh, not installed here.
 # Pinned to the versions the node mode was proven with (Debian 12): a version apt no longer offers fails here, by
 # name, rather than a different runtime being tested. Idempotent: does nothing when each is installed at its pin.
 # Needs root (or sudo) for apt.
@@ -18,6 +19,7 @@ pins=(
     "runc=1.1.5*"
     "containernetworking-plugins=1.1.1*"
     "catatonit=0.1.7*"
+    "busybox-static=1:1.35.0*"
     "iptables=1.8.9*"
     "nftables=1.0.6*"
     "iproute2=6.1.0*"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the control plane the controlplane tests run against (etcd, kube-apiserver, kube-controller-manager, and
-# kube-scheduler, kubelet and kube-proxy for its node mode) from the Go modules pinned by go.mod/go.sum next to this script,
+# kube-scheduler, kubelet, kube-proxy and CoreDNS for its node mode) from the Go modules pinned by go.mod/go.sum next to this script,
 # and prints the folder holding the binaries.
 #
 #   bash testbed/controlplane/build.sh             build if needed, print the bin folder
@@ -23,12 +23,15 @@ if [[ -z "$kube_version" || -z "$etcd_version" ]]; then
     echo "build.sh: k8s.io/kubernetes or go.etcd.io/etcd/server/v3 is not required in $here/go.mod" >&2
     exit 1
 fi
+# CoreDNS is its own module, built with its own go.mod and go.sum (checked against the checksum database): its
+# dependencies' versions are not kubernetes', and requiring it here would move those of every binary above.
+coredns_version="v1.15.0"
 platform="$(uname -s | tr '[:upper:]' '[:lower:]')-$(uname -m)"
 digest="$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" | sha256sum | cut -c1-12)"
 key="kubernetes-${kube_version}_etcd-${etcd_version}_${platform}_${digest}"
 out="$cache_root/$key"
 bin="$out/bin"
-binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns)
 
 if [[ "${1:-}" == "--bin-dir" ]]; then
     echo "$bin"
@@ -87,10 +90,13 @@ go build -trimpath -buildvcs=false -ldflags "-s -w$version_flags" -o "$staging/b
     k8s.io/kubernetes/cmd/kube-proxy
 # etcd's main package is the root of its server module (go.etcd.io/etcd/server/v3@v3.6.8:main.go).
 go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$staging/bin/etcd" go.etcd.io/etcd/server/v3
+# CoreDNS's main package is its module root (coredns/coredns@v1.15.0:coredns.go).
+GOBIN="$staging/bin" go install -trimpath -buildvcs=false -ldflags "-s -w" "github.com/coredns/coredns@$coredns_version"
 
 {
     echo "kubernetes $kube_version"
     echo "etcd $etcd_version"
+    echo "coredns $coredns_version"
     go version
     echo "built in $((SECONDS - began)) s"
 } >"$staging/versions.txt"

@@ -16,6 +16,8 @@ from testbed.ports import free_port
 # root-ca-certificate-publisher-controller: the `kube-root-ca.crt` ConfigMap in every namespace, which a pod's
 # ServiceAccount token volume mounts (it needs --root-ca-file: cmd/kube-controller-manager/app/certificates.go:374).
 # persistentvolume-binder-controller: a claim bound to a volume (the node tier's replicas share a hostPath one).
+# endpointslice-controller: a Service's EndpointSlices, which kube-proxy routes by and CoreDNS answers a headless
+# Service's name from (a PyTorchJob's master is found so).
 CONTROLLERS = (
     "job",
     "garbagecollector",
@@ -23,6 +25,7 @@ CONTROLLERS = (
     "namespace",
     "root-ca-certificate-publisher-controller",
     "persistentvolume-binder-controller",
+    "endpointslice-controller",
 )
 
 

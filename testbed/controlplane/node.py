@@ -1,5 +1,6 @@
-"""A real node for the control plane: containerd (runc), the kubelet and kube-scheduler, on a bridge of the fixture's
-own (node_net.py), configured by node_config.py, its images moved in by node_images.py.
+"""A real node for the control plane: containerd (runc), the kubelet and kube-scheduler, kube-proxy (node_proxy.py)
+and CoreDNS (node_dns.py), on a bridge of the fixture's own (node_net.py), configured by node_config.py, its images
+moved in by node_images.py.
 
 :meth:`Node.prepare` reads the host (node_host.py) and creates the bridge before kube-apiserver starts, which then
 advertises the bridge's address (:attr:`Node.apiserver_flags`); on exit the host is put back and checked.
@@ -28,10 +29,13 @@ from testbed.controlplane.node_config import (
     write_containerd_config,
     write_kubelet_config,
 )
+from testbed.controlplane.node_dns import write_corefile
 from testbed.controlplane.node_images import (
+    INIT_IMAGE,
     PAUSE_IMAGE,
     containerd_images,
     ctr,
+    ensure_init_image,
     ensure_pause_image,
     import_images,
     lock_store,
@@ -47,13 +51,13 @@ NODE_NAME = "kftrain-node"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 # The pods' deletion on stop: the kubelet kills their containers and releases their addresses first.
 DRAIN_TIMEOUT_S = 90.0
-BINARIES = ("kubelet", "kube-scheduler", "kube-proxy")
+BINARIES = ("kubelet", "kube-scheduler", "kube-proxy", "coredns")
 TOOLS = ("containerd", "runc", "ctr", "podman", "buildah", "ip", "iptables", "nft")
 
 
 class Node(Part):
     name = "node"
-    processes = ("containerd", "kubelet", "kube-scheduler", "kube-proxy")
+    processes = ("containerd", "kubelet", "kube-scheduler", "kube-proxy", "coredns")
 
     def __init__(self, binaries: Path, kubeconfig: Path, images: Sequence[str] = ()) -> None:
         self.binaries, self.kubeconfig, self.images = binaries, kubeconfig, list(images)
@@ -61,7 +65,7 @@ class Node(Part):
         self.paths = NodePaths(Path())
         self.before: node_host.HostState | None = None
         self.store: Path | None = None  # containerd's root kept between runs, when this node holds it
-        self.port = self.healthz_port = self.scheduler_port = self.proxy_port = 0
+        self.port = self.healthz_port = self.scheduler_port = self.proxy_port = self.dns_ready_port = 0
         # Seconds to each step of the start ("containerd", "images"; "ready": the wait), and each image's import.
         self.phases: dict[str, float] = {}
         self.imported: dict[str, float] = {}
@@ -103,6 +107,7 @@ class Node(Part):
         began = time.monotonic()
         env = image_env()
         ensure_pause_image(env)
+        ensure_init_image(env)
         host.spawn(
             Spec(
                 "containerd",
@@ -113,7 +118,7 @@ class Node(Part):
         host.wait_until(deadline, self._containerd_up, "containerd", watched=["containerd"])
         self.phases["containerd"] = time.monotonic() - began
         self.imported = import_images(
-            self.paths.socket, [PAUSE_IMAGE, *self.images], env, self.paths.root / "images", self.store
+            self.paths.socket, [PAUSE_IMAGE, INIT_IMAGE, *self.images], env, self.paths.root / "images", self.store
         )
         self.phases["images"] = time.monotonic() - began
         write_cni_config(self.paths, self.bridge)
@@ -145,6 +150,9 @@ class Node(Part):
         )
         proxy = [str(self.binaries / "kube-proxy"), f"--config={proxy_config}", "--v=2"]
         host.spawn(Spec("kube-proxy", proxy, host.log("kube-proxy")))
+        self.dns_ready_port = free_port()
+        corefile = write_corefile(self.paths.root / "coredns", self.kubeconfig, self.bridge, self.dns_ready_port)
+        host.spawn(Spec("coredns", [str(self.binaries / "coredns"), "-conf", str(corefile)], host.log("coredns")))
 
     def _containerd_up(self) -> bool:
         if not self.paths.socket.exists():
@@ -167,6 +175,8 @@ class Node(Part):
         # kube-proxy's health check answers 200 once it has written its rules for the Services it knows.
         proxy_health = f"http://127.0.0.1:{self.proxy_port}/healthz"
         host.wait_until(deadline, lambda: http_ok(proxy_health, expect="lastUpdated"), "kube-proxy", watched)
+        dns_ready = f"http://127.0.0.1:{self.dns_ready_port}/ready"
+        host.wait_until(deadline, lambda: http_ok(dns_ready, expect="OK"), "coredns", watched)
         self.phases["ready"] = time.monotonic() - began
 
     def _api(self) -> Any:
@@ -207,7 +217,7 @@ class Node(Part):
     def stop(self, host: Host) -> None:
         if "kubelet" in host.processes and host.processes["kubelet"].poll() is None:
             self._delete_pods(host)
-        for name in ("kube-proxy", "kube-scheduler", "kubelet"):
+        for name in ("coredns", "kube-proxy", "kube-scheduler", "kubelet"):
             host.stop(name)
         if "containerd" in host.processes:
             self._kill_containers()

@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from testbed.controlplane.apiserver import SERVICE_CIDR
+from testbed.controlplane.node_dns import CLUSTER_DOMAIN
 from testbed.controlplane.node_net import Bridge
 
 CNI_BIN_DIR = "/usr/lib/cni"  # Debian's containernetworking-plugins
@@ -163,8 +164,11 @@ def write_kubelet_config(paths: NodePaths, bridge: Bridge, port: int, healthz_po
         "volumePluginDir": str(paths.root / "volume-plugins"),
         # No KUBE-FIREWALL and canary chains (they are for kube-proxy, which does not run here).
         "makeIPTablesUtilChains": False,
-        # No nameserver in the pods: the host's resolv.conf names this VM's gateway.
+        # The pods' nameserver is the cluster's DNS on the node's address (node_dns.py), and no other: the host's
+        # resolv.conf names this VM's gateway.
         "resolvConf": "",
+        "clusterDNS": [bridge.address],
+        "clusterDomain": CLUSTER_DOMAIN,
         # This machine's disk is shared and often over 85% full: neither image garbage collection nor disk
         # pressure evictions must act on the tests' pods (the defaults: 85% and nodefs.available<10%).
         "imageGCHighThresholdPercent": 100,

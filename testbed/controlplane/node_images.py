@@ -1,7 +1,7 @@
 """Images into the node's containerd from the project's image storage (scripts/lib.sh image_env, where `make
 images` builds them): the pause image every pod sandbox runs, built here from Debian's static ``catatonit``
 (``FROM scratch``, one file), and any image named, moved with ``podman save --format oci-archive`` and ``ctr
-images import``. Nothing is pulled from a registry.
+images import``; and the PyTorchJob init container's image, busybox ``FROM scratch``. Nothing is pulled from a registry.
 """
 
 from __future__ import annotations
@@ -19,6 +19,12 @@ from testbed.controlplane.host import ControlPlaneError
 from testbed.controlplane.node_config import PAUSE_IMAGE
 
 CATATONIT = Path("/usr/bin/catatonit")
+BUSYBOX = Path("/bin/busybox")  # Debian's busybox-static
+# The PyTorchJob Workers' init container image (the training-operator's --pytorch-init-container-image): its
+# command is `sh -c '... seq ... nslookup <master> ... sleep 2 ...'` (kubeflow/training-operator@v1.9.0:
+# pkg/controller.v1/pytorch/initcontainer.go:37-46); its default, alpine:3.10, would be pulled.
+INIT_IMAGE = "localhost/kftrain/pytorch-init:busybox-1.35.0"
+INIT_APPLETS = ("sh", "nslookup", "seq", "sleep", "echo")
 STORE_CACHE = Path(
     os.environ.get("KFTRAIN_NODE_CACHE")
     or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kftrain/node"
@@ -50,6 +56,23 @@ def ensure_pause_image(env: Mapping[str, str]) -> None:
         _run(["buildah", "copy", container, str(CATATONIT), "/catatonit"], env)
         _run(["buildah", "config", "--entrypoint", '["/catatonit", "-P"]', "--cmd", "", container], env)
         _run(["buildah", "commit", "--quiet", container, PAUSE_IMAGE], env, "buildah commit (pause image)")
+    finally:
+        subprocess.run(["buildah", "rm", container], env=dict(env), capture_output=True, check=False)
+
+
+def ensure_init_image(env: Mapping[str, str]) -> None:
+    """Build :data:`INIT_IMAGE` unless it is there: busybox, ``FROM scratch``, copied to /bin under the name of each
+    applet the init container runs."""
+    if image_exists(INIT_IMAGE, env):
+        return
+    if not BUSYBOX.is_file():
+        raise ControlPlaneError(f"{BUSYBOX} missing: run scripts/install_node_tools.sh")
+    container = _run(["buildah", "from", "scratch"], env).strip()
+    try:
+        for applet in INIT_APPLETS:
+            _run(["buildah", "copy", container, str(BUSYBOX), f"/bin/{applet}"], env)
+        _run(["buildah", "config", "--env", "PATH=/bin", container], env)
+        _run(["buildah", "commit", "--quiet", container, INIT_IMAGE], env, "buildah commit (init image)")
     finally:
         subprocess.run(["buildah", "rm", container], env=dict(env), capture_output=True, check=False)
 

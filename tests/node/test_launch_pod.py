@@ -1,11 +1,15 @@
 """The launch step as a pod on the real node: the launch image runs pytorchjob_launch's compiled command (KFP's
 executor entry) under deploy/rbac's Role, bound to the `pipeline-runner` ServiceAccount, with in-cluster config; the
 real training-operator makes the PyTorchJob's pods, which run on the same node with the operator's env and write the
-model to a volume the step's pod shares (a hostPath PersistentVolume, bound by kube-controller-manager)."""
+model to a volume the step's pod shares (a hostPath PersistentVolume, bound by kube-controller-manager). With a
+Worker, its `init-pytorch` container waits for the master's name in cluster DNS, and the Worker then reaches the
+Master over the pod network by that name. The replicas run a small program in the launch image, not the framework
+image (several GB to move into the node): what is real here is the pods, their env, names and network."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +28,34 @@ CLAIM = "kftrain-shared"
 SHARED = "/shared"
 COMPONENT = REPO_ROOT / "components" / "training" / "pytorchjob_launch" / "component.yaml"
 RBAC = REPO_ROOT / "deploy" / "rbac"
-# Each replica: what the operator gave it, then a model where the step said.
+# Each replica: what the operator gave it; the Master waits for one connection on MASTER_PORT, a Worker connects to
+# MASTER_ADDR:MASTER_PORT (by name); each writes what it heard to the model folder.
 REPLICA = """
-import json, os, pathlib
+import json, os, pathlib, socket, time
 names = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "KFTRAIN_MODEL_URI")
 print("replica-env", json.dumps({n: os.environ.get(n) for n in names}), flush=True)
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+heard = "alone"
+if rank == 0 and world > 1:
+    with socket.create_server(("", port)) as server:
+        conn, _ = server.accept()
+        heard = conn.recv(100).decode()
+        conn.sendall(b"master")
+        conn.close()
+elif rank > 0:
+    for _ in range(240):
+        try:
+            conn = socket.create_connection((addr, port), timeout=5)
+            break
+        except OSError:
+            time.sleep(0.5)
+    conn.sendall(f"worker {rank} via {socket.gethostbyname(addr)}".encode())
+    heard = conn.recv(100).decode()
+    conn.close()
 model = pathlib.Path(os.environ["KFTRAIN_MODEL_URI"])
 model.mkdir(parents=True, exist_ok=True)
-(model / f"rank-{os.environ['RANK']}.txt").write_text(os.environ["WORLD_SIZE"])
+(model / f"rank-{rank}.txt").write_text(heard)
 """
 
 
@@ -47,11 +71,24 @@ def _shared_claim(api_client: Any, folder: Path) -> None:
     core.create_namespaced_persistent_volume_claim(NS, claim)
 
 
-def _step_pod(run: str) -> dict[str, Any]:
+@pytest.fixture(scope="module")
+def shared(node_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """deploy/rbac's Role bound to `pipeline-runner`, and the folder the step and its replicas share."""
+    folder = tmp_path_factory.mktemp("shared")
+    folder.chmod(0o777)
+    with node_cluster.api_client() as api_client:
+        client.CoreV1Api(api_client).create_namespaced_service_account(NS, {"metadata": {"name": ACCOUNT}})
+        for name in ("role.yaml", "rolebinding-pipeline-runner.yaml"):
+            utils.create_from_yaml(api_client, str(RBAC / name), namespace=NS)
+        _shared_claim(api_client, folder)
+    yield folder
+
+
+def _step_pod(name: str, run: str, workers: int) -> dict[str, Any]:
     parameters = {
         "command": ["python", "-c", REPLICA],
         "image": node_pods.LAUNCH_IMAGE,
-        "workers": 0,
+        "workers": workers,
         "backend": "kubernetes",
         "run_id": run,
         "task_id": "launch",
@@ -71,7 +108,7 @@ def _step_pod(run: str) -> dict[str, Any]:
     field = [("KFP_POD_NAME", "metadata.name"), ("KFP_POD_UID", "metadata.uid")]
     env = [{"name": n, "valueFrom": {"fieldRef": {"fieldPath": path}}} for n, path in field]
     return node_pods.pod(
-        "launch",
+        name,
         image,
         command,
         args,
@@ -82,23 +119,29 @@ def _step_pod(run: str) -> dict[str, Any]:
     )
 
 
-def test_the_launch_step_runs_a_pytorchjob_on_the_node(node_cluster: ControlPlane, core: Any, tmp_path: Path) -> None:
-    tmp_path.chmod(0o777)
-    with node_cluster.api_client() as api_client:
-        core.create_namespaced_service_account(NS, {"metadata": {"name": ACCOUNT}})
-        for name in ("role.yaml", "rolebinding-pipeline-runner.yaml"):
-            utils.create_from_yaml(api_client, str(RBAC / name), namespace=NS)
-        _shared_claim(api_client, tmp_path)
-    core.create_namespaced_pod(NS, _step_pod("run-1"))
-    pod, took = node_pods.wait_for(core, "launch", NS, node_pods.ended, timeout_s=300)
-    log = core.read_namespaced_pod_log("launch", NS)
-    print(f"the step's pod ended in {took:.1f} s\n{log[-3000:]}")
+def _run_step(core: Any, name: str, run: str, workers: int) -> tuple[Any, str]:
+    core.create_namespaced_pod(NS, _step_pod(name, run, workers))
+    pod, took = node_pods.wait_for(core, name, NS, node_pods.ended, timeout_s=300)
+    log = core.read_namespaced_pod_log(name, NS)
+    print(f"the step's pod ended in {took:.1f} s\n{log[-2000:]}")
     assert pod.status.phase == "Succeeded", log
-    (master,) = [p for p in core.list_namespaced_pod(NS).items if p.metadata.name.endswith("-master-0")]
+    assert "succeeded in" in log and "Wrote executor output file" in log, log
+    return pod, log
+
+
+def _job_pod(core: Any, run: str, suffix: str) -> Any:
+    names = [p for p in core.list_namespaced_pod(NS).items if run in p.metadata.name]
+    (pod,) = [p for p in names if p.metadata.name.endswith(suffix)]
+    return pod
+
+
+def test_the_launch_step_runs_a_pytorchjob_on_the_node(core: Any, shared: Path) -> None:
+    _run_step(core, "launch-1", "run-1", workers=0)
+    master = _job_pod(core, "run-1", "-master-0")
     assert master.spec.node_name == "kftrain-node"
     line = next(x for x in core.read_namespaced_pod_log(master.metadata.name, NS).splitlines() if "replica-env" in x)
     env = json.loads(line.split(" ", 1)[1])
     job = master.metadata.labels["training.kubeflow.org/job-name"]
     assert (env["MASTER_ADDR"], env["WORLD_SIZE"], env["RANK"]) == (f"{job}-master-0", "1", "0"), env
-    assert (tmp_path / "run-1" / "model" / "rank-0.txt").read_text() == "1"
-    assert "succeeded in" in log and "Wrote executor output file" in log, log
+    assert (shared / "run-1" / "model" / "rank-0.txt").read_text() == "alone"
+
