@@ -144,4 +144,3 @@ def test_the_launch_step_runs_a_pytorchjob_on_the_node(core: Any, shared: Path) 
     job = master.metadata.labels["training.kubeflow.org/job-name"]
     assert (env["MASTER_ADDR"], env["WORLD_SIZE"], env["RANK"]) == (f"{job}-master-0", "1", "0"), env
     assert (shared / "run-1" / "model" / "rank-0.txt").read_text() == "alone"
-
