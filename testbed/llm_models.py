@@ -76,4 +76,3 @@ def finetuned_case(root: Path, *, method: str = "lora") -> tuple[str, str]:
     data = examples(12)
     model = write_model(root / "model", data, method=method, steps=40)
     return model, write_dataset(root / "dataset", data[:8], data[8:])
-
