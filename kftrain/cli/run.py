@@ -28,6 +28,7 @@ from kftrain.cli.param_values import check_param_values, types_of_pipeline
 from kftrain.cli.params import parse_params
 from kftrain.cli.quiet import QuietFilter, StepFailure, quiet_output
 from kftrain.cli.reference import Kind, check_params, load_pipeline, parameters, parse_reference
+from kftrain.cli.run_signals import stop_steps_on_signal
 from kftrain.environ import environment
 from kftrain.errors import JobFailedError
 from kftrain.redaction import redact
@@ -141,6 +142,7 @@ def run_locally(
             with (
                 environment({"TMPDIR": str(scratch)}),
                 steps_without_cwd_on_path(),
+                stop_steps_on_signal(),
                 quiet_output(show_all=verbose, gone=scratch) as watched,
                 tracked_pipeline(root, mlflow, register_model=str(params.get("register_model") or "")),
             ):
