@@ -146,6 +146,8 @@ def test_two_replicas_lose_one_resume_and_train_what_one_process_does(dataset, t
     flags = ["--checkpoint-dir", str(tmp_path / "ckpt"), "--checkpoint-every-steps", "2",
              "--checkpoint-every-epochs", "0", "--method", "full", "--lora-dropout", "0"]  # fmt: skip
     fault = {"KFTRAIN_FAULT_AT_STEP": "5", "KFTRAIN_FAULT_RANK": "1", "KFTRAIN_FAULT_MARKER": str(tmp_path / "m")}
+    (tmp_path / "tmp").mkdir()
+    fault["TMPDIR"] = str(tmp_path / "tmp")  # the killed replica's embedded base folder is left there, not in /tmp
     out = io.StringIO()
     job = _pytorchjob("llm-crash", _args(dataset, tmp_path / "model", *flags), fault)
     result = LocalBackend(LocalConfig(out=out, grace_period_s=2)).run(job, timeout=800)
