@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 import tempfile
 import time
 from contextlib import nullcontext
@@ -34,7 +33,7 @@ from kftrain.llm import model_io, prompts, tiny
 from kftrain.llm.batches import Encoded, token_loss_sum
 from kftrain.llm.instructions import read_split
 from kftrain.programs import checkpoint, faults, torch_common
-from kftrain.programs.common import global_batch_size, print_summary, setup_logging, trainer_parser
+from kftrain.programs.common import global_batch_size, print_summary, run, setup_logging, trainer_parser
 from kftrain.programs.global_batch import GlobalOrder, SamplerPosition, check_world_sizes, world_sizes_of_elastic_job
 from kftrain.programs.torch_ddp import DistContext, init_distributed
 
@@ -318,4 +317,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)
