@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kftrain.llm.generate import GenerationSettings, generate
+from kftrain.llm.generate import GenerationSettings, generate, inference
 from kftrain.llm.prompts import IGNORE_INDEX, encode_example
 from kftrain.steps.evaluate.scores import EvaluationError
 
@@ -91,7 +91,7 @@ def response_loss(model: Any, tokenizer: Any, examples: Sequence[Any], *, batch_
     model.eval()
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     longest = int(getattr(model.config, "max_position_embeddings", 0) or 1 << 30)  # cut as training cuts
-    with torch.no_grad():
+    with inference():
         for start in range(0, len(examples), batch_size):
             batch = examples[start : start + batch_size]
             encoded = [encode_example(tokenizer, e.prompt, e.response, longest) for e in batch]

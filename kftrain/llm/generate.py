@@ -4,17 +4,36 @@ writes as its ``generation_config.json`` and what the export's reload check answ
 Decoding is greedy (``do_sample=False``, one beam) up to ``max_new_tokens``, so an evaluation is reproducible and its
 config is recorded beside its metrics. A prompt is encoded as training encodes it
 (:func:`kftrain.llm.prompts.encode_prompt`); the answer is the text of the tokens generated after it, up to the end
-token.
+token. Generation and evaluation's loss run in :func:`inference`: no autograd, few intra-op threads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from kftrain.errors import KftrainError
 from kftrain.llm.prompts import encode_prompt
+
+# The training programs' default (--threads, kftrain.programs.common). A tiny model's matrices are too small to
+# share: on two loaded cores, 2 threads made one forward pass of the embedded model 7x slower than 1 (bench/llm_evaluate.md).
+INFERENCE_THREADS = 1
+
+
+@contextmanager
+def inference(threads: int = INFERENCE_THREADS) -> Iterator[None]:
+    """Torch's inference mode with ``threads`` intra-op threads; the thread count is restored after."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class GenerationError(KftrainError):
@@ -60,7 +79,7 @@ def generate(
     config = settings.config(tokenizer)
     answers: list[str] = []
     model.eval()
-    with torch.no_grad():
+    with inference():
         for start in range(0, len(prompts), batch_size):
             encoded = [encode_prompt(tokenizer, p) for p in prompts[start : start + batch_size]]
             width = max(len(ids) for ids in encoded)

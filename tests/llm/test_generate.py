@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kftrain.llm import tiny
-from kftrain.llm.generate import GenerationError, GenerationSettings, generate
+from kftrain.llm.generate import GenerationError, GenerationSettings, generate, inference
 from testbed.llm_models import MICRO, examples
 
 
@@ -35,3 +35,13 @@ def test_a_padded_batch_answers_as_each_prompt_alone():
     assert batched == alone
     assert all(0 < len(a) <= 6 for a in alone)  # one character per token; the random model never ends at once
     assert generate(model, tokenizer, prompts[:1], settings) == alone[:1]  # greedy: the same again
+
+
+def test_inference_is_without_autograd_on_its_threads_and_restores_the_thread_count():
+    import torch
+
+    before = torch.get_num_threads()
+    with inference(threads=1):
+        assert torch.is_inference_mode_enabled() and not torch.is_grad_enabled()
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before and torch.is_grad_enabled()
