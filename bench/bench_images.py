@@ -239,7 +239,16 @@ def install_raw(image: Image) -> Path:
         (work / ".complete").write_text("\n".join(requirements))
         shutil.rmtree(target, ignore_errors=True)
         work.rename(target)
+    drop_older_keys(target, f"raw-{image.key}-")
     return target
+
+
+def drop_older_keys(target: Path, prefix: str) -> None:
+    """Remove the installs of the same set under other keys: each is GBs, and a changed requirement set would
+    otherwise leave one more on the disk with every change."""
+    for other in CACHE.glob(f"{prefix}*"):
+        if other != target and re.fullmatch(r"[0-9a-f]+", other.name[len(prefix) :]):
+            shutil.rmtree(other, ignore_errors=True)
 
 
 def install(image: Image | str, keep_raw: bool = True) -> Path:
@@ -263,6 +272,7 @@ def install(image: Image | str, keep_raw: bool = True) -> Path:
         work.rename(target)
     if not keep_raw:
         shutil.rmtree(raw, ignore_errors=True)
+    drop_older_keys(target, f"{image.key}-")
     return target
 
 
