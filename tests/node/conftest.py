@@ -22,3 +22,9 @@ def node_cluster() -> Iterator[ControlPlane]:
 def core(node_cluster: ControlPlane) -> Iterator[Any]:
     with node_cluster.api_client() as api_client:
         yield client.CoreV1Api(api_client)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """test_node_host.py first: it starts and stops a node of its own, which must happen before the shared one starts
+    (one node per machine: node_proxy.lock_service_routing)."""
+    items.sort(key=lambda item: not item.nodeid.startswith("tests/node/test_node_host.py"))
