@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 
 from kftrain.backends.local.state import STATE_DIR_ENV
 from kftrain.cli.isolated import _start_time, descendants
+from kftrain.signals import Terminated
 
 SLEEPING_JOB = """
 from kfp import dsl
@@ -99,3 +101,26 @@ def _running(pid: int) -> bool:
     with contextlib.suppress(OSError, IndexError):
         return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] not in ("Z", "X")
     return False
+
+
+STUBBORN_STEP = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+
+
+def test_a_step_that_ignores_the_signal_is_killed_after_the_grace_and_no_later_step_starts() -> None:
+    from kfp.local import subprocess_task_handler as handler
+
+    from kftrain.cli.run_signals import stop_steps_on_signal
+
+    signaller = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
+    started, before = time.monotonic(), signal.getsignal(signal.SIGTERM)
+    with stop_steps_on_signal(grace_s=1.0):
+        signaller.start()
+        with pytest.raises(Terminated) as stopped:
+            handler.run_local_subprocess(["sh", "-c", f'{sys.executable} -c "{STUBBORN_STEP}"'])
+        assert stopped.value.exit_code == 143
+        with pytest.raises(Terminated):  # the next step is not started
+            handler.run_local_subprocess(["sh", "-c", "exit 0"])
+    assert time.monotonic() - started < 30  # the step's own sleep is 600 s: it was killed
+    assert descendants(os.getpid()) == {}
+    assert signal.getsignal(signal.SIGTERM) == before
+    assert handler.run_local_subprocess(["sh", "-c", "exit 0"]) == 0  # KFP's own again, outside the block
