@@ -18,7 +18,8 @@ from kftrain.errors import KftrainError
 from kftrain.llm.prompts import encode_prompt
 
 # The training programs' default (--threads, kftrain.programs.common). A tiny model's matrices are too small to
-# share: on two loaded cores, 2 threads made one forward pass of the embedded model 7x slower than 1 (bench/llm_evaluate.md).
+# share: on two loaded cores, 2 threads made one forward pass of the embedded model 7x slower than 1
+# (bench/llm_evaluate.md).
 INFERENCE_THREADS = 1
 
 
