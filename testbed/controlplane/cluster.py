@@ -294,7 +294,11 @@ def control_plane(
         plane.started_in_s = phases["crds"] = time.monotonic() - began
         if operators or node is not None:
             parts: list[Part] = [
-                ControllerManager(binaries / "kube-controller-manager", apiserver.kubeconfig, apiserver.ca_file)
+                ControllerManager(
+                    binaries / "kube-controller-manager",
+                    apiserver.kubeconfig,
+                    apiserver.ca_file if node is not None else None,
+                )
             ]
             parts += [Operators(operators, operator_bins, apiserver)] if operators else []
             if node is not None:

@@ -13,8 +13,6 @@ from testbed.ports import free_port
 # namespace (deleting one deletes its objects). No node lifecycle controller: the node agent's Node would otherwise be
 # tainted unreachable for a missing kubelet heartbeat (kubernetes@v1.36.3:cmd/kube-controller-manager/names/
 # controller_names.go names them).
-# root-ca-certificate-publisher-controller: the `kube-root-ca.crt` ConfigMap in every namespace, which a pod's
-# ServiceAccount token volume mounts (it needs --root-ca-file: cmd/kube-controller-manager/app/certificates.go:374).
 # persistentvolume-binder-controller: a claim bound to a volume (the node tier's replicas share a hostPath one).
 # endpointslice-controller: a Service's EndpointSlices, which kube-proxy routes by and CoreDNS answers a headless
 # Service's name from (a PyTorchJob's master is found so).
@@ -23,10 +21,15 @@ CONTROLLERS = (
     "garbagecollector",
     "serviceaccount",
     "namespace",
-    "root-ca-certificate-publisher-controller",
     "persistentvolume-binder-controller",
     "endpointslice-controller",
 )
+
+
+# With a real node: the `kube-root-ca.crt` ConfigMap in every namespace, which a pod's ServiceAccount token volume
+# mounts (it needs --root-ca-file: kubernetes@v1.36.3:cmd/kube-controller-manager/app/certificates.go:374). Only then:
+# the other tests count what a namespace holds.
+ROOT_CA_PUBLISHER = "root-ca-certificate-publisher-controller"
 
 
 class ControllerManager(Part):
@@ -36,7 +39,7 @@ class ControllerManager(Part):
     name = "kube-controller-manager"
     processes = ("kube-controller-manager",)
 
-    def __init__(self, binary: Path, kubeconfig: Path, root_ca_file: Path) -> None:
+    def __init__(self, binary: Path, kubeconfig: Path, root_ca_file: Path | None = None) -> None:
         self.binary, self.kubeconfig, self.root_ca_file = binary, kubeconfig, root_ca_file
         self.port = 0
 
@@ -45,12 +48,12 @@ class ControllerManager(Part):
         command = [
             str(self.binary),
             f"--kubeconfig={self.kubeconfig}",
-            f"--controllers={','.join(CONTROLLERS)}",
+            f"--controllers={','.join([*CONTROLLERS, *([ROOT_CA_PUBLISHER] if self.root_ca_file else [])])}",
             "--leader-elect=false",
             "--bind-address=127.0.0.1",
             f"--secure-port={self.port}",
             f"--cert-dir={host.root / self.name}",
-            f"--root-ca-file={self.root_ca_file}",
+            *([f"--root-ca-file={self.root_ca_file}"] if self.root_ca_file else []),
             "--profiling=false",
         ]
         host.spawn(Spec(self.name, command, host.log(self.name)))
