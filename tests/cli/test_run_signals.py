@@ -113,6 +113,8 @@ def test_a_step_that_ignores_the_signal_is_killed_after_the_grace_and_no_later_s
 
     signaller = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
     started, before = time.monotonic(), signal.getsignal(signal.SIGTERM)
+    # What this test process ran before (a session's S3 or MLflow server, under xdist): not the step's.
+    already = descendants(os.getpid())
     with stop_steps_on_signal(grace_s=1.0):
         signaller.start()
         with pytest.raises(Terminated) as stopped:
@@ -121,6 +123,6 @@ def test_a_step_that_ignores_the_signal_is_killed_after_the_grace_and_no_later_s
         with pytest.raises(Terminated):  # the next step is not started
             handler.run_local_subprocess(["sh", "-c", "exit 0"])
     assert time.monotonic() - started < 30  # the step's own sleep is 600 s: it was killed
-    assert descendants(os.getpid()) == {}
+    assert descendants(os.getpid()).items() <= already.items()
     assert signal.getsignal(signal.SIGTERM) == before
     assert handler.run_local_subprocess(["sh", "-c", "exit 0"]) == 0  # KFP's own again, outside the block
