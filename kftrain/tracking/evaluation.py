@@ -32,23 +32,8 @@ def log_evaluation(
     scores["rows"] = float(evaluation.rows)
     if baseline is not None:
         scores.update({f"baseline_{k}": v for k, v in baseline.metrics.items() if math.isfinite(v)})
-    run.log_metrics([(name, value, 0) for name, value in scores.items()])
-    run.set_tags(
-        {
-            "kftrain.step": "evaluate",
-            "kftrain.evaluation.split": evaluation.split,
-            "kftrain.evaluation.task": evaluation.task,
-            "kftrain.evaluation.model_format": evaluation.model_format,
-            "kftrain.gate.metric": decision.metric,
-            "kftrain.gate.score": decision.score,
-            "kftrain.gate.passed": str(bool(decision.passed)).lower(),
-            "kftrain.gate.reason": decision.reason,
-        }
-    )
-    if html:
-        run.log_text(html, f"{FOLDER}/report.html")
-    if markdown:
-        run.log_text(markdown, f"{FOLDER}/report.md")
+    tags = {"kftrain.evaluation.task": evaluation.task, "kftrain.evaluation.model_format": evaluation.model_format}
+    log_verdict(run, scores, {"kftrain.evaluation.split": evaluation.split, **tags}, decision, markdown, html)
     if evaluation.confusion:
         run.log_json({"classes": evaluation.classes, "matrix": evaluation.confusion}, f"{FOLDER}/confusion_matrix.json")
     if evaluation.per_class:
@@ -67,3 +52,25 @@ def _finite(data: Any) -> Any:
     if isinstance(data, list):
         return [_finite(v) for v in data]
     return None if isinstance(data, float) and not math.isfinite(data) else data
+
+
+def log_verdict(
+    run: TaskRun, scores: dict[str, float], tags: dict[str, Any], decision: Any, markdown: str, html: str
+) -> None:
+    """What every evaluation logs: its ``scores`` (at step 0), its ``tags`` with the step's and the gate's
+    ``decision``'s, and its reports under ``evaluation/``."""
+    run.log_metrics([(name, value, 0) for name, value in scores.items()])
+    run.set_tags(
+        {
+            "kftrain.step": "evaluate",
+            **tags,
+            "kftrain.gate.metric": decision.metric,
+            "kftrain.gate.score": decision.score,
+            "kftrain.gate.passed": str(bool(decision.passed)).lower(),
+            "kftrain.gate.reason": decision.reason,
+        }
+    )
+    if html:
+        run.log_text(html, f"{FOLDER}/report.html")
+    if markdown:
+        run.log_text(markdown, f"{FOLDER}/report.md")

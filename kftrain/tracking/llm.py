@@ -27,7 +27,7 @@ from typing import Any
 
 from kftrain.tracking.calls import TrackingError, describe
 from kftrain.tracking.client import TaskRun
-from kftrain.tracking.evaluation import FOLDER
+from kftrain.tracking.evaluation import FOLDER, log_verdict
 
 log = logging.getLogger(__name__)
 MODEL_ARTIFACT = "model"
@@ -43,24 +43,13 @@ def log_language_evaluation(
     scores["rows"] = float(evaluation.rows)
     if base is not None:
         scores.update({f"base_{k}": v for k, v in base.metrics.items() if math.isfinite(v)})
-    run.log_metrics([(name, value, 0) for name, value in scores.items()])
-    run.set_tags(
-        {
-            "kftrain.step": "evaluate",
-            "kftrain.evaluation.split": evaluation.split,
-            "kftrain.evaluation.task": "language",
-            "kftrain.evaluation.task_metric": evaluation.task_metric,
-            "kftrain.evaluation.generation": evaluation.settings.as_dict(),
-            "kftrain.gate.metric": decision.metric,
-            "kftrain.gate.score": decision.score,
-            "kftrain.gate.passed": str(bool(decision.passed)).lower(),
-            "kftrain.gate.reason": decision.reason,
-        }
-    )
-    if html:
-        run.log_text(html, f"{FOLDER}/report.html")
-    if markdown:
-        run.log_text(markdown, f"{FOLDER}/report.md")
+    tags = {
+        "kftrain.evaluation.split": evaluation.split,
+        "kftrain.evaluation.task": "language",
+        "kftrain.evaluation.task_metric": evaluation.task_metric,
+        "kftrain.evaluation.generation": evaluation.settings.as_dict(),
+    }
+    log_verdict(run, scores, tags, decision, markdown, html)
     rows = [dataclasses.asdict(g) for g in evaluation.generations]
     if base is not None:
         for row, before in zip(rows, base.generations, strict=False):
