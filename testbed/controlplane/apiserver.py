@@ -7,6 +7,7 @@ import base64
 import json
 import secrets
 import ssl
+import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,12 +25,26 @@ from testbed.ports import free_port
 ADMIN_USER = "kftrain-admin"
 ADMIN_GROUP = "system:masters"
 
-# Why an address outside this host: the API server publishes its advertise address as the endpoint of the
-# `kubernetes` Service, and endpoint validation refuses a loopback one (kubernetes@v1.36.3:
-# pkg/apis/core/validation/validation.go, "may not be in the loopback range"); left unset it is taken from the
-# host's default route, which a sandbox may lack. 192.0.2.1 is TEST-NET-1 (RFC 5737): nothing is ever there,
-# and nothing here needs the Service (no pod runs).
-ADVERTISE_ADDRESS = "192.0.2.1"
+# The advertised address is published as the endpoint of the `kubernetes` Service, and endpoint validation refuses
+# a loopback one (kubernetes@v1.36.3:pkg/apis/core/validation/validation.go, "may not be in the loopback range").
+# This host's own global address: traffic to it never leaves the machine (left unset, kube-apiserver takes the
+# default route's interface address, the same one, and fails where there is none). Never an address beyond the
+# host: on some machines TEST-NET-1's 192.0.2.1 is the default gateway.
+FALLBACK_ADVERTISE_ADDRESS = "192.0.2.1"  # only where the host has no global address, hence no route to anywhere
+
+
+def advertise_address() -> str:
+    """The host's first global IPv4 address (``ip -4 -o addr show scope global``), else the unroutable fallback."""
+    shown = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True, check=False
+    ).stdout
+    for line in shown.splitlines():
+        fields = line.split()
+        if "inet" in fields:
+            return fields[fields.index("inet") + 1].split("/")[0]
+    return FALLBACK_ADVERTISE_ADDRESS
+
+
 SERVICE_CIDR = "10.0.0.0/24"
 
 # The CRDs are megabytes of YAML: libyaml's loader reads them in a tenth of the pure-Python one's time.
@@ -73,7 +88,7 @@ class APIServer(Part):
             f"--etcd-servers={self.etcd_url}",
             f"--bind-address={self.address}",
             f"--secure-port={port}",
-            f"--advertise-address={ADVERTISE_ADDRESS}",
+            f"--advertise-address={advertise_address()}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             # Given a serving certificate it writes none; the folder is named anyway so that nothing it might
             # write goes to its default, /var/run/kubernetes.
