@@ -116,7 +116,7 @@ def stop_tagged(token: str, *, group: int | None = None, also: Mapping[int, str]
     """SIGKILL the process group ``group``, every process carrying ``token`` and each of ``also`` (PID: start time,
     as :func:`descendants` gives them) that is still that process; the PIDs that were still running (the group's
     leader, when it has not exited, excluded)."""
-    same = [pid for pid, started in (also or {}).items() if _start_time(pid) == started]
+    same = [pid for pid, started in (also or {}).items() if start_time(pid) == started]
     left = sorted({pid for pid in [*tagged_processes(token), *same] if pid != group or _alive(pid)})
     if group is not None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -130,7 +130,7 @@ def stop_tagged(token: str, *, group: int | None = None, also: Mapping[int, str]
     return [pid for pid in left if pid != group]
 
 
-def _start_time(pid: int) -> str:
+def start_time(pid: int) -> str:
     """The start time of ``pid`` (empty when gone): what tells it from a later process given the same PID."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19]

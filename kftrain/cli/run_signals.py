@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-from kftrain.cli.isolated import _start_time, descendants
+from kftrain.cli.isolated import descendants, start_time
 from kftrain.signals import STOP_SIGNALS, Terminated
 
 # How long a signalled step has to stop its job: more than a replica's grace (5 s by default) and the step's own
@@ -74,7 +74,7 @@ class StepStopper:
         """After the grace: SIGKILL every process of the step still running (those it started since included)."""
         left = {**self.step, **self._started_by_step()}
         for pid, started in left.items():
-            if _start_time(pid) == started:
+            if start_time(pid) == started:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
 

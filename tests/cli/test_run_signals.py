@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kftrain.backends.local.state import STATE_DIR_ENV
-from kftrain.cli.isolated import _start_time, descendants
+from kftrain.cli.isolated import descendants, start_time
 from kftrain.signals import Terminated
 
 SLEEPING_JOB = """
@@ -79,11 +79,11 @@ def test_a_signal_to_kftrain_run_ends_its_steps_and_their_job(tmp_path: Path, si
         out, err = run.communicate(timeout=60)
         assert run.returncode == 128 + sig, out + err
         assert err.strip().splitlines()[-1].startswith("[kftrain] terminated"), err
-        left = [pid for pid, started in below.items() if _start_time(pid) == started]
+        left = [pid for pid, started in below.items() if start_time(pid) == started]
         ends = time.monotonic() + 10  # reparented ones may need their new parent to reap them
         while left and time.monotonic() < ends:
             time.sleep(0.1)
-            left = [pid for pid, started in below.items() if _start_time(pid) == started and _running(pid)]
+            left = [pid for pid, started in below.items() if start_time(pid) == started and _running(pid)]
         assert left == [], f"still running after kftrain run ended: {left}"
         records = _records(state)
         assert records and all(r.get("phase") != "Running" for r in records), records
@@ -91,7 +91,7 @@ def test_a_signal_to_kftrain_run_ends_its_steps_and_their_job(tmp_path: Path, si
         with contextlib.suppress(ProcessLookupError):
             os.killpg(run.pid, signal.SIGKILL)
         for pid, started in {**below, **descendants(run.pid)}.items():
-            if _start_time(pid) == started:
+            if start_time(pid) == started:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(pid, signal.SIGKILL) if os.getpgid(pid) == pid else os.kill(pid, signal.SIGKILL)
         run.communicate()
