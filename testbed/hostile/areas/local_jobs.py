@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -19,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from testbed.hostile.bystander import bystander, delete_spares
 from testbed.hostile.case import CLEAR, FINE, WRONG, Case, Launched, Observed, Sandbox
 
 AREA = "local-jobs"
@@ -159,11 +159,6 @@ def _forged(key: str, how: str) -> Callable[[Sandbox], int | None]:
     return run
 
 
-def _bystander(seconds: float) -> subprocess.Popen[bytes]:
-    """A process kftrain did not start, which a record may name as its launcher."""
-    return subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"])
-
-
 def _swapped(key: str, follow: bool) -> Callable[[Sandbox], int]:
     """A running job's record whose work folder (or its logs folder, a log, a replica's name) leads out of it to a
     folder holding a secret: ``kftrain jobs logs`` shows none of it. The launcher is a process that ends in a few
@@ -175,16 +170,9 @@ def _swapped(key: str, follow: bool) -> Callable[[Sandbox], int]:
         (outside / "logs" / "master-0.log").write_text(f"{SECRET}\n")
         (outside / "master-0.log").write_text(f"{SECRET}\n")
         fields = next(s[1] for s in _safety().SWAPPED if s[0] == key)(sb.work, outside)
-        launcher = _bystander(3)
-        try:
-            import psutil
-
-            started = psutil.Process(launcher.pid).create_time()
+        with bystander(3) as (launcher, started):
             _record(sb, "swapped", phase="Running", launcher_pid=launcher.pid, launcher_started=started, **fields)
             return sb.cli("jobs", "logs", "swapped", *(["--follow"] if follow else []))
-        finally:
-            launcher.kill()
-            launcher.wait()
 
     return run
 
@@ -227,20 +215,9 @@ def _not_a_name(verb: str, name: str) -> Callable[[Sandbox], int]:
 def _pid_reused(sb: Sandbox) -> int:
     """A record whose launcher's pid now belongs to another process (its start time differs): ``kftrain jobs delete``
     forgets the record and signals nothing."""
-    bystander = _bystander(60)
-    try:
-        import psutil
-
-        started = psutil.Process(bystander.pid).create_time()
-        _record(sb, "stale", phase="Running", launcher_pid=bystander.pid, launcher_started=started - 3600)
-        code = sb.cli("jobs", "delete", "stale")
-        time.sleep(0.3)
-        if bystander.poll() is not None:
-            raise Observed(WRONG, f"a process that is not the job's launcher was signalled ({bystander.returncode})")
-        return code
-    finally:
-        bystander.kill()
-        bystander.wait()
+    with bystander(60) as (process, started):
+        _record(sb, "stale", phase="Running", launcher_pid=process.pid, launcher_started=started - 3600)
+        return delete_spares(sb, "stale", process, WRONG, "a process that is not the job's launcher was signalled")
 
 
 def _replica_a_path(sb: Sandbox) -> int:

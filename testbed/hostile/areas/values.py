@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from testbed.hostile.bystander import bystander, delete_spares
 from testbed.hostile.case import CLEAR, FINE, LOSS, WRONG, Case, Observed, Sandbox
 
 AREA = "values"
@@ -123,20 +124,9 @@ def _escapes_listed(verb: str) -> Callable[[Sandbox], int]:
 def _forged_running(sb: Sandbox) -> int:
     """A forged Running record naming a live process of the user's (its pid and start time): ``jobs delete`` must
     not signal it."""
-    import psutil
-
-    bystander = subprocess.Popen(["sleep", "60"])
-    try:
-        started = psutil.Process(bystander.pid).create_time()
-        _record(sb, "forged", phase="Running", launcher_pid=bystander.pid, launcher_started=started)
-        code = sb.cli("jobs", "delete", "forged")
-        time.sleep(0.3)
-        if bystander.poll() is not None:
-            raise Observed(LOSS, f"jobs delete signalled the bystander process (it ended {bystander.returncode})")
-        return code
-    finally:
-        bystander.kill()
-        bystander.wait()
+    with bystander(60) as (process, started):
+        _record(sb, "forged", phase="Running", launcher_pid=process.pid, launcher_started=started)
+        return delete_spares(sb, "forged", process, LOSS, "jobs delete signalled the bystander process")
 
 
 def _garbage_while_running(sb: Sandbox) -> int:
