@@ -10,6 +10,7 @@ import pytest
 from kfp import dsl
 
 from kftrain_components.evaluation.evaluate_language_model.component import evaluate_language_model
+from testbed import component_calls
 from testbed.llm_models import examples, write_model
 from testbed.pipeline_harness import executor_output, step
 
@@ -72,11 +73,9 @@ def test_a_given_base_model_is_the_one_compared(tmp_path, finetuned_llm):
     ],
 )
 def test_a_bad_input_fails_the_step_before_anything_is_written(tmp_path, finetuned_llm, capsys, inputs, named):
-    with pytest.raises(SystemExit) as ended:
-        evaluate(tmp_path, *finetuned_llm, **inputs)
-    assert ended.value.code == 2
-    assert named in capsys.readouterr().err
-    assert list(tmp_path.iterdir()) == []
+    component_calls.refused_before_writing(
+        lambda: evaluate(tmp_path, *finetuned_llm, **inputs), tmp_path, capsys, named
+    )
 
 
 def test_a_model_folder_without_its_files_is_one_error(tmp_path, finetuned_llm, capsys):

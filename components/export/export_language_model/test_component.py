@@ -11,18 +11,12 @@ from kfp import dsl
 
 from kftrain import storage
 from kftrain_components.export.export_language_model.component import export_language_model
+from testbed import component_calls
 from testbed.pipeline_harness import executor_output, step
 
 
 def export(folder: Path, model_uri: str, dataset_uri: str, **inputs) -> tuple[dsl.Model, dsl.Artifact]:
-    """export_language_model called as KFP calls it, its outputs under ``folder``; returns them."""
-    exported = dsl.Model(name="exported", uri=str(folder / "exported"), metadata={})
-    service = dsl.Artifact(name="inference_service", uri=str(folder / "isvc"), metadata={})
-    model = dsl.Model(name="model", uri=model_uri, metadata={})
-    export_language_model.python_func(
-        model=model, dataset_uri=dataset_uri, exported=exported, inference_service=service, **inputs
-    )
-    return exported, service
+    return component_calls.export(export_language_model, folder, model_uri, dataset_uri, **inputs)
 
 
 def test_a_lora_model_merged_and_its_inference_service(tmp_path, finetuned_llm, capsys):
@@ -48,11 +42,7 @@ def test_a_lora_model_merged_and_its_inference_service(tmp_path, finetuned_llm, 
     ],
 )
 def test_a_bad_input_fails_the_step_before_anything_is_written(tmp_path, finetuned_llm, capsys, inputs, named):
-    with pytest.raises(SystemExit) as ended:
-        export(tmp_path, *finetuned_llm, **inputs)
-    assert ended.value.code == 2
-    assert named in capsys.readouterr().err
-    assert list(tmp_path.iterdir()) == []
+    component_calls.refused_before_writing(lambda: export(tmp_path, *finetuned_llm, **inputs), tmp_path, capsys, named)
 
 
 def test_a_model_folder_without_its_weights_is_one_error(tmp_path, finetuned_llm, capsys):

@@ -5,24 +5,17 @@ test split before anything is published, and a KServe InferenceService serving i
 
 from pathlib import Path
 
-import pytest
 import yaml
 from kfp import dsl
 
 from kftrain import storage
 from kftrain_components.export.export_model.component import export_model
+from testbed import component_calls
 from testbed.pipeline_harness import executor_output, step
 
 
 def export(folder: Path, model_uri: str, dataset_uri: str, **inputs) -> tuple[dsl.Model, dsl.Artifact]:
-    """export_model called as KFP calls it, its outputs ``exported`` and ``isvc`` under ``folder``; returns them."""
-    exported = dsl.Model(name="exported", uri=str(folder / "exported"), metadata={})
-    service = dsl.Artifact(name="inference_service", uri=str(folder / "isvc"), metadata={})
-    model = dsl.Model(name="model", uri=model_uri, metadata={})
-    export_model.python_func(
-        model=model, dataset_uri=dataset_uri, exported=exported, inference_service=service, **inputs
-    )
-    return exported, service
+    return component_calls.export(export_model, folder, model_uri, dataset_uri, **inputs)
 
 
 def test_a_torchscript_model_to_triton_and_its_inference_service(tmp_path, breast_cancer):
@@ -38,11 +31,10 @@ def test_a_torchscript_model_to_triton_and_its_inference_service(tmp_path, breas
 
 def test_a_bad_model_name_fails_the_step_before_anything_is_written(tmp_path, breast_cancer, capsys):
     model_uri, dataset_uri, _ = breast_cancer
-    with pytest.raises(SystemExit) as ended:
-        export(tmp_path, model_uri, dataset_uri, model_name="Not_A_Name", targets=[], verify_rows=0)
-    assert ended.value.code == 2
-    assert "model_name" in capsys.readouterr().err
-    assert list(tmp_path.iterdir()) == []
+    bad = {"model_name": "Not_A_Name", "targets": [], "verify_rows": 0}
+    component_calls.refused_before_writing(
+        lambda: export(tmp_path, model_uri, dataset_uri, **bad), tmp_path, capsys, "model_name"
+    )
 
 
 @dsl.pipeline
