@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,24 @@ def _master(name: str, command: list[str], policy: str = "OnFailure", backoff: i
 KILLED = 137  # how a kill by the kernel (out of memory) or a preemption ends a container
 
 
+def _exit_code_policy(
+    id: str,
+    name: str,
+    backoff: int,
+    failures: int,
+    phase: JobPhase,
+    failed_runs: int,
+    says: str = "",
+    exit_code: int = KILLED,
+) -> Counted:
+    """A PyTorchJob under restartPolicy ExitCode and ``backoff``, whose master fails ``failures`` times with
+    ``exit_code`` and then succeeds."""
+    manifest = partial(_master, policy="ExitCode", backoff=backoff)
+    return Counted(
+        id, name, manifest, "master", "RANK", {"0": failures}, "succeed", phase, failed_runs, says, exit_code
+    )
+
+
 COUNTED = [
     # Trainer's runtimes leave restartPolicy and backoffLimit unset: JobSet makes the pods OnFailure and the API
     # server the node Job's backoffLimit 6, counted over both nodes' restarts.
@@ -232,43 +251,18 @@ COUNTED = [
     ),
     # ExitCode: training-operator replaces a pod killed by a signal (128-255) with a new one; backoffLimit counts none
     # of them unless it is 0 (its requeue count is always 0), so only the job's deadline ends the restarts.
-    Counted(
-        "pytorchjob-exitcode-kills-uncounted",
-        "pt-kills",
-        lambda name, command: _master(name, command, "ExitCode", 1),
-        "master",
-        "RANK",
-        {"0": 3},
-        "succeed",
-        JobPhase.SUCCEEDED,
-        3,
-        exit_code=KILLED,
-    ),
-    Counted(
-        "pytorchjob-exitcode-limit-zero",
-        "pt-kill-zero",
-        lambda name, command: _master(name, command, "ExitCode", 0),
-        "master",
-        "RANK",
-        {"0": 1},
-        "succeed",
-        JobPhase.FAILED,
-        1,
-        "backoffLimit is 0",
-        exit_code=KILLED,
-    ),
+    _exit_code_policy("pytorchjob-exitcode-kills-uncounted", "pt-kills", 1, 3, JobPhase.SUCCEEDED, 3),
+    _exit_code_policy("pytorchjob-exitcode-limit-zero", "pt-kill-zero", 0, 1, JobPhase.FAILED, 1, "backoffLimit is 0"),
     # The program's own failure (1-127) is not retried under ExitCode, whatever the limit.
-    Counted(
+    _exit_code_policy(
         "pytorchjob-exitcode-own-failure",
         "pt-own",
-        lambda name, command: _master(name, command, "ExitCode", 3),
-        "master",
-        "RANK",
-        {"0": 1},
-        "succeed",
+        3,
+        1,
         JobPhase.FAILED,
         1,
         "master-0 exited with code 3",
+        FAILED_EXIT,
     ),
     # A runtime's JobSet failurePolicy: when a Job fails, JobSet recreates every Job (the whole TrainJob) or fails.
     Counted(

@@ -14,15 +14,7 @@ from kftrain.job.kinds import kind_of
 from kftrain.job.kinds.restarts import Backoff
 from kftrain.job.model import RestartPolicy
 from testbed.local_harness import rep
-from testbed.manifests import (
-    as_yaml,
-    mpijob_v1,
-    mpijob_v2,
-    pytorchjob,
-    replicated_job,
-    training_runtime,
-    trainjob,
-)
+from testbed.manifests import as_yaml, mpijob_v1, mpijob_v2, pytorchjob, replicated_job, training_runtime, trainjob
 
 INT32_MAX = 2**31 - 1
 
