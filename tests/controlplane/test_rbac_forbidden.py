@@ -21,9 +21,30 @@ from testbed.controlplane.rbac_requests import Call, Grant
 pytestmark = suite.MARKS
 
 
+Request = Callable[[client.ApiClient, str], Any]
+JOBS = ("kubeflow.org", "pytorchjobs")
+JOBS_STATUS = ("kubeflow.org", "pytorchjobs/status")
+RUNTIMES = ("trainer.kubeflow.org", "trainingruntimes")
+CLUSTER_RUNTIMES = ("trainer.kubeflow.org", "clustertrainingruntimes")
+
+
+def _custom(grant: Grant, version: str, method: str, *args: Any, where: str | None = "") -> tuple[Grant, Request]:
+    """The grant and a CustomObjectsApi request that needs it: ``method`` on the grant's group and resource (its
+    plural: a subresource's object) at ``version``, in the test's namespace (``where`` empty), in namespace
+    ``where``, or cluster-wide (None), with ``args`` after the plural."""
+    group, resource, _ = grant
+    plural = resource.split("/")[0]
+
+    def request(c: client.ApiClient, ns: str) -> Any:
+        namespace = () if where is None else (where or ns,)
+        return getattr(client.CustomObjectsApi(c), method)(group, version, *namespace, plural, *args)
+
+    return grant, request
+
+
 # What the account must not do, whatever the backend needs: each request, as the account, and the grant it would
 # need. A SubjectAccessReview would ask the same authorizer; making the request shows the refusal itself.
-FORBIDDEN: dict[str, tuple[Grant, Callable[[client.ApiClient, str], Any]]] = {
+FORBIDDEN: dict[str, tuple[Grant, Request]] = {
     "create a pod": (
         ("", "pods", "create"),
         lambda c, ns: client.CoreV1Api(c).create_namespaced_pod(
@@ -61,60 +82,27 @@ FORBIDDEN: dict[str, tuple[Grant, Callable[[client.ApiClient, str], Any]]] = {
             },
         ),
     ),
-    "replace a job": (
-        ("kubeflow.org", "pytorchjobs", "update"),
-        lambda c, ns: client.CustomObjectsApi(c).replace_namespaced_custom_object(
-            "kubeflow.org", "v1", ns, "pytorchjobs", "j", {"metadata": {"name": "j"}}
-        ),
+    "replace a job": _custom(
+        (*JOBS, "update"), "v1", "replace_namespaced_custom_object", "j", {"metadata": {"name": "j"}}
     ),
-    "delete every job": (
-        ("kubeflow.org", "pytorchjobs", "deletecollection"),
-        lambda c, ns: client.CustomObjectsApi(c).delete_collection_namespaced_custom_object(
-            "kubeflow.org", "v1", ns, "pytorchjobs"
-        ),
+    "delete every job": _custom((*JOBS, "deletecollection"), "v1", "delete_collection_namespaced_custom_object"),
+    "change a job's status": _custom(
+        (*JOBS_STATUS, "patch"), "v1", "patch_namespaced_custom_object_status", "j", {"status": {}}
     ),
-    "change a job's status": (
-        ("kubeflow.org", "pytorchjobs/status", "patch"),
-        lambda c, ns: client.CustomObjectsApi(c).patch_namespaced_custom_object_status(
-            "kubeflow.org", "v1", ns, "pytorchjobs", "j", {"status": {}}
-        ),
+    "list TrainingRuntimes": _custom((*RUNTIMES, "list"), "v1alpha1", "list_namespaced_custom_object"),
+    "change a TrainingRuntime": _custom(
+        (*RUNTIMES, "patch"), "v1alpha1", "patch_namespaced_custom_object", "team-torch", {"metadata": {"labels": {}}}
     ),
-    "list TrainingRuntimes": (
-        ("trainer.kubeflow.org", "trainingruntimes", "list"),
-        lambda c, ns: client.CustomObjectsApi(c).list_namespaced_custom_object(
-            "trainer.kubeflow.org", "v1alpha1", ns, "trainingruntimes"
-        ),
+    "delete a TrainingRuntime": _custom(
+        (*RUNTIMES, "delete"), "v1alpha1", "delete_namespaced_custom_object", "team-torch"
     ),
-    "change a TrainingRuntime": (
-        ("trainer.kubeflow.org", "trainingruntimes", "patch"),
-        lambda c, ns: client.CustomObjectsApi(c).patch_namespaced_custom_object(
-            "trainer.kubeflow.org", "v1alpha1", ns, "trainingruntimes", "team-torch", {"metadata": {"labels": {}}}
-        ),
+    "list ClusterTrainingRuntimes": _custom(
+        (*CLUSTER_RUNTIMES, "list"), "v1alpha1", "list_cluster_custom_object", where=None
     ),
-    "delete a TrainingRuntime": (
-        ("trainer.kubeflow.org", "trainingruntimes", "delete"),
-        lambda c, ns: client.CustomObjectsApi(c).delete_namespaced_custom_object(
-            "trainer.kubeflow.org", "v1alpha1", ns, "trainingruntimes", "team-torch"
-        ),
+    "delete a ClusterTrainingRuntime": _custom(
+        (*CLUSTER_RUNTIMES, "delete"), "v1alpha1", "delete_cluster_custom_object", "torch-distributed", where=None
     ),
-    "list ClusterTrainingRuntimes": (
-        ("trainer.kubeflow.org", "clustertrainingruntimes", "list"),
-        lambda c, ns: client.CustomObjectsApi(c).list_cluster_custom_object(
-            "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes"
-        ),
-    ),
-    "delete a ClusterTrainingRuntime": (
-        ("trainer.kubeflow.org", "clustertrainingruntimes", "delete"),
-        lambda c, ns: client.CustomObjectsApi(c).delete_cluster_custom_object(
-            "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "torch-distributed"
-        ),
-    ),
-    "read another namespace's jobs": (
-        ("kubeflow.org", "pytorchjobs", "list"),
-        lambda c, ns: client.CustomObjectsApi(c).list_namespaced_custom_object(
-            "kubeflow.org", "v1", "default", "pytorchjobs"
-        ),
-    ),
+    "read another namespace's jobs": _custom((*JOBS, "list"), "v1", "list_namespaced_custom_object", where="default"),
 }
 
 
