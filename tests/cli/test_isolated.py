@@ -13,18 +13,8 @@ import pytest
 
 from kftrain.cli.isolated import compile_isolated, stop_tagged, tagged_processes
 from kftrain.errors import KftrainError
+from testbed.user_modules import ONE_STEP_PIPELINE as PIPELINE
 
-PIPELINE = """
-from kfp import dsl
-
-@dsl.component(base_image="python:3.11")
-def one() -> int:
-    return 1
-
-@dsl.pipeline(name="mine")
-def mine() -> None:
-    one()
-"""
 PIDS = "pids.txt"  # where a module that starts processes writes their PIDs
 START = f"""
 import subprocess

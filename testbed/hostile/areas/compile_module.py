@@ -11,19 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from testbed.hostile.case import CLEAR, FINE, WRONG, Case, Observed, Refused, Sandbox
+from testbed.user_modules import ONE_STEP_PIPELINE as PIPELINE
 
 AREA = "compile-module"
-PIPELINE = """
-from kfp import dsl
-
-@dsl.component(base_image="python:3.11")
-def one() -> int:
-    return 1
-
-@dsl.pipeline(name="mine")
-def mine() -> None:
-    one()
-"""
 # What the module does at import (before its pipeline).
 EFFECTS = {
     "os._exit(0)": "import os\nos._exit(0)\n",
