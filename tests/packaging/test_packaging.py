@@ -156,29 +156,38 @@ SAVED_MODEL = (
             "from kftrain import storage; storage.exists('s3://bucket/key')",
             "s3://bucket/key: s3:// needs the s3fs package: pip install 'kftrain[s3]'",
         ),
-        (
-            "torch",
-            SAVED_MODEL.format(info={"framework": "pytorch", "architecture": "mlp"}, file="model.pt"),
-            "loading a PyTorch model needs the 'torch' package, which kftrain's [torch] extra installs",
-        ),
-        (
-            "tensorflow,tf_keras",
-            SAVED_MODEL.format(info={"framework": "tensorflow"}, file="saved_model.pb"),
-            "pip install 'kftrain[tf]'",
-        ),
-        (
-            "onnxruntime",
-            SAVED_MODEL.format(info={"format": "onnx"}, file="model.onnx"),
-            "loading an ONNX model needs the 'onnxruntime' package, which kftrain's [onnx] extra installs",
-        ),
-        (
-            "tensorflow,tf_keras,keras",
-            SAVED_MODEL.format(info={"format": "keras"}, file="model.keras"),
-            "loading a Keras model needs the",
-        ),
     ],
 )
 def test_a_step_without_its_extra_fails_naming_the_extra(absent: str, code: str, message: str) -> None:
+    assert_last_error_says(absent, code, message)
+
+
+# Each model format (model.json's fields, its file), the packages it is loaded without and what the error says.
+MODEL_FORMATS = {
+    "torch": (
+        {"framework": "pytorch", "architecture": "mlp"},
+        "model.pt",
+        "loading a PyTorch model needs the 'torch' package, which kftrain's [torch] extra installs",
+    ),
+    "tensorflow,tf_keras": ({"framework": "tensorflow"}, "saved_model.pb", "pip install 'kftrain[tf]'"),
+    "onnxruntime": (
+        {"format": "onnx"},
+        "model.onnx",
+        "loading an ONNX model needs the 'onnxruntime' package, which kftrain's [onnx] extra installs",
+    ),
+    "tensorflow,tf_keras,keras": ({"format": "keras"}, "model.keras", "loading a Keras model needs the"),
+}
+
+
+@pytest.mark.parametrize("absent", list(MODEL_FORMATS))
+def test_loading_a_model_without_its_extra_fails_naming_the_extra(absent: str) -> None:
+    info, file, message = MODEL_FORMATS[absent]
+    assert_last_error_says(absent, SAVED_MODEL.format(info=info, file=file), message)
+
+
+def assert_last_error_says(absent: str, code: str, message: str) -> None:
+    """``code``, run in a Python without the ``absent`` packages, fails and its last line on stderr holds
+    ``message``."""
     proc = subprocess.run(
         [sys.executable, "-c", MISSING_EXTRA, absent, code], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
