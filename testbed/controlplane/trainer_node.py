@@ -28,15 +28,6 @@ TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
-class Credentials:
-    """What a trainer node reads from its env and its mounted files."""
-
-    url: str
-    ca_pem: str
-    token: str
-
-
-@dataclass(frozen=True)
 class Answer:
     code: int
     body: Any  # the decoded JSON, or the text when it is not JSON
@@ -49,6 +40,15 @@ class Answer:
     @property
     def message(self) -> str:
         return str(self.body.get("message", "")) if isinstance(self.body, dict) else str(self.body)
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What a trainer node reads from its env and its mounted files."""
+
+    url: str
+    ca_pem: str
+    token: str
 
 
 def node_credentials(api_client: Any, pod: Pod, container: str | None = None) -> Credentials:
