@@ -70,6 +70,12 @@ def _dest_link(folder: str) -> Case:
     )
 
 
+def _download_theirs(what: str, plant: Callable[[Path], None], where: str) -> Case:
+    """A case: ``plant`` makes ``where`` (beside the state folder) another user's before a download, which refuses
+    it, naming it."""
+    return Case(f"download: {what}", lambda s, victim: plant(s.parent / where), _download, f"../{where}", as_root=True)
+
+
 def _placed_kept_files(folder: Path) -> None:
     """The kept files of the job, their folder another user's (what it holds is theirs to choose)."""
     (folder / "cwd").mkdir(parents=True)
@@ -161,20 +167,8 @@ CASES = [
         _download,
         None,
     ),
-    Case(
-        "download: kept files another user placed",
-        lambda s, victim: _placed_kept_files(s.parent / "kept" / "files"),
-        _download,
-        "../kept/files",
-        as_root=True,
-    ),
-    Case(
-        "download: DEST/files a folder another user made",
-        lambda s, victim: _theirs(s.parent / "dest" / "files"),
-        _download,
-        "../dest/files",
-        as_root=True,
-    ),
+    _download_theirs("kept files another user placed", _placed_kept_files, "kept/files"),
+    _download_theirs("DEST/files a folder another user made", _theirs, "dest/files"),
 ]
 
 
