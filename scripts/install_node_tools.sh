@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what the control-plane fixture's node mode runs beside its kubelet, from Debian only: containerd (the
 # kubelet's container runtime), runc, the CNI plugins (bridge, host-local, loopback), catatonit (the pause
-# image's one file), busybox-static (the PyTorchJob init container's sh and nslookup), iptables (kube-proxy's
+# image's one file), mmdebstrap (the PyTorchJob init container's image: Debian minbase with BIND's nslookup, made
+# from the Debian mirror by testbed/controlplane/node_images.py), iptables (kube-proxy's
 # rules), nftables (`nft`: the node removes the tables iptables-nft created, which iptables cannot), iproute2 (the
 # fixture's bridge), podman (moves the images into containerd; scripts/install_image_tools.sh installs it with the
 # builders). kubelet, kube-scheduler, kube-proxy and CoreDNS are built from Go modules by
@@ -19,7 +20,7 @@ pins=(
     "runc=1.1.5*"
     "containernetworking-plugins=1.1.1*"
     "catatonit=0.1.7*"
-    "busybox-static=1:1.35.0*"
+    "mmdebstrap=1.3.5*"
     "iptables=1.8.9*"
     "nftables=1.0.6*"
     "iproute2=6.1.0*"

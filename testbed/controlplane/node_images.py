@@ -1,16 +1,20 @@
 """Images into the node's containerd from the project's image storage (scripts/lib.sh image_env, where `make
 images` builds them): the pause image every pod sandbox runs, built here from Debian's static ``catatonit``
 (``FROM scratch``, one file), and any image named, moved with ``podman save --format oci-archive`` and ``ctr
-images import``; and the PyTorchJob init container's image, busybox ``FROM scratch``. Nothing is pulled from a registry.
+images import``; and the PyTorchJob init container's image, Debian bookworm's minbase with ``bind9-dnsutils``
+(mmdebstrap from the Debian mirror, kept by the key of its inputs). Nothing is pulled from a registry.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,12 +23,19 @@ from testbed.controlplane.host import ControlPlaneError
 from testbed.controlplane.node_config import PAUSE_IMAGE
 
 CATATONIT = Path("/usr/bin/catatonit")
-BUSYBOX = Path("/bin/busybox")  # Debian's busybox-static
 # The PyTorchJob Workers' init container image (the training-operator's --pytorch-init-container-image): its
-# command is `sh -c '... seq ... nslookup <master> ... sleep 2 ...'` (kubeflow/training-operator@v1.9.0:
-# pkg/controller.v1/pytorch/initcontainer.go:37-46); its default, alpine:3.10, would be pulled.
-INIT_IMAGE = "localhost/kftrain/pytorch-init:busybox-1.35.0"
-INIT_APPLETS = ("sh", "nslookup", "seq", "sleep", "echo")
+# command is `sh -c '... seq ... if nslookup <master>; then ... break ... sleep 2 ...'` (kubeflow/training-operator@
+# v1.9.0:pkg/controller.v1/pytorch/initcontainer.go:37-46); its default, alpine:3.10, would be pulled. Debian's
+# busybox 1.35 nslookup exits 1 once any search domain answers NXDOMAIN, even after the master's name resolved
+# (docs/control-plane-findings.md, N11), so the Worker never started: BIND's nslookup (bind9-dnsutils) exits 0 when
+# the name resolves, as Alpine's did. minbase brings sh, seq and sleep.
+INIT_IMAGE = "localhost/kftrain/pytorch-init:bookworm-dnsutils"
+INIT_PACKAGES = ("bind9-dnsutils",)
+INIT_LABEL = "org.kftrain.inputs"
+# What the image's key reads apt's candidate version of (a security update of any of them builds it again).
+INIT_KEYED_PACKAGES = (*INIT_PACKAGES, "bind9-libs", "libc6", "dash", "coreutils", "base-files")
+DEBIAN_MIRROR = os.environ.get("KFTRAIN_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+DEBIAN_SECURITY = os.environ.get("KFTRAIN_DEBIAN_SECURITY_MIRROR", "http://deb.debian.org/debian-security")
 STORE_CACHE = Path(
     os.environ.get("KFTRAIN_NODE_CACHE")
     or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kftrain/node"
@@ -60,21 +71,62 @@ def ensure_pause_image(env: Mapping[str, str]) -> None:
         subprocess.run(["buildah", "rm", container], env=dict(env), capture_output=True, check=False)
 
 
-def ensure_init_image(env: Mapping[str, str]) -> None:
-    """Build :data:`INIT_IMAGE` unless it is there: busybox, ``FROM scratch``, copied to /bin under the name of each
-    applet the init container runs."""
+def _init_sources() -> list[str]:
+    return [
+        f"deb {DEBIAN_MIRROR} bookworm main",
+        f"deb {DEBIAN_MIRROR} bookworm-updates main",
+        f"deb {DEBIAN_SECURITY} bookworm-security main",
+    ]
+
+
+def _init_mmdebstrap(target: Path) -> list[str]:
+    """mmdebstrap's command: minbase, no recommends, no documentation or translations (they only take room)."""
+    excludes = [f"--dpkgopt=path-exclude=/usr/share/{d}/*" for d in ("man", "doc", "info", "locale")]
+    return [
+        "mmdebstrap",
+        "--quiet",
+        "--variant=minbase",
+        f"--include={','.join(INIT_PACKAGES)}",
+        '--aptopt=APT::Install-Recommends "false"',
+        *excludes,
+        "bookworm",
+        str(target),
+        *_init_sources(),
+    ]
+
+
+def init_image_key() -> str:
+    """The key of the init image's inputs: its recipe, the mirrors, and apt's candidate versions of its packages."""
+    policy = _run(["apt-cache", "policy", *INIT_KEYED_PACKAGES], what="apt-cache policy")
+    versions = [line.split()[-1] for line in policy.splitlines() if "Candidate:" in line]
+    recipe = json.dumps([_init_mmdebstrap(Path("rootfs.tar")), INIT_KEYED_PACKAGES, versions])
+    return hashlib.sha256(recipe.encode()).hexdigest()[:16]
+
+
+def ensure_init_image(env: Mapping[str, str]) -> float:
+    """Build :data:`INIT_IMAGE` unless the storage holds one of the same key; the seconds the build took (0: kept).
+    The root filesystem's tar is made beside the cache and removed once imported."""
+    key = init_image_key()
     if image_exists(INIT_IMAGE, env):
-        return
-    if not BUSYBOX.is_file():
-        raise ControlPlaneError(f"{BUSYBOX} missing: run scripts/install_node_tools.sh")
-    container = _run(["buildah", "from", "scratch"], env).strip()
-    try:
-        for applet in INIT_APPLETS:
-            _run(["buildah", "copy", container, str(BUSYBOX), f"/bin/{applet}"], env)
-        _run(["buildah", "config", "--env", "PATH=/bin", container], env)
-        _run(["buildah", "commit", "--quiet", container, INIT_IMAGE], env, "buildah commit (init image)")
-    finally:
-        subprocess.run(["buildah", "rm", container], env=dict(env), capture_output=True, check=False)
+        have = _run(
+            ["podman", "image", "inspect", "--format", f"{{{{ index .Labels {json.dumps(INIT_LABEL)} }}}}", INIT_IMAGE],
+            env,
+        ).strip()
+        if have == key:
+            return 0.0
+    if shutil.which("mmdebstrap") is None:
+        raise ControlPlaneError("mmdebstrap missing: run scripts/install_node_tools.sh")
+    began = time.monotonic()
+    STORE_CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=STORE_CACHE, prefix=".init-") as work:
+        rootfs = Path(work) / "rootfs.tar"
+        _run(_init_mmdebstrap(rootfs), what="mmdebstrap (init image)")
+        old = image_id(INIT_IMAGE, env) if image_exists(INIT_IMAGE, env) else ""
+        changes = ["ENV PATH=/usr/sbin:/usr/bin:/sbin:/bin", f"LABEL {INIT_LABEL}={key}"]
+        _run(["podman", "import", "--quiet", *[f"--change={c}" for c in changes], str(rootfs), INIT_IMAGE], env)
+    if old and old != image_id(INIT_IMAGE, env):
+        subprocess.run(["podman", "rmi", old], env=dict(env), capture_output=True, check=False)
+    return time.monotonic() - began
 
 
 def lock_store(stack: contextlib.ExitStack) -> Path | None:
