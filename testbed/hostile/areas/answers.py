@@ -49,14 +49,9 @@ def _kubeconfig(sb: Sandbox, url: str) -> None:
 
     import yaml
 
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": url}}],
-        "users": [{"name": "u", "user": {"token": "kube-token-value"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u", "namespace": "ns"}}],
-        "current-context": "x",
-    }
+    from testbed.kubeconfig import kubeconfig
+
+    config = kubeconfig(url, "kube-token-value", namespace="ns")
     path = sb.write("kubeconfig", yaml.safe_dump(config), folder=sb.home)
     os.environ["KUBECONFIG"] = str(path)
 

@@ -16,6 +16,7 @@ from kftrain.cli.app import main
 from kftrain.errors import KftrainError
 from kftrain.retry import RetryPolicy
 from testbed.http_answer import answering
+from testbed.kubeconfig import kubeconfig
 from testbed.ports import refusing_url
 
 SECRET = "s3cr3t-value-in-the-page"
@@ -52,15 +53,7 @@ def server(
 
 
 def configured(case: str, url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str]]:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": url}}],
-        "users": [{"name": "u", "user": {"token": "not-a-secret"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": "ns"}}],
-        "current-context": "c",
-    }
-    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
+    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(kubeconfig(url, "not-a-secret", namespace="ns")))
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)  # a known secret: the quoted answer masks it
