@@ -129,14 +129,9 @@ def run_step(
     pipe = _LauncherPipe(log)
     try:
         # Its own process group, led by the step: the group stands for the launcher's, which the step shares.
+        out = pipe.write_fd  # stdout and stderr both
         process = subprocess.Popen(
-            argv,
-            env=env,
-            cwd=cwd,
-            stdout=pipe.write_fd,
-            stderr=pipe.write_fd,
-            start_new_session=True,
-            preexec_fn=_die_with_the_harness,
+            argv, env=env, cwd=cwd, stdout=out, stderr=out, start_new_session=True, preexec_fn=_die_with_the_harness
         )
     except BaseException:
         os.close(pipe.read_fd)
