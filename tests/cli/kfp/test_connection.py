@@ -20,8 +20,9 @@ from testbed.ports import refusing_url
 
 DEADLINE_S = 3.0  # the request's deadline, short for the test (60 s in use)
 
+Server = Callable[[], contextlib.AbstractContextManager[str]]
 # name: (a server, what the one line says)
-HOSTS: dict[str, tuple[Callable[[], contextlib.AbstractContextManager[str]], str]] = {
+HOSTS: dict[str, tuple[Server, str]] = {
     "trickles a byte every 2 s": (lambda: hostile_server("silent-body"), "no whole answer within 3s"),
     "429 Retry-After 3600": (lambda: hostile_server("throttles"), "HTTP 429"),
     "503 Retry-After 3600": (lambda: hostile_server("retry-after"), "HTTP 503"),
@@ -40,15 +41,21 @@ def hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     yield
 
 
+def submit(server: Server, *options: str) -> tuple[int, str, float]:
+    """``kftrain submit pytorch-digits --host URL [options]`` while ``server`` answers at URL: its exit code, the URL
+    and the seconds it took."""
+    with server() as url:
+        started = time.monotonic()
+        code = main(["submit", "pytorch-digits", "--host", url, *options])
+        return code, url, time.monotonic() - started
+
+
 @pytest.mark.parametrize("host", list(HOSTS))
 def test_submit_to_a_host_that_stalls_or_fails_is_one_line_within_the_deadline(
     host: str, hermetic: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server, said = HOSTS[host]
-    with server() as url:
-        started = time.monotonic()
-        code = main(["submit", "pytorch-digits", "--host", url, "--namespace", "ns"])
-        took = time.monotonic() - started
+    code, url, took = submit(server, "--namespace", "ns")
     out, err = capsys.readouterr()
     errors = [line for line in err.splitlines() if line.startswith("kftrain: error:")]
     assert code != 0 and len(errors) == 1 and "Traceback" not in out + err, out + err
@@ -58,7 +65,7 @@ def test_submit_to_a_host_that_stalls_or_fails_is_one_line_within_the_deadline(
 
 # Without --namespace kfp.Client asks the server's healthz first (its own way: five tries 5 s apart, then a
 # TimeoutError naming no cause); kftrain asks it once.
-HEALTHZ: dict[str, tuple[Callable[[], contextlib.AbstractContextManager[str]], str]] = {
+HEALTHZ: dict[str, tuple[Server, str]] = {
     "401": (lambda: answering(401, "text/plain", b"Unauthorized"), "HTTP 401: Unauthorized (check --token"),
     "500": (lambda: answering(500, "text/plain", b"internal error"), "HTTP 500: internal error"),
     "down": (refusing_url, "Connection refused"),
@@ -70,10 +77,7 @@ def test_a_failing_healthz_is_its_own_cause_in_one_line(
     host: str, hermetic: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server, said = HEALTHZ[host]
-    with server() as url:
-        started = time.monotonic()
-        code = main(["submit", "pytorch-digits", "--host", url])
-        took = time.monotonic() - started
+    code, url, took = submit(server)
     out, err = capsys.readouterr()
     assert code != 0 and "Traceback" not in out + err and "attempt" not in out + err, out + err
     assert (
