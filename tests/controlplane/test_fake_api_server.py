@@ -14,7 +14,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -43,14 +43,11 @@ class Side:
 
     name: str
     api: client.ApiClient
+    custom: client.CustomObjectsApi = field(init=False)
+    core: client.CoreV1Api = field(init=False)
 
-    @property
-    def custom(self) -> client.CustomObjectsApi:
-        return client.CustomObjectsApi(self.api)
-
-    @property
-    def core(self) -> client.CoreV1Api:
-        return client.CoreV1Api(self.api)
+    def __post_init__(self) -> None:
+        self.custom, self.core = client.CustomObjectsApi(self.api), client.CoreV1Api(self.api)
 
 
 @pytest.fixture(scope="session")
