@@ -3,6 +3,7 @@ spawn children; the jobs that run them; and checks of the env contract and of th
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -153,17 +154,23 @@ def _interpreter_sets() -> set[str]:
 
 # What an image gives a clean-env replica before its spec's env (LocalConfig.clean_env), and the one variable the local
 # backend adds to every replica (KFTRAIN_BACKEND=local: kftrain.contract.BACKEND_ENV).
-IMAGE_BASE = (
+_IMAGE_BASE = (
     {"PATH", "HOME", "LANG", "HOSTNAME", "TMPDIR"}  # TMPDIR: each job's replicas get a temporary folder of their own
     | {BACKEND_ENV}
     | {k for k in ("LC_ALL", "TZ") if k in os.environ}
-    | _interpreter_sets()
 )
+
+
+@functools.cache
+def image_base() -> frozenset[str]:
+    """:data:`_IMAGE_BASE` and what the interpreter sets: asked when a test asks, not when the suite is collected
+    (testbed.fixtures imports this module; the probe is a process)."""
+    return frozenset(_IMAGE_BASE | _interpreter_sets())
 
 
 def assert_only_declared(env: dict[str, str], pod: str, *declared: str) -> None:
     """A clean-env replica sees the image's base, what its spec declares, the contract, and nothing else."""
-    assert set(env) - set(contract(env)) - IMAGE_BASE == set(declared), pod
+    assert set(env) - set(contract(env)) - image_base() == set(declared), pod
     assert env["HOSTNAME"] == pod
 
 

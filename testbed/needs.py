@@ -57,3 +57,13 @@ def horovod_frameworks() -> tuple[bool, bool]:
         return False, False
     torch_ok, tf_ok = proc.stdout.split()[-2:]
     return torch_ok == "1", tf_ok == "1"
+
+
+@functools.cache
+def horovod_gloo() -> bool:
+    """Whether the installed Horovod was built with PyTorch and Gloo (elastic horovodrun), asked in a subprocess."""
+    if not installed("horovod"):
+        return False
+    probe = "import horovod.torch as h; print(int(h.gloo_built()))"
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    return proc.returncode == 0 and proc.stdout.strip().endswith("1")

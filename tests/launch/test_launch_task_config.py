@@ -159,20 +159,26 @@ if os.environ["RANK"] == "0":
 """
 
 
-@dsl.pipeline(name="task-config-launch")
-def task_config_launch():
-    """A launch task with its own settings, as a pipeline author writes them."""
-    task = pytorchjob_launch_task_config(
-        image="example.com/train:1",  # a cluster runs every replica from an image
-        command=["python", "-c", WRITE_MODEL],
-        workers=1,
-        storage_secret="mlpipeline-minio-artifact",  # the replicas' credentials for the store
-    )
-    task.set_cpu_limit("1").set_memory_limit("1Gi").set_accelerator_type(GPU).set_accelerator_limit(1)
-    task.set_env_variable("TEAM", "vision")
-    kubernetes.add_node_selector(task, label_key="pool", label_value="gpu")
-    kubernetes.add_toleration(task, key="gpu", operator="Exists", effect="NoSchedule")
-    kubernetes.mount_pvc(task, pvc_name="datasets", mount_path="/data")
+def task_config_launch() -> Any:
+    """Made when the test runs, not at collection: each task setting's call walks the stack (kfp's
+    ``inspect.stack()``), a second or more with the suite's modules loaded."""
+
+    @dsl.pipeline(name="task-config-launch")
+    def pipeline():
+        """A launch task with its own settings, as a pipeline author writes them."""
+        task = pytorchjob_launch_task_config(
+            image="example.com/train:1",  # a cluster runs every replica from an image
+            command=["python", "-c", WRITE_MODEL],
+            workers=1,
+            storage_secret="mlpipeline-minio-artifact",  # the replicas' credentials for the store
+        )
+        task.set_cpu_limit("1").set_memory_limit("1Gi").set_accelerator_type(GPU).set_accelerator_limit(1)
+        task.set_env_variable("TEAM", "vision")
+        kubernetes.add_node_selector(task, label_key="pool", label_value="gpu")
+        kubernetes.add_toleration(task, key="gpu", operator="Exists", effect="NoSchedule")
+        kubernetes.mount_pvc(task, pvc_name="datasets", mount_path="/data")
+
+    return pipeline
 
 
 @pytest.fixture
@@ -190,7 +196,7 @@ def test_a_launch_tasks_settings_reach_the_replicas_on_the_backend(cluster: Any,
     from testbed.kfp_backend.runner import run_pipeline
 
     package = tmp_path / "pipeline.yaml"
-    compiler.Compiler().compile(task_config_launch, str(package))
+    compiler.Compiler().compile(task_config_launch(), str(package))
     run_pipeline(cluster, package, {})
     (job,) = cluster.jobs
     for rtype, pod in pods(job).items():

@@ -4,26 +4,33 @@ program's own output (full weights, or a LoRA adapter with its base) read back t
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-
-pytest.importorskip("peft")
-
-import torch
 
 from kftrain import storage
 from kftrain.contract import WORKSPACE_ENV
 from kftrain.llm import model_io
 from testbed.llm import micro_model
+from testbed.needs import requires
+
+if TYPE_CHECKING:
+    import torch
+
+# PyTorch and PEFT are imported by the tests that run, not at collection (seconds each time: testbed/needs.py).
+pytestmark = requires("peft", "torch")
 
 
 def _logits(model, tok, text: str = "Reverse: abc") -> torch.Tensor:
+    import torch
+
     model.eval()
     with torch.no_grad():
         return model(torch.tensor([tok(text)["input_ids"]])).logits
 
 
 def _lora(model):
+    import torch
     from peft import LoraConfig, get_peft_model
 
     peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
@@ -40,6 +47,8 @@ def tiny_folder(tmp_path: Path) -> Path:
 
 
 def test_s3_prefix_loads_like_the_local_folder(tiny_folder: Path, s3_env: str) -> None:
+    import torch
+
     uri = storage.join(s3_env, "models", "tiny")
     storage.upload(tiny_folder, uri)
     local, tok = model_io.load_model(str(tiny_folder))
@@ -73,6 +82,8 @@ def test_what_is_not_a_model_is_named(uri: str, message: str, tmp_path: Path) ->
 
 
 def test_full_fine_tune_round_trips(tiny_folder: Path, tmp_path: Path) -> None:
+    import torch
+
     model, tok = model_io.load_model(str(tiny_folder))
     with torch.no_grad():
         model.lm_head.weight.mul_(1.5)
@@ -85,6 +96,8 @@ def test_full_fine_tune_round_trips(tiny_folder: Path, tmp_path: Path) -> None:
 
 
 def test_lora_with_embedded_base_is_self_contained(tiny_folder: Path, tmp_path: Path, s3_env: str) -> None:
+    import torch
+
     model, tok = model_io.load_model(str(tiny_folder))
     peft_model = _lora(model)
     expected = _logits(peft_model, tok)
@@ -101,6 +114,8 @@ def test_lora_with_embedded_base_is_self_contained(tiny_folder: Path, tmp_path: 
 
 
 def test_lora_on_a_named_base_loads_that_base(tiny_folder: Path, tmp_path: Path) -> None:
+    import torch
+
     model, tok = model_io.load_model(str(tiny_folder))
     peft_model = _lora(model)
     out = str(tmp_path / "out")
@@ -123,6 +138,8 @@ def test_a_plain_model_folder_is_not_a_finetuned_one(tiny_folder: Path) -> None:
 
 
 def test_a_full_fine_tune_of_a_base_made_at_run_time_keeps_that_base(tiny_folder: Path, tmp_path: Path) -> None:
+    import torch
+
     base, tok = model_io.load_model(str(tiny_folder))
     tuned, _ = model_io.load_model(str(tiny_folder))
     with torch.no_grad():
@@ -137,6 +154,8 @@ def test_a_full_fine_tune_of_a_base_made_at_run_time_keeps_that_base(tiny_folder
 
 
 def test_the_base_of_a_lora_on_a_named_base_is_that_base(tiny_folder: Path, tmp_path: Path) -> None:
+    import torch
+
     model, tok = model_io.load_model(str(tiny_folder))
     expected = _logits(model, tok)
     out = str(tmp_path / "out")

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-pytest.importorskip("transformers")
-
-import torch
-
 from kftrain.llm import model_io, tiny
 from testbed.llm import MICRO_SHAPE, micro_model, texts
+from testbed.needs import requires
+
+# PyTorch and Transformers are imported by the tests that run, not at collection (testbed/needs.py).
+pytestmark = requires("transformers", "torch")
 
 
 def test_tokenizer_round_trips_characters_with_bos_in_front() -> None:
@@ -37,6 +35,8 @@ def test_default_model_has_a_few_million_parameters() -> None:
 
 
 def test_same_seed_same_weights() -> None:
+    import torch
+
     tok = tiny.build_tokenizer(texts())
     a, b = (tiny.build_model(tok, 3, **MICRO_SHAPE) for _ in range(2))
     c = tiny.build_model(tok, 4, **MICRO_SHAPE)
@@ -45,6 +45,8 @@ def test_same_seed_same_weights() -> None:
 
 
 def test_saved_model_reloads_through_load_model(tmp_path: Path) -> None:
+    import torch
+
     folder = micro_model(tmp_path / "tiny")
     assert (folder / "model.safetensors").is_file() and (folder / "config.json").is_file()
     model, tok = model_io.load_model(str(folder))

@@ -9,19 +9,23 @@ import json
 import re
 import shutil
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pytest
-
-pytest.importorskip("peft")
-
-import torch
 
 from kftrain import storage
 from kftrain.llm import model_io, synthetic
 from kftrain.llm.instructions import Example, Split, publish
 from kftrain.metrics import parse_line
-from kftrain.programs import hf_finetune
 from testbed.llm import MICRO_SHAPE, micro_model
+from testbed.needs import requires
+
+if TYPE_CHECKING:
+    import torch
+
+# The program imports PyTorch at its top: it is imported by the tests that run, not at collection (testbed/needs.py).
+pytestmark = requires("peft", "torch")
 
 MICRO = ",".join(f"{k}={v}" for k, v in MICRO_SHAPE.items())
 
@@ -43,7 +47,16 @@ def _weights(uri: str) -> dict[str, torch.Tensor]:
 
 
 def _close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], atol: float) -> bool:
+    import torch
+
     return a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=atol) for k in a)
+
+
+@pytest.fixture(scope="module")
+def hf_finetune() -> ModuleType:
+    from kftrain.programs import hf_finetune
+
+    return hf_finetune
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +64,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> str:
     return _dataset(tmp_path_factory.mktemp("llm") / "dataset")
 
 
-def test_lora_run_reports_metrics_and_writes_a_self_contained_model(dataset, tmp_path, capsys) -> None:
+def test_lora_run_reports_metrics_and_writes_a_self_contained_model(hf_finetune, dataset, tmp_path, capsys) -> None:
     assert hf_finetune.main(_args(dataset, tmp_path / "model", "--method", "lora")) == 0
     lines = [parsed for line in capsys.readouterr().out.splitlines() if (parsed := parse_line(line))]
     assert lines[0] == ("total", {"step": 8.0})  # 64 rows / 16 per step x 2 epochs
@@ -66,7 +79,7 @@ def test_lora_run_reports_metrics_and_writes_a_self_contained_model(dataset, tmp
     assert info["metrics"]["steps"] == 8 and info["metrics"]["eval_loss"] > 0
 
 
-def test_full_run_on_a_base_model_from_s3(dataset, tmp_path, s3_env) -> None:
+def test_full_run_on_a_base_model_from_s3(hf_finetune, dataset, tmp_path, s3_env) -> None:
     base = storage.join(s3_env, "base")
     storage.upload(micro_model(tmp_path / "base"), base)
     out = storage.join(s3_env, "finetuned")
@@ -77,7 +90,7 @@ def test_full_run_on_a_base_model_from_s3(dataset, tmp_path, s3_env) -> None:
     assert not _close(tuned.state_dict(), start.state_dict(), atol=1e-4)  # trained, not copied
 
 
-def test_the_global_batch_not_the_micro_batch_decides_what_is_trained(dataset, tmp_path) -> None:
+def test_the_global_batch_not_the_micro_batch_decides_what_is_trained(hf_finetune, dataset, tmp_path) -> None:
     one = tmp_path / "one"
     four = tmp_path / "four"
     hf_finetune.main(_args(dataset, one, "--method", "full", "--batch-size", "16"))
@@ -85,7 +98,11 @@ def test_the_global_batch_not_the_micro_batch_decides_what_is_trained(dataset, t
     assert _close(_weights(str(one)), _weights(str(four)), atol=1e-4)
 
 
-def test_a_resume_from_a_checkpoint_trains_what_an_uninterrupted_run_does(dataset, tmp_path, caplog) -> None:
+def test_a_resume_from_a_checkpoint_trains_what_an_uninterrupted_run_does(
+    hf_finetune, dataset, tmp_path, caplog
+) -> None:
+    import torch
+
     whole, ckpt = tmp_path / "whole", tmp_path / "ckpt"
     flags = ("--checkpoint-every-steps", "2", "--checkpoint-every-epochs", "0", "--keep-checkpoints", "10")
     hf_finetune.main(_args(dataset, whole, "--checkpoint-dir", str(ckpt), *flags))
@@ -108,14 +125,14 @@ def test_a_resume_from_a_checkpoint_trains_what_an_uninterrupted_run_does(datase
         (["--max-length", "0"], "--max-length: must be >= 1"),
     ],
 )
-def test_bad_flags_are_named_before_anything_runs(flags, message, tmp_path, capsys) -> None:
+def test_bad_flags_are_named_before_anything_runs(hf_finetune, flags, message, tmp_path, capsys) -> None:
     with pytest.raises(SystemExit):
         hf_finetune.parse_args(["--dataset", "d", "--model-dir", str(tmp_path / "m"), *flags])
     assert message in capsys.readouterr().err
     assert not (tmp_path / "m").exists()
 
 
-def test_a_missing_base_model_is_named(dataset, tmp_path) -> None:
+def test_a_missing_base_model_is_named(hf_finetune, dataset, tmp_path) -> None:
     with pytest.raises(model_io.ModelLoadError, match="absent: no model folder there"):
         hf_finetune.main(_args(dataset, tmp_path / "m", "--model-uri", str(tmp_path / "absent")))
     assert not (tmp_path / "m").exists()
@@ -140,7 +157,7 @@ def _pytorchjob(name: str, args: list[str], env: dict[str, str]):
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_two_replicas_lose_one_resume_and_train_what_one_process_does(dataset, tmp_path) -> None:
+def test_two_replicas_lose_one_resume_and_train_what_one_process_does(hf_finetune, dataset, tmp_path) -> None:
     from kftrain.backends import LocalBackend, LocalConfig
 
     flags = ["--checkpoint-dir", str(tmp_path / "ckpt"), "--checkpoint-every-steps", "2",
@@ -165,7 +182,7 @@ def test_two_replicas_lose_one_resume_and_train_what_one_process_does(dataset, t
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-def test_the_embedded_tiny_model_learns_the_synthetic_task(tmp_path) -> None:
+def test_the_embedded_tiny_model_learns_the_synthetic_task(hf_finetune, tmp_path) -> None:
     """The embedded default's promise: the base model's exact match well under 0.1, the fine-tuned one's well over
     0.8 on held-out prompts (figures and time: bench/bench_llm_finetune.py)."""
     from kftrain.llm.evaluate import evaluate_language_model

@@ -4,8 +4,6 @@ MLflow's server refuses is refused here, each it takes is taken."""
 from __future__ import annotations
 
 import pytest
-from mlflow.exceptions import MlflowException
-from mlflow.utils.validation import _validate_model_name
 
 from kftrain.errors import JobSpecError
 from kftrain.tracking.export import check_model_name
@@ -16,6 +14,9 @@ ACCEPTED = ["digits", "digits-v2", "my.model", "a..b", "x.", "mine_1", ".hidden"
 
 @pytest.mark.parametrize("name", REFUSED)
 def test_a_name_mlflow_refuses_is_refused_first(name: str) -> None:
+    from mlflow.exceptions import MlflowException  # MLflow is imported when a test runs, not at collection (seconds)
+    from mlflow.utils.validation import _validate_model_name
+
     with pytest.raises(MlflowException):
         _validate_model_name(name)  # the rule this follows (mlflow-skinny, pinned in constraints.txt)
     with pytest.raises(JobSpecError, match="register_model"):
@@ -24,6 +25,8 @@ def test_a_name_mlflow_refuses_is_refused_first(name: str) -> None:
 
 @pytest.mark.parametrize("name", ACCEPTED)
 def test_a_name_mlflow_takes_is_taken(name: str) -> None:
+    from mlflow.utils.validation import _validate_model_name
+
     _validate_model_name(name)
     check_model_name(name)
 

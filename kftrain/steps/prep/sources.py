@@ -22,7 +22,6 @@ with requires("data", "data prep"):
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.csv as pacsv
-    import pyarrow.dataset as ds
     import pyarrow.fs as pafs
 
 from kftrain import storage
@@ -222,8 +221,17 @@ def check_file(f: SourceFile, fmt: str, fs: Any) -> None:
         )
 
 
+def _ds() -> Any:
+    """pyarrow.dataset, imported when a source is read: it imports pandas (about a second), which importing this
+    module (the prep step's package, every test of it) does not need."""
+    with requires("data", "data prep"):
+        import pyarrow.dataset as ds
+    return ds
+
+
 def file_format(fmt: str, csv_types: dict[str, pa.DataType] | None, names: list[str] | None = None) -> Any:
     """The pyarrow file format: CSV columns all text (``csv_types`` None: the first pass) or with the given types."""
+    ds = _ds()
     if fmt == PARQUET:
         # No pre-buffering: it keeps a whole file's column chunks in memory while it is scanned.
         return ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False))
@@ -251,6 +259,7 @@ def short(exc: BaseException) -> str:
 
 def dataset(source: Source, csv_types: dict[str, pa.DataType] | None) -> Any:
     """The source's files as one pyarrow dataset: hive partitions discovered, schemas unified (or an error)."""
+    ds = _ds()
     names = None
     if source.format == CSV and csv_types is None:
         columns: dict[str, None] = {}  # ordered, and linear in the number of columns
@@ -275,6 +284,7 @@ def dataset(source: Source, csv_types: dict[str, pa.DataType] | None) -> Any:
 
 def _check_partitions(source: Source, data: Any) -> None:
     """A folder ``a=1`` over files that have a column ``a`` too: the folder's value would replace the file's."""
+    ds = _ds()
     for fragment in data.get_fragments():
         keys = ds.get_partition_keys(fragment.partition_expression)
         if not keys:
@@ -385,6 +395,7 @@ def _refuse_repeated_header(name: str, offset: int, batch: pa.RecordBatch, physi
 
 def missing_columns(source: Source, schema: Any) -> dict[str, list[str]]:
     """Columns of the dataset that a file does not have (read as nulls), by file."""
+    ds = _ds()
     if source.table is not None:
         return {}
     out: dict[str, list[str]] = {}

@@ -30,6 +30,7 @@ from kftrain.job import TrainingJob, load_manifest
 from kftrain.steps.evaluate import evaluate_model
 from kftrain.steps.prep import prepare_dataset
 from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
+from testbed import needs
 from testbed.launch_harness import kfp_outputs
 
 pytestmark = [
@@ -125,7 +126,7 @@ def elastic_job(name: str, dataset: str, out: Path, env: dict[str, str]):
 
 def plans(log: str) -> dict[int, tuple[int, int, int, float]]:
     """World size -> (global batch, accumulation, micro-batch, lr), from the trainer's plan lines."""
-    found = {}
+    found: dict[int, tuple[int, int, int, float]] = {}
     for world, glob, accum, micro, lr in re.findall(
         r"world size (\d+): global batch (\d+) = \d+ process\(es\) x (\d+) micro-batch\(es\) of (\d+); "
         r"lr (\S+) for the global batch",
@@ -270,21 +271,14 @@ def horovod_elastic_manifest(name: str, trainer_args: list[str], env: dict[str, 
     }  # fmt: skip
 
 
-def _horovod_gloo() -> bool:
-    import importlib.util
-    import subprocess
-
-    if importlib.util.find_spec("horovod") is None:
-        return False
-    probe = "import horovod.torch as h; print(int(h.gloo_built()))"
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    return proc.returncode == 0 and proc.stdout.strip().endswith("1")
+@pytest.fixture(scope="session")
+def horovod_gloo() -> None:
+    """Probed when the test runs (a subprocess that imports PyTorch), not at collection."""
+    if not needs.horovod_gloo():
+        pytest.skip("Horovod with PyTorch and Gloo not installed (scripts/build_horovod.sh)")
 
 
-@pytest.mark.skipif(
-    not _horovod_gloo(), reason="Horovod with PyTorch and Gloo not installed (scripts/build_horovod.sh)"
-)
-def test_horovod_elastic_mpijob_loses_a_worker_and_admits_a_new_one(dataset, tmp_path, crd_schemas):
+def test_horovod_elastic_mpijob_loses_a_worker_and_admits_a_new_one(horovod_gloo, dataset, tmp_path, crd_schemas):
     hold = tmp_path / "hold"
     hold.write_text("40")
     args = [
