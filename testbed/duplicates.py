@@ -6,7 +6,7 @@ shape: a name that is not a keyword, a string and a number each one symbol, keyw
 Windows of six consecutive shapes are hashed; equal windows on the same diagonal of two places merge into a maximal
 run. A window found in more than eight places is an idiom, not a copy; a pair is boilerplate when most of its lines
 are thin (``else:``, ``return x``, ``name=name,``: at most one name or value, or two with punctuation alone) or when
-it is a table (fewer distinct shapes than half its lines). One pass over the tokens, one over the windows: linear.
+it is a table (no more distinct shapes than half its lines). One pass over the tokens, one over the windows: linear.
 Run ``python -m testbed.duplicates`` for the tree's list.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 MIN_LINES = 6
 # A run found in more places is a common idiom; the duplicates tool of the development machine leaves these out too.
 MOST_PLACES = 8
-# A pair is boilerplate above this share of thin lines, or below this share of distinct shapes (a table, a list).
+# A pair is boilerplate above this share of thin lines, or at or below this share of distinct shapes (a table).
 THIN_SHARE = 0.5
 VARIETY = 0.5
 # A thin line: this many names or values at the most, or MAX_PLAIN_ATOMS where its operators are PUNCTUATION alone.
@@ -187,7 +187,7 @@ def run_pair(files: dict[str, list[Line]], a: str, b: str, span: tuple[int, int]
     lines_b = files[b][first + offset : last + offset + 1]
     identical = all(x.text == y.text for x, y in zip(lines_a, lines_b, strict=True))
     thin = sum(1 for x, y in zip(lines_a, lines_b, strict=True) if x.thin and y.thin)
-    varied = len({line.shape for line in lines_a}) >= VARIETY * len(lines_a)
+    varied = len({line.shape for line in lines_a}) > VARIETY * len(lines_a)
     return Pair(
         a=a,
         a_lines=(lines_a[0].number, lines_a[-1].number),

@@ -95,6 +95,15 @@ def test_a_table_of_one_shape_is_boilerplate() -> None:
     assert pairs_of(a=table, b=table.replace("SIZES", "OTHER")) == []
 
 
+def test_a_table_after_two_lines_of_code_is_still_a_table() -> None:
+    """Six lines of three shapes (a return, a dict's head, four rows alike): half distinct is a table."""
+    rows = "".join(f'    "{name}": (handler_{name}, "what it says"),\n' for name in "abcd")
+    table = "    return run\n\n\nCASES = {\n" + rows + "}\n"
+    assert pairs_of(a="def f():\n" + table, b="def g():\n" + table.replace("CASES", "OTHER")) == []
+    found = find_pairs({"a": kept_lines("def f():\n" + table), "b": kept_lines("def g():\n" + table)})
+    assert [pair.boilerplate for pair in found] == [True]
+
+
 def test_scan_names_files_relative_to_the_root(tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "one.py").write_text(BODY)
