@@ -11,12 +11,14 @@ import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from testbed.reference import REPO
 
 
-@dataclass(frozen=True)
-class Instruction:
+class Instruction(NamedTuple):
+    """One instruction: the line it starts on, its keyword (upper case) and its arguments, continuations joined."""
+
     line: int
     keyword: str
     args: str
