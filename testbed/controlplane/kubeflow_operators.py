@@ -73,12 +73,16 @@ class Operator:
     ca_name: str = ""
     # Operators that must run first (Trainer creates JobSets).
     needs: tuple[str, ...] = ()
-    # The ServiceAccount its release's Deployment runs as (with the release's namePrefix), and the roles the release
-    # binds it to.
+    # The ServiceAccount its release's Deployment runs as (with the release's namePrefix; empty: one named as the
+    # operator is), and the roles the release binds it to.
     service_account: str = ""
     roles: tuple[RoleFile, ...] = ()
     # How long to wait for it to exit after SIGTERM before SIGKILL; None: the control plane's default.
     stop_wait_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.service_account:
+            object.__setattr__(self, "service_account", self.name)
 
     @property
     def serves_webhooks(self) -> bool:
@@ -110,8 +114,7 @@ OPERATORS: dict[str, Operator] = {
             secret="training-operator-webhook-cert",
             service="training-operator",
             ca_name="training-operator-ca",
-            # manifests/base/rbac/service-account.yaml, cluster-role-binding.yaml
-            service_account="training-operator",
+            # manifests/base/rbac/service-account.yaml (training-operator), cluster-role-binding.yaml
             roles=(RoleFile("manifests/base/rbac/role.yaml", "training-operator"),),
         ),
         Operator(
@@ -120,9 +123,8 @@ OPERATORS: dict[str, Operator] = {
             # lock-namespace); it has no webhook.
             namespace="mpi-operator",
             crds=("manifests/base/kubeflow.org_mpijobs.yaml",),
-            # manifests/base/service-account.yaml, cluster-role-binding.yaml (the file's other two ClusterRoles are
-            # for users, aggregated into admin and edit)
-            service_account="mpi-operator",
+            # manifests/base/service-account.yaml (mpi-operator), cluster-role-binding.yaml (the file's other two
+            # ClusterRoles are for users, aggregated into admin and edit)
             roles=(RoleFile("manifests/base/cluster-role.yaml", "mpi-operator"),),
         ),
         Operator(
