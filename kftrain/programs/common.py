@@ -12,6 +12,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -161,6 +162,15 @@ def print_summary(identity: dict[str, Any], metrics: dict[str, float]) -> None:
 
 
 _totals_said: set[int] = set()
+
+
+def torch_main(train: Callable[[], dict[str, float]]) -> int:
+    """A torchrun trainer's ``main``: logging set up, ``train`` run, then the summary line with the rank torchrun
+    (or the operator) gives this process (``RANK``, 0 alone)."""
+    setup_logging()
+    metrics = train()
+    print_summary({"rank": int(os.environ.get("RANK", "0"))}, metrics)
+    return 0
 
 
 def horovod_main(train: Callable[[], dict[str, float]], hvd_module: str) -> int:

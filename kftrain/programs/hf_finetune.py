@@ -33,7 +33,7 @@ from kftrain.llm import model_io, prompts, tiny
 from kftrain.llm.batches import Encoded, token_loss_sum
 from kftrain.llm.instructions import read_split
 from kftrain.programs import checkpoint, faults, torch_common
-from kftrain.programs.common import global_batch_size, print_summary, run, setup_logging, trainer_parser
+from kftrain.programs.common import global_batch_size, run, torch_main, trainer_parser
 from kftrain.programs.global_batch import GlobalOrder, SamplerPosition, check_world_sizes, world_sizes_of_elastic_job
 from kftrain.programs.torch_ddp import DistContext, init_distributed
 
@@ -310,10 +310,7 @@ def _finish(
 
 
 def main(argv: list[str] | None = None) -> int:
-    setup_logging()
-    result = train(parse_args(argv))
-    print_summary({"rank": int(os.environ.get("RANK", "0"))}, result)
-    return 0
+    return torch_main(lambda: train(parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from torch.nn.parallel import DistributedDataParallel
 from kftrain.data.dataset import load_split, read_info
 from kftrain.models.pytorch import MLP, MLPConfig, write_model
 from kftrain.programs import checkpoint, faults, torch_common
-from kftrain.programs.common import global_batch_size, print_summary, report_epoch, run, setup_logging, trainer_parser
+from kftrain.programs.common import global_batch_size, report_epoch, run, torch_main, trainer_parser
 from kftrain.programs.global_batch import GlobalOrder, SamplerPosition, check_world_sizes, world_sizes_of_elastic_job
 
 log = logging.getLogger("kftrain.trainer")
@@ -168,10 +168,7 @@ def train(args: argparse.Namespace) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    setup_logging()
-    metrics = train(parse_args(argv))
-    print_summary({"rank": int(os.environ.get("RANK", "0"))}, metrics)
-    return 0
+    return torch_main(lambda: train(parse_args(argv)))
 
 
 if __name__ == "__main__":
