@@ -144,3 +144,18 @@ def test_the_launch_step_runs_a_pytorchjob_on_the_node(core: Any, shared: Path) 
     job = master.metadata.labels["training.kubeflow.org/job-name"]
     assert (env["MASTER_ADDR"], env["WORLD_SIZE"], env["RANK"]) == (f"{job}-master-0", "1", "0"), env
     assert (shared / "run-1" / "model" / "rank-0.txt").read_text() == "alone"
+
+
+def test_the_launch_step_runs_a_master_and_a_worker_that_finds_it_by_name(
+    core: Any, shared: Path, init_operator: None
+) -> None:
+    """With a Worker: its init-pytorch (the node's init image) ends once the Master's name resolves, and the Worker
+    then reaches the Master by that name over the pod network."""
+    _run_step(core, "launch-2", "run-2", workers=1)
+    master, worker = _job_pod(core, "run-2", "-master-0"), _job_pod(core, "run-2", "-worker-0")
+    (init,) = worker.status.init_container_statuses
+    assert (init.name, init.state.terminated.exit_code) == ("init-pytorch", 0), init
+    assert worker.status.phase == master.status.phase == "Succeeded"
+    model = shared / "run-2" / "model"
+    assert (model / "rank-0.txt").read_text() == f"worker 1 via {master.status.pod_ip}"
+    assert (model / "rank-1.txt").read_text() == "master"

@@ -20,7 +20,7 @@ from kftrain import images
 from testbed.controlplane import node_pods, node_s3
 from testbed.controlplane.cluster import ControlPlane
 from testbed.controlplane.node import Node
-from testbed.controlplane.node_images import INIT_IMAGE, containerd_images, image_exists, import_images
+from testbed.controlplane.node_images import containerd_images, image_exists, import_images
 from testbed.dockerfiles import image_env
 from testbed.s3_server import ACCESS_KEY, SECRET_KEY, MotoServer, boto3_client
 
@@ -59,13 +59,6 @@ def pytorch_image(node_cluster: ControlPlane) -> str:
     took = import_images(node.paths.socket, [ref], env, node.paths.root / "images", node.store)
     print(f"{ref} in the node ({took[ref]:.1f} s)")
     return ref
-
-
-@pytest.fixture(scope="module")
-def operator(node_cluster: ControlPlane) -> Iterator[None]:
-    """The training-operator with the init image in the node (its default, alpine:3.10, cannot be pulled)."""
-    with node_cluster.operator_redeployed("training-operator", [f"--pytorch-init-container-image={INIT_IMAGE}"], {}):
-        yield
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +126,7 @@ def _delete(custom: Any, core: Any, name: str) -> None:
 
 
 def test_init_pytorch_waits_for_the_masters_name_then_ends(
-    node_cluster: ControlPlane, core: Any, operator: None
+    node_cluster: ControlPlane, core: Any, init_operator: None
 ) -> None:
     """The Master's image is absent at first (ErrImageNeverPull: never Ready, so its headless Service has no
     address and its name is NXDOMAIN): the Worker's init-pytorch keeps waiting. The Master's image is then set to one
@@ -169,7 +162,7 @@ def test_init_pytorch_waits_for_the_masters_name_then_ends(
 
 
 def test_a_two_replica_pytorchjob_trains_with_ddp_and_writes_the_model_to_s3(
-    node_cluster: ControlPlane, core: Any, operator: None, pytorch_image: str, s3: tuple[str, dict[str, str]]
+    node_cluster: ControlPlane, core: Any, init_operator: None, pytorch_image: str, s3: tuple[str, dict[str, str]]
 ) -> None:
     from kftrain.steps.prep import prepare_dataset
 
