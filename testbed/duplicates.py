@@ -32,7 +32,6 @@ MAX_THIN_ATOMS = 1
 MAX_PLAIN_ATOMS = 2
 PUNCTUATION = {",", ":", "(", ")", "[", "]", "{", "}", "=", ";"}
 TREE_FOLDERS = ("kftrain", "components", "pipelines", "testbed", "tests", "bench", "examples", "containers", "scripts")
-ATOMS = {token.NAME, token.STRING, token.NUMBER}
 # Python 3.12 splits an f-string into parts (tokenize's FSTRING_START ... FSTRING_END); the whole is one string.
 FSTRING_START = getattr(token, "FSTRING_START", None)
 FSTRING_END = getattr(token, "FSTRING_END", None)
@@ -70,66 +69,67 @@ class Pair:
         return " ".join([row, *notes])
 
 
-def atom(tok: tokenize.TokenInfo) -> str | None:
-    """The symbol a token stands as in a line's shape; None for tokens that are no part of it."""
-    if tok.type == token.NAME:
-        return tok.string if keyword.iskeyword(tok.string) else "N"
-    if tok.type == token.STRING:
-        return "S"
-    if tok.type == token.NUMBER:
-        return "0"
-    if tok.type in SKIPPED:
-        return None
-    return tok.string
+# A token as a line's shape reads it: (its row, its text, its symbol, its kind).
+Token = tuple[int, str, str, int]
+ATOM, KEYWORD, OPERATOR, OTHER = range(4)
 
 
-def statements(source: str) -> Iterator[list[tokenize.TokenInfo]]:
-    """The tokens of each logical line (statement), white space and comments left out."""
-    tokens: list[tokenize.TokenInfo] = []
+def statements(source: str) -> Iterator[list[Token]]:
+    """The tokens of each logical line (statement), white space and comments left out; a name that is not a
+    keyword stands as ``N``, a string as ``S``, a number as ``0``."""
+    tokens: list[Token] = []
     depth = 0
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type == FSTRING_START:
-            depth += 1
-            if depth == 1:
-                tokens.append(tok._replace(type=token.STRING))
-        elif tok.type == FSTRING_END:
-            depth -= 1
-        elif depth:
-            continue
-        elif tok.type in (token.NEWLINE, token.ENDMARKER):
+    for kind, text, (row, _), _, _ in tokenize.generate_tokens(io.StringIO(source).readline):
+        if depth or kind in (FSTRING_START, FSTRING_END):
+            if kind == FSTRING_START:
+                depth += 1
+                if depth == 1:
+                    tokens.append((row, text, "S", ATOM))
+            elif kind == FSTRING_END:
+                depth -= 1
+        elif kind == token.NAME:
+            tokens.append((row, text, text, KEYWORD) if keyword.iskeyword(text) else (row, text, "N", ATOM))
+        elif kind == token.OP:
+            tokens.append((row, text, text, OPERATOR))
+        elif kind == token.STRING:
+            tokens.append((row, text, "S", ATOM))
+        elif kind == token.NUMBER:
+            tokens.append((row, text, "0", ATOM))
+        elif kind == token.NEWLINE or kind == token.ENDMARKER:
             if tokens:
                 yield tokens
             tokens = []
-        elif tok.type not in SKIPPED:
-            tokens.append(tok)
+        elif kind not in SKIPPED:
+            tokens.append((row, text, text, OTHER))
     if tokens:
         yield tokens
 
 
-def passed_over(tokens: list[tokenize.TokenInfo]) -> bool:
+def passed_over(tokens: list[Token]) -> bool:
     """A docstring or any string-only statement, an import, or a signature (``def``, ``class``, a decorator)."""
-    first = tokens[0]
-    if first.string in ("import", "from", "def", "class", "@") or [t.string for t in tokens[:2]] == ["async", "def"]:
+    first = tokens[0][1]
+    if first in ("import", "from", "def", "class", "@") or (first == "async" and tokens[1:2] and tokens[1][1] == "def"):
         return True
-    return all(tok.type == token.STRING for tok in tokens)
+    return all(symbol == "S" for _, _, symbol, _ in tokens)
 
 
 def kept_lines(source: str) -> list[Line]:
     """The lines that count, one per physical line that holds a token of a counted statement."""
-    by_row: dict[int, list[tokenize.TokenInfo]] = defaultdict(list)
+    by_row: dict[int, list[Token]] = defaultdict(list)
     for tokens in statements(source):
         if not passed_over(tokens):
             for tok in tokens:
-                by_row[tok.start[0]].append(tok)
+                by_row[tok[0]].append(tok)
     lines = []
     for row in sorted(by_row):
         tokens = by_row[row]
-        shape = " ".join(symbol for symbol in map(atom, tokens) if symbol is not None)
-        atoms = sum(1 for tok in tokens if tok.type in ATOMS and not keyword.iskeyword(tok.string))
-        if atoms == 0 and all(tok.type == token.OP for tok in tokens):
+        kinds = [kind for _, _, _, kind in tokens]
+        atoms = kinds.count(ATOM)
+        if atoms == 0 and kinds.count(OPERATOR) == len(kinds):
             continue  # punctuation alone: ``)``, ``],``
-        text = " ".join(tok.string for tok in tokens)
-        plain = all(tok.type != token.OP or tok.string in PUNCTUATION for tok in tokens)
+        shape = " ".join([symbol for _, _, symbol, _ in tokens])
+        text = " ".join([text for _, text, _, _ in tokens])
+        plain = all(kind != OPERATOR or part in PUNCTUATION for _, part, _, kind in tokens)
         thin = atoms <= MAX_THIN_ATOMS or (plain and atoms <= MAX_PLAIN_ATOMS)
         lines.append(Line(row, shape, text, thin))
     return lines
