@@ -15,14 +15,15 @@ import argparse
 import importlib
 import json
 import sys
+import tomllib
 import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-# pyproject.toml's testpaths; pytest's default python_files (test_*.py) and each folder's conftest.py.
-TEST_FOLDERS = ("tests", "components", "pipelines")
+# Where pytest collects (pyproject.toml's testpaths): its default python_files (test_*.py), each conftest.py.
+TEST_FOLDERS = tuple(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["testpaths"])
 
 # Imported alone on the 2-core machine (seconds): tensorflow 11, peft 9, torch 5, accelerate 4, sklearn 3.3,
 # mlflow 3.1, transformers 1.4 (with torch: 5+), pandas 1.1, pyarrow.dataset 1.1 (it imports pandas), moto 1.
