@@ -19,7 +19,8 @@ and 4x the split), P13 a Python function as a job (bench/bench_function_job.py: 
 SDK's local process backend, and on 2 nodes x 2 processes), P14 P9's launch steps on the real API server
 (bench/bench_launcher_controlplane.py: kube-apiserver and training-operator built from Go modules, requests from its
 audit log, its CPU, beside the fake API server's count), P15 the real control plane itself
-(bench/bench_controlplane.py: its warm and cold builds, the tests' fixture's start, memory, idle CPU and stop), P17
+(bench/bench_controlplane.py: its warm and cold builds, the tests' fixture's start, memory, idle CPU and stop), P16
+LLM fine-tuning through the launch step beside bare torchrun (bench/bench_llm_finetune.py --compare), P17
 pod creation to Running on the real node (bench/bench_node_pods.py: 20 pods, p50/p99, beside Kubernetes' 5 s target).
 
 Each benchmark is bracketed by a load calibration (bench/load.py): its note says how busy the machine was
@@ -1072,6 +1073,68 @@ def _built(build: dict[str, Any]) -> str:
     return f"{build['s'] / 60:.1f} min in all ({parts})"
 
 
+# --- P16: LLM fine-tuning through the launch step ------------------------------------------------------------
+
+P16_EPOCHS = 1  # 67 optimizer steps of 32 examples: tokens/s settles within the first 20
+
+
+def p16_llm_finetune(repeat: int, quick: bool) -> list[Result]:
+    """The fine-tuning program's tokens/s through the PyTorchJob launch step on the local backend ÷ under bare
+    torchrun, at 1 and 2 replicas, sides interleaved (bench/bench_llm_finetune.py --compare)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "p16.json"
+        cmd = [PY, str(ROOT / "bench" / "bench_llm_finetune.py"), "--compare", "--repeat", str(1 if quick else repeat)]
+        timed([*cmd, "--epochs", str(P16_EPOCHS), "--replicas", "1,2", "--workdir", tmp, "--json", str(out)])
+        data = json.loads(out.read_text())
+    results = []
+    for replicas in (1, 2):
+        runs = {side: [r for r in data["runs"] if r["replicas"] == replicas and r["side"] == side]
+                for side in ("bare", "launch")}  # fmt: skip
+        res = Result(
+            "P16",
+            f"LLM fine-tuning tokens/s (tiny Llama, builtin:reverse), {replicas} replica(s) through the PyTorchJob "
+            "launch step on the local backend ÷ bare torchrun",
+            at_least(0.95),
+            unit="tokens/s",
+        )
+        res.ours = [r["tokens_per_s"] for r in runs["launch"]]
+        res.baseline = [r["tokens_per_s"] for r in runs["bare"]]
+        res.ratios = [o / b for o, b in zip(res.ours, res.baseline, strict=True)]
+
+        def figure(side: str, key: str, runs: dict[str, list[dict[str, Any]]] = runs) -> str:
+            return _spread([r[key] for r in runs[side]]) if key != "load_average" else _loads(runs[side])
+
+        named = {"tokens_per_s": "tokens/s", "train_seconds": "train s", "wall_seconds": "wall s (start to end)",
+                 "peak_rss_mb_max_process": "peak RSS of its largest process (MB)",
+                 "program_cpu_seconds": "the program's CPU s",
+                 "load_average": "1-min load average at its start"}  # fmt: skip
+        parts = [f"{name} launch {figure('launch', key)}, bare {figure('bare', key)}" for key, name in named.items()]
+        losses = sorted({round(r["loss"], 6) for side in runs.values() for r in side})
+        res.notes.append(
+            f"{replicas} replica(s), {'2 threads' if replicas == 1 else '1 thread each'} (--threads on both sides), "
+            f"min / median / max: {'; '.join(parts)}; the launch step's own peak RSS "
+            f"{figure('launch', 'launch_step_rss_mb')} MB, CPU {figure('launch', 'launch_step_cpu_seconds')} s; "
+            f"final loss {losses}"
+        )
+        results.append(res)
+    results[0].notes.append(
+        f"kftrain.programs.hf_finetune --method full --lr 0.003 --epochs {P16_EPOCHS} --global-batch-size 32 "
+        "--batch-size 32 --threads 2/N on prepare_instructions(builtin:reverse) (2,160 train rows); bare = torchrun "
+        "--standalone --nproc-per-node N with OMP_NUM_THREADS=1; launch = pytorchjob_launch's Python function as a "
+        "pipeline calls it (testbed.launch_harness.call_launch: backend local, command python -m the program, args "
+        "the launch's URI flags then the same flags, workers N-1), so it also checkpoints each epoch next to the "
+        "model as the pipeline does; tokens/s is each run's rank-0 summary line (trained tokens ÷ training seconds, "
+        "startup excluded); each run its own process (bench/finetune_sides.py), its peak RSS from getrusage of its "
+        "children; sides alternate bare, launch per pair"
+    )
+    return results
+
+
+def _loads(runs: list[dict[str, Any]]) -> str:
+    values = [r["load_average"] for r in runs]
+    return f"{min(values):.1f} / {statistics.median(values):.1f} / {max(values):.1f}"
+
+
 # --- P17: pods on the real node -------------------------------------------------------------------------------
 
 P17_TARGET_S = 5.0  # Kubernetes' pod startup SLO: p99 of pod creation to Running, without an image pull
@@ -1131,6 +1194,7 @@ BENCHES: dict[str, Callable[[int, bool], Result | list[Result]]] = {
     "P13": p13_function_job,
     "P14": p14_launcher_real_apiserver,
     "P15": p15_controlplane,
+    "P16": p16_llm_finetune,
     "P17": p17_node_pods,
 }
 

@@ -372,3 +372,36 @@ def test_p13_row_sets_kftrain_beside_the_sdk_and_reports_two_by_two(monkeypatch,
     assert "3 packages (torch-2.13.0, triton-3.7.1, 1 nvidia-*/cuda-* libraries, 2.7 GB of wheels)" in notes
     assert "0 file(s) downloaded by the timed jobs" in notes and reference in notes
     assert "1.90 s (1.80 / 2.00)" in notes
+
+
+def p16_run(side: str, replicas: int, attempt: int, tokens_per_s: float) -> dict[str, object]:
+    return {"side": side, "replicas": replicas, "attempt": attempt, "tokens_per_s": tokens_per_s, "loss": 0.08,
+            "train_seconds": 20.0, "wall_seconds": 35.0, "peak_rss_mb_max_process": 1000.0 + attempt,
+            "launch_step_rss_mb": 95.0, "load_average": 1.5, "program_cpu_seconds": 40.0,
+            "launch_step_cpu_seconds": 3.0}  # fmt: skip
+
+
+def test_p16_row_sets_the_launch_step_beside_bare_torchrun_pair_by_pair(monkeypatch) -> None:
+    sys.modules.setdefault("load", load)  # run.py imports bench/load.py by its plain name
+    run = load_script("bench/run.py", "bench_run")
+    bare = {1: [5000.0, 4000.0, 5000.0], 2: [6000.0, 6000.0, 3000.0]}
+    launch = {1: [4900.0, 4400.0, 4500.0], 2: [5400.0, 6000.0, 3300.0]}
+    commands = []
+
+    def fake_timed(cmd: list[str], **_: object) -> tuple[float, str]:
+        commands.append(cmd)
+        runs = [p16_run(side, n, i, rates[n][i]) for n in (1, 2) for i in range(3)
+                for side, rates in (("bare", bare), ("launch", launch))]  # fmt: skip
+        Path(cmd[cmd.index("--json") + 1]).write_text(json.dumps({"runs": runs}))
+        return 0.0, ""
+
+    monkeypatch.setattr(run, "timed", fake_timed)
+    one, two = run.p16_llm_finetune(3, False)
+    assert "--compare" in commands[0] and commands[0][commands[0].index("--repeat") + 1] == "3"
+    # Each pair's launch ÷ its own bare run, not the medians' ratio.
+    assert one.ratios == pytest.approx([0.98, 1.1, 0.9])
+    assert one.row().endswith("| 4500.000 tokens/s | 5000.000 tokens/s | 0.900 / 0.980 / 1.100 | ≥ 0.95 | met |")
+    assert two.ratios == pytest.approx([0.9, 1.0, 1.1])
+    assert "1 replica(s)" in one.title and "2 replica(s)" in two.title
+    assert "peak RSS of its largest process (MB) launch 1000 / 1001 / 1002" in two.notes[0]
+    assert "the launch step's own peak RSS 95 / 95 / 95 MB, CPU 3 / 3 / 3 s" in one.notes[0]
