@@ -6,8 +6,8 @@ shape: a name that is not a keyword, a string and a number each one symbol, keyw
 Windows of six consecutive shapes are hashed; equal windows on the same diagonal of two places merge into a maximal
 run. A window found in more than eight places is an idiom, not a copy; a pair is boilerplate when most of its lines
 are thin (``else:``, ``return x``, ``name=name,``: at most one name or value, or two with punctuation alone) or when
-it is a table (no more distinct shapes than half its lines). One pass over the tokens, one over the windows: linear.
-Run ``python -m testbed.duplicates`` for the tree's list.
+it is a table (no more distinct shapes than half its lines). Two files sharing several runs are one pair (its longest
+run named). One pass over the tokens, one over the windows: linear. ``python -m testbed.duplicates`` lists the tree's.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MIN_LINES = 6
-# A run found in more places is a common idiom; the duplicates tool of the development machine leaves these out too.
+# A run found in more places than this is a common idiom (a fixture's teardown, a server's start), not a copy.
 MOST_PLACES = 8
 # A pair is boilerplate above this share of thin lines, or at or below this share of distinct shapes (a table).
 THIN_SHARE = 0.5
@@ -201,7 +201,12 @@ def run_pair(files: dict[str, list[Line]], a: str, b: str, span: tuple[int, int]
 
 def scan(root: Path, paths: Iterable[Path], size: int = MIN_LINES) -> list[Pair]:
     """The pairs among ``paths``, named relative to ``root``."""
-    files = {str(path.relative_to(root)): kept_lines(path.read_text(encoding="utf-8")) for path in paths}
+    files = {}
+    for path in paths:
+        try:
+            files[str(path.relative_to(root))] = kept_lines(path.read_text(encoding="utf-8"))
+        except (SyntaxError, tokenize.TokenError) as error:
+            raise ValueError(f"{path}: not Python that tokenize reads: {error}") from error
     return find_pairs(files, size)
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from testbed import REPO_ROOT
 from testbed.duplicates import counted, find_pairs, kept_lines, scan, tree_files
 
@@ -110,6 +112,12 @@ def test_scan_names_files_relative_to_the_root(tmp_path: Path) -> None:
     (tmp_path / "two.py").write_text(renamed(BODY))
     found = scan(tmp_path, [tmp_path / "pkg" / "one.py", tmp_path / "two.py"])
     assert [str(pair) for pair in found] == ["pkg/one.py:2-7 ~ two.py:2-7 shape"]
+
+
+def test_a_file_tokenize_cannot_read_is_named(tmp_path: Path) -> None:
+    (tmp_path / "broken.py").write_text("x = (1,\n")
+    with pytest.raises(ValueError, match=r"broken\.py: not Python that tokenize reads"):
+        scan(tmp_path, [tmp_path / "broken.py"])
 
 
 def test_the_whole_tree_is_scanned_in_a_few_seconds_of_cpu() -> None:
