@@ -21,8 +21,9 @@ from kftrain.job.manifest.parse import parse_yaml_documents
 from kftrain.job.manifest.schema import NOT_CHECKED, CRDSchemas
 from testbed import reference
 from testbed.manifests import set_path, trainjob
+from testbed.needs import requires
 
-celpy = pytest.importorskip("celpy", reason="the [crd] extra evaluates the CRDs' rules")
+pytestmark = requires("celpy", reason="the [crd] extra evaluates the CRDs' rules")  # imported when a test runs
 
 # (rule, self, what cel-go charges): github.com/google/cel-go@v0.26.0 evaluating the rule with the API server's
 # program options (cel.OptOptimize, cel.OptTrackCost, interpreter.PresenceTestHasCost(false):
@@ -65,6 +66,8 @@ COST_AS_CEL_GO = [
 
 
 def cost_of(rule: str, value: Any) -> int:
+    import celpy
+
     return cel.CompiledRule(celpy, rule).holds(celpy.json_to_cel(value), cel.Budget())[1]
 
 
