@@ -14,68 +14,66 @@ import inspect
 import sys
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, get_origin, get_type_hints
 
 from kfp import dsl, kubernetes
 
 from kftrain.job.pod_settings import step_placements
 from kftrain.launch.inputs import Input as Param
 from kftrain.launch.inputs import pipeline_inputs
+from kftrain.steps.inputs import parameters
+from kftrain.steps.inputs.evaluate import EvaluateInputs
+from kftrain.steps.inputs.export import ExportInputs
+from kftrain.steps.inputs.prep import PrepareInputs
 from kftrain_components.data.prepare_dataset.component import prepare_dataset
 from kftrain_components.evaluation.evaluate_model.component import evaluate_model
 from kftrain_components.export.export_model.component import export_model
 from kftrain_components.images import PYTORCH_IMAGE, TENSORFLOW_IMAGE, use_step_pull_secrets
 from kftrain_components.training.trainer_args.component import trainer_args
 
+
+def step_params(table: type, *names: str, **defaults: Any) -> tuple[Param, ...]:
+    """The inputs ``names`` of a step's input table (:mod:`kftrain.steps.inputs`) as pipeline parameters under the
+    same names and descriptions, with the step's defaults but for ``defaults``: one declaration of each."""
+    hints, rows = get_type_hints(table), {row.name: row for row in parameters(table)}
+    kinds = {n: get_origin(hints[n]) or hints[n] for n in names}  # list[str] is a list to KFP
+    return tuple(Param(n, kinds[n], defaults.get(n, rows[n].default), rows[n].doc) for n in names)
+
+
 DATA = (
-    Param("source", str, "builtin:digits", "Dataset: builtin:digits or a Parquet/CSV URI with a label column."),
+    *step_params(PrepareInputs, "source"),
     Param("seed", int, 42, "Seed of the data split and of the model's initialization."),
 )
-# The trainers' flags (kftrain_components.training.trainer_args); each pipeline gives its own defaults.
+# The trainers' flags (kftrain_components.training.trainer_args, finetune_args); each pipeline gives its defaults.
 TRAINING = (
-    Param("epochs", int, 20, "Passes over the training data."),
+    Param("epochs", int, 20, "Passes over the training data (0: the program's default)."),
     Param(
         "global_batch_size",
         int,
         64,
-        "Rows per optimizer step across all processes, kept when the job changes size (0: batch_size x processes).",
+        "Examples per optimizer step across all processes, kept when the job changes size (0: batch_size x processes).",
     ),
     Param(
         "batch_size",
         int,
         32,
-        "Most rows a process computes at once (PyTorch accumulates gradients up to the global batch); "
-        "without a global batch, each process's batch.",
-    ),
-    Param("learning_rate", float, 0.1, "Learning rate of a step over the global batch (not scaled by the processes)."),
-    Param("checkpoint_every_steps", int, 0, "Also checkpoint every this many steps (0: the trainer's default)."),
-)
-QUALITY = (
-    Param(
-        "gate_metric",
-        str,
-        "accuracy",
-        "Metric of the quality gate (accuracy, macro_f1, log_loss, roc_auc, pr_auc; mae, rmse, r2).",
+        "Most examples a process computes at once (PyTorch accumulates gradients up to the global batch); "
+        "without a global batch, each process's batch (0: the program's default).",
     ),
     Param(
-        "gate_threshold",
+        "learning_rate",
         float,
-        0.9,
-        "Value the gate metric must reach on the test split (at most, for log_loss, mae and rmse) to export.",
+        0.1,
+        "Learning rate of a step over the global batch, not scaled by the processes (0: the program's default).",
     ),
-    Param(
-        "baseline_model_uri",
-        str,
-        "",
-        "URI of the model in production (optional): export only if not worse on the gate metric.",
-    ),
-    Param(
-        "register_model",
-        str,
-        "",
-        "MLflow registered model the export becomes a new version of (needs MLflow tracking: KFP 2.17's MLflow "
-        "plugin, or kftrain run --mlflow); empty: not registered.",
-    ),
+    Param("checkpoint_every_steps", int, 0, "Also checkpoint every this many steps (0: the program's default)."),
+)
+
+
+# The quality gate's and the registration's parameters: evaluate_model's and export_model's own inputs.
+QUALITY = (
+    *step_params(EvaluateInputs, "gate_metric", "gate_threshold", "baseline_model_uri", gate_metric="accuracy"),
+    *step_params(ExportInputs, "register_model"),
 )
 # The launch inputs a platform engineer sets for a cluster, exposed as pipeline parameters under the same names,
 # descriptions and defaults (the pod settings declare which: kftrain.job.pod_settings).
@@ -190,6 +188,7 @@ def evaluate_and_export(
         gate_metric=p.gate_metric,
         gate_threshold=p.gate_threshold,
         baseline_model_uri=p.baseline_model_uri,
+        mlflow_tracking_uri=p.mlflow_tracking_uri,
     )
     # Not cached: KFP's cache key holds dataset_uri and baseline_model_uri as text and the model by its MLMD id
     # (kubeflow/pipelines@2.17.0:backend/src/v2/cacheutils/cache.go:173-229, GenerateCacheKey), never what is
@@ -206,6 +205,7 @@ def evaluate_and_export(
         model_name=model_name,
         targets=targets,
         register_model=p.register_model,
+        mlflow_tracking_uri=p.mlflow_tracking_uri,
         **{name: getattr(p, name) for name in STEP_PLACEMENTS},
     )
 
@@ -229,22 +229,26 @@ def _gate(model_image: str) -> Any:
     """One nested pipeline per image, so the image stays a compile-time constant (a pinned tag in the compiled
     file) rather than a runtime input of the gate; made at import (KFP refuses a pipeline defined in another)."""
     image_name = model_image.rsplit("/", 1)[-1].split(":", 1)[0].removeprefix("python-")
-    inputs = [
-        ("model", dsl.Input[dsl.Model]),
-        ("evaluation_metrics", dsl.Input[dsl.Metrics]),
-        ("dataset_uri", str),
-        ("model_name", str),
-        ("targets", list),
-        ("register_model", str),
-    ]
-    return quality_gate(f"quality-gate-{image_name}", export_model, inputs, model_image)
+    return quality_gate(f"quality-gate-{image_name}", export_model, [("targets", list)], model_image)
 
 
-def quality_gate(name: str, export: Any, inputs: list[tuple[str, Any]], image: str | None = None) -> Any:
+# What every gate's export is given (beside its own inputs): the model, what tags it, where it is tracked.
+EXPORT_INPUTS = [
+    ("model", dsl.Input[dsl.Model]),
+    ("evaluation_metrics", dsl.Input[dsl.Metrics]),
+    ("dataset_uri", str),
+    ("model_name", str),
+    ("register_model", str),
+    ("mlflow_tracking_uri", str),
+]
+
+
+def quality_gate(name: str, export: Any, own: list[tuple[str, Any]], image: str | None = None) -> Any:
     """The nested pipeline ``name``: the gate's ``dsl.If`` on its own input ``passed`` (see the module's docstring for
-    why it is nested), in which ``export`` runs given ``gate_passed`` and ``inputs`` (name, annotation) under their
-    names, placed by :data:`STEP_PLACEMENTS` (the gate's inputs too), in ``image`` (None: the component's own). Make it
-    at import: KFP refuses a pipeline defined in another."""
+    why it is nested), in which ``export`` runs given ``gate_passed``, :data:`EXPORT_INPUTS` and its ``own`` inputs
+    (name, annotation) under their names, placed by :data:`STEP_PLACEMENTS` (the gate's inputs too), in ``image``
+    (None: the component's own). Make it at import: KFP refuses a pipeline defined in another."""
+    inputs = [*EXPORT_INPUTS, *own]
     placements = [(i.name, i.type) for i in PLATFORM if i.name in STEP_PLACEMENTS]
     signature = inspect.Signature(
         [

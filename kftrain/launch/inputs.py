@@ -18,7 +18,8 @@ from kftrain.job import pod_checks as check
 from kftrain.job.kinds import Kind, KindOptions, launch_input
 from kftrain.job.pod_settings import PodSettings, pipeline_settings
 from kftrain.job.request import RUN_POLICY, JobRequest
-from kftrain.redaction import userinfo
+from kftrain.steps.inputs import rows
+from kftrain.tracking.env import tracking_uri
 
 
 @dataclass(frozen=True)
@@ -45,13 +46,7 @@ class StepInputs:
     )
     run_id: str = launch_input("", "The KFP run id; empty: read from the step's output URI.")
     task_id: str = launch_input("", "The KFP task id; empty: read from the step's output URI.")
-    # KFP gives a step its task's MLflow run only with its plugin's injectUserEnvVars on, off by default
-    # (kftrain.tracking.env): without it, this input is where the step logs. No credential travels in it.
-    mlflow_tracking_uri: str = launch_input(
-        "",
-        "MLflow server where the step makes a run of its own (its replicas log into it) when KFP gives the step "
-        "no run; credentials by MLFLOW_TRACKING_TOKEN (or _USERNAME/_PASSWORD) from a Secret, never in the URI.",
-    )
+    mlflow_tracking_uri: str = rows.mlflow_tracking_uri()  # the same input as evaluation's and export's
 
     def __post_init__(self) -> None:
         """Refuse what would fail only once the job exists (a timeout that is not a number, a negative one that
@@ -61,13 +56,7 @@ class StepInputs:
             object.__setattr__(self, field, value)
         for field in (f.name for f in dataclasses.fields(self) if f.type == "str"):  # every text input
             object.__setattr__(self, field, check.text(field, getattr(self, field)))
-        object.__setattr__(self, "mlflow_tracking_uri", self.mlflow_tracking_uri.strip())
-        if any(userinfo(self.mlflow_tracking_uri)):  # its value is never shown: it holds a credential
-            raise JobSpecError(
-                "mlflow_tracking_uri",
-                "holds credentials (user:password@): give the server's URI alone, and the credentials as "
-                "MLFLOW_TRACKING_TOKEN (or MLFLOW_TRACKING_USERNAME and _PASSWORD) from a Secret",
-            )
+        object.__setattr__(self, "mlflow_tracking_uri", tracking_uri(self.mlflow_tracking_uri))
         from kftrain.storage.uri import check_input_uri  # not at import, as below
 
         for field in ("dataset_uri", "checkpoint_uri"):  # where these URIs enter the launch step, checked once
@@ -140,7 +129,7 @@ def platform_inputs(settings: type[PodSettings] = PodSettings) -> list[Input]:
 
 
 # The step's own inputs a shipped pipeline exposes as its parameters (beside the pod settings declared so).
-PIPELINE_STEP_INPUTS = ("backend", "timeout_seconds", "pending_timeout_seconds")
+PIPELINE_STEP_INPUTS = ("backend", "timeout_seconds", "pending_timeout_seconds", "mlflow_tracking_uri")
 
 
 def pipeline_inputs(settings: type[PodSettings] = PodSettings) -> list[Input]:

@@ -30,6 +30,7 @@ from kftrain.tracking.env import (
     local_store,
     step_credentials,
     tracking_from_env,
+    tracking_uri,
     unusable,
 )
 
@@ -222,8 +223,9 @@ def open_task_run(tracking: Tracking, run_name: str = "") -> TaskRun | None:
 def task_run(needed_by: str, uri: str = "", run_name: str = "") -> Iterator[TaskRun | None]:
     """The task's run when the step has the MLflow variables (:mod:`kftrain.tracking.env`) or is given ``uri``,
     else None: no MLflow import, nothing logged. MLflow's HTTP retries are bounded within the block; a run made
-    for the step ends with the block, FINISHED or FAILED."""
-    tracking = tracking_from_env(uri=uri)
+    for the step ends with the block, FINISHED or FAILED. A ``uri`` holding credentials is refused
+    (:func:`~kftrain.tracking.env.tracking_uri`): the step fails before it makes anything."""
+    tracking = tracking_from_env(uri=tracking_uri(uri))
     if tracking is None:
         yield None
         return

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from kftrain.environ import environment
+from kftrain.errors import JobSpecError
 from kftrain.job import EnvVar
 from kftrain.redaction import redact, userinfo
 
@@ -72,6 +73,19 @@ def tracking_from_env(environ: Mapping[str, str] | None = None, uri: str = "") -
     if uri.strip():
         return Tracking(uri.strip(), "", experiment, workspace)
     return None
+
+
+def tracking_uri(value: str, field: str = "mlflow_tracking_uri") -> str:
+    """A step's tracking-URI input, stripped; one holding credentials (``user:password@``) is refused naming the
+    input, never its value, before the step makes anything: they would show in every log and manifest."""
+    value = value.strip()
+    if any(userinfo(value)):
+        raise JobSpecError(
+            field,
+            "holds credentials (user:password@): give the server's URI alone, and the credentials as "
+            "MLFLOW_TRACKING_TOKEN (or MLFLOW_TRACKING_USERNAME and _PASSWORD) from a Secret",
+        )
+    return value
 
 
 _UNUSABLE: set[str] = set()  # runs this process could not open: its replicas are not pointed at them

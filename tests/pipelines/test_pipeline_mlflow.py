@@ -172,3 +172,30 @@ def test_the_same_run_with_the_server_down_goes_on_untracked_after_one_line(tmp_
     took = float(re.search(r"\(after ([0-9.]+)s\)", said[0]).group(1))  # type: ignore[union-attr]
     assert took < 10, said
     assert [p for p in Path(tmp_path).iterdir() if p.is_dir()]  # the run went on: its steps ran
+
+
+def test_the_tracking_uri_parameter_alone_gives_launch_evaluation_and_export_runs_of_their_own(
+    mlflow_server, tmp_path, monkeypatch
+):
+    """As on a KFP whose MLflow plugin injects no run (injectUserEnvVars off): no --mlflow, no MLFLOW_* variable;
+    the pipeline's parameter mlflow_tracking_uri alone reaches the launch, evaluation and export steps."""
+    for name in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID", "KFP_MLFLOW_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "by-parameter")  # the steps' runs, apart from the tracked run's
+    params = {"mlflow_tracking_uri": mlflow_server.uri, "epochs": 2, "gate_threshold": 0.1}
+    run_pipeline(
+        "pytorch-digits",
+        tmp_path,
+        *[part for name, value in params.items() for part in ("--param", f"{name}={value}")],
+        timeout=900,
+        verbose=False,
+    )
+    client = mlflow_server.client()
+    experiment = client.get_experiment_by_name("by-parameter").experiment_id
+    runs = {r.info.run_name: r for r in client.search_runs([experiment])}
+    assert set(runs) == {"pytorchjob-launch", "evaluate-model", "export-model"}
+    assert {r.info.status for r in runs.values()} == {"FINISHED"}
+    launch = runs["pytorchjob-launch"].info.run_id
+    assert [m.step for m in client.get_metric_history(launch, "curves/loss")] == [1, 2]
+    assert "accuracy" in runs["evaluate-model"].data.metrics
+    assert runs["export-model"].data.tags["kftrain.export.uri"]

@@ -86,20 +86,33 @@ def test_the_launch_step_logs_every_point_and_its_job_and_replicas_log_into_the_
     assert CANARY not in written + out + err + json.dumps(tags)
 
 
-def test_without_kfps_variables_a_tracking_uri_input_makes_the_launch_steps_run_and_its_replicas_log_into_it(
-    mlflow_server, tmp_path, monkeypatch
-):
-    """KFP's plugin with injectUserEnvVars off (its default): the step has KFP_MLFLOW_CONFIG, no MLFLOW_* variable."""
-    from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
-    from testbed.launch_harness import call_launch
-
+@pytest.fixture
+def without_injection(mlflow_server, monkeypatch, request):
+    """KFP's plugin with injectUserEnvVars off (its default): the step has KFP_MLFLOW_CONFIG (the experiment and the
+    pipeline's run), no MLFLOW_* variable. Returns a function of a step's name: its one run under the pipeline's."""
     client = mlflow_server.client()
-    experiment = client.create_experiment("without-injection")
+    experiment = client.create_experiment(f"without-injection-{request.node.name}")  # one server per module
     parent = client.create_run(experiment, run_name="pipeline-run").info.run_id
     for name in ("MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME"):
         monkeypatch.delenv(name, raising=False)
     config = {"endpoint": mlflow_server.uri, "experimentId": experiment, "parentRunId": parent}
     monkeypatch.setenv("KFP_MLFLOW_CONFIG", json.dumps(config))
+
+    def step_run(name: str):
+        (run,) = client.search_runs([experiment], filter_string=f"tags.mlflow.parentRunId = '{parent}'")
+        assert (run.info.run_name, run.info.status) == (name, "FINISHED")
+        return run
+
+    return step_run
+
+
+def test_without_kfps_variables_a_tracking_uri_input_makes_the_launch_steps_run_and_its_replicas_log_into_it(
+    mlflow_server, without_injection, tmp_path
+):
+    from kftrain_components.training.pytorchjob_launch.component import pytorchjob_launch
+    from testbed.launch_harness import call_launch
+
+    client = mlflow_server.client()
     call_launch(
         pytorchjob_launch,
         tmp_path,
@@ -107,8 +120,7 @@ def test_without_kfps_variables_a_tracking_uri_input_makes_the_launch_steps_run_
         command=["python", "-c", PROGRAM],
         mlflow_tracking_uri=mlflow_server.uri,
     )
-    (run,) = client.search_runs([experiment], filter_string=f"tags.mlflow.parentRunId = '{parent}'")
-    assert (run.info.run_name, run.info.status) == ("pytorchjob-launch", "FINISHED")
+    run = without_injection("pytorchjob-launch")
     assert history(client, run.info.run_id, "curves/loss") == [(e, pytest.approx(1.0 / e)) for e in range(1, 6)]
     assert history(client, run.info.run_id, "from_rank0") == [(5, 42.0)]  # the replica logged into the step's run
     assert run.data.tags["kftrain.job.kind"] == "PyTorchJob"
@@ -124,6 +136,94 @@ def test_a_tracking_uri_input_holding_a_credential_is_refused_before_anything_is
     out, err = capfd.readouterr()
     assert ended.value.code == 2 and "ERROR: mlflow_tracking_uri: holds credentials" in err
     assert CANARY not in out + err and not (tmp_path / "model").exists()
+
+
+STEPS = {  # each evaluation and export component: where it is, and the outputs KFP gives it
+    "evaluate_model": ("evaluation.evaluate_model", ("metrics", "classification_metrics", "report", "html_report")),
+    "evaluate_language_model": ("evaluation.evaluate_language_model", ("metrics", "report", "html_report")),
+    "export_model": ("export.export_model", ("exported", "inference_service")),
+    "export_language_model": ("export.export_language_model", ("exported", "inference_service")),
+}
+
+OUTPUT_KINDS = {
+    "metrics": dsl.Metrics,
+    "classification_metrics": dsl.ClassificationMetrics,
+    "report": dsl.Markdown,
+    "html_report": dsl.HTML,
+    "exported": dsl.Model,
+    "inference_service": dsl.Artifact,
+}
+
+
+def call_step(name: str, folder: Path, model_uri: str, dataset_uri: str, **inputs):
+    """The step component ``name`` called as KFP calls it, its outputs under ``folder``; returns (result, outputs)."""
+    import importlib
+
+    where, outputs = STEPS[name]
+    component = getattr(importlib.import_module(f"kftrain_components.{where}.component"), name)
+    folder.mkdir()
+    out = {o: OUTPUT_KINDS[o](name=o, uri=str(folder / o), metadata={}) for o in outputs}
+    model = dsl.Model(name="model", uri=model_uri, metadata={})
+    return component.python_func(model=model, dataset_uri=dataset_uri, **out, **inputs), out
+
+
+@pytest.mark.parametrize("name", list(STEPS))
+def test_evaluation_and_export_refuse_a_tracking_uri_holding_a_credential_before_anything_is_written(
+    name, tmp_path, capfd
+):
+    (tmp_path / "model").mkdir()
+    with pytest.raises(SystemExit) as ended:
+        uri = f"https://user:{CANARY}@127.0.0.1:9"
+        call_step(name, tmp_path / "out", str(tmp_path / "model"), str(tmp_path / "data"), mlflow_tracking_uri=uri)
+    out, err = capfd.readouterr()
+    assert ended.value.code == 2 and "ERROR: mlflow_tracking_uri: holds credentials" in err
+    assert CANARY not in out + err and not list((tmp_path / "out").iterdir())
+
+
+def test_without_kfps_variables_evaluation_and_export_log_into_runs_of_their_own_and_register(
+    mlflow_server, without_injection, tmp_path, breast_cancer
+):
+    model_uri, dataset_uri, _ = breast_cancer
+    (passed, _), out = call_step(
+        "evaluate_model", tmp_path / "evaluate", model_uri, dataset_uri, mlflow_tracking_uri=mlflow_server.uri
+    )
+    evaluation = without_injection("evaluate-model")
+    assert evaluation.data.metrics["accuracy"] == pytest.approx(out["metrics"].metadata["accuracy"], abs=1e-6)
+    assert passed and evaluation.data.tags["kftrain.gate.passed"] == "true"
+    mlflow_server.client().delete_run(evaluation.info.run_id)  # the next step's run is then the one left
+    (version,), out = call_step(
+        "export_model",
+        tmp_path / "export",
+        model_uri,
+        dataset_uri,
+        targets=["triton"],
+        verify_rows=20,
+        register_model="cancer-by-input",
+        gate_passed=True,
+        mlflow_tracking_uri=mlflow_server.uri,
+    )
+    export = without_injection("export-model")
+    assert export.data.tags["kftrain.export.uri"] == out["exported"].uri
+    registered = mlflow_server.client().get_model_version("cancer-by-input", version)
+    assert registered.run_id == export.info.run_id and registered.tags["kftrain.gate.passed"] == "true"
+
+
+def test_without_kfps_variables_the_language_models_evaluation_and_export_log_into_runs_of_their_own(
+    mlflow_server, without_injection, tmp_path, finetuned_llm
+):
+    pytest.importorskip("mlflow.transformers", reason="MLflow's transformers flavor (the llm extra: pandas)")
+    tracking = {"mlflow_tracking_uri": mlflow_server.uri}
+    small = {"max_new_tokens": 3, "max_examples": 2, "compare_base": False, "gate_threshold": 0.0, "batch_size": 2}
+    (passed, _), out = call_step("evaluate_language_model", tmp_path / "evaluate", *finetuned_llm, **small, **tracking)
+    evaluation = without_injection("evaluate-language-model")
+    assert evaluation.data.metrics["perplexity"] == pytest.approx(out["metrics"].metadata["perplexity"], rel=1e-5)
+    assert passed and evaluation.data.tags["kftrain.gate.passed"] == "true"
+    mlflow_server.client().delete_run(evaluation.info.run_id)
+    export_inputs = {"check_prompts": 1, "max_new_tokens": 3, "register_model": "reverse-by-input", **tracking}
+    (version,), _ = call_step("export_language_model", tmp_path / "export", *finetuned_llm, **export_inputs)
+    export = without_injection("export-language-model")
+    registered = mlflow_server.client().get_model_version("reverse-by-input", version)
+    assert registered.run_id == export.info.run_id and registered.source == f"runs:/{export.info.run_id}/model"
 
 
 def test_evaluation_logs_its_scores_verdict_reports_and_curves(mlflow_server, task_env, tmp_path, breast_cancer):

@@ -31,7 +31,7 @@ def evaluate_component(**values: Any) -> tuple[bool, float]:
     baseline_uri = given.baseline_model_uri
     with (
         component_step(inputs={"model": model.uri, "dataset_uri": dataset_uri, "baseline_model_uri": baseline_uri}),
-        task_run("evaluation's MLflow logging") as tracked,
+        task_run("evaluation's MLflow logging", given.mlflow_tracking_uri, "evaluate-model") as tracked,
     ):
         metric = gate.gate_metric(task_of(read_info(dataset_uri)), given.gate_metric)
         evaluation = evaluate_model(model.uri, dataset_uri, split, batch_rows=batch_rows)

@@ -39,7 +39,7 @@ def evaluate_llm_component(**values: Any) -> tuple[bool, float]:
         component_step(
             inputs={"model": given.model.uri, "dataset_uri": given.dataset_uri, "base_model_uri": given.base_model_uri}
         ),
-        task_run("evaluation's MLflow logging") as tracked,
+        task_run("evaluation's MLflow logging", given.mlflow_tracking_uri, "evaluate-language-model") as tracked,
     ):
         task_metric = check_task_metric(given.task_metric)
         metric = gate.gate_metric(gate.LANGUAGE, given.gate_metric or task_metric)

@@ -8,8 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kftrain.steps.inputs import REQUIRED, Output, artifact, component_input
-from kftrain.steps.inputs.evaluate import DATASET_BY_URI
+from kftrain.steps.inputs import Output, component_input, rows
 
 TASK_METRICS_DOC = (
     "exact_match (the answer is the response), prefix_match (it starts with it), contains (the response is in it) "
@@ -22,33 +21,23 @@ class EvaluateLanguageModelInputs:
     """What ``evaluate_language_model`` is given: the fine-tuned model, the instruction dataset, the outputs it
     fills, the task metric, the generation config, the base comparison and the gate."""
 
-    model: Any = artifact(
-        "dsl.Input[dsl.Model]",
-        "The fine-tuned model: the training program's model folder (kftrain-llm.json, the tokenizer, the weights or "
-        "a LoRA adapter).",
+    model: Any = rows.model(rows.FINETUNED_MODEL)
+    dataset_uri: str = rows.dataset_uri(
+        "instruction dataset (prepare_instructions' dataset_uri output: train.jsonl, test.jsonl)."
     )
-    dataset_uri: str = component_input(
-        REQUIRED,
-        f"URI of the instruction dataset (prepare_instructions' dataset_uri output: train.jsonl, test.jsonl). "
-        f"{DATASET_BY_URI}",
+    metrics: Any = rows.scores(
+        "every task metric, eval_loss and perplexity, the base model's as base_<name>, and the generation config "
+        "(max_new_tokens, greedy)"
     )
-    metrics: Any = artifact(
-        "dsl.Output[dsl.Metrics]",
-        "Scalar metrics shown in the run's UI: every task metric, eval_loss and perplexity, the base model's as "
-        "base_<name>, and the generation config (max_new_tokens, greedy).",
+    report: Any = rows.markdown_report("the metrics before and after fine-tuning")
+    html_report: Any = rows.html_report(
+        "the gate, the metrics before and after, the generation config and sample generations"
     )
-    report: Any = artifact("dsl.Output[dsl.Markdown]", "A Markdown report: the metrics before and after fine-tuning.")
-    html_report: Any = artifact(
-        "dsl.Output[dsl.HTML]",
-        "An HTML report: the gate, the metrics before and after, the generation config and sample generations.",
-    )
-    split: str = component_input("test", "Split to evaluate on.")
+    split: str = rows.split()
     task_metric: str = component_input(
         "exact_match", f"The headline task metric of the answers: {TASK_METRICS_DOC}. All are computed."
     )
-    max_new_tokens: int = component_input(
-        32, "Generation config: the most tokens an answer has (decoding is greedy, one beam)."
-    )
+    max_new_tokens: int = rows.max_new_tokens("decoding is greedy, one beam")
     max_examples: int = component_input(0, "The first this many examples of the split are evaluated (0: all of them).")
     samples: int = component_input(12, "Generations shown in the reports.")
     compare_base: bool = component_input(
@@ -61,13 +50,12 @@ class EvaluateLanguageModelInputs:
         "",
         "The base model to compare with (a Hugging Face model folder); empty: the one the fine-tuned model came from.",
     )
-    gate_metric: str = component_input(
-        "",
-        "Metric the gate checks: a task metric, eval_loss or perplexity (these two pass at or below the "
-        "threshold); empty: task_metric.",
+    gate_metric: str = rows.gate_metric(
+        "a task metric, eval_loss or perplexity (these two pass at or below the threshold); empty: task_metric."
     )
-    gate_threshold: float = component_input(0.8, "Value the gate metric must reach.")
+    gate_threshold: float = rows.gate_threshold(0.8)
     batch_size: int = component_input(16, "Examples scored and answered at a time.")
+    mlflow_tracking_uri: str = rows.mlflow_tracking_uri()
 
 
 OUTPUTS = (

@@ -8,16 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kftrain.steps.inputs import Output, artifact, component_input
+from kftrain.steps.inputs import component_input, rows
 
 
 @dataclass(frozen=True)
 class PrepareInputs:
     """What ``prepare_dataset`` is given: the source, how to read, check, split and shard it, and its output."""
 
-    dataset: Any = artifact(
-        "dsl.Output[dsl.Dataset]", "The prepared dataset: <split>/part-NNNNN.parquet shards and dataset.json."
-    )
+    dataset: Any = rows.prepared("<split>/part-NNNNN.parquet shards and dataset.json")
     source: str = component_input(
         "builtin:digits",
         "builtin:digits|breast_cancer|diabetes|wine, or a file, folder, glob or object-store prefix of Parquet, CSV "
@@ -31,15 +29,15 @@ class PrepareInputs:
         "classification (labels of any type, mapped to ids 0..k-1) or regression (a numeric target).",
     )
     features: list[str] = component_input([], "Feature columns; empty: every column but the label.")
-    format: str = component_input("auto", "auto (from the file names), parquet, csv or jsonl.")
+    format: str = rows.file_format("parquet, csv or jsonl")
     missing: str = component_input(
         "refuse",
         "What to do with nulls and NaNs: refuse, drop (the rows), or fill (features: the mean, or the most frequent "
         "value; rows without a label are dropped).",
     )
-    seed: int = component_input(42, "Seed of the split (stratified by class for classification).")
+    seed: int = rows.split_seed("stratified by class for classification")
     validation_fraction: float = component_input(0.1, "Share of rows held out for validation.")
-    test_fraction: float = component_input(0.2, "Share of rows held out for the final test.")
+    test_fraction: float = rows.test_fraction(0.2, "rows")
     train_shards: int = component_input(
         2, "The train split is cut into at least this many files (one per reading replica)."
     )
@@ -53,11 +51,4 @@ class PrepareInputs:
     )
 
 
-OUTPUTS = (
-    Output(
-        "dataset_uri",
-        str,
-        "Where the dataset was published: steps that read it by URI take this rather than the artifact, which KFP's "
-        "backend copies whole into a step's pod before the step starts.",
-    ),
-)
+OUTPUTS = (rows.dataset_uri_output("the launch step, evaluation, export"),)

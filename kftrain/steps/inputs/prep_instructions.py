@@ -8,23 +8,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kftrain.steps.inputs import Output, artifact, component_input
+from kftrain.steps.inputs import component_input, rows
 
 
 @dataclass(frozen=True)
 class PrepareInstructionsInputs:
     """What ``prepare_instructions`` is given: the source, how to read and check its examples, the split."""
 
-    dataset: Any = artifact(
-        "dsl.Output[dsl.Dataset]",
-        "The instruction dataset: train.jsonl and test.jsonl (one {prompt, response} object a line) and manifest.json.",
+    dataset: Any = rows.prepared(
+        "instructions in train.jsonl and test.jsonl (one {prompt, response} object a line) and manifest.json"
     )
     source: str = component_input(
         "builtin:reverse",
         "builtin:reverse|upper|sort (synthetic tasks, nothing downloaded), hf://owner/name (Trainer's dataset "
         "initializer), or a JSON Lines or Parquet file, folder, glob or object-store prefix (s3://...).",
     )
-    format: str = component_input("auto", "auto (from the file names), jsonl or parquet.")
+    format: str = rows.file_format("jsonl or parquet")
     prompt_field: str = component_input("prompt", "The records' field holding the prompt.")
     response_field: str = component_input("response", "The records' field holding the response to learn.")
     messages_field: str = component_input(
@@ -38,15 +37,8 @@ class PrepareInstructionsInputs:
         "An empty or over-long example: refuse (the step fails naming its file and line) or drop (dropped and "
         "counted in the manifest's warnings).",
     )
-    test_fraction: float = component_input(0.1, "Share of the examples held out for test.")
-    seed: int = component_input(42, "Seed of the split (the examples of one prompt stay on one side).")
+    test_fraction: float = rows.test_fraction(0.1, "examples")
+    seed: int = rows.split_seed("the examples of one prompt stay on one side")
 
 
-OUTPUTS = (
-    Output(
-        "dataset_uri",
-        str,
-        "Where the dataset was published: steps that read it by URI (a training job's pods, evaluation) take this "
-        "rather than the artifact, which KFP's backend copies whole into a step's pod before the step starts.",
-    ),
-)
+OUTPUTS = (rows.dataset_uri_output("a training job's pods, evaluation"),)

@@ -8,6 +8,9 @@ from typing import Any
 
 from kfp import dsl
 
+from kftrain.steps.inputs.evaluate_llm import EvaluateLanguageModelInputs
+from kftrain.steps.inputs.export_llm import ExportLanguageModelInputs
+from kftrain.steps.inputs.prep_instructions import PrepareInstructionsInputs
 from kftrain_components.control.fail.component import fail
 from kftrain_components.data.prepare_instructions.component import prepare_instructions
 from kftrain_components.evaluation.evaluate_language_model.component import evaluate_language_model
@@ -22,9 +25,12 @@ from kftrain_pipelines.stages import (
     Param,
     pipeline_function,
     quality_gate,
+    step_params,
     use_platform_settings,
     values,
+    with_defaults,
 )
+from kftrain_pipelines.stages import TRAINING as TRAINER_FLAGS
 
 FINETUNE = "kftrain.programs.hf_finetune"
 # A PyTorchJob's replicas get MASTER_ADDR, RANK and WORLD_SIZE from the operator; a torch-distributed TrainJob's nodes
@@ -34,18 +40,15 @@ COMMANDS = {"PyTorchJob": ("python", "-m", FINETUNE), "TrainJob": FINETUNE_COMMA
 JOB_KINDS = tuple(COMMANDS)
 
 DATA = (
-    Param(
+    *step_params(
+        PrepareInstructionsInputs,
         "source",
-        str,
-        "builtin:reverse",
-        "Instruction data: a JSON Lines or Parquet file, folder, glob or s3:// prefix, hf://owner/name (Trainer's "
-        "dataset initializer), or builtin:reverse|upper|sort (synthetic tasks, nothing downloaded).",
+        "prompt_field",
+        "response_field",
+        "messages_field",
+        "invalid",
+        "test_fraction",
     ),
-    Param("prompt_field", str, "prompt", "The records' field holding the prompt."),
-    Param("response_field", str, "response", "The records' field holding the response to learn."),
-    Param("messages_field", str, "messages", "The records' field holding a chat, read instead of prompt/response."),
-    Param("invalid", str, "refuse", "An empty or over-long example: refuse (the step fails naming it) or drop."),
-    Param("test_fraction", float, 0.1, "Share of the examples held out for evaluation."),
     Param("seed", int, 42, "Seed of the split and of the training."),
 )
 MODEL = (
@@ -65,71 +68,34 @@ MODEL = (
     Param("max_length", int, 0, "Tokens of prompt + response; longer ones are cut (0: the program's default)."),
     Param("lora_r", int, 0, "Rank of the LoRA adapters (0: the program's default)."),
 )
-TRAINING = (
+JOB = (
     Param("job_kind", str, "PyTorchJob", "The job that fine-tunes: PyTorchJob or TrainJob (torch-distributed)."),
     Param("image", str, PYTORCH_IMAGE, "Image of every replica on a cluster (with kftrain[llm]); locally unused."),
     Param("workers", int, 1, "PyTorchJob: Worker replicas besides the Master (DDP over all of them)."),
     Param("num_nodes", int, 2, "TrainJob: the trainer's nodes, each running torchrun."),
     Param("runtime", str, "torch-distributed", "TrainJob: the ClusterTrainingRuntime (a torch one)."),
-    Param("epochs", int, 5, "Passes over the training examples (0: the program's default)."),
-    Param(
-        "global_batch_size",
-        int,
-        64,
-        "Examples per optimizer step across all processes, kept when the job changes size (0: batch_size x processes).",
-    ),
-    Param("batch_size", int, 0, "Most examples a process computes at once (0: the program's default)."),
-    Param(
-        "learning_rate",
-        float,
-        0.003,
-        "Learning rate of a step over the global batch (for the embedded model's full training; a pretrained base "
-        "with lora: about 0.0002; 0: the program's default).",
-    ),
-    Param("checkpoint_every_steps", int, 0, "Also checkpoint every this many steps (0: the program's default)."),
 )
-QUALITY = (
-    Param(
-        "gate_metric",
-        str,
-        "exact_match",
-        "Metric of the quality gate: exact_match, prefix_match, contains, "
-        "token_f1, eval_loss or perplexity (these two pass at or below the threshold).",
-    ),
-    Param("gate_threshold", float, 0.8, "Value the gate metric must reach on the test split to export."),
-    Param("max_new_tokens", int, 32, "Generation config of evaluation and export: the most tokens of a greedy answer."),
-    Param("compare_base", bool, True, "Also evaluate the base model, beside the fine-tuned one, in the report."),
+# The trainers' flags, as the digits pipelines have them; for the embedded model's full training (a pretrained base
+# with lora learns at about 0.0002).
+TRAINING = with_defaults(
+    TRAINER_FLAGS, {"epochs": 5, "global_batch_size": 64, "batch_size": 0, "learning_rate": 0.003}, __name__
 )
-EXPORT = (
-    Param("model_name", str, "llm", "Name of the exported model and of its KServe InferenceService."),
-    Param("merge_adapters", bool, True, "Merge LoRA adapters into the weights; false: export them beside the base."),
-    Param(
-        "register_model",
-        str,
-        "",
-        "MLflow registered model the export becomes a new version of (needs MLflow tracking: KFP 2.17's MLflow "
-        "plugin, or kftrain run --mlflow); empty: not registered.",
-    ),
+QUALITY = step_params(
+    EvaluateLanguageModelInputs,
+    "gate_metric",
+    "gate_threshold",
+    "max_new_tokens",
+    "compare_base",
+    gate_metric="exact_match",
 )
-EVERY = [*DATA, *MODEL, *TRAINING, *QUALITY, *EXPORT, *PLATFORM]
+EXPORT = step_params(ExportLanguageModelInputs, "model_name", "merge_adapters", "register_model", model_name="llm")
+EVERY = [*DATA, *MODEL, *JOB, *TRAINING, *QUALITY, *EXPORT, *PLATFORM]
 
 # The gate's export (made at import: KFP refuses a pipeline defined in another).
-GATE = quality_gate(
-    "quality-gate-llm",
-    export_language_model,
-    [
-        ("model", dsl.Input[dsl.Model]),
-        ("evaluation_metrics", dsl.Input[dsl.Metrics]),
-        ("dataset_uri", str),
-        ("model_name", str),
-        ("merge_adapters", bool),
-        ("max_new_tokens", int),
-        ("register_model", str),
-    ],
-)
+GATE = quality_gate("quality-gate-llm", export_language_model, [("merge_adapters", bool), ("max_new_tokens", int)])
 
 # The gate's own parameters the pipeline passes by name (it also carries the step placements to its export).
-GATE_INPUTS = ("model_name", "merge_adapters", "max_new_tokens", "register_model")
+GATE_INPUTS = ("model_name", "merge_adapters", "max_new_tokens", "register_model", "mlflow_tracking_uri")
 
 
 def launch(kind: str, p: Any, dataset_uri: Any, args: Any, platform: dict[str, Any]) -> dsl.PipelineTask:
@@ -145,8 +111,7 @@ def wire(p: Any) -> None:
     runner has no ``dsl.OneOf`` for artifacts, so each branch evaluates its own launch's model); another kind fails."""
     prep = prepare_instructions(**values(p, DATA))
     prep.set_caching_options(False)  # a source URI's content can change between runs
-    training = [t for t in TRAINING if t.name not in ("job_kind", "image", "workers", "num_nodes", "runtime")]
-    flags = finetune_args(**values(p, [*MODEL, *training]), seed=p.seed)
+    flags = finetune_args(**values(p, [*MODEL, *TRAINING]), seed=p.seed)
     flags.set_caching_options(False)  # it takes model_uri: no step given a URI is replayed from cache
     for task in (prep, flags):
         use_platform_settings(task, p)
@@ -158,7 +123,10 @@ def wire(p: Any) -> None:
             train.set_caching_options(False)  # a training job is never replayed from cache
             use_platform_settings(train, p)
             evaluation = evaluate_language_model(
-                model=train.outputs["model"], dataset_uri=dataset_uri, **values(p, QUALITY)
+                model=train.outputs["model"],
+                dataset_uri=dataset_uri,
+                mlflow_tracking_uri=p.mlflow_tracking_uri,
+                **values(p, QUALITY),
             )
             evaluation.set_caching_options(False)  # the model is new in every run; the dataset may be rewritten
             use_platform_settings(evaluation, p)
@@ -167,7 +135,7 @@ def wire(p: Any) -> None:
                 model=train.outputs["model"],
                 evaluation_metrics=evaluation.outputs["metrics"],
                 dataset_uri=dataset_uri,
-                **values(p, [q for q in (*QUALITY, *EXPORT) if q.name in GATE_INPUTS]),
+                **values(p, [q for q in (*QUALITY, *EXPORT, *PLATFORM) if q.name in GATE_INPUTS]),
                 **{name: getattr(p, name) for name in STEP_PLACEMENTS},
             )
     with dsl.Else(name="unknown-job-kind"):

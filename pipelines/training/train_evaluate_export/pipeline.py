@@ -7,6 +7,7 @@ from typing import Any
 
 from kfp import dsl
 
+from kftrain.steps.inputs.prep import PrepareInputs
 from kftrain_components.control.fail.component import fail
 from kftrain_components.data.prepare_dataset.component import prepare_dataset
 from kftrain_components.images import PYTORCH_IMAGE, TENSORFLOW_IMAGE
@@ -20,6 +21,7 @@ from kftrain_pipelines.stages import (
     Param,
     evaluate_and_export,
     pipeline_function,
+    step_params,
     use_platform_settings,
     values,
 )
@@ -37,21 +39,16 @@ MODEL_IMAGES = {
     "TrainJob": PYTORCH_IMAGE,
 }
 
-DATA = (
-    Param(
-        "source",
-        str,
-        "builtin:digits",
-        "Dataset: a file, folder, glob or s3:// prefix of Parquet/CSV/JSON Lines (hive partitions included), or "
-        "builtin:digits|breast_cancer|diabetes|wine.",
-    ),
-    Param("label_column", str, "label", "The label's column in the source."),
-    Param("task", str, "classification", "classification (labels of any type) or regression (a numeric target)."),
-    Param("features", list, [], "Feature columns; empty: every column but the label."),
-    Param("missing", str, "refuse", "Nulls and NaNs: refuse, drop (the rows) or fill (mean / most frequent value)."),
-    Param("seed", int, 42, "Seed of the stratified split."),
-    Param("validation_fraction", float, 0.1, "Share of rows held out for validation."),
-    Param("test_fraction", float, 0.2, "Share of rows held out for the final test (evaluation and export checks)."),
+DATA = step_params(
+    PrepareInputs,
+    "source",
+    "label_column",
+    "task",
+    "features",
+    "missing",
+    "seed",
+    "validation_fraction",
+    "test_fraction",
 )
 TRAINING = (
     Param("job_kind", str, "PyTorchJob", "Which training job runs the program: PyTorchJob, TFJob, MPIJob or TrainJob."),
