@@ -64,6 +64,14 @@ class JobFailedError(KftrainError):
         super().__init__(message)
 
 
+class EvaluationError(KftrainError):
+    """The model and the dataset do not fit together: the message says how."""
+
+
+class ExportError(KftrainError):
+    """An export could not be produced, or did not reproduce the model's predictions."""
+
+
 # The name the call sites know for the one redaction (:func:`kftrain.redaction.redact`): known secrets and URLs'
 # userinfo alike.
 redact_urls = redact

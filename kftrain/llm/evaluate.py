@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kftrain.errors import EvaluationError
 from kftrain.llm.generate import GenerationSettings, generate, inference
 from kftrain.llm.prompts import IGNORE_INDEX, encode_example
-from kftrain.steps.evaluate.scores import EvaluationError
 
 
 def _exact(answer: str, response: str) -> float:

@@ -10,17 +10,18 @@ holds ``export.json`` and the KServe ``InferenceService`` (``modelFormat: huggin
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kftrain import storage
+from kftrain.errors import ExportError
 from kftrain.llm.generate import GenerationSettings, generate
 from kftrain.llm.model_io import load_finetuned, load_model
 from kftrain.llm.prompts import encode_prompt
-from kftrain.steps.export import serving
-from kftrain.steps.export.serving import ExportError, check_model_name
-from kftrain.steps.export.targets import temporary_folder
+from kftrain.models import kserve
+from kftrain.models.kserve import check_model_name
 from kftrain.storage.uri import split_uri
 
 MODEL_DIR, ADAPTER_DIR = "model", "adapter"
@@ -47,7 +48,7 @@ class LanguageExport:
 
     def manifest(self) -> str:
         """The InferenceService, then the ServiceAccount it names if any: what ``kubectl apply`` takes."""
-        return serving.manifest_yaml(self.inference_service, *([self.service_account] if self.service_account else []))
+        return kserve.manifest_yaml(self.inference_service, *([self.service_account] if self.service_account else []))
 
     def served_uri(self) -> str:
         return str(self.inference_service["spec"]["predictor"]["model"]["storageUri"])
@@ -87,7 +88,7 @@ def export_language_model(
     expected = generate(model, tokenizer, prompts, settings)
     expected_logits = _next_logits(model, tokenizer, prompts)
     report = LanguageExport(model_name, info["method"], lora and merge_adapters, settings=settings)
-    with temporary_folder() as tmp:
+    with tempfile.TemporaryDirectory(prefix="kftrain-llm-export-") as tmp:
         folder = Path(tmp)
         if keep:
             model.save_pretrained(folder / ADAPTER_DIR)
@@ -161,7 +162,7 @@ def inference_service(name: str, output_uri: str, keep_adapter: bool) -> tuple[d
     if split_uri(output_uri)[0] == "s3":
         endpoint = storage.s3_endpoint(output_uri)
         if endpoint:
-            account = serving.service_account(f"{name}-storage", endpoint)
+            account = kserve.service_account(f"{name}-storage", endpoint)
     if keep_adapter:
         args = [
             "--backend=vllm",
@@ -169,9 +170,9 @@ def inference_service(name: str, output_uri: str, keep_adapter: bool) -> tuple[d
             "--enable-lora",
             f"--lora-modules={name}-adapter={MOUNT}/{ADAPTER_DIR}",
         ]
-        model = {"modelFormat": {"name": "huggingface"}, "args": args, "storageUri": serving.storage_uri(output_uri)}
+        model = {"modelFormat": {"name": "huggingface"}, "args": args, "storageUri": kserve.storage_uri(output_uri)}
     else:
-        served = serving.storage_uri(storage.join(output_uri, MODEL_DIR))
+        served = kserve.storage_uri(storage.join(output_uri, MODEL_DIR))
         model = {"modelFormat": {"name": "huggingface"}, "storageUri": served}
-    service = serving.predictor_service(name, model, account.get("metadata", {}).get("name", ""))
+    service = kserve.predictor_service(name, model, account.get("metadata", {}).get("name", ""))
     return service, account

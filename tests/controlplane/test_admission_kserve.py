@@ -15,7 +15,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from kftrain.llm import export as llm_export
-from kftrain.steps.export import serving
+from kftrain.models import kserve
 from testbed import kserve_crd
 from testbed.controlplane import suite
 from testbed.controlplane.admission import create, not_kept
@@ -47,10 +47,10 @@ def api(cluster: ControlPlane) -> Iterator[Any]:
 def classical(target: str) -> list[dict[str, Any]]:
     """The classical export's kserve/inferenceservice.yaml for a ``minio://`` output, read back."""
     name = f"cancer-{target}"
-    account = serving.service_account(f"{name}-storage", ENDPOINT)  # as export_model names it
-    uri = serving.storage_uri("minio://mlpipeline/run/exported/triton")
-    service = serving.inference_service(name, target, uri, account["metadata"]["name"])
-    return list(yaml.safe_load_all(serving.manifest_yaml(service, account)))
+    account = kserve.service_account(f"{name}-storage", ENDPOINT)  # as export_model names it
+    uri = kserve.storage_uri("minio://mlpipeline/run/exported/triton")
+    service = kserve.inference_service(name, target, uri, account["metadata"]["name"])
+    return list(yaml.safe_load_all(kserve.manifest_yaml(service, account)))
 
 
 def language(keep: bool, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:

@@ -7,12 +7,12 @@ import math
 
 import pytest
 
+from kftrain.errors import EvaluationError
 from kftrain.llm import tiny
 from kftrain.llm.evaluate import TASK_METRICS, check_task_metric, evaluate_language_model, response_loss
 from kftrain.llm.generate import GenerationSettings
 from kftrain.llm.prompts import IGNORE_INDEX, encode_example
 from kftrain.steps.evaluate import gate
-from kftrain.steps.evaluate.scores import EvaluationError
 from testbed.llm_models import MICRO, examples
 
 

@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from kftrain import storage
+from kftrain.errors import ExportError
 from kftrain.llm import export as llm_export
 from kftrain.llm.export import export_language_model, inference_service
 from kftrain.llm.generate import GenerationSettings, generate
 from kftrain.llm.model_io import ModelLoadError, load_finetuned, load_model
-from kftrain.steps.export.serving import ExportError
 from testbed import kserve_crd
 from testbed.llm_models import examples, write_model
 

@@ -7,10 +7,10 @@
 - :mod:`~kftrain.steps.evaluate.component`: the body of the ``evaluate_model`` component.
 """
 
+from kftrain.errors import EvaluationError
 from kftrain.steps.evaluate.evaluation import Evaluation, evaluate_model
 from kftrain.steps.evaluate.gate import GateDecision, gate_metric, quality_gate
 from kftrain.steps.evaluate.reports import html_report, markdown_report
-from kftrain.steps.evaluate.scores import EvaluationError
 
 __all__ = [
     "Evaluation",

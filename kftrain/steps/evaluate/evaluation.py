@@ -19,6 +19,7 @@ with requires("data", "evaluation"):
 
 from kftrain.data.dataset import BATCH_ROWS, REGRESSION, TABLE, DatasetInfo, iter_batches, read_info
 from kftrain.data.read_ahead import read_ahead
+from kftrain.errors import EvaluationError
 from kftrain.models import ModelError, ModelSpec, describe_model, predictor_for
 from kftrain.models.history import read_history
 from kftrain.steps.evaluate import gate
@@ -26,7 +27,6 @@ from kftrain.steps.evaluate.scores import (
     BinaryCurves,
     ClassificationScores,
     Curve,
-    EvaluationError,
     RegressionScores,
     class_scores,
 )

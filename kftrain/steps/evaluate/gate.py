@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kftrain.steps.evaluate.scores import EvaluationError
+from kftrain.errors import EvaluationError
 
 BINARY, MULTICLASS, REGRESSION, LANGUAGE = "binary", "multiclass", "regression", "language"
 METRICS = {

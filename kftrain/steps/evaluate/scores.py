@@ -15,13 +15,9 @@ from kftrain.extras import requires
 with requires("data", "evaluation"):
     import numpy as np
 
-from kftrain.errors import KftrainError
+from kftrain.errors import EvaluationError
 
 EPSILON = 1e-15  # probabilities are clipped to [EPSILON, 1 - EPSILON] for the log loss and the logit
-
-
-class EvaluationError(KftrainError):
-    """The model and the dataset do not fit together: the message says how."""
 
 
 @dataclass(frozen=True)

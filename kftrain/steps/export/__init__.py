@@ -4,7 +4,7 @@ Targets (by default every one the model's format allows): ``triton`` (a Triton m
 runtime: TorchScript, ONNX or a SavedModel), ``triton-onnx`` (a PyTorch model as ONNX) and ``tfserving``. Every
 written model is reloaded with the runtime that serves it and must reproduce the model's outputs on the verification
 split before anything is published; the export also holds ``export.json`` and the KServe ``InferenceService``
-serving the first target (:mod:`kftrain.steps.export.serving`).
+serving the first target (:mod:`kftrain.models.kserve`).
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ with requires("data", "export"):
 
 from kftrain import storage
 from kftrain.data.dataset import BATCH_ROWS, CLASSIFICATION, TABLE, iter_batches, read_info
-from kftrain.models import describe_model, predictor_for
+from kftrain.errors import ExportError
+from kftrain.models import describe_model, kserve, predictor_for
+from kftrain.models.kserve import check_model_name
 from kftrain.models.spec import KERAS, KFTRAIN_MLP, ONNX, SAVEDMODEL, TORCHSCRIPT
 from kftrain.steps.export import serving
-from kftrain.steps.export.serving import ExportError, Tensor, check_model_name
+from kftrain.steps.export.serving import Tensor
 from kftrain.steps.export.targets import (
     Written,
     savedmodel_files,
@@ -72,7 +74,7 @@ class ExportReport:
 
     def manifest(self) -> str:
         """The InferenceService, then the ServiceAccount it names if any: the manifest ``kubectl apply`` takes."""
-        return serving.manifest_yaml(self.inference_service, *([self.service_account] if self.service_account else []))
+        return kserve.manifest_yaml(self.inference_service, *([self.service_account] if self.service_account else []))
 
     def to_metadata(self) -> dict[str, Any]:
         return {
@@ -152,10 +154,10 @@ def export_model(
         # A store at an endpoint of its own (KFP's MinIO) is reached through a ServiceAccount naming it.
         endpoint = storage.s3_endpoint(output_uri) if split_uri(output_uri)[0] == "s3" else None
         if endpoint:
-            report.service_account = serving.service_account(f"{model_name}-storage", endpoint)
+            report.service_account = kserve.service_account(f"{model_name}-storage", endpoint)
         account = report.service_account.get("metadata", {}).get("name", "")
-        report.inference_service = serving.inference_service(
-            model_name, first.target, serving.storage_uri(served), account
+        report.inference_service = kserve.inference_service(
+            model_name, first.target, kserve.storage_uri(served), account
         )
         writer.write_bytes(MANIFEST, report.manifest().encode())
         writer.metadata = report.to_metadata()

@@ -23,6 +23,7 @@ with requires("data", "export"):
     import numpy as np
 
 from kftrain import storage
+from kftrain.errors import ExportError
 from kftrain.models import ModelSpec
 from kftrain.models.detect import SIDE_FILES
 from kftrain.models.folder import ModelFolder
@@ -35,7 +36,6 @@ from kftrain.models.predictors import (
     savedmodel_predictor,
 )
 from kftrain.models.spec import KERAS, KFTRAIN_MLP, ONNX, SAVEDMODEL, TORCHSCRIPT
-from kftrain.steps.export.serving import ExportError
 
 RawPredict = Callable[[np.ndarray], np.ndarray]
 

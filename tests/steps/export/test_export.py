@@ -13,9 +13,9 @@ import yaml
 
 from kftrain import storage
 from kftrain.data.dataset import load_split
-from kftrain.models import predictor_for, save_model
+from kftrain.models import kserve, predictor_for, save_model
 from kftrain.steps import export as export_step
-from kftrain.steps.export import ExportError, export_model, serving
+from kftrain.steps.export import ExportError, export_model
 from testbed.bundled import fit_linear
 from testbed.needs import require
 from testbed.s3_server import ACCESS_KEY, SECRET_KEY
@@ -85,7 +85,7 @@ def test_a_minio_export_is_served_from_s3_through_a_service_account(tmp_path, da
     service, account = yaml.safe_load_all(text)
     assert service["spec"]["predictor"]["model"]["storageUri"] == f"s3://{bucket}/run/exported/triton"
     assert service["spec"]["predictor"]["serviceAccountName"] == account["metadata"]["name"] == "cancer-storage"
-    assert account["kind"] == "ServiceAccount" and account["secrets"] == [{"name": serving.STORAGE_SECRET}]
+    assert account["kind"] == "ServiceAccount" and account["secrets"] == [{"name": kserve.STORAGE_SECRET}]
     endpoint = os.environ["AWS_ENDPOINT_URL"]  # the moto server, plain HTTP
     assert account["metadata"]["annotations"] == {
         "serving.kserve.io/s3-endpoint": endpoint.removeprefix("http://"),
@@ -95,7 +95,7 @@ def test_a_minio_export_is_served_from_s3_through_a_service_account(tmp_path, da
 
 
 def test_an_https_endpoint_is_annotated_as_https():
-    account = serving.service_account("cancer-storage", "https://minio.example.com:9000")
+    account = kserve.service_account("cancer-storage", "https://minio.example.com:9000")
     assert account["metadata"]["annotations"] == {
         "serving.kserve.io/s3-endpoint": "minio.example.com:9000",
         "serving.kserve.io/s3-usehttps": "1",
@@ -113,7 +113,7 @@ def test_an_https_endpoint_is_annotated_as_https():
     ],
 )
 def test_the_storage_uri_is_one_kserve_downloads(uri, served):
-    assert serving.storage_uri(uri) == served
+    assert kserve.storage_uri(uri) == served
 
 
 def test_a_one_dimensional_output_is_reshaped_for_triton(tmp_path, dataset):

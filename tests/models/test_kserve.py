@@ -6,16 +6,16 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from kftrain.steps.export import serving
+from kftrain.models import kserve
 from testbed import kserve_crd
 
 
 def written(target: str, endpoint: str) -> list[dict]:
     """The export's kserve/inferenceservice.yaml, read back: the InferenceService, then its ServiceAccount if any."""
-    account = serving.service_account("cancer-storage", endpoint) if endpoint else {}
+    account = kserve.service_account("cancer-storage", endpoint) if endpoint else {}
     name = account.get("metadata", {}).get("name", "")
-    service = serving.inference_service("cancer", target, serving.storage_uri("minio://b/run/exported/triton"), name)
-    return list(yaml.safe_load_all(serving.manifest_yaml(service, *([account] if account else []))))
+    service = kserve.inference_service("cancer", target, kserve.storage_uri("minio://b/run/exported/triton"), name)
+    return list(yaml.safe_load_all(kserve.manifest_yaml(service, *([account] if account else []))))
 
 
 @pytest.mark.parametrize("target", ["triton", "tfserving"])
