@@ -144,7 +144,12 @@ def run_locally(
                 steps_without_cwd_on_path(),
                 stop_steps_on_signal(),
                 quiet_output(show_all=verbose, gone=scratch) as watched,
-                tracked_pipeline(root, mlflow, register_model=str(params.get("register_model") or "")),
+                tracked_pipeline(
+                    root,
+                    mlflow,
+                    register_model=str(params.get("register_model") or ""),
+                    steps_uri=str(params.get("mlflow_tracking_uri") or ""),
+                ),
             ):
                 pipeline(**params)
         except RuntimeError as exc:

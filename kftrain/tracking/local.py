@@ -278,18 +278,19 @@ def open_experiment(uri: str) -> tuple[Any, str, Server] | None:
 
 @contextlib.contextmanager
 def tracked_pipeline(
-    pipeline_root: str | Path, uri: str = "", register_model: str = ""
+    pipeline_root: str | Path, uri: str = "", register_model: str = "", steps_uri: str = ""
 ) -> Iterator[LocalPipelineRuns | None]:
     """Within the block, a local pipeline run is tracked in MLflow on the server ``uri`` (``--mlflow``), else
     ``MLFLOW_TRACKING_URI``'s (None and nothing done without either, or when the server cannot be used). The
-    pipeline's run ends FINISHED, FAILED or KILLED with the block. A ``register_model`` without tracking is refused
-    here, before any step runs."""
+    pipeline's run ends FINISHED, FAILED or KILLED with the block. A ``register_model`` without tracking (neither
+    of those nor ``steps_uri``, the pipeline's ``mlflow_tracking_uri`` parameter) is refused before any step runs."""
     given = bool(uri.strip())
     uri = uri.strip() or os.environ.get(TRACKING_URI, "").strip()
-    if register_model and not uri:
+    if register_model and not uri and not steps_uri.strip():
         raise JobSpecError(
             "register_model",
-            f"{register_model!r}: registering needs MLflow tracking: pass --mlflow URI or set {TRACKING_URI}",
+            f"{register_model!r}: registering needs MLflow tracking: pass --mlflow URI, set {TRACKING_URI} or "
+            "the pipeline's mlflow_tracking_uri parameter",
         )
     if not uri:
         yield None

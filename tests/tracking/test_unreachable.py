@@ -124,6 +124,14 @@ def test_register_model_without_tracking_is_refused_before_any_step(tmp_path, mo
         pytest.fail("a step ran")
 
 
+def test_register_model_with_the_steps_tracking_uri_is_not_refused(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    ran = False
+    with tracked_pipeline(tmp_path, register_model="digits", steps_uri="http://127.0.0.1:5000") as runs:
+        ran = True
+    assert ran and runs is None  # the steps track themselves; the local pipeline run is not tracked
+
+
 def _evaluation() -> tuple[Any, Any]:
     evaluation = SimpleNamespace(
         metrics={"accuracy": 0.9},
