@@ -8,7 +8,7 @@ from kftrain.step import component_step
 from kftrain.steps.export import export_model
 from kftrain.steps.inputs.export import ExportInputs
 from kftrain.storage.io import write_once
-from kftrain.tracking.client import task_run
+from kftrain.tracking.client import TaskRun, task_run
 from kftrain.tracking.export import check_registration, log_export, register_export
 
 
@@ -27,9 +27,9 @@ def export_component(**values: Any) -> tuple[str]:
     version = ""
     with (
         component_step(exported, inference_service, inputs={"model": model.uri, "dataset_uri": given.dataset_uri}),
-        task_run("export's MLflow logging", given.mlflow_tracking_uri, "export-model") as tracked,
+        task_run("export's MLflow logging") as tracked,
     ):
-        check_registration(given.register_model, given.mlflow_tracking_uri)
+        check_registration(given.register_model)
         report = export_model(
             model.uri,
             given.dataset_uri,
@@ -47,15 +47,24 @@ def export_component(**values: Any) -> tuple[str]:
             paths = {e.target: e.path for e in report.exports}
             log_export(tracked, exported.uri, paths, served, inference_service.uri)
             if given.register_model:
-                version = register_export(
-                    tracked,
-                    given.register_model,
-                    exported.uri,
-                    evaluation=dict(getattr(given.evaluation_metrics, "metadata", None) or {}),
-                    gate_passed=given.gate_passed,
-                    model_uri=model.uri,
-                )
+                version = register(tracked, given)
     return (version,)
+
+
+def register(tracked: TaskRun, given: Any, source: str = "") -> str:
+    """Register an export step's ``exported`` as ``register_model``'s new version, with the evaluation it was given
+    (``evaluation_metrics``' metadata, ``gate_passed``) and the model it was exported from: ``given`` is
+    :class:`ExportInputs` or the language model's table, which share those inputs. Returns the version ("" when the
+    server failed); ``source``: :func:`~kftrain.tracking.export.register_export`'s."""
+    return register_export(
+        tracked,
+        given.register_model,
+        given.exported.uri,
+        evaluation=dict(getattr(given.evaluation_metrics, "metadata", None) or {}),
+        gate_passed=given.gate_passed,
+        model_uri=given.model.uri,
+        source=source,
+    )
 
 
 def _served(report: Any) -> str:

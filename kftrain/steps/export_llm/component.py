@@ -18,7 +18,7 @@ from kftrain.step import component_step
 from kftrain.steps.inputs.export_llm import ExportLanguageModelInputs
 from kftrain.storage.io import write_once
 from kftrain.tracking.client import task_run
-from kftrain.tracking.export import check_registration, log_export, register_export
+from kftrain.tracking.export import check_registration, log_export
 from kftrain.tracking.llm import log_transformers_model
 
 log = logging.getLogger(__name__)
@@ -32,16 +32,17 @@ def export_llm_component(**values: Any) -> tuple[str]:
     from kftrain.llm.export import MODEL_DIR, export_language_model
     from kftrain.llm.instructions import read_split
     from kftrain.llm.model_io import load_model
+    from kftrain.steps.export.component import register as register_export_step
 
     given = ExportLanguageModelInputs(**values)
     exported, service = given.exported, given.inference_service
     version = ""
     with (
         component_step(exported, service, inputs={"model": given.model.uri, "dataset_uri": given.dataset_uri}),
-        task_run("export's MLflow logging", given.mlflow_tracking_uri, "export-language-model") as tracked,
+        task_run("export's MLflow logging") as tracked,
     ):
         check_model_name(given.model_name)
-        register = check_registration(given.register_model, given.mlflow_tracking_uri)
+        register = check_registration(given.register_model)
         settings = GenerationSettings(max_new_tokens=given.max_new_tokens)
         if given.check_prompts < 1:
             raise ExportError(f"check_prompts: {given.check_prompts}; at least one prompt checks the export")
@@ -74,13 +75,5 @@ def export_llm_component(**values: Any) -> tuple[str]:
                     "flavor needs merged weights (merge_adapters)"
                 )
             if register:
-                version = register_export(
-                    tracked,
-                    given.register_model,
-                    exported.uri,
-                    evaluation=dict(getattr(given.evaluation_metrics, "metadata", None) or {}),
-                    gate_passed=given.gate_passed,
-                    model_uri=given.model.uri,
-                    source=logged,
-                )
+                version = register_export_step(tracked, given, source=logged)
     return (version,)
