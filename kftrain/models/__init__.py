@@ -1,7 +1,8 @@
 """Trained models by URI: the model contract (``kftrain/models/README.md``), what a model folder holds, and how each
 format is loaded: :mod:`.folder` (a folder's files), :mod:`.spec` (``model.json``), :mod:`.detect` (which model a
 folder holds), :mod:`.predictors` (any format as ``predict(x) -> scores``), :mod:`.save`, :mod:`.history` (training
-curves), :mod:`.pytorch` and :mod:`.tensorflow` (what this release's programs build).
+curves), :mod:`.pytorch` and :mod:`.tensorflow` (what this release's programs build), :mod:`.kserve` (the manifests
+KServe serves an export with).
 
 Frameworks and numpy are imported only when a model is loaded or saved (the launch image has neither and describes
 models through this package): :func:`predictor_for`, :data:`Predictor` and :func:`save_model` load on first use.
