@@ -27,9 +27,9 @@ def export_component(**values: Any) -> tuple[str]:
     version = ""
     with (
         component_step(exported, inference_service, inputs={"model": model.uri, "dataset_uri": given.dataset_uri}),
-        task_run("export's MLflow logging") as tracked,
+        task_run("export's MLflow logging", given.mlflow_tracking_uri, "export-model") as tracked,
     ):
-        check_registration(given.register_model)
+        check_registration(given.register_model, given.mlflow_tracking_uri)
         report = export_model(
             model.uri,
             given.dataset_uri,

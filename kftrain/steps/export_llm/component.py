@@ -39,10 +39,10 @@ def export_llm_component(**values: Any) -> tuple[str]:
     version = ""
     with (
         component_step(exported, service, inputs={"model": given.model.uri, "dataset_uri": given.dataset_uri}),
-        task_run("export's MLflow logging") as tracked,
+        task_run("export's MLflow logging", given.mlflow_tracking_uri, "export-language-model") as tracked,
     ):
         check_model_name(given.model_name)
-        register = check_registration(given.register_model)
+        register = check_registration(given.register_model, given.mlflow_tracking_uri)
         settings = GenerationSettings(max_new_tokens=given.max_new_tokens)
         if given.check_prompts < 1:
             raise ExportError(f"check_prompts: {given.check_prompts}; at least one prompt checks the export")
