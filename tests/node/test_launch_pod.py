@@ -8,6 +8,7 @@ image (several GB to move into the node): what is real here is the pods, their e
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from kubernetes import client, utils
 
 from testbed import REPO_ROOT
-from testbed.controlplane import node_pods
+from testbed.controlplane import node_net, node_pods
 from testbed.controlplane.cluster import ControlPlane
 
 pytestmark = [pytest.mark.slow, pytest.mark.node, pytest.mark.xdist_group("node")]
@@ -149,13 +150,13 @@ def test_the_launch_step_runs_a_pytorchjob_on_the_node(core: Any, shared: Path) 
 def test_the_launch_step_runs_a_master_and_a_worker_that_finds_it_by_name(
     core: Any, shared: Path, init_operator: None
 ) -> None:
-    """With a Worker: its init-pytorch (the node's init image) ends once the Master's name resolves, and the Worker
-    then reaches the Master by that name over the pod network."""
+    """With a Worker: its init-pytorch (the node's init image) ends once the Master's name resolves (the kubelet
+    starts the Worker's container only after its init containers exit 0), and the Worker then reaches the Master by
+    that name over the pod network. The pods are read from what each wrote: once the step has ended, its job's pods
+    may already be gone."""
     _run_step(core, "launch-2", "run-2", workers=1)
-    master, worker = _job_pod(core, "run-2", "-master-0"), _job_pod(core, "run-2", "-worker-0")
-    (init,) = worker.status.init_container_statuses
-    assert (init.name, init.state.terminated.exit_code) == ("init-pytorch", 0), init
-    assert worker.status.phase == master.status.phase == "Succeeded"
     model = shared / "run-2" / "model"
-    assert (model / "rank-0.txt").read_text() == f"worker 1 via {master.status.pod_ip}"
+    heard = (model / "rank-0.txt").read_text()
+    said, _, address = heard.rpartition(" via ")
+    assert said == "worker 1" and ipaddress.ip_address(address) in node_net.NETWORK, heard
     assert (model / "rank-1.txt").read_text() == "master"
