@@ -1,4 +1,4 @@
-"""Makes a KFP component of a function written as source text from an input table (:mod:`kftrain.steps.inputs`).
+"""Makes a KFP component of a function written as source text from an input table (:mod:`kftrain.inputs`).
 
 KFP embeds the text ``inspect.getsource`` returns for a component's function
 (kubeflow/pipelines@2.17.0:sdk/python/kfp/dsl/component_factory.py:220-221) and its executor maps the step's inputs
@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, Optional
 
 from kfp import dsl
 
-from kftrain.steps.inputs import Output, function_source, parameters, step_body
+from kftrain.inputs import Output, function_source, parameters, step_body
 
 
 def define(module: str, name: str, source: str, **options: Any) -> Any:

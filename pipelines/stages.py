@@ -18,13 +18,13 @@ from typing import Any, get_origin, get_type_hints
 
 from kfp import dsl, kubernetes
 
+from kftrain.inputs import parameters
+from kftrain.inputs.evaluate import EvaluateInputs
+from kftrain.inputs.export import ExportInputs
+from kftrain.inputs.prep import PrepareInputs
 from kftrain.job.pod_settings import step_placements
 from kftrain.launch.inputs import Input as Param
 from kftrain.launch.inputs import pipeline_inputs
-from kftrain.steps.inputs import parameters
-from kftrain.steps.inputs.evaluate import EvaluateInputs
-from kftrain.steps.inputs.export import ExportInputs
-from kftrain.steps.inputs.prep import PrepareInputs
 from kftrain_components.data.prepare_dataset.component import prepare_dataset
 from kftrain_components.evaluation.evaluate_model.component import evaluate_model
 from kftrain_components.export.export_model.component import export_model
@@ -33,7 +33,7 @@ from kftrain_components.training.trainer_args.component import trainer_args
 
 
 def step_params(table: type, *names: str, **defaults: Any) -> tuple[Param, ...]:
-    """The inputs ``names`` of a step's input table (:mod:`kftrain.steps.inputs`) as pipeline parameters under the
+    """The inputs ``names`` of a step's input table (:mod:`kftrain.inputs`) as pipeline parameters under the
     same names and descriptions, with the step's defaults but for ``defaults``: one declaration of each."""
     hints, rows = get_type_hints(table), {row.name: row for row in parameters(table)}
     kinds = {n: get_origin(hints[n]) or hints[n] for n in names}  # list[str] is a list to KFP

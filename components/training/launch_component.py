@@ -15,11 +15,11 @@ from typing import Any
 
 from kfp import dsl
 
+from kftrain.inputs import REQUIRED, Parameter, function_source
 from kftrain.job.kinds import KINDS
 from kftrain.job.pod_settings import TASK_CONFIG as TASK_CONFIG_INPUT
 from kftrain.job.pod_settings import task_config_passthroughs
 from kftrain.launch.inputs import Input, launch_inputs
-from kftrain.steps.inputs import REQUIRED, Parameter, function_source
 from kftrain_components.component_function import define
 from kftrain_components.images import LAUNCH_IMAGE
 

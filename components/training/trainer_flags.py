@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kftrain.steps.inputs import Parameter, component_input, function_source, parameters
+from kftrain.inputs import Parameter, component_input, function_source, parameters
 from kftrain_components.component_function import define
 from kftrain_components.images import LAUNCH_IMAGE
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any, get_origin, get_type_hints
 
 from kftrain.errors import JobSpecError
+from kftrain.inputs import rows
 from kftrain.job import pod_checks as check
 from kftrain.job.kinds import Kind, KindOptions, launch_input
 from kftrain.job.pod_settings import PodSettings, pipeline_settings
 from kftrain.job.request import RUN_POLICY, JobRequest
-from kftrain.steps.inputs import rows
 from kftrain.tracking.env import tracking_uri
 
 

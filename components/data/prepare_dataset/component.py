@@ -4,7 +4,7 @@ Every input problem (a missing column, a NaN, a ragged CSV, an empty or mislabel
 fails the step with a message naming the column or file, before anything is written.
 """
 
-from kftrain.steps.inputs.prep import OUTPUTS, PrepareInputs
+from kftrain.inputs.prep import OUTPUTS, PrepareInputs
 from kftrain_components.component_function import step_component
 from kftrain_components.images import DATA_IMAGE
 

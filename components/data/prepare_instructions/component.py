@@ -5,7 +5,7 @@ the assistant's turn...) fails the step with a message naming the field, the fil
 is written; with invalid=drop, empty and over-long examples are dropped and counted instead.
 """
 
-from kftrain.steps.inputs.prep_instructions import OUTPUTS, PrepareInstructionsInputs
+from kftrain.inputs.prep_instructions import OUTPUTS, PrepareInstructionsInputs
 from kftrain_components.component_function import step_component
 from kftrain_components.images import DATA_IMAGE
 

@@ -6,7 +6,7 @@ token_f1) of the model's answers to the held-out prompts with a stated generatio
 `gate_threshold` (and the base model's score): pipelines gate the export on it.
 """
 
-from kftrain.steps.inputs.evaluate_llm import OUTPUTS, EvaluateLanguageModelInputs
+from kftrain.inputs.evaluate_llm import OUTPUTS, EvaluateLanguageModelInputs
 from kftrain_components.component_function import step_component
 from kftrain_components.images import PYTORCH_IMAGE
 

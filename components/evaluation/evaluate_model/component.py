@@ -6,7 +6,7 @@ whether `gate_metric` meets `gate_threshold` (and is not worse than the baseline
 gate the export on it.
 """
 
-from kftrain.steps.inputs.evaluate import OUTPUTS, EvaluateInputs
+from kftrain.inputs.evaluate import OUTPUTS, EvaluateInputs
 from kftrain_components.component_function import step_component
 from kftrain_components.images import PYTORCH_IMAGE
 

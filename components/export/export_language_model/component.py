@@ -6,7 +6,7 @@ prompts of the test split as the fine-tuned model does before anything is publis
 model is logged with MLflow's transformers flavor and, given `register_model`, registered.
 """
 
-from kftrain.steps.inputs.export_llm import OUTPUTS, ExportLanguageModelInputs
+from kftrain.inputs.export_llm import OUTPUTS, ExportLanguageModelInputs
 from kftrain_components.component_function import step_component
 from kftrain_components.images import PYTORCH_IMAGE
 

@@ -6,7 +6,7 @@ the dataset's test split before anything is published. With MLflow tracking (KFP
 registers the export in MLflow's Model Registry.
 """
 
-from kftrain.steps.inputs.export import OUTPUTS, ExportInputs
+from kftrain.inputs.export import OUTPUTS, ExportInputs
 from kftrain_components.component_function import step_component
 from kftrain_components.images import PYTORCH_IMAGE
 

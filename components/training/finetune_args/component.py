@@ -6,7 +6,7 @@ The URIs' flags the launch gives this release's programs (`--dataset $(KFTRAIN_D
 so it is built here, at run time. An empty or zero value (-1 for the seed) leaves the program's own default.
 """
 
-from kftrain.steps.inputs import Parameter
+from kftrain.inputs import Parameter
 from kftrain_components.training.trainer_flags import flags_component, trainer_flags_call
 
 # The fine-tuning program's own flags, before the trainers' (kftrain_components.training.trainer_flags).

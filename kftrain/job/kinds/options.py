@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from kftrain.inputs import component_input
 from kftrain.job.model import JobSpec, TrainingJob
-from kftrain.steps.inputs import component_input
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Workload:
 
 
 def launch_input(default: Any, doc: str, *, group: str = "") -> Any:
-    """A field of a launch input dataclass (:func:`kftrain.steps.inputs.component_input`): its default (the
+    """A field of a launch input dataclass (:func:`kftrain.inputs.component_input`): its default (the
     component's, and the step's when it is not given), its description, and the group it is listed in (for a
     dataclass whose inputs are listed in two places of the signature)."""
     return component_input(default, doc, group=group)

@@ -11,11 +11,11 @@ import math
 from typing import Any
 
 from kftrain.data.dataset import read_info
+from kftrain.inputs.evaluate import EvaluateInputs
 from kftrain.step import component_step
 from kftrain.steps.evaluate import gate, reports
 from kftrain.steps.evaluate.evaluation import Evaluation, evaluate_model, task_of
 from kftrain.steps.evaluate.gate import GateDecision
-from kftrain.steps.inputs.evaluate import EvaluateInputs
 from kftrain.tracking.client import task_run
 from kftrain.tracking.evaluation import log_evaluation
 

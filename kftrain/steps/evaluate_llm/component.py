@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from kftrain.errors import EvaluationError
+from kftrain.inputs.evaluate_llm import EvaluateLanguageModelInputs
 from kftrain.llm.evaluate import LanguageEvaluation, check_task_metric, evaluate_language_model
 from kftrain.llm.generate import GenerationSettings
 from kftrain.step import component_step
 from kftrain.steps.evaluate import gate
 from kftrain.steps.evaluate_llm import report
-from kftrain.steps.inputs.evaluate_llm import EvaluateLanguageModelInputs
 from kftrain.tracking.client import task_run
 from kftrain.tracking.llm import log_language_evaluation
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kftrain.inputs.export import ExportInputs
 from kftrain.step import component_step
 from kftrain.steps.export import export_model
-from kftrain.steps.inputs.export import ExportInputs
 from kftrain.storage.io import write_once
 from kftrain.tracking.client import TaskRun, task_run
 from kftrain.tracking.export import check_registration, log_export, register_export

@@ -12,10 +12,10 @@ from typing import Any
 
 from kftrain import storage
 from kftrain.errors import ExportError
+from kftrain.inputs.export_llm import ExportLanguageModelInputs
 from kftrain.llm.generate import GenerationSettings
 from kftrain.models.kserve import check_model_name
 from kftrain.step import component_step
-from kftrain.steps.inputs.export_llm import ExportLanguageModelInputs
 from kftrain.storage.io import write_once
 from kftrain.tracking.client import task_run
 from kftrain.tracking.export import check_registration, log_export

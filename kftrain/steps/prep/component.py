@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from kftrain.inputs.prep import PrepareInputs
 from kftrain.step import component_step
-from kftrain.steps.inputs.prep import PrepareInputs
 from kftrain.steps.prep import prepare_dataset
 
 

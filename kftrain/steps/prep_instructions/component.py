@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from kftrain.inputs.prep_instructions import PrepareInstructionsInputs
 from kftrain.step import component_step
-from kftrain.steps.inputs.prep_instructions import PrepareInstructionsInputs
 
 
 def prepare_instructions_component(**values: Any) -> tuple[str]:

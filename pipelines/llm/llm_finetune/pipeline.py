@@ -8,9 +8,9 @@ from typing import Any
 
 from kfp import dsl
 
-from kftrain.steps.inputs.evaluate_llm import EvaluateLanguageModelInputs
-from kftrain.steps.inputs.export_llm import ExportLanguageModelInputs
-from kftrain.steps.inputs.prep_instructions import PrepareInstructionsInputs
+from kftrain.inputs.evaluate_llm import EvaluateLanguageModelInputs
+from kftrain.inputs.export_llm import ExportLanguageModelInputs
+from kftrain.inputs.prep_instructions import PrepareInstructionsInputs
 from kftrain_components.control.fail.component import fail
 from kftrain_components.data.prepare_instructions.component import prepare_instructions
 from kftrain_components.evaluation.evaluate_language_model.component import evaluate_language_model

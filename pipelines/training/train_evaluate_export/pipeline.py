@@ -7,7 +7,7 @@ from typing import Any
 
 from kfp import dsl
 
-from kftrain.steps.inputs.prep import PrepareInputs
+from kftrain.inputs.prep import PrepareInputs
 from kftrain_components.control.fail.component import fail
 from kftrain_components.data.prepare_dataset.component import prepare_dataset
 from kftrain_components.images import PYTORCH_IMAGE, TENSORFLOW_IMAGE

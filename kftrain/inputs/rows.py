@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kftrain.steps.inputs import REQUIRED, Output, artifact, component_input
+from kftrain.inputs import REQUIRED, Output, artifact, component_input
 
 DATASET_BY_URI = (
     "It is read by URI, only the split it needs and in batches: as an input artifact, KFP's backend would copy the "

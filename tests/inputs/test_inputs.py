@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from kftrain.steps.inputs import REQUIRED, Output, artifact, component_input, function_source, parameters, step_body
-from kftrain.steps.inputs.evaluate import EvaluateInputs
-from kftrain.steps.inputs.export import ExportInputs
-from kftrain.steps.inputs.prep import PrepareInputs
-from kftrain.steps.inputs.prep_instructions import PrepareInstructionsInputs
+from kftrain.inputs import REQUIRED, Output, artifact, component_input, function_source, parameters, step_body
+from kftrain.inputs.evaluate import EvaluateInputs
+from kftrain.inputs.export import ExportInputs
+from kftrain.inputs.prep import PrepareInputs
+from kftrain.inputs.prep_instructions import PrepareInstructionsInputs
 
 
 def components() -> list[tuple[Any, type]]:

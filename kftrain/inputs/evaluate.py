@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kftrain.steps.inputs import Output, artifact, component_input, rows
+from kftrain.inputs import Output, artifact, component_input, rows
 
 
 @dataclass(frozen=True)
