@@ -40,6 +40,7 @@ from testbed.controlplane.host import (
 )
 from testbed.controlplane.node import BINARIES as NODE_BINARIES
 from testbed.controlplane.node import Node
+from testbed.controlplane.node_images import INIT_IMAGE
 from testbed.controlplane.operators import Operators, can_enter_private_tmp, crds_not_in
 
 __all__ = ["ADMIN_GROUP", "ADMIN_USER", "ControlPlane", "ControlPlaneError", "Resource", "control_plane", "for_tests"]
@@ -300,7 +301,10 @@ def control_plane(
                     apiserver.ca_file if node is not None else None,
                 )
             ]
-            parts += [Operators(operators, operator_bins, apiserver)] if operators else []
+            # With a node, Workers' init-pytorch runs the node's own image: the operator's default, alpine:3.10, would
+            # be pulled (kubeflow/training-operator@v1.9.0:pkg/controller.v1/pytorch/initcontainer.go:37-46).
+            flags = {"training-operator": [f"--pytorch-init-container-image={INIT_IMAGE}"]} if node is not None else {}
+            parts += [Operators(operators, operator_bins, apiserver, flags)] if operators else []
             if node is not None:
                 node.kubeconfig = apiserver.kubeconfig
                 parts.append(node)

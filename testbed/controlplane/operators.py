@@ -39,9 +39,17 @@ class Operators(Part):
 
     name = "operators"
 
-    def __init__(self, names: Sequence[str], bins: Mapping[str, Path], apiserver: APIServer) -> None:
+    def __init__(
+        self,
+        names: Sequence[str],
+        bins: Mapping[str, Path],
+        apiserver: APIServer,
+        flags: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        """``flags``: by operator, flags added to its release's command line (an admin's settings)."""
         self.processes = tuple(names)
         self.bins, self.apiserver = bins, apiserver
+        self.flags = dict(flags or {})
         # By operator, the URL that answers "ok" once it is ready, and its launch.
         self.ready_urls: dict[str, str] = {}
         self._launches: dict[str, Launch] = {}
@@ -107,7 +115,7 @@ class Operators(Part):
         env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": "/tmp", "KUBECONFIG": "/tmp/kubeconfig"}
         return Spec(
             op.name,
-            launch.command,
+            [*launch.command, *self.flags.get(op.name, ())],
             host.log(op.name),
             env=env,
             before_exec=private_tmp(tmp, run),

@@ -1,6 +1,5 @@
 """The node tier's one control plane with a real node (testbed/controlplane/node.py) and the training-operator,
-shared by its pod tests; the operator given the node's PyTorchJob init image, for the modules whose jobs have
-Workers."""
+shared by its pod tests (the cluster gives the operator the node's PyTorchJob init image)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from kubernetes import client
 
 from testbed.controlplane import node_pods
 from testbed.controlplane.cluster import ControlPlane
-from testbed.controlplane.node_images import INIT_IMAGE
 
 
 @pytest.fixture(scope="session")
@@ -24,14 +22,6 @@ def node_cluster() -> Iterator[ControlPlane]:
 def core(node_cluster: ControlPlane) -> Iterator[Any]:
     with node_cluster.api_client() as api_client:
         yield client.CoreV1Api(api_client)
-
-
-@pytest.fixture(scope="module")
-def init_operator(node_cluster: ControlPlane) -> Iterator[None]:
-    """The training-operator run with --pytorch-init-container-image naming the node's init image (its default,
-    alpine:3.10, cannot be pulled here), as an admin deploys it; as before again after the module."""
-    with node_cluster.operator_redeployed("training-operator", [f"--pytorch-init-container-image={INIT_IMAGE}"], {}):
-        yield
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

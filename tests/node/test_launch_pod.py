@@ -147,9 +147,7 @@ def test_the_launch_step_runs_a_pytorchjob_on_the_node(core: Any, shared: Path) 
     assert (shared / "run-1" / "model" / "rank-0.txt").read_text() == "alone"
 
 
-def test_the_launch_step_runs_a_master_and_a_worker_that_finds_it_by_name(
-    core: Any, shared: Path, init_operator: None
-) -> None:
+def test_the_launch_step_runs_a_master_and_a_worker_that_finds_it_by_name(core: Any, shared: Path) -> None:
     """With a Worker: its init-pytorch (the node's init image) ends once the Master's name resolves (the kubelet
     starts the Worker's container only after its init containers exit 0), and the Worker then reaches the Master by
     that name over the pod network. The pods are read from what each wrote: once the step has ended, its job's pods

@@ -125,9 +125,7 @@ def _delete(custom: Any, core: Any, name: str) -> None:
         node_pods.gone(core, pod, NS)
 
 
-def test_init_pytorch_waits_for_the_masters_name_then_ends(
-    node_cluster: ControlPlane, core: Any, init_operator: None
-) -> None:
+def test_init_pytorch_waits_for_the_masters_name_then_ends(node_cluster: ControlPlane, core: Any) -> None:
     """The Master's image is absent at first (ErrImageNeverPull: never Ready, so its headless Service has no
     address and its name is NXDOMAIN): the Worker's init-pytorch keeps waiting. The Master's image is then set to one
     the node holds; once it runs, its name resolves and init-pytorch exits 0, and the Worker's container starts."""
@@ -162,7 +160,7 @@ def test_init_pytorch_waits_for_the_masters_name_then_ends(
 
 
 def test_a_two_replica_pytorchjob_trains_with_ddp_and_writes_the_model_to_s3(
-    node_cluster: ControlPlane, core: Any, init_operator: None, pytorch_image: str, s3: tuple[str, dict[str, str]]
+    node_cluster: ControlPlane, core: Any, pytorch_image: str, s3: tuple[str, dict[str, str]]
 ) -> None:
     from kftrain.steps.prep import prepare_dataset
 
