@@ -46,21 +46,26 @@ REFUSED = {
 ACCEPTED = ["i=3", f"i={2**63 - 1}", "f=0.25", "s=text", 's="5"', "b=false", "items=[1, 2]", 'mapping={"k": [1]}']
 
 
-@pytest.fixture(scope="module")
-def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The pipeline compiled to a file: ``run`` and ``submit`` both take it."""
+def compile_source(folder: Path, name: str, source: str) -> Path:
+    """``source`` written to ``folder/<name>.py`` (KFP reads a component's source from its file), imported, and its
+    pipeline function ``name`` compiled to ``folder/<name>.yaml``."""
     import importlib.util
 
     from kfp import compiler
 
-    folder = tmp_path_factory.mktemp("typed")
-    (folder / "typed_pipeline.py").write_text(TYPED)  # KFP reads a component's source from its file
-    spec = importlib.util.spec_from_file_location("typed_pipeline", folder / "typed_pipeline.py")
+    (folder / f"{name}.py").write_text(source)
+    spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    compiler.Compiler().compile(module.typed, str(folder / "typed.yaml"))
-    return folder / "typed.yaml"
+    compiler.Compiler().compile(getattr(module, name), str(folder / f"{name}.yaml"))
+    return folder / f"{name}.yaml"
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pipeline compiled to a file: ``run`` and ``submit`` both take it."""
+    return compile_source(tmp_path_factory.mktemp("typed"), "typed", TYPED)
 
 
 def _submit_checks(pipeline: Path, param: str, *command: str) -> None:
@@ -121,16 +126,7 @@ def registering(register_model: str = "") -> None:
 @pytest.mark.parametrize("name", ["..hidden", "a/b", "models:/x", " digits"])
 def test_a_registry_name_mlflow_refuses_is_refused_before_anything_runs(name: str, tmp_path: Path) -> None:
     """The export step would refuse it only after training; ``run``, ``submit`` and ``schedule`` refuse it first."""
-    import importlib.util
-
-    from kfp import compiler
-
-    (tmp_path / "registering.py").write_text(REGISTERING)
-    spec = importlib.util.spec_from_file_location("registering", tmp_path / "registering.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    compiler.Compiler().compile(module.registering, str(tmp_path / "registering.yaml"))
+    compile_source(tmp_path, "registering", REGISTERING)
     for command in COMMANDS.values():
         with pytest.raises(KftrainError, match=r"--param register_model=.*a registered model's name"):
             command(tmp_path / "registering.yaml", f"register_model={name}")
