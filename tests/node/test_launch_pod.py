@@ -15,113 +15,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, utils
 
-from testbed import REPO_ROOT
-from testbed.controlplane import node_net, node_pods
+from testbed.controlplane import node_launch, node_net, node_pods
 from testbed.controlplane.cluster import ControlPlane
 
 pytestmark = [pytest.mark.slow, pytest.mark.node, pytest.mark.xdist_group("node")]
 
-NS = "default"
-ACCOUNT = "pipeline-runner"
-CLAIM = "kftrain-shared"
-SHARED = "/shared"
-COMPONENT = REPO_ROOT / "components" / "training" / "pytorchjob_launch" / "component.yaml"
-RBAC = REPO_ROOT / "deploy" / "rbac"
-# Each replica: what the operator gave it; the Master waits for one connection on MASTER_PORT, a Worker connects to
-# MASTER_ADDR:MASTER_PORT (by name); each writes what it heard to the model folder.
-REPLICA = """
-import json, os, pathlib, socket, time
-names = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "KFTRAIN_MODEL_URI")
-print("replica-env", json.dumps({n: os.environ.get(n) for n in names}), flush=True)
-rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-heard = "alone"
-if rank == 0 and world > 1:
-    with socket.create_server(("", port)) as server:
-        conn, _ = server.accept()
-        heard = conn.recv(100).decode()
-        conn.sendall(b"master")
-        conn.close()
-elif rank > 0:
-    for _ in range(240):
-        try:
-            conn = socket.create_connection((addr, port), timeout=5)
-            break
-        except OSError:
-            time.sleep(0.5)
-    conn.sendall(f"worker {rank} via {socket.gethostbyname(addr)}".encode())
-    heard = conn.recv(100).decode()
-    conn.close()
-model = pathlib.Path(os.environ["KFTRAIN_MODEL_URI"])
-model.mkdir(parents=True, exist_ok=True)
-(model / f"rank-{rank}.txt").write_text(heard)
-"""
-
-
-def _shared_claim(api_client: Any, folder: Path) -> None:
-    core = client.CoreV1Api(api_client)
-    spec = {"accessModes": ["ReadWriteMany"], "storageClassName": ""}
-    volume = {
-        "metadata": {"name": CLAIM},
-        "spec": {**spec, "capacity": {"storage": "1Gi"}, "hostPath": {"path": str(folder), "type": "Directory"}},
-    }
-    core.create_persistent_volume(volume)
-    claim = {"metadata": {"name": CLAIM}, "spec": {**spec, "resources": {"requests": {"storage": "1Gi"}}}}
-    core.create_namespaced_persistent_volume_claim(NS, claim)
+NS = node_launch.NS
 
 
 @pytest.fixture(scope="module")
 def shared(node_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """deploy/rbac's Role bound to `pipeline-runner`, and the folder the step and its replicas share."""
     folder = tmp_path_factory.mktemp("shared")
-    folder.chmod(0o777)
     with node_cluster.api_client() as api_client:
-        client.CoreV1Api(api_client).create_namespaced_service_account(NS, {"metadata": {"name": ACCOUNT}})
-        for name in ("role.yaml", "rolebinding-pipeline-runner.yaml"):
-            utils.create_from_yaml(api_client, str(RBAC / name), namespace=NS)
-        _shared_claim(api_client, folder)
+        node_launch.share(api_client, folder, NS)
     yield folder
 
 
-def _step_pod(name: str, run: str, workers: int) -> dict[str, Any]:
-    parameters = {
-        "command": ["python", "-c", REPLICA],
-        "image": node_pods.LAUNCH_IMAGE,
-        "workers": workers,
-        "backend": "kubernetes",
-        "run_id": run,
-        "task_id": "launch",
-        "pvc_mounts": {SHARED: CLAIM},
-        "timeout_seconds": 240,
-        "pending_timeout_seconds": 120,
-    }
-    artifact = {"name": "", "metadata": {}}
-    outputs = {
-        "artifacts": {
-            name: {"artifacts": [{**artifact, "type": {"schemaTitle": kind}, "uri": f"{SHARED}/{run}/{name}"}]}
-            for name, kind in (("model", "system.Model"), ("metrics", "system.Metrics"), ("curves", "system.HTML"))
-        },
-        "parameters": {"job": {"outputFile": "/tmp/kfp_outputs/job"}},
-    }
-    image, command, args = node_pods.component_container(COMPONENT, parameters, outputs)
-    field = [("KFP_POD_NAME", "metadata.name"), ("KFP_POD_UID", "metadata.uid")]
-    env = [{"name": n, "valueFrom": {"fieldRef": {"fieldPath": path}}} for n, path in field]
-    return node_pods.pod(
-        name,
-        image,
-        command,
-        args,
-        container={"env": env, "volumeMounts": [{"name": "shared", "mountPath": SHARED}]},
-        volumes=[{"name": "shared", "persistentVolumeClaim": {"claimName": CLAIM}}],
-        serviceAccountName=ACCOUNT,
-        automountServiceAccountToken=True,
-    )
-
-
 def _run_step(core: Any, name: str, run: str, workers: int) -> tuple[Any, str]:
-    core.create_namespaced_pod(NS, _step_pod(name, run, workers))
+    core.create_namespaced_pod(NS, node_launch.step_pod(name, run, workers))
     pod, took = node_pods.wait_for(core, name, NS, node_pods.ended, timeout_s=300)
     log = core.read_namespaced_pod_log(name, NS)
     print(f"the step's pod ended in {took:.1f} s\n{log[-2000:]}")
