@@ -33,6 +33,12 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> int:
     return storage_io.CHUNK
 
 
+def open_uploads(moto: MotoServer, bucket_uri: str) -> list[str]:
+    """The keys of the multipart uploads begun and neither completed nor aborted in the bucket of ``bucket_uri``."""
+    bucket = bucket_uri.removeprefix("s3://")
+    return [u["Key"] for u in boto3_client(moto.endpoint).list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
+
+
 def _random_file(path: Path, size: int) -> str:
     """A file of ``size`` random bytes, written in pieces; returns its sha256."""
     digest = hashlib.sha256()
@@ -245,10 +251,8 @@ def test_writer_killed_mid_upload_leaves_nothing_complete(s3_env: str, tmp_path:
     assert not storage.exists(storage.join(staging_uri, "big.bin"))  # ...but the multipart upload never completed
     with pytest.raises(storage.StorageError, match="NoSuchKey"):
         storage.require_complete(uri)  # nothing at the output itself
-    bucket = s3_env.removeprefix("s3://")
-    uploads = boto3_client(moto.endpoint).list_multipart_uploads(Bucket=bucket).get("Uploads", [])
     # what a bucket lifecycle rule cleans up
-    assert [u["Key"] for u in uploads] == [f"{staging_uri.split('/', 3)[3]}/big.bin"]
+    assert open_uploads(moto, s3_env) == [f"{staging_uri.split('/', 3)[3]}/big.bin"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -342,9 +346,7 @@ def test_failed_part_aborts_the_upload_and_leaves_no_object(
     with pytest.raises(storage.StorageError, match=r"never\.bin"):
         storage.upload(src, uri)
     assert not storage.exists(uri)
-    bucket = base.removeprefix("s3://")
-    uploads = boto3_client(moto.endpoint).list_multipart_uploads(Bucket=bucket).get("Uploads", [])
-    assert [u["Key"] for u in uploads if u["Key"] == "never.bin"] == []  # every attempt aborted its upload
+    assert "never.bin" not in open_uploads(moto, base)  # every attempt aborted its upload
     assert len([r for r in proxy.requests if r.startswith("DELETE") and "uploadId=" in r]) == 2
 
 
@@ -358,9 +360,7 @@ def test_stream_past_the_part_limit_is_refused_and_aborted(
     with pytest.raises(storage.StorageError, match="more than 2 parts"):
         storage.upload(src, uri)
     assert not storage.exists(uri)
-    bucket = s3_env.removeprefix("s3://")
-    uploads = boto3_client(moto.endpoint).list_multipart_uploads(Bucket=bucket).get("Uploads", [])
-    assert [u["Key"] for u in uploads if u["Key"] == "too-many-parts.bin"] == []
+    assert "too-many-parts.bin" not in open_uploads(moto, s3_env)
 
 
 @dataclasses.dataclass
