@@ -12,13 +12,13 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 from testbed.hostile.case import FINE, LOSS, WRONG, Case, Observed, Sandbox
+from testbed.http_answer import send_body, serving
 
 AREA = "tracking"
 NEEDS = ("mlflow", "torch", "pyarrow")
@@ -75,24 +75,13 @@ def _writes_fail(upstream: str) -> Iterator[str]:
         do_PATCH = do_PUT = do_DELETE = do_POST
 
         def _send(self, status: int, body: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            send_body(self, status, "application/json", body)
 
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Proxy) as url:
+        yield url
 
 
 def _evaluation_after_500(sb: Sandbox) -> None:
