@@ -32,6 +32,7 @@ from kftrain.launch.step import (
     prepare_job,
     run_job,
 )
+from kftrain.llm import model_io
 from kftrain.models import describe_model
 from kftrain.step import Artifact, MetricsArtifact, component_step
 from kftrain.storage import output_uri
@@ -201,7 +202,8 @@ def _model_metadata(job: TrainingJob, model_uri: str, result: JobResult) -> dict
     pipeline of the user's own may read the folder its own way.
     """
     try:
-        described = describe_model(model_uri).to_metadata()
+        # A language model's folder is the language-model steps' to read, not the classifier contract's.
+        described = model_io.describe(model_uri) or describe_model(model_uri).to_metadata()
     except KftrainError as exc:
         log.warning("the model does not follow the model contract (evaluation and export will refuse it): %s", exc)
         described = {"framework": ""}

@@ -102,6 +102,19 @@ def read_info(uri: str) -> dict[str, Any]:
     return info
 
 
+def describe(uri: str) -> dict[str, Any] | None:
+    """What the launch step records of a language model's folder at ``uri``: the fine-tuning program's
+    (``kftrain-llm.json``, checked) or a Hugging Face one (``config.json`` beside safetensors weights, as
+    ``save_pretrained`` writes it); None when the folder holds neither."""
+    files = ModelFolder(resolve(uri)).files()
+    if INFO_FILE in files:
+        info = read_info(uri)
+        return {"framework": "transformers", "format": FORMAT, "file": ".", "method": info["method"]}
+    if "config.json" in files and any(name.endswith(".safetensors") and "/" not in name for name in files):
+        return {"framework": "transformers", "format": "huggingface", "file": "."}
+    return None
+
+
 def load_finetuned(uri: str, *, merge: bool = False, dtype: str = "float32") -> tuple[Any, Any, dict[str, Any]]:
     """(model, tokenizer, info) of what the fine-tuning program wrote at ``uri``; a LoRA model is a PEFT model on
     its base (the folder's ``base/``, else ``info["base_model"]``), merged into plain weights with ``merge``."""
