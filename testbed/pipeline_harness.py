@@ -17,12 +17,18 @@ from testbed import REPO_ROOT
 
 # A training program that writes a valid model in a few seconds (see its docstring).
 STUB_TRAINER = REPO_ROOT / "testbed" / "programs" / "stub_trainer.py"
+STUB_LLM_TRAINER = REPO_ROOT / "testbed" / "programs" / "stub_llm_trainer.py"
 
 
 def stub_trainer(framework: str, *args: str) -> list[str]:
     """The command that runs the stub trainer, writing a model of ``framework`` (pytorch: a kftrain MLP,
     tensorflow: a SavedModel) in this release's format; ``args``: e.g. ``--epochs 12``, the epochs it reports."""
     return ["python", str(STUB_TRAINER), "--framework", framework, *args]
+
+
+def stub_llm_trainer(*args: str) -> list[str]:
+    """The command that runs the fine-tuning program's stand-in: an untrained tiny Llama in its layout."""
+    return ["python", str(STUB_LLM_TRAINER), *args]
 
 
 @dataclass

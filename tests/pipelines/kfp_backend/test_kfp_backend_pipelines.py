@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from kftrain.job.naming import RUN_ID_ANNOTATION, TASK_ID_ANNOTATION
 from testbed import REPO_ROOT
@@ -24,7 +25,7 @@ from testbed.kfp_backend.pod_process import Cancel, StepCancelled
 from testbed.kfp_backend.runner import PIPELINE_ROOT, Cluster, RunResult, run_pipeline
 from testbed.kfp_backend.store import Bucket
 from testbed.kfp_backend.versions import BACKENDS, NEWEST, OLDEST
-from testbed.pipeline_harness import stub_trainer
+from testbed.pipeline_harness import stub_llm_trainer, stub_trainer
 from testbed.s3_server import ACCESS_KEY, SECRET_KEY, MotoServer
 
 # Each run goes through testbed/kfp_backend: the driver resolves every task, the platform config is parsed against
@@ -37,34 +38,52 @@ from testbed.s3_server import ACCESS_KEY, SECRET_KEY, MotoServer
 # writes the model there. Every other run checks what differs between releases or settings (the driver, the
 # platform config, the launcher's artifact moves, the job's name and labels), which the training does not touch:
 # its pods run the stub trainer (testbed/programs/stub_trainer.py: a linear model of the pipeline's framework,
-# written in this release's format in a few seconds, with a checkpoint beside it), so evaluation and export
-# still run on a real model, and the job is created exactly as the real program's.
+# written in this release's format in a few seconds, with a checkpoint beside it; for the fine-tuning pipeline
+# testbed/programs/stub_llm_trainer.py: an untrained tiny Llama in the fine-tuning program's layout), so evaluation
+# and export still run on a real model, and the job is created exactly as the real program's.
 
 
 REPO = REPO_ROOT
 QUICK: dict[str, Any] = {"epochs": 2, "gate_threshold": 0.3}
+# The fine-tuning's quick run: one epoch of the tiny Llama on the synthetic task, the answers of the held-out examples
+# cut at the longest response (3 to 7 letters: kftrain/llm/synthetic.py), no base model evaluated beside it, and a
+# gate any model passes (exact match >= 0): the point is the wiring, not what one epoch learns.
+LLM_QUICK: dict[str, Any] = {"epochs": 1, "gate_threshold": 0.0, "compare_base": False, "max_new_tokens": 8}
 PLATFORM: dict[str, Any] = {
     "node_selector": {"pool": "cpu"},
     "tolerations": [{"key": "dedicated", "operator": "Exists"}],
 }
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """A shipped pipeline as this module runs it: its folder under pipelines/, its quick parameters, the program its
+    training pods run in place of the real one on the releases it does not train on, and the task that exports."""
+
+    folder: str
+    params: dict[str, Any]
+    stub: list[str]
+    export: str = "export-model"
+
+
+# The stub of each pipeline writes its model in the format of the pipeline's framework: train_evaluate_export's
+# default job kind, PyTorchJob, runs this release's PyTorch program.
 PIPELINES = {
-    "pytorch_digits": QUICK,
-    "tf_digits": QUICK,
-    "tf_digits_ps": QUICK,
-    "horovod_digits": QUICK,
-    "pytorch_digits_trainjob": QUICK,
-    "horovod_digits_trainjob": QUICK,
-    "train_evaluate_export": {"gate_threshold": 0.3},
+    "pytorch_digits": Shipped("training", QUICK, stub_trainer("pytorch")),
+    "tf_digits": Shipped("training", QUICK, stub_trainer("tensorflow")),
+    "tf_digits_ps": Shipped("training", QUICK, stub_trainer("tensorflow")),
+    "horovod_digits": Shipped("training", QUICK, stub_trainer("pytorch")),
+    "pytorch_digits_trainjob": Shipped("training", QUICK, stub_trainer("pytorch")),
+    "horovod_digits_trainjob": Shipped("training", QUICK, stub_trainer("pytorch")),
+    "train_evaluate_export": Shipped("training", {"gate_threshold": 0.3}, stub_trainer("pytorch")),
+    "llm_finetune": Shipped("llm", LLM_QUICK, stub_llm_trainer(), export="export-language-model"),
 }
-# The framework of each pipeline's model: the format the stub trainer writes in its place.
-FRAMEWORK = {
-    "pytorch_digits": "pytorch",
-    "tf_digits": "tensorflow",
-    "tf_digits_ps": "tensorflow",
-    "horovod_digits": "pytorch",
-    "pytorch_digits_trainjob": "pytorch",
-    "horovod_digits_trainjob": "pytorch",
-    "train_evaluate_export": "pytorch",  # its default job kind, PyTorchJob, runs this release's PyTorch program
+# What the folder each export's InferenceService serves holds, by the manifest's modelFormat: a file of each name
+# (a name starting with "." is a suffix).
+SERVED = {
+    "triton": ("config.pbtxt",),
+    "tensorflow": ("saved_model.pb",),
+    "huggingface": ("config.json", ".safetensors", "tokenizer.json", "generation_config.json"),
 }
 # The release each pipeline trains for real on; on every other, its pods run the stub trainer.
 TRAINS_ON = NEWEST
@@ -76,18 +95,20 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]
 
 
 def stubbed(cluster: Cluster, name: str) -> Cluster:
-    """``cluster`` with its training pods running the stub trainer of ``name``'s framework."""
-    cluster.program = stub_trainer(FRAMEWORK[name])
+    """``cluster`` with its training pods running the stub trainer of ``name``."""
+    cluster.program = PIPELINES[name].stub
     return cluster
 
 
 def run(cluster: Cluster, name: str, *, cancel: Cancel | None = None, **params: Any) -> RunResult:
-    return run_pipeline(cluster, REPO / "pipelines" / "training" / name / "pipeline.yaml", params, cancel=cancel)
+    package = REPO / "pipelines" / PIPELINES[name].folder / name / "pipeline.yaml"
+    return run_pipeline(cluster, package, params, cancel=cancel)
 
 
-def check_run(cluster: Cluster, result: RunResult) -> None:
-    """Every step ran with the pod KFP gives it; the job is named and labelled from the backend's real ids."""
-    exports = [t for name, t in result.tasks.items() if name.endswith("export-model")]
+def check_run(cluster: Cluster, result: RunResult, export: str = "export-model") -> None:
+    """Every step ran with the pod KFP gives it; the job is named and labelled from the backend's real ids; the
+    evaluation's verdict let the ``export`` task run."""
+    exports = [t for name, t in result.tasks.items() if name.endswith(export)]
     assert exports and all(t.triggered for t in exports), sorted(result.tasks)
     for name, task in result.tasks.items():
         env = task.record.env
@@ -104,7 +125,28 @@ def check_run(cluster: Cluster, result: RunResult) -> None:
     assert annotations[TASK_ID_ANNOTATION] == f"{launch.split('/')[-1]}/{salt['uri'].split('/')[-2]}"
     # The program that ran is the one the run meant: the job's own, or the stub in its place.
     launched = (cluster.workdir / "jobs" / cluster.jobs[0]["metadata"]["name"] / "launch.log").read_text()
-    assert ("stub trainer: wrote a linear" in launched) == bool(cluster.program), launched[-3000:]
+    assert ("stub trainer: wrote a" in launched) == bool(cluster.program), launched[-3000:]
+
+
+def check_export(cluster: Cluster, result: RunResult, export: str) -> None:
+    """The verdict the gate read passed; the export's InferenceService, in the run's store, serves a folder of the
+    export holding its format's files."""
+    verdicts = [t.output_parameters["passed"] for t in result.tasks.values() if "passed" in t.output_parameters]
+    assert verdicts == [True], verdicts
+    task = next(t for n, t in result.tasks.items() if n.endswith(export))
+    exported = task.output_artifacts["exported"][0]["uri"]
+    service_uri = task.output_artifacts["inference_service"][0]["uri"]
+    bucket = cluster.store_at(cluster.run_session().endpoint)
+    body = bucket.client.get_object(Bucket=bucket.name, Key=bucket.key_of(service_uri)[1])["Body"].read()
+    service = next(yaml.safe_load_all(body))
+    assert service["kind"] == "InferenceService", service
+    model = service["spec"]["predictor"]["model"]
+    served = model["storageUri"]
+    _, served_key = bucket.key_of(served)
+    assert served_key.startswith(bucket.key_of(exported)[1].rstrip("/") + "/"), (served, exported)
+    names = [obj["Key"].rsplit("/", 1)[-1] for obj in bucket.objects(bucket.name, served_key.rstrip("/") + "/")]
+    for wanted in SERVED[model["modelFormat"]["name"]]:
+        assert any(n.endswith(wanted) if wanted.startswith(".") else n == wanted for n in names), (wanted, names)
 
 
 @pytest.mark.slow
@@ -113,8 +155,9 @@ def check_run(cluster: Cluster, result: RunResult) -> None:
 def test_shipped_pipeline_runs_on_the_backend(cluster: Cluster, name: str) -> None:
     if cluster.backend != TRAINS_ON:
         stubbed(cluster, name)
-    result = run(cluster, name, **PIPELINES[name], **PLATFORM)
-    check_run(cluster, result)
+    result = run(cluster, name, **PIPELINES[name].params, **PLATFORM)
+    check_run(cluster, result, PIPELINES[name].export)
+    check_export(cluster, result, PIPELINES[name].export)
 
 
 @pytest.mark.slow
