@@ -35,3 +35,38 @@ SECURITY_CONTEXT_REFUSED: list[tuple[Any, str]] = [
     ({"allowPrivilegeEscalation": False, "privileged": True}, "security_context"),
     ({"allowPrivilegeEscalation": False, "capabilities": {"add": ["CAP_SYS_ADMIN"]}}, "security_context"),
 ]
+
+
+# What a cluster admin gives training-operator (--pytorch-init-container-template-file) so that a PyTorchJob's
+# Workers meet Pod Security `restricted`: v1.9.0's own template (kubeflow/training-operator@v1.9.0:pkg/controller.v1/
+# pytorch/initcontainer.go, initContainerTemplate) with the two fields a container cannot inherit from its pod.
+INIT_PYTORCH_TEMPLATE_FILE = "/tmp/init-pytorch.yaml"  # in the operator's own /tmp
+INIT_PYTORCH_TEMPLATE = """
+- name: init-pytorch
+  image: {{.InitContainerImage}}
+  imagePullPolicy: IfNotPresent
+  resources:
+    limits:
+      cpu: 100m
+      memory: 20Mi
+    requests:
+      cpu: 50m
+      memory: 10Mi
+  securityContext:
+    allowPrivilegeEscalation: false
+    capabilities:
+      drop: ["ALL"]
+  command:
+  - sh
+  - -c
+  - >-
+    err=1;for i in $(seq {{.MaxTries}}); do if nslookup {{.MasterAddr}};
+    then err=0 && break; fi;echo waiting for master; sleep 2; done; exit $err
+"""
+
+
+def secured_init_template() -> tuple[list[str], dict[str, str]]:
+    """What ``operator_redeployed("training-operator", ...)`` is given for that template: its flag, and the file
+    written to the operator's /tmp."""
+    flag = f"--pytorch-init-container-template-file={INIT_PYTORCH_TEMPLATE_FILE}"
+    return [flag], {INIT_PYTORCH_TEMPLATE_FILE.rpartition("/")[2]: INIT_PYTORCH_TEMPLATE}

@@ -186,31 +186,3 @@ def wait_until(what: str, check: Callable[[], Any], timeout_s: float = 120.0) ->
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not within {timeout_s} s")
         time.sleep(0.2)
-
-
-# What a cluster admin gives training-operator (--pytorch-init-container-template-file) so that a PyTorchJob's
-# Workers meet Pod Security `restricted`: v1.9.0's own template (kubeflow/training-operator@v1.9.0:pkg/controller.v1/
-# pytorch/initcontainer.go, initContainerTemplate) with the two fields a container cannot inherit from its pod.
-INIT_PYTORCH_TEMPLATE_FILE = "/tmp/init-pytorch.yaml"  # in the operator's own /tmp
-INIT_PYTORCH_TEMPLATE = """
-- name: init-pytorch
-  image: {{.InitContainerImage}}
-  imagePullPolicy: IfNotPresent
-  resources:
-    limits:
-      cpu: 100m
-      memory: 20Mi
-    requests:
-      cpu: 50m
-      memory: 10Mi
-  securityContext:
-    allowPrivilegeEscalation: false
-    capabilities:
-      drop: ["ALL"]
-  command:
-  - sh
-  - -c
-  - >-
-    err=1;for i in $(seq {{.MaxTries}}); do if nslookup {{.MasterAddr}};
-    then err=0 && break; fi;echo waiting for master; sleep 2; done; exit $err
-"""

@@ -25,7 +25,7 @@ from testbed.controlplane.launch_life import (
 from testbed.controlplane.launch_life_fixtures import *  # noqa: F403 (the module's fixtures)
 from testbed.controlplane.launch_life_fixtures import StepBed
 from testbed.launch_cluster import Launch, step_inputs
-from testbed.pod_security import RESTRICTED
+from testbed.pod_security import RESTRICTED, secured_init_template
 
 pytestmark = suite.MARKS
 
@@ -99,33 +99,6 @@ def test_with_the_security_context_input_every_kind_runs_in_a_restricted_namespa
     run_step_beside(run_then_succeed, launch, inputs)
 
 
-# What a cluster admin gives training-operator (--pytorch-init-container-template-file) so that a PyTorchJob's Workers
-# meet restricted: v1.9.0's own template (pkg/controller.v1/pytorch/initcontainer.go, initContainerTemplate) with the
-# two fields a container cannot inherit from its pod.
-INIT_PYTORCH_TEMPLATE = """
-- name: init-pytorch
-  image: {{.InitContainerImage}}
-  imagePullPolicy: IfNotPresent
-  resources:
-    limits:
-      cpu: 100m
-      memory: 20Mi
-    requests:
-      cpu: 50m
-      memory: 10Mi
-  securityContext:
-    allowPrivilegeEscalation: false
-    capabilities:
-      drop: ["ALL"]
-  command:
-  - sh
-  - -c
-  - >-
-    err=1;for i in $(seq {{.MaxTries}}); do if nslookup {{.MasterAddr}};
-    then err=0 && break; fi;echo waiting for master; sleep 2; done; exit $err
-"""
-
-
 def test_a_pytorchjob_runs_in_a_restricted_namespace_once_the_operators_init_container_template_is_secured(
     bed: StepBed,
 ) -> None:
@@ -148,10 +121,5 @@ def test_a_pytorchjob_runs_in_a_restricted_namespace_once_the_operators_init_con
             assert init.name == "init-pytorch" and init.security_context.allow_privilege_escalation is False
         succeed(bed.api, bed.node, launch, name, namespace)
 
-    template = "/tmp/init-pytorch.yaml"  # in the operator's own /tmp
-    with bed.cluster.operator_redeployed(
-        "training-operator",
-        [f"--pytorch-init-container-template-file={template}"],
-        {"init-pytorch.yaml": INIT_PYTORCH_TEMPLATE},
-    ):
+    with bed.cluster.operator_redeployed("training-operator", *secured_init_template()):
         run_step_beside(run_then_succeed, launch, inputs)

@@ -19,7 +19,7 @@ from kubernetes import client
 
 from testbed.controlplane import node_launch, node_net, node_pods
 from testbed.controlplane.cluster import ControlPlane
-from testbed.pod_security import RESTRICTED
+from testbed.pod_security import RESTRICTED, secured_init_template
 
 pytestmark = [pytest.mark.slow, pytest.mark.node, pytest.mark.xdist_group("node")]
 
@@ -44,11 +44,7 @@ def shared(node_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory)
     with node_cluster.api_client() as api_client:
         client.CoreV1Api(api_client).create_namespace({"metadata": {"name": NS, "labels": LEVEL}})
         node_launch.share(api_client, folder, NS)
-    with node_cluster.operator_redeployed(
-        "training-operator",
-        [f"--pytorch-init-container-template-file={node_launch.INIT_PYTORCH_TEMPLATE_FILE}"],
-        {Path(node_launch.INIT_PYTORCH_TEMPLATE_FILE).name: node_launch.INIT_PYTORCH_TEMPLATE},
-    ):
+    with node_cluster.operator_redeployed("training-operator", *secured_init_template()):
         yield folder
 
 
