@@ -71,7 +71,7 @@ test-all: install lint check-compiled controlplane kserve-crd ## everything, the
 
 # The node tier needs root, the node's tools, the control plane built and the launch image (and the PyTorch image for
 # its 2-replica DDP job, else that test skips; ~5 min to move into the node the first time): not in test-all yet.
-test-node: install controlplane node-tools ## real pods on a real node (kubelet, containerd; root; ~2 min warm after make images)
+test-node: install controlplane node-tools ## real pods on a real node (kubelet, containerd; root; ~4 min warm after make images)
 	$(PY) -m pytest -p no:xdist -m node tests/node $(DURATIONS) $(PYTEST_ARGS)
 
 node-tools: ## install the node's runtime from Debian (containerd, runc, CNI plugins, catatonit, mmdebstrap)
