@@ -30,7 +30,7 @@ from kftrain.backends.base import Backend, JobHandle, JobPhase, JobResult, JobSt
 from kftrain.backends.console import Console
 from kftrain.backends.kubernetes.api import JobRef, KubeApi, KubeCallError, api_message, describe
 from kftrain.backends.kubernetes.config import KubernetesConfig
-from kftrain.backends.kubernetes.eviction import eviction_of
+from kftrain.backends.kubernetes.eviction import eviction_of, read_pod, workflow_owner
 from kftrain.backends.kubernetes.jobs import ClusterJobs
 from kftrain.backends.kubernetes.logs import LogFollower
 from kftrain.backends.kubernetes.pending import PendingTracker, SuspensionTracker, suspension
@@ -88,6 +88,7 @@ class KubernetesBackend(Backend):
         # Jobs whose delete could not get through, said once (a failed stop is not tried again by the cancel after).
         self._left: set[tuple[str, str]] = set()
         self._step = Deadline()  # a run's: its timeout from its start
+        self._workflow: dict[str, Any] | None = None  # the run's Workflow as the job's owner ({}: none); read once
         # Jobs this backend created, as the create returned them: waiting on one watches it and its pods from
         # that version, with no first list of either (all its pods are created after it).
         self._created: dict[tuple[str, str], dict[str, Any]] = {}
@@ -119,9 +120,9 @@ class KubernetesBackend(Backend):
         dependency = kind_of(out).cluster_dependency(out)
         if dependency is not None:
             self._check_dependency(dependency, meta.namespace)
-        owner = self._owner_reference()
-        if owner is not None:
-            meta.extra = {**meta.extra, "ownerReferences": [owner]}
+        owners = self._owner_references()
+        if owners:
+            meta.extra = {**meta.extra, "ownerReferences": owners}
         without_mesh_sidecars(out)  # every kind's pods, however the job came (launch step, kftrain launch)
         validate_job(out)
         return out
@@ -200,6 +201,21 @@ class KubernetesBackend(Backend):
             "blockOwnerDeletion": False,
         }
 
+    def _owner_references(self) -> list[dict[str, Any]]:
+        """The job's owners: the step's pod, and the run's Argo Workflow that owns that pod. With the workflow an owner
+        from the start, an evicted step's pod never takes the job with it, however soon the step is killed (a KFP
+        pod's emissary waits on the launcher, which ends on the SIGTERM: docs/control-plane-findings.md N12); the
+        run's deletion still collects the job. The pod read once; unreadable, the pod alone, as before."""
+        pod = self._owner_reference()
+        if pod is None:
+            return []
+        if self._workflow is None:
+            try:
+                self._workflow = workflow_owner(read_pod(self.api, pod["name"], self.api.resolve_namespace())) or {}
+            except Exception:  # the eviction's own read says what failed; the pod still anchors the job
+                self._workflow = {}
+        return [pod, self._workflow] if self._workflow else [pod]
+
     def submit(self, job: TrainingJob) -> JobHandle:
         prepared = self.prepare(job)
         ref = JobRef.make(prepared.kind, prepared.api_version, prepared.name, str(prepared.metadata.namespace))
@@ -241,11 +257,11 @@ class KubernetesBackend(Backend):
         if meta.get("deletionTimestamp"):
             raise KftrainError(f"kubernetes backend: {ref} is being deleted; retry later")
         self.console.say(f"reattached to {ref} (created by an earlier attempt of this task)")
-        owner = self._owner_reference()
         owners = list(meta.get("ownerReferences") or [])
-        if owner is not None and all(o.get("uid") != owner["uid"] for o in owners):
+        missing = [o for o in self._owner_references() if all(have.get("uid") != o["uid"] for have in owners)]
+        if missing:
             # The earlier launcher pod will be garbage-collected; owned by it alone, the job would go with it.
-            existing = self.api.patch_job(ref, {"metadata": {"ownerReferences": [*owners, owner]}})
+            existing = self.api.patch_job(ref, {"metadata": {"ownerReferences": [*owners, *missing]}})
         return existing
 
     def run(self, job: TrainingJob, timeout: float | None = None) -> JobResult:

@@ -83,6 +83,28 @@ def test_an_evicted_step_leaves_its_job_to_the_retry(kube: FakeKube, operator: O
     retry.cancel(handle)  # ends the simulated training
 
 
+def test_the_job_is_owned_by_its_runs_workflow_from_its_creation(kube: FakeKube, operator: OperatorSim) -> None:
+    """A step killed before it reads its eviction (a KFP pod's emissary ends with the launcher, about a second after
+    the SIGTERM: docs/control-plane-findings.md N12) still leaves the job to the workflow, not to the evicted pod's
+    garbage collection."""
+    kube.add_pod(step_pod())
+    backend, _ = make_backend(kube, owner_pod_name=STEP_POD, owner_pod_uid=STEP_UID)
+    handle = backend.submit(stamped(pytorch_job(), "run-1", "train"))
+    (job,) = kube.jobs_of("pytorchjobs")
+    owners = {o["uid"]: o for o in job["metadata"]["ownerReferences"]}
+    assert set(owners) == {STEP_UID, WORKFLOW["uid"]}
+    assert owners[WORKFLOW["uid"]] == {**WORKFLOW, "controller": False, "blockOwnerDeletion": False}
+    backend.cancel(handle)
+
+
+def test_a_step_pod_no_workflow_owns_anchors_the_job_alone(kube: FakeKube, operator: OperatorSim) -> None:
+    kube.add_pod(step_pod(owners=()))
+    backend, _ = make_backend(kube, owner_pod_name=STEP_POD, owner_pod_uid=STEP_UID)
+    handle = backend.submit(stamped(pytorch_job(), "run-1", "train"))
+    assert [o["uid"] for o in kube.jobs_of("pytorchjobs")[0]["metadata"]["ownerReferences"]] == [STEP_UID]
+    backend.cancel(handle)
+
+
 CANCELS: dict[str, Callable[[FakeKube], None]] = {
     # A cancelled run (KFP: the workflow's activeDeadlineSeconds 0; argo stop: its shutdown): Argo signals the
     # container, the pod carries no disruption condition.
