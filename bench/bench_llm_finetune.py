@@ -36,7 +36,9 @@ def train(dataset: str, out: Path, replicas: int, args: argparse.Namespace) -> d
     command = [torchrun, "--standalone", f"--nproc-per-node={replicas}", "-m", "kftrain.programs.hf_finetune",
                "--dataset", dataset, "--model-dir", str(out), *flags(args, replicas)]  # fmt: skip
     started = time.monotonic()
-    run = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    # torchrun's agent writes its torchelastic_* logs under the temporary folder: the run's own, removed with it.
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(out.parent)}
+    run = subprocess.run(command, capture_output=True, text=True, env=env)
     wall = time.monotonic() - started
     if run.returncode:
         raise SystemExit(run.stdout[-3000:] + run.stderr[-3000:])

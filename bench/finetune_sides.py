@@ -40,7 +40,10 @@ def bare(dataset: str, folder: Path, replicas: int, flags: list[str]) -> dict[st
     torchrun = str(Path(sys.executable).with_name("torchrun"))
     command = [torchrun, "--standalone", f"--nproc-per-node={replicas}", "-m", PROGRAM, "--dataset", dataset,
                "--model-dir", str(folder / "model"), *flags]  # fmt: skip
-    run = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    folder.mkdir(parents=True, exist_ok=True)
+    # torchrun's agent writes its torchelastic_* logs under the temporary folder: the run's own, removed with it.
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(folder)}
+    run = subprocess.run(command, capture_output=True, text=True, env=env)
     if run.returncode:
         raise SystemExit(run.stdout[-3000:] + run.stderr[-3000:])
     return summary(run.stdout)
