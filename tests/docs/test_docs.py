@@ -28,6 +28,9 @@ README = REPO_ROOT / "README.md"
 DOCS = sorted((REPO_ROOT / "docs").glob("*.md"))
 PAGES = [README, *DOCS]
 README_MAX_LINES = 250
+# A paragraph or a list item of a page, in lines: short enough to scan (a table row or a code block is neither).
+PARAGRAPH_MAX_LINES = 12
+ITEM = re.compile(r"^\s*([-*+]|\d+\.)\s")
 
 FENCE = re.compile(r"^```(\w*)\s*$")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")  # links and images
@@ -197,6 +200,35 @@ def test_the_readme_is_short_and_links_every_page() -> None:
     linked = {(README.parent / target.partition("#")[0]).resolve() for target in LINK.findall(prose(README))}
     missing = [page_id(page) for page in DOCS if page.resolve() not in linked]
     assert not missing, f"README.md links none of {missing}"
+
+
+def long_paragraphs(text: str) -> list[str]:
+    """``line N: K lines`` for each paragraph or list item of ``text`` (a Markdown page) over the limit."""
+    found, run, start, fenced = [], 0, 1, False
+    for number, line in enumerate([*text.splitlines(), ""], 1):
+        fenced = fenced != line.startswith("```")
+        if fenced or line.startswith("```") or not line.strip() or line.startswith(("|", "#")) or ITEM.match(line):
+            if run > PARAGRAPH_MAX_LINES:
+                found.append(f"line {start}: {run} lines")
+            run, start = (1, number) if ITEM.match(line) else (0, number + 1)
+        else:
+            run += 1
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_no_paragraph_or_list_item_is_over_12_lines(page: Path) -> None:
+    found = long_paragraphs(page.read_text(encoding="utf-8"))
+    assert not found, f"{page_id(page)}: paragraphs over {PARAGRAPH_MAX_LINES} lines: {found}"
+
+
+def test_what_counts_as_a_long_paragraph() -> None:
+    prose_lines = "\n".join(["text"] * 13)
+    assert long_paragraphs(prose_lines) == ["line 1: 13 lines"]
+    assert long_paragraphs("\n".join(["text"] * 12)) == []
+    assert long_paragraphs("\n".join(["- item"] + ["  more"] * 11 + ["- next"])) == []
+    assert long_paragraphs("\n".join(["- item"] + ["  more"] * 12)) == ["line 1: 13 lines"]
+    assert long_paragraphs("\n".join(["```", *["code"] * 20, "```", "text"])) == []
 
 
 def test_the_checks_catch_what_they_are_for(tmp_path: Path) -> None:
