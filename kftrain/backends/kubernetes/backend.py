@@ -120,7 +120,7 @@ class KubernetesBackend(Backend):
         dependency = kind_of(out).cluster_dependency(out)
         if dependency is not None:
             self._check_dependency(dependency, meta.namespace)
-        owners = self._owner_references()
+        owners = self._owner_references(meta.namespace)
         if owners:
             meta.extra = {**meta.extra, "ownerReferences": owners}
         without_mesh_sidecars(out)  # every kind's pods, however the job came (launch step, kftrain launch)
@@ -201,17 +201,19 @@ class KubernetesBackend(Backend):
             "blockOwnerDeletion": False,
         }
 
-    def _owner_references(self) -> list[dict[str, Any]]:
+    def _owner_references(self, namespace: str) -> list[dict[str, Any]]:
         """The job's owners: the step's pod, and the run's Argo Workflow that owns that pod. With the workflow an owner
         from the start, an evicted step's pod never takes the job with it, however soon the step is killed (a KFP
         pod's emissary waits on the launcher, which ends on the SIGTERM: docs/control-plane-findings.md N12); the
-        run's deletion still collects the job. The pod read once; unreadable, the pod alone, as before."""
+        run's deletion still collects the job. The pod is read in the job's ``namespace``: an owner is of the job's own
+        namespace (kubernetes/apimachinery@v0.36.3:pkg/apis/meta/v1/types.go, OwnerReference). Read once; unreadable,
+        the pod alone, as before."""
         pod = self._owner_reference()
         if pod is None:
             return []
         if self._workflow is None:
             try:
-                self._workflow = workflow_owner(read_pod(self.api, pod["name"], self.api.resolve_namespace())) or {}
+                self._workflow = workflow_owner(read_pod(self.api, pod["name"], namespace)) or {}
             except Exception:  # the eviction's own read says what failed; the pod still anchors the job
                 self._workflow = {}
         return [pod, self._workflow] if self._workflow else [pod]
@@ -258,7 +260,9 @@ class KubernetesBackend(Backend):
             raise KftrainError(f"kubernetes backend: {ref} is being deleted; retry later")
         self.console.say(f"reattached to {ref} (created by an earlier attempt of this task)")
         owners = list(meta.get("ownerReferences") or [])
-        missing = [o for o in self._owner_references() if all(have.get("uid") != o["uid"] for have in owners)]
+        missing = [
+            o for o in self._owner_references(ref.namespace) if all(have.get("uid") != o["uid"] for have in owners)
+        ]
         if missing:
             # The earlier launcher pod will be garbage-collected; owned by it alone, the job would go with it.
             existing = self.api.patch_job(ref, {"metadata": {"ownerReferences": [*owners, *missing]}})
