@@ -202,12 +202,8 @@ class KubernetesBackend(Backend):
         }
 
     def _owner_references(self, namespace: str) -> list[dict[str, Any]]:
-        """The job's owners: the step's pod, and the run's Argo Workflow that owns that pod. With the workflow an owner
-        from the start, an evicted step's pod never takes the job with it, however soon the step is killed (a KFP
-        pod's emissary waits on the launcher, which ends on the SIGTERM: docs/control-plane-findings.md N12); the
-        run's deletion still collects the job. The pod is read in the job's ``namespace``: an owner is of the job's own
-        namespace (kubernetes/apimachinery@v0.36.3:pkg/apis/meta/v1/types.go, OwnerReference). Read once; unreadable,
-        the pod alone, as before."""
+        """The step's pod and the run's Workflow (the pod's owner, read once in the job's ``namespace``, an owner's
+        only one): an evicted pod never takes the job, however soon the step dies (finding N12)."""
         pod = self._owner_reference()
         if pod is None:
             return []
