@@ -9,6 +9,7 @@ taken for down: the calls after it are skipped, said once. A request the server 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -46,13 +47,19 @@ def describe(exc: BaseException) -> str:
     return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
 
 
+def _status(code: int, text: str) -> bool:
+    """Whether ``text`` names HTTP status ``code`` as a number of its own: never inside a port or another number
+    (a server at 127.0.0.1:40153 answering 503 is no 401)."""
+    return re.search(rf"(?<![\d.:]){code}(?![\d])", text) is not None
+
+
 def why_refused(exc: BaseException) -> str:
     """What an MLflow failure means for the user: unreachable, credentials refused, no such run, or else."""
     text = str(exc)
     code = getattr(exc, "error_code", "")
-    if "401" in text or code == "UNAUTHENTICATED":
+    if _status(401, text) or code == "UNAUTHENTICATED":
         return "refused the credentials (HTTP 401: check MLFLOW_TRACKING_TOKEN or MLFLOW_TRACKING_USERNAME/PASSWORD)"
-    if "403" in text or code == "PERMISSION_DENIED":
+    if _status(403, text) or code == "PERMISSION_DENIED":
         return "refused access to the run (HTTP 403: the credentials lack permission)"
     if code == "RESOURCE_DOES_NOT_EXIST":
         return "has no such run (MLFLOW_RUN_ID)"

@@ -184,3 +184,19 @@ def test_a_local_store_as_the_tracking_uri_is_one_line_and_nothing_is_written(ur
     ):
         pytest.fail("a step ran")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("HTTPConnectionPool(host='127.0.0.1', port=40153): 503 Service Unavailable", "cannot be reached"),
+        ("API request to http://127.0.0.1:42403/api/2.0 failed: too many 429 error responses", "too many 429"),
+        ("API request failed with error code 401 != 200", "refused the credentials"),
+        ("Response: 403 Forbidden", "refused access to the run"),
+    ],
+    ids=["port-40153", "port-42403", "401", "403"],
+)
+def test_a_status_is_read_as_a_number_of_its_own_never_inside_a_port(message: str, expected: str) -> None:
+    from kftrain.tracking.calls import why_refused
+
+    assert expected in why_refused(Exception(message + " Max retries exceeded"))
